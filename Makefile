@@ -1,0 +1,26 @@
+# chakra-collectives: every target sets itself up (a virtualenv in .venv) on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install test demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+test: install  ## run the test suite (what CI runs)
+	$(BIN)/python -m pytest
+
+demo: install  ## the main job on a built-in default, with a readable summary
+	$(BIN)/chakra-coll demo
+
+bench: install  ## performance benchmarks (prints medians and ratios)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache demo-out

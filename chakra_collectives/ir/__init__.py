@@ -1,0 +1,14 @@
+"""The collective-algorithm IR: one representation for every producer and consumer.
+
+* :mod:`~chakra_collectives.ir.collective` -- what a collective means in chunks;
+* :mod:`~chakra_collectives.ir.ops` -- operations, stored column-wise;
+* :mod:`~chakra_collectives.ir.algorithm` -- :class:`CollectiveAlgorithm`;
+* :mod:`~chakra_collectives.ir.builder` -- :class:`AlgorithmBuilder`.
+"""
+
+from chakra_collectives.ir.algorithm import CollectiveAlgorithm
+from chakra_collectives.ir.builder import AlgorithmBuilder
+from chakra_collectives.ir.collective import Collective
+from chakra_collectives.ir.ops import NONE, Buffer, ChunkRef, Op, OpKind, OpTable
+
+__all__ = ["AlgorithmBuilder", "Buffer", "ChunkRef", "Collective", "CollectiveAlgorithm", "NONE", "Op", "OpKind", "OpTable"]

@@ -1,0 +1,182 @@
+"""CollectiveAlgorithm: the one in-memory representation every producer and consumer shares.
+
+>>> from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective
+>>> b = AlgorithmBuilder(Collective.ALL_GATHER, num_ranks=2, chunk_count=2, size_bytes=1024)
+>>> for r in range(2):
+...     _ = b.copy(r, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
+...     _ = b.transfer(r, 1 - r, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
+>>> algo = b.build()
+>>> algo.num_ops, algo.chunk_bytes(), algo.op_bytes().tolist()
+(6, 512, [512, 512, 512, 512, 512, 512])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+import numpy as np
+
+from chakra_collectives.ir.collective import Collective
+from chakra_collectives.ir.ops import NONE, Buffer, Op, OpKind, OpTable
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveAlgorithm:
+    """A collective algorithm: what it claims to compute and every rank's program.
+
+    Attributes
+    ----------
+    collective:
+        The collective it claims (the verifier proves it when chunk identity is present).
+    num_ranks:
+        Ranks taking part; rank ids are positions in the communicator.
+    chunk_count:
+        ``C``: the collective's size ``S`` (bytes of the larger per-rank buffer) is cut into
+        ``C`` chunks of ``ceil(S / C)`` bytes (sizes not divisible by ``C`` are padded up, as
+        NCCL pads; :meth:`chunk_bytes` gives the padded value).
+    ops:
+        Every rank's operations (:class:`~chakra_collectives.ir.ops.OpTable`).
+    input_chunks, output_chunks, scratch_chunks:
+        Per-rank buffer sizes in chunks.
+    size_bytes:
+        The collective size the algorithm is written/replayed for unless told otherwise.
+    inplace:
+        In-place call: all-reduce output *is* the input; all-gather input is the output at
+        offset ``rank*K``; reduce-scatter output is the input at offset ``rank*K``.
+    root:
+        Root rank of broadcast/reduce.
+    name:
+        Free-form label (MSCCL ``name``, synthesizer description...).
+    provenance:
+        Free-form ``key: value`` strings describing where the algorithm came from.
+    """
+
+    collective: Collective
+    num_ranks: int
+    chunk_count: int
+    ops: OpTable
+    input_chunks: np.ndarray
+    output_chunks: np.ndarray
+    scratch_chunks: np.ndarray
+    size_bytes: int
+    inplace: bool = False
+    root: int | None = None
+    name: str = ""
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_ops(self) -> int:
+        return len(self.ops)
+
+    @property
+    def share(self) -> int:
+        """``K``: chunks per rank (``chunk_count // num_ranks``)."""
+        return max(1, self.chunk_count // self.num_ranks)
+
+    def chunk_bytes(self, size_bytes: int | None = None) -> int:
+        """Bytes of one chunk for a collective of ``size_bytes`` (default :attr:`size_bytes`)."""
+        size = self.size_bytes if size_bytes is None else size_bytes
+        return -(-size // self.chunk_count)
+
+    @property
+    def has_chunk_identity(self) -> bool:
+        """True when every data-moving operation says which chunks it moves."""
+        moving = self.ops.kind != OpKind.COMPUTE
+        return bool(np.all(self.ops.count[moving] >= 0))
+
+    def op_bytes(self, size_bytes: int | None = None) -> np.ndarray:
+        """Bytes each operation moves (or reduces/copies) for a collective of ``size_bytes``.
+
+        Chunk-identified operations scale exactly; byte-only operations (foreign files) are
+        scaled in proportion to ``size_bytes / self.size_bytes``.
+        """
+        size = self.size_bytes if size_bytes is None else size_bytes
+        derived = self.ops.count * self.chunk_bytes(size)
+        explicit = self.ops.nbytes
+        if size != self.size_bytes:
+            explicit = np.where(explicit >= 0, np.ceil(explicit * (size / self.size_bytes)).astype(np.int64), explicit)
+        result = np.where(explicit >= 0, explicit, derived)
+        return np.where(self.ops.kind == OpKind.COMPUTE, np.maximum(explicit, 0), result)
+
+    def buffer_chunks(self, rank: int, buffer: Buffer) -> int:
+        return int((self.input_chunks, self.output_chunks, self.scratch_chunks)[buffer][rank])
+
+    # ------------------------------------------------------------------ access
+    def rank_bounds(self) -> np.ndarray:
+        return self.ops.rank_bounds(self.num_ranks)
+
+    def ops_of(self, rank: int) -> Iterator[Op]:
+        """Readable views of ``rank``'s operations, in program order."""
+        bounds = self.rank_bounds()
+        for index in range(bounds[rank], bounds[rank + 1]):
+            yield self.ops.op(index)
+
+    def resolve(self, rank, buffer, offset):
+        """Map slots to the storage they alias under the in-place rules (works on arrays too).
+
+        >>> from chakra_collectives.ir import Collective
+        >>> algo = _empty(Collective.ALL_GATHER, inplace=True)
+        >>> [int(v) for v in algo.resolve(rank=1, buffer=Buffer.INPUT, offset=0)]
+        [1, 2]
+        """
+        if not self.inplace:
+            return buffer, offset
+        collective = self.collective
+        if collective is Collective.ALL_GATHER:
+            moved, target, shift = np.equal(buffer, Buffer.INPUT), Buffer.OUTPUT, np.multiply(rank, self.share)
+        elif collective is Collective.REDUCE_SCATTER:
+            moved, target, shift = np.equal(buffer, Buffer.OUTPUT), Buffer.INPUT, np.multiply(rank, self.share)
+        elif collective is Collective.CUSTOM:
+            return buffer, offset
+        else:  # all-reduce, all-to-all, broadcast, reduce: the output is the input
+            moved, target, shift = np.equal(buffer, Buffer.OUTPUT), Buffer.INPUT, 0
+        return np.where(moved, int(target), buffer), np.where(moved, np.add(offset, shift), offset)
+
+    def with_ops(self, ops: OpTable) -> "CollectiveAlgorithm":
+        return replace(self, ops=ops)
+
+    def equals(self, other: "CollectiveAlgorithm") -> bool:
+        """Exact equality of everything the algorithm says (used by round-trip tests)."""
+        return (
+            self.collective == other.collective
+            and self.num_ranks == other.num_ranks
+            and self.chunk_count == other.chunk_count
+            and self.size_bytes == other.size_bytes
+            and self.inplace == other.inplace
+            and self.root == other.root
+            and self.name == other.name
+            and self.provenance == other.provenance
+            and np.array_equal(self.input_chunks, other.input_chunks)
+            and np.array_equal(self.output_chunks, other.output_chunks)
+            and np.array_equal(self.scratch_chunks, other.scratch_chunks)
+            and self.ops.equals(other.ops)
+        )
+
+    def describe(self) -> str:
+        """One line: collective, ranks, chunks, ops."""
+        return (
+            f"{self.collective.value} over {self.num_ranks} ranks, {self.chunk_count} chunks, "
+            f"{self.num_ops} ops" + (f" ({self.name})" if self.name else "")
+        )
+
+
+def _empty(collective: Collective, *, num_ranks: int = 2, inplace: bool = False) -> CollectiveAlgorithm:
+    """A tiny algorithm with no operations (for examples)."""
+    table = OpTable.from_columns(rank=[], dep_ptr=[0], dep_idx=[])
+    sizes = [collective.buffer_chunks(rank=r, num_ranks=num_ranks, chunk_count=num_ranks * 2) for r in range(num_ranks)]
+    return CollectiveAlgorithm(
+        collective=collective,
+        num_ranks=num_ranks,
+        chunk_count=num_ranks * 2,
+        ops=table,
+        input_chunks=np.array([s[0] for s in sizes]),
+        output_chunks=np.array([s[1] for s in sizes]),
+        scratch_chunks=np.zeros(num_ranks, dtype=np.int64),
+        size_bytes=1024,
+        inplace=inplace,
+    )
+
+
+__all__ = ["CollectiveAlgorithm", "NONE"]

@@ -1,0 +1,278 @@
+"""The operations of an algorithm, stored column-wise.
+
+An algorithm has one ordered program per rank; each operation is one of
+
+* ``SEND``  -- send ``count`` chunks read from ``src`` to rank ``peer`` (message tag ``tag``);
+* ``RECV``  -- receive ``count`` chunks from rank ``peer`` into ``dst``;
+* ``REDUCE`` -- local ``dst[i] = dst[i] (+) src[i]`` for ``count`` chunks;
+* ``COPY``  -- local ``dst[i] = src[i]``;
+* ``COMPUTE`` -- opaque local work with only a duration (a foreign COMP node).
+
+and waits for its ``deps`` (operations of the same rank) to finish. ``src``/``dst`` are chunk
+references ``(buffer, offset)`` in chunk units, so bytes are derived only when an algorithm is
+written or replayed for a concrete collective size. Operations read from foreign files may carry
+only bytes: then ``count`` is ``-1`` and ``nbytes`` holds the size.
+
+All operations of all ranks live in one :class:`OpTable` of numpy columns, grouped by rank and in
+program order inside a rank; dependencies are kept in CSR form (``dep_ptr``/``dep_idx``, global
+indices). Synthesizers of 10^7 operations build it with array operations; readable per-operation
+views are :class:`Op` objects.
+
+>>> table = OpTable.from_rows([
+...     dict(rank=0, kind=OpKind.SEND, peer=1, tag=0, src=(Buffer.INPUT, 0), count=1),
+...     dict(rank=1, kind=OpKind.RECV, peer=0, tag=0, dst=(Buffer.OUTPUT, 0), count=1),
+... ])
+>>> len(table), table.op(1).kind.name, table.op(1).dst
+(2, 'RECV', ChunkRef(buffer=<Buffer.OUTPUT: 1>, offset=0))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+
+class Buffer(IntEnum):
+    """The per-rank buffers an operation can address (MSCCL's ``i``, ``o``, ``s``)."""
+
+    INPUT = 0
+    OUTPUT = 1
+    SCRATCH = 2
+
+    @property
+    def letter(self) -> str:
+        return "ios"[self]
+
+    @classmethod
+    def from_letter(cls, letter: str) -> "Buffer":
+        return cls("ios".index(letter))
+
+
+class OpKind(IntEnum):
+    SEND = 0
+    RECV = 1
+    REDUCE = 2
+    COPY = 3
+    COMPUTE = 4
+
+    @property
+    def is_comm(self) -> bool:
+        return self <= OpKind.RECV
+
+
+NONE = -1
+"""Column value meaning "not applicable" (no peer, no buffer, bytes derived from chunks...)."""
+
+
+class ChunkRef(NamedTuple):
+    buffer: Buffer
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.buffer.letter}[{self.offset}]"
+
+
+@dataclass(frozen=True)
+class Op:
+    """A readable view of one operation (see the module docstring for the semantics)."""
+
+    rank: int
+    index: int
+    """Position in the rank's program (also the node id our ET writer uses)."""
+    kind: OpKind
+    peer: int | None
+    tag: int | None
+    src: ChunkRef | None
+    dst: ChunkRef | None
+    count: int | None
+    nbytes: int | None
+    duration_ns: float | None
+    deps: tuple[int, ...]
+    node_id: int
+
+
+_INT_COLUMNS = {
+    "rank": np.int32,
+    "kind": np.int8,
+    "peer": np.int32,
+    "tag": np.int64,
+    "src_buf": np.int8,
+    "src_off": np.int64,
+    "dst_buf": np.int8,
+    "dst_off": np.int64,
+    "count": np.int64,
+    "nbytes": np.int64,
+    "node_id": np.int64,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class OpTable:
+    """All operations of an algorithm as numpy columns (see the module docstring)."""
+
+    rank: np.ndarray
+    kind: np.ndarray
+    peer: np.ndarray
+    tag: np.ndarray
+    src_buf: np.ndarray
+    src_off: np.ndarray
+    dst_buf: np.ndarray
+    dst_off: np.ndarray
+    count: np.ndarray
+    nbytes: np.ndarray
+    duration_ns: np.ndarray
+    node_id: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_columns(cls, *, dep_ptr: Any, dep_idx: Any, **columns: Any) -> "OpTable":
+        """Build from whole columns; omitted columns get their "not applicable" value.
+
+        ``rank`` is required and must be non-decreasing; ``node_id`` defaults to the index
+        of each operation inside its rank.
+        """
+        rank = np.asarray(columns.pop("rank"), dtype=np.int32)
+        size = len(rank)
+        if size and np.any(np.diff(rank) < 0):
+            raise ValueError("operations must be grouped by rank")
+        built: dict[str, np.ndarray] = {"rank": rank}
+        for name, dtype in _INT_COLUMNS.items():
+            if name == "rank":
+                continue
+            value = columns.pop(name, None)
+            if value is None:
+                if name == "node_id":
+                    starts = np.searchsorted(rank, rank, side="left") if size else np.zeros(0, np.int64)
+                    built[name] = np.arange(size, dtype=np.int64) - starts
+                else:
+                    built[name] = np.full(size, NONE, dtype=dtype)
+            else:
+                built[name] = np.asarray(value, dtype=dtype)
+        duration = columns.pop("duration_ns", None)
+        built["duration_ns"] = np.full(size, np.nan) if duration is None else np.asarray(duration, dtype=np.float64)
+        if columns:
+            raise TypeError(f"unknown columns {sorted(columns)}")
+        built["dep_ptr"] = np.asarray(dep_ptr, dtype=np.int64)
+        built["dep_idx"] = np.asarray(dep_idx, dtype=np.int64)
+        table = cls(**built)
+        table._check_shapes()
+        return table
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[dict[str, Any]]) -> "OpTable":
+        """Build from one dict per operation (keys as :class:`Op`; ``deps`` are rank-local indices).
+
+        Convenient for tests and small hand-written algorithms; producers of large algorithms
+        use :class:`~chakra_collectives.ir.builder.AlgorithmBuilder` or :meth:`from_columns`.
+        """
+        rows = sorted(enumerate(rows), key=lambda item: (item[1]["rank"], item[0]))
+        cols: dict[str, list[Any]] = {name: [] for name in (*_INT_COLUMNS, "duration_ns")}
+        dep_ptr, dep_idx = [0], []
+        first_of_rank: dict[int, int] = {}
+        for position, (_, row) in enumerate(rows):
+            rank = row["rank"]
+            first = first_of_rank.setdefault(rank, position)
+            src, dst = row.get("src"), row.get("dst")
+            values = {
+                "rank": rank,
+                "kind": int(row["kind"]),
+                "peer": row.get("peer", NONE),
+                "tag": row.get("tag", NONE),
+                "src_buf": NONE if src is None else int(src[0]),
+                "src_off": NONE if src is None else src[1],
+                "dst_buf": NONE if dst is None else int(dst[0]),
+                "dst_off": NONE if dst is None else dst[1],
+                "count": row.get("count", NONE),
+                "nbytes": row.get("nbytes", NONE),
+                "node_id": row.get("node_id", position - first),
+                "duration_ns": row.get("duration_ns", np.nan),
+            }
+            for name, value in values.items():
+                cols[name].append(NONE if value is None and name != "duration_ns" else value)
+            dep_idx.extend(first + d for d in row.get("deps", ()))
+            dep_ptr.append(len(dep_idx))
+        return cls.from_columns(dep_ptr=dep_ptr, dep_idx=dep_idx, **cols)
+
+    @classmethod
+    def concat(cls, tables: Sequence["OpTable"]) -> "OpTable":
+        """Concatenate tables that hold disjoint, increasing ranks."""
+        if not tables:
+            return cls.from_columns(rank=[], dep_ptr=[0], dep_idx=[])
+        offsets = np.cumsum([0] + [len(t) for t in tables[:-1]])
+        dep_offsets = np.cumsum([0] + [len(t.dep_idx) for t in tables[:-1]])
+        cols = {
+            f.name: np.concatenate([getattr(t, f.name) for t in tables])
+            for f in fields(cls)
+            if f.name not in ("dep_ptr", "dep_idx")
+        }
+        dep_ptr = np.concatenate([tables[0].dep_ptr[:1]] + [t.dep_ptr[1:] + o for t, o in zip(tables, dep_offsets)])
+        dep_idx = np.concatenate([t.dep_idx + o for t, o in zip(tables, offsets)])
+        return cls.from_columns(dep_ptr=dep_ptr, dep_idx=dep_idx, **cols)
+
+    def _check_shapes(self) -> None:
+        size = len(self.rank)
+        for f in fields(self):
+            column = getattr(self, f.name)
+            expected = size + 1 if f.name == "dep_ptr" else None
+            if f.name == "dep_idx":
+                continue
+            if len(column) != (expected if expected is not None else size):
+                raise ValueError(f"column {f.name} has {len(column)} entries, expected {expected or size}")
+        if self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx) or np.any(np.diff(self.dep_ptr) < 0):
+            raise ValueError("dep_ptr is not a valid CSR index into dep_idx")
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def rank_bounds(self, num_ranks: int) -> np.ndarray:
+        """``bounds[r]:bounds[r+1]`` is the slice of rank ``r``'s operations."""
+        return np.searchsorted(self.rank, np.arange(num_ranks + 1), side="left")
+
+    def deps_of(self, index: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[index] : self.dep_ptr[index + 1]]
+
+    def op(self, index: int) -> Op:
+        """A readable view of operation ``index`` (dependencies as rank-local indices)."""
+        rank = int(self.rank[index])
+        first = int(np.searchsorted(self.rank, rank, side="left"))
+
+        def optional(value: Any) -> int | None:
+            return None if value == NONE else int(value)
+
+        def ref(buf: int, off: int) -> ChunkRef | None:
+            return None if buf == NONE else ChunkRef(Buffer(int(buf)), int(off))
+
+        duration = float(self.duration_ns[index])
+        return Op(
+            rank=rank,
+            index=index - first,
+            kind=OpKind(int(self.kind[index])),
+            peer=optional(self.peer[index]),
+            tag=optional(self.tag[index]),
+            src=ref(self.src_buf[index], self.src_off[index]),
+            dst=ref(self.dst_buf[index], self.dst_off[index]),
+            count=optional(self.count[index]),
+            nbytes=optional(self.nbytes[index]),
+            duration_ns=None if np.isnan(duration) else duration,
+            deps=tuple(int(d) - first for d in self.deps_of(index)),
+            node_id=int(self.node_id[index]),
+        )
+
+    def equals(self, other: "OpTable") -> bool:
+        """Column-by-column equality (NaN durations compare equal)."""
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a.shape != b.shape:
+                return False
+            if f.name == "duration_ns":
+                if not np.array_equal(a, b, equal_nan=True):
+                    return False
+            elif not np.array_equal(a, b):
+                return False
+        return True

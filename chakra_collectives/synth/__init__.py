@@ -1,0 +1,1 @@
+"""Producers of collective algorithms: classic baselines (and topology-aware synthesis)."""

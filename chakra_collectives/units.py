@@ -1,0 +1,120 @@
+"""Units: bytes, nanoseconds and GB/s, converted in exactly one place.
+
+Every size in chakra-collectives is in bytes, every time in nanoseconds (float), every
+bandwidth in GB/s with ASTRA-sim's and TACOS's meaning: **1 GB = 2^30 bytes**, so
+50 GB/s moves 53.687 bytes per nanosecond. Size suffixes follow the same binary convention
+(``1MB`` = ``1MiB`` = 1,048,576 bytes, as ASTRA-sim's microbenchmarks name their 1 MiB files).
+
+Examples
+--------
+>>> parse_size("64MiB")
+67108864
+>>> parse_size("1.5KB")
+1536
+>>> round(bytes_per_ns(50.0), 3)
+53.687
+>>> format_size(3 * 2**20)
+'3 MiB'
+>>> format_time_ns(41174.0)
+'41.17 us'
+"""
+
+from __future__ import annotations
+
+import re
+
+from chakra_collectives.errors import InputError
+
+GIB = 2**30
+"""Bytes in one GB of bandwidth (ASTRA-sim, TACOS)."""
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "kib": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int) -> int:
+    """Parse a byte count such as ``"64MiB"``, ``"1MB"``, ``"4096"`` or ``"1.5K"``.
+
+    Suffixes are binary (K = 1024). The result must be a positive whole number of bytes.
+
+    >>> parse_size("4096")
+    4096
+    >>> parse_size("2G")
+    2147483648
+    """
+    if isinstance(text, int):
+        value, unit = float(text), ""
+    else:
+        match = _SIZE_RE.match(text)
+        if not match:
+            raise InputError(f"malformed size {text!r}: expected a number with an optional unit such as 64MiB, 1MB, 4096")
+        value, unit = float(match.group(1)), match.group(2).lower()
+    if unit not in _SIZE_UNITS:
+        raise InputError(f"malformed size {text!r}: unknown unit {unit!r} (use B, KiB, MiB, GiB, TiB; K/KB/MB/GB mean the same)")
+    nbytes = value * _SIZE_UNITS[unit]
+    if nbytes != int(nbytes):
+        raise InputError(f"malformed size {text!r}: not a whole number of bytes")
+    if nbytes <= 0:
+        raise InputError(f"malformed size {text!r}: must be positive")
+    return int(nbytes)
+
+
+def bytes_per_ns(gbps: float) -> float:
+    """Convert a bandwidth in GB/s (1 GB = 2^30 bytes) to bytes per nanosecond.
+
+    >>> bytes_per_ns(1.0) * 1e9 == 2**30
+    True
+    """
+    return gbps * GIB / 1e9
+
+
+def gbps_from_bytes_per_ns(rate: float) -> float:
+    """Inverse of :func:`bytes_per_ns`.
+
+    >>> gbps_from_bytes_per_ns(bytes_per_ns(50.0))
+    50.0
+    """
+    return rate * 1e9 / GIB
+
+
+def format_size(nbytes: float) -> str:
+    """Human-readable binary size.
+
+    >>> format_size(1536)
+    '1.5 KiB'
+    >>> format_size(100)
+    '100 B'
+    """
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes:.4g} B"
+
+
+def format_time_ns(ns: float) -> str:
+    """Human-readable duration from nanoseconds.
+
+    >>> format_time_ns(999)
+    '999 ns'
+    >>> format_time_ns(2.5e9)
+    '2.5 s'
+    """
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.4g} {unit}"
+    return f"{ns:.4g} ns"

@@ -1,0 +1,138 @@
+"""Run an algorithm's dependency + message graph to completion, or find where it gets stuck.
+
+Two send semantics:
+
+* ``eager`` -- a SEND completes as soon as its dependencies have (the message is buffered);
+  a RECV completes once its dependencies and its matching SEND have. This is ASTRA-sim's
+  behaviour: a send never waits for the receive to be posted.
+* ``rendezvous`` -- a SEND and its RECV complete together, once both have their dependencies
+  done (MPI synchronous sends; bounded-buffer runtimes such as NCCL/MSCCL with large messages).
+
+An algorithm that finishes under ``rendezvous`` also finishes under ``eager``; the converse is
+not true (rank A: send-then-recv, rank B: send-then-recv deadlocks only under rendezvous).
+
+``order`` picks which ready operation runs next: ``"fifo"`` (breadth-first) or ``"lifo"``
+(depth-first). The verifier executes the data semantics under both to expose races.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.verify.structure import dependents
+
+
+@dataclass
+class Execution:
+    order: list[int]
+    """Operations in the order they completed."""
+    stuck: list[int]
+    """Operations that never completed (empty when the algorithm finishes)."""
+
+    @property
+    def finished(self) -> bool:
+        return not self.stuck
+
+
+def execute(
+    algo: CollectiveAlgorithm,
+    partner: np.ndarray,
+    *,
+    semantics: str = "eager",
+    order: str = "fifo",
+    on_complete: Callable[[int], None] | None = None,
+) -> Execution:
+    """Execute ``algo`` with the message pairing ``partner`` (from :func:`match_messages`).
+
+    Unpaired operations (``partner == -1``) do not wait for a partner, so passing all -1
+    walks the plain dependency graph; the verifier checks pairing before it executes.
+    """
+    if semantics not in ("eager", "rendezvous"):
+        raise ValueError(f"unknown send semantics {semantics!r}")
+    ops = algo.ops
+    size = len(ops)
+    kind = ops.kind.tolist()
+    partners = partner.tolist()
+    waiting = np.diff(ops.dep_ptr).astype(np.int64)
+    rendezvous = semantics == "rendezvous"
+    if not rendezvous:
+        waiting[(ops.kind == OpKind.RECV) & (partner >= 0)] += 1  # a matched RECV also waits for its SEND
+    waiting_list = waiting.tolist()
+    dep_ptr, dep_list = dependents(algo)
+    posted = [False] * size
+    done = [False] * size
+    ready: deque[int] = deque()
+    push = ready.append
+    pop = ready.popleft if order == "fifo" else ready.pop
+    SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
+
+    def deps_done(i: int) -> None:
+        """All of ``i``'s dependencies (and, eagerly, its SEND) have completed."""
+        if rendezvous and (kind[i] == SEND or kind[i] == RECV):
+            p = partners[i]
+            posted[i] = True
+            if p >= 0 and posted[p]:
+                push(i)
+                push(p)
+        else:
+            push(i)
+
+    for i in np.flatnonzero(waiting == 0).tolist():
+        deps_done(i)
+    completed: list[int] = []
+    record = completed.append
+    while ready:
+        i = pop()
+        done[i] = True
+        record(i)
+        if on_complete is not None:
+            on_complete(i)
+        for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
+            waiting_list[j] -= 1
+            if waiting_list[j] == 0:
+                deps_done(j)
+        if not rendezvous and kind[i] == SEND:
+            p = partners[i]
+            if p >= 0:
+                waiting_list[p] -= 1
+                if waiting_list[p] == 0:
+                    deps_done(p)
+    stuck = [i for i in range(size) if not done[i]] if len(completed) < size else []
+    return Execution(order=completed, stuck=stuck)
+
+
+def describe_stuck(algo: CollectiveAlgorithm, partner: np.ndarray, execution: Execution, semantics: str, limit: int = 3) -> list[str]:
+    """Per rank, the first operations that cannot start and why."""
+    ops = algo.ops
+    stuck = set(execution.stuck)
+    lines: list[str] = []
+    by_rank: dict[int, list[int]] = {}
+    for i in execution.stuck:
+        deps = ops.deps_of(i)
+        if any(int(d) in stuck for d in deps):
+            continue  # blocked behind another stuck operation of its rank
+        by_rank.setdefault(int(ops.rank[i]), []).append(i)
+    for rank in sorted(by_rank):
+        reasons = []
+        for i in by_rank[rank][:limit]:
+            p = int(partner[i])
+            kind = OpKind(int(ops.kind[i]))
+            where = f"node {ops.node_id[i]} {kind.name}"
+            if kind is OpKind.RECV:
+                other = f"node {ops.node_id[p]} on rank {ops.rank[p]}" if p >= 0 else "a SEND that does not exist"
+                reasons.append(f"{where} from rank {ops.peer[i]} waits for {other}")
+            elif kind is OpKind.SEND and semantics == "rendezvous":
+                other = f"node {ops.node_id[p]} on rank {ops.rank[p]}" if p >= 0 else "a RECV that does not exist"
+                reasons.append(f"{where} to rank {ops.peer[i]} waits for its RECV ({other}) to be posted")
+            else:
+                reasons.append(f"{where} waits")
+        extra = len(by_rank[rank]) - limit
+        lines.append(f"rank {rank}: " + "; ".join(reasons) + (f"; and {extra} more" if extra > 0 else ""))
+    total_stuck = len(execution.stuck)
+    lines.insert(0, f"{total_stuck} of {len(ops)} operations never complete; blocked frontier per rank:")
+    return lines

@@ -1,0 +1,201 @@
+"""Prove what an algorithm computes by executing it on symbolic data.
+
+Every buffer slot holds a symbolic value ``(index, ranks)`` (see
+:mod:`chakra_collectives.ir.collective`): which chunk of the collective it is, and whose
+contributions have been summed into it. Inputs start with the collective's precondition;
+SEND captures slots, RECV stores what its matching SEND captured, COPY copies and REDUCE
+combines. A reduction of two different chunks, or one that counts a rank twice, is a fault. At
+the end every output slot must hold the collective's postcondition, otherwise the first wrong
+slot is the counterexample.
+
+Because the semantics are executed in one valid order, a result that depends on the order (a
+data race) could hide. The verifier therefore runs two extreme valid orders (breadth-first and
+depth-first) and reports any slot on which they disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind
+from chakra_collectives.verify.execution import Execution, execute
+
+Value = tuple[int, int] | None
+"""``(chunk index, bitmask of contributing ranks)``; ``None`` = the slot holds nothing."""
+
+INVALID = (-1, 0)
+"""The value of a faulty reduction (reported once, then propagated)."""
+
+
+@dataclass
+class SemanticRun:
+    execution: Execution
+    storage: dict[tuple[int, int], list[Value]]
+    fault: str | None
+
+
+def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: str) -> SemanticRun:
+    """Execute ``algo`` eagerly in ``order`` ("fifo" or "lifo") on symbolic data."""
+    ops = algo.ops
+    storage = _initial_storage(algo)
+    src_buf, src_off = algo.resolve(ops.rank, ops.src_buf, ops.src_off)
+    dst_buf, dst_off = algo.resolve(ops.rank, ops.dst_buf, ops.dst_off)
+    rank = ops.rank.tolist()
+    kind = ops.kind.tolist()
+    count = ops.count.tolist()
+    src = list(zip(src_buf.tolist(), src_off.tolist()))
+    dst = list(zip(dst_buf.tolist(), dst_off.tolist()))
+    partners = partner.tolist()
+    messages: dict[int, list[Value]] = {}
+    faults: list[str] = []
+    SEND, RECV, REDUCE, COPY = (int(k) for k in (OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY))
+
+    def fault(i: int, what: str) -> None:
+        if not faults:
+            faults.append(f"rank {rank[i]}: node {ops.node_id[i]}: {what}")
+
+    def apply(i: int) -> None:
+        k = kind[i]
+        n = count[i]
+        if k == SEND:
+            b, o = src[i]
+            messages[i] = storage[rank[i], b][o : o + n]
+        elif k == RECV:
+            b, o = dst[i]
+            storage[rank[i], b][o : o + n] = messages.pop(partners[i])
+        elif k == COPY:
+            (sb, so), (db, do) = src[i], dst[i]
+            r = rank[i]
+            storage[r, db][do : do + n] = storage[r, sb][so : so + n]
+        elif k == REDUCE:
+            (sb, so), (db, do) = src[i], dst[i]
+            r = rank[i]
+            target = storage[r, db]
+            source = storage[r, sb][so : so + n]
+            for j in range(n):
+                a, b = target[do + j], source[j]
+                if a is None or b is None:
+                    fault(i, f"reduces {_slot(db, do + j)} with {_slot(sb, so + j)} but one of them holds nothing")
+                    target[do + j] = INVALID
+                elif a[0] != b[0] or a[0] < 0:
+                    if a[0] >= 0 and b[0] >= 0:
+                        fault(i, f"reduces chunk {a[0]} with chunk {b[0]} ({_slot(db, do + j)} += {_slot(sb, so + j)})")
+                    target[do + j] = INVALID
+                elif a[1] & b[1]:
+                    fault(i, f"counts rank(s) {format_ranks(a[1] & b[1])} twice in chunk {a[0]} ({_slot(db, do + j)})")
+                    target[do + j] = INVALID
+                else:
+                    target[do + j] = (a[0], a[1] | b[1])
+
+    execution = execute(algo, partner, semantics="eager", order=order, on_complete=apply)
+    return SemanticRun(execution=execution, storage=storage, fault=faults[0] if faults else None)
+
+
+def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Value]]:
+    # in-place aliasing maps a view onto another buffer at up to chunk_count slots, so input
+    # and output storage is at least that large (declared ranges were checked by structure)
+    storage: dict[tuple[int, int], list[Value]] = {}
+    for r in range(algo.num_ranks):
+        for buf in Buffer:
+            declared = algo.buffer_chunks(r, buf)
+            storage[r, int(buf)] = [None] * (declared if buf is Buffer.SCRATCH else max(declared, algo.chunk_count))
+    if algo.collective is Collective.CUSTOM:
+        return storage
+    share = algo.share
+    for r in range(algo.num_ranks):
+        size = _view_size(algo, r, Buffer.INPUT)
+        for slot in range(size):
+            b, o = (int(v) for v in algo.resolve(r, Buffer.INPUT, slot))
+            storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=share)
+    return storage
+
+
+def _view_size(algo: CollectiveAlgorithm, rank: int, buffer: Buffer) -> int:
+    """Chunks of the collective's input/output *view* of ``rank`` (in-place files may declare 0)."""
+    sizes = algo.collective.buffer_chunks(rank=rank, num_ranks=algo.num_ranks, chunk_count=algo.chunk_count, root=algo.root)
+    return sizes[0] if buffer is Buffer.INPUT else sizes[1]
+
+
+def output_view(algo: CollectiveAlgorithm, storage: dict[tuple[int, int], list[Value]]) -> list[list[Value]]:
+    """Per rank, the values of its output view (through in-place aliasing)."""
+    view = []
+    for r in range(algo.num_ranks):
+        values = []
+        for slot in range(_view_size(algo, r, Buffer.OUTPUT)):
+            b, o = (int(v) for v in algo.resolve(r, Buffer.OUTPUT, slot))
+            values.append(storage[r, b][o])
+        view.append(values)
+    return view
+
+
+def postcondition_violation(algo: CollectiveAlgorithm, outputs: list[list[Value]]) -> str | None:
+    """The first output slot that does not hold what the collective requires, as a counterexample."""
+    share = algo.share
+    for r, values in enumerate(outputs):
+        for slot, got in enumerate(values):
+            expected = algo.collective.expected_value(rank=r, slot=slot, share=share, num_ranks=algo.num_ranks, root=algo.root)
+            if expected is not None and got != expected:
+                b, o = (int(v) for v in algo.resolve(r, Buffer.OUTPUT, slot))
+                alias = "" if (b, o) == (Buffer.OUTPUT, slot) else f" (stored at {_slot(b, o)})"
+                return (
+                    f"counterexample: rank {r}, buffer output, slot {slot}{alias}: expected {describe_value(expected)}, "
+                    f"got {describe_value(got)}"
+                )
+    return None
+
+
+def first_difference(a: list[list[Value]], b: list[list[Value]]) -> str | None:
+    """The first output slot on which two runs disagree."""
+    for r, (left, right) in enumerate(zip(a, b)):
+        for slot, (x, y) in enumerate(zip(left, right)):
+            if x != y:
+                return (
+                    f"rank {r}, output[{slot}] ends as {describe_value(x)} in one valid execution order "
+                    f"and as {describe_value(y)} in another"
+                )
+    return None
+
+
+def describe_value(value: Value) -> str:
+    """Readable symbolic value.
+
+    >>> describe_value((5, 0b1011))
+    'chunk 5 summed over ranks 0-1,3'
+    >>> describe_value((2, 0b100))
+    'chunk 2 from rank 2'
+    >>> describe_value(None)
+    'nothing'
+    """
+    if value is None:
+        return "nothing"
+    if value[0] < 0:
+        return "the result of a faulty reduction"
+    index, mask = value
+    if mask & (mask - 1) == 0:
+        return f"chunk {index} from rank {mask.bit_length() - 1}"
+    return f"chunk {index} summed over ranks {format_ranks(mask)}"
+
+
+def format_ranks(mask: int) -> str:
+    """Compact rank set of a bitmask: ``0-3,5``.
+
+    >>> format_ranks(0b101111)
+    '0-3,5'
+    """
+    ranks = [i for i in range(mask.bit_length()) if mask >> i & 1]
+    spans: list[str] = []
+    start = prev = ranks[0]
+    for r in ranks[1:] + [None]:  # type: ignore[list-item]
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(spans)
+
+
+def _slot(buf: int, offset: int) -> str:
+    return f"{('input', 'output', 'scratch')[buf]}[{offset}]"

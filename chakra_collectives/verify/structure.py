@@ -1,0 +1,117 @@
+"""Structural checks: every operation is well-formed and the dependency graph is acyclic.
+
+All checks are vectorized over the whole operation table; each finding names the rank and
+node id of the first offending operation.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from chakra_collectives.ir import NONE, CollectiveAlgorithm, OpKind
+
+
+def structural_problems(algo: CollectiveAlgorithm, limit: int = 10) -> list[str]:
+    """Return up to ``limit`` one-line problems (empty when the structure is sound)."""
+    ops = algo.ops
+    problems: list[str] = []
+    comm = ops.kind <= OpKind.RECV
+    bounds = algo.rank_bounds()
+    empty = np.flatnonzero(np.diff(bounds) == 0)
+    problems += [f"rank {r}: has no operations" for r in empty[:limit]]
+
+    def report(mask: np.ndarray, what: str) -> None:
+        for i in np.flatnonzero(mask)[: max(0, limit - len(problems))]:
+            problems.append(f"rank {ops.rank[i]}: node {ops.node_id[i]}: {what(i) if callable(what) else what}")
+
+    report((ops.kind < 0) | (ops.kind > OpKind.COMPUTE), "unknown operation kind")
+    report(comm & ((ops.peer < 0) | (ops.peer >= algo.num_ranks)), lambda i: f"peer {ops.peer[i]} is not a rank (0..{algo.num_ranks - 1})")
+    report(comm & (ops.peer == ops.rank), "sends to or receives from its own rank")
+    report(comm & (ops.tag < 0), "has no tag")
+    report(comm & (ops.count < 0) & (ops.nbytes <= 0), "moves no bytes")
+    report((ops.count == 0), "moves 0 chunks")
+    moving = ops.kind != OpKind.COMPUTE
+    report(moving & (ops.count > 0) & _needs_missing_ref(ops), "lacks the chunk reference its kind needs")
+    for buf_col, off_col, side in ((ops.src_buf, ops.src_off, "reads"), (ops.dst_buf, ops.dst_off, "writes")):
+        has = (buf_col >= 0) & (ops.count > 0)
+        if not np.any(has):
+            continue
+        sizes = np.stack([algo.input_chunks, algo.output_chunks, algo.scratch_chunks])
+        limit_of = np.zeros(len(ops), dtype=np.int64)
+        limit_of[has] = sizes[buf_col[has], ops.rank[has]]
+        over = has & ((off_col < 0) | (off_col + ops.count > limit_of))
+        report(
+            over,
+            lambda i, b=buf_col, o=off_col, s=side: (
+                f"{s} {'ios'[b[i]]}[{o[i]}:{o[i] + ops.count[i]}] beyond the buffer's {limit_of[i]} chunks"
+            ),
+        )
+    dep_owner = np.repeat(np.arange(len(ops)), np.diff(ops.dep_ptr))
+    cross = (ops.dep_idx < 0) | (ops.dep_idx >= len(ops))
+    cross[~cross] = ops.rank[ops.dep_idx[~cross]] != ops.rank[dep_owner[~cross]]
+    report(np.isin(np.arange(len(ops)), dep_owner[cross]), "depends on an operation of another rank")
+    self_dep = ops.dep_idx == dep_owner
+    report(np.isin(np.arange(len(ops)), dep_owner[self_dep]), "depends on itself")
+    if not problems:
+        cycle = find_cycle(algo)
+        if cycle:
+            first = cycle[0]
+            ids = " -> ".join(str(ops.node_id[i]) for i in cycle[:8]) + (" ..." if len(cycle) > 8 else "")
+            problems.append(f"rank {ops.rank[first]}: node {ops.node_id[first]}: dependency cycle {ids}")
+    return problems[:limit]
+
+
+def _needs_missing_ref(ops) -> np.ndarray:
+    kind = ops.kind
+    no_src = ops.src_buf == NONE
+    no_dst = ops.dst_buf == NONE
+    return ((kind == OpKind.SEND) & no_src) | ((kind == OpKind.RECV) & no_dst) | (
+        ((kind == OpKind.REDUCE) | (kind == OpKind.COPY)) & (no_src | no_dst)
+    )
+
+
+def find_cycle(algo: CollectiveAlgorithm) -> list[int]:
+    """Operations on one dependency cycle (empty when the graph is acyclic).
+
+    Dependencies that all point backwards in program order cannot form a cycle, which is
+    the common case and is checked without a graph walk.
+    """
+    ops = algo.ops
+    owner = np.repeat(np.arange(len(ops)), np.diff(ops.dep_ptr))
+    if np.all(ops.dep_idx < owner):
+        return []
+    indegree = np.diff(ops.dep_ptr).astype(np.int64)
+    ptr, idx = dependents(algo)
+    queue = deque(np.flatnonzero(indegree == 0).tolist())
+    left = indegree.tolist()
+    while queue:
+        i = queue.popleft()
+        for j in idx[ptr[i] : ptr[i + 1]]:
+            left[j] -= 1
+            if left[j] == 0:
+                queue.append(j)
+    remaining = [i for i, n in enumerate(left) if n > 0]
+    if not remaining:
+        return []
+    # walk backwards along unfinished dependencies until a node repeats
+    unfinished = set(remaining)
+    node, seen, path = remaining[0], {}, []
+    while node not in seen:
+        seen[node] = len(path)
+        path.append(node)
+        node = next(int(d) for d in ops.deps_of(node) if int(d) in unfinished)
+    cycle = path[seen[node] :]
+    return cycle[::-1]
+
+
+def dependents(algo: CollectiveAlgorithm) -> tuple[list[int], list[int]]:
+    """Reverse CSR: for each op, the ops that depend on it."""
+    ops = algo.ops
+    owner = np.repeat(np.arange(len(ops), dtype=np.int64), np.diff(ops.dep_ptr))
+    order = np.argsort(ops.dep_idx, kind="stable")
+    counts = np.bincount(ops.dep_idx, minlength=len(ops)) if len(ops.dep_idx) else np.zeros(len(ops), dtype=np.int64)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    return ptr.tolist(), owner[order].tolist()
+

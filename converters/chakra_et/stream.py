@@ -1,0 +1,173 @@
+"""Chakra ET streams: protolib framing, in bulk.
+
+A Chakra ET file is a stream of length-delimited protobuf messages (a varint length, then the
+message), written and read by Chakra's ``protolib.encodeMessage`` / ``decodeMessage``. This
+module keeps exactly that framing -- every length prefix comes from ``protolib`` itself -- but
+works on whole files at once:
+
+* :func:`frame` prefixes a serialized message with the bytes ``protolib.encodeMessage`` writes;
+* :func:`split_records` walks a stream with ``protolib``'s own varint decoder and reports
+  truncation precisely (``protolib.decodeMessage`` silently stops instead);
+* :func:`parse_nodes` parses every node record of a file in one protobuf call, through
+  :class:`NodeView`: a message type built from Chakra's own ``Node`` descriptor that is
+  wire-identical to it but keeps each attribute as its serialized bytes, so that a reader can
+  decode each distinct attribute once instead of once per node.
+
+>>> from chakra.schema.protobuf.et_def_pb2 import Node
+>>> payload = Node(id=3, type=5).SerializeToString()
+>>> framed = frame(payload)
+>>> split_records(framed, "x.et")
+[(0, 1, 5)]
+>>> parse_nodes(framed, split_records(framed, "x.et"))[0].id
+3
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+from chakra.schema.protobuf import et_def_pb2
+from chakra.src.third_party.utils import protolib
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from chakra_collectives.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+# ---------------------------------------------------------------------------- framing
+class _Serialized:
+    """Adapter that lets ``protolib.encodeMessage`` frame bytes we already serialized."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's method name)
+        return self.data
+
+
+_PREFIXES: dict[int, bytes] = {}
+
+
+def length_prefix(length: int) -> bytes:
+    """The varint ``protolib.encodeMessage`` writes before a message of ``length`` bytes."""
+    prefix = _PREFIXES.get(length)
+    if prefix is None:
+        sink = io.BytesIO()
+        protolib.encodeMessage(sink, _Serialized(b"\0" * length))
+        prefix = sink.getvalue()[:-length] if length else sink.getvalue()
+        _PREFIXES[length] = prefix
+    return prefix
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its protolib length prefix."""
+    return length_prefix(len(payload)) + payload
+
+
+def load_bytes(path: Path) -> bytes:
+    """Whole file contents, gunzipped when the file is gzip (as ``protolib.openFileRd`` does)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+    if data.startswith(GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, ValueError) as exc:
+            raise InputError(f"corrupt gzip data ({exc})", path=path) from None
+    return data
+
+
+def split_records(data: bytes, path: str | Path) -> list[tuple[int, int, int]]:
+    """``(start, payload_start, end)`` of every framed record, using protolib's varint decoder.
+
+    ``data[start:end]`` is the record with its length prefix, ``data[payload_start:end]`` the
+    message. Raises :class:`InputError` naming the record when the stream is truncated.
+    """
+    stream = io.BytesIO(data)
+    decode = protolib._DecodeVarint32  # Chakra's framing decoder (the one decodeMessage uses)
+    seek = stream.seek
+    total = len(data)
+    bounds: list[tuple[int, int, int]] = []
+    append = bounds.append
+    start = 0
+    while start < total:
+        try:
+            size, width = decode(stream)
+        except OSError:
+            raise InputError(f"record {len(bounds)} at byte {start}: malformed length prefix", path=path) from None
+        end = start + width + size
+        if width == 0 or size < 0 or end > total:
+            remain = total - start - width
+            raise InputError(f"truncated: record {len(bounds)} at byte {start} needs {size} bytes, {remain} remain", path=path)
+        append((start, start + width, end))
+        start = end
+        seek(start)
+    return bounds
+
+
+# ---------------------------------------------------------------------------- node view
+def _build_view_classes() -> tuple[type, type]:
+    """NodeView (Chakra's Node with attr/name as bytes, type as int) and NodeViewStream."""
+    node = descriptor_pb2.DescriptorProto()
+    et_def_pb2.Node.DESCRIPTOR.CopyToProto(node)
+    node.name = "NodeView"
+    keep = {"id", "name", "type", "ctrl_deps", "data_deps", "duration_micros", "attr"}
+    kept = [f for f in node.field if f.name in keep]
+    del node.field[:]
+    for f in kept:
+        if f.name in ("attr", "name"):
+            f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+            f.ClearField("type_name")
+        elif f.name == "type":
+            f.type = descriptor_pb2.FieldDescriptorProto.TYPE_INT32  # same wire format as the enum
+            f.ClearField("type_name")
+        node.field.append(f)
+    stream = descriptor_pb2.DescriptorProto(name="NodeViewStream")
+    stream.field.add(
+        name="nodes",
+        number=1,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        type_name=".chakra_collectives.view.NodeView",
+    )
+    file = descriptor_pb2.FileDescriptorProto(
+        name="chakra_collectives/node_view.proto", package="chakra_collectives.view", syntax="proto3"
+    )
+    file.message_type.extend([node, stream])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return (
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("chakra_collectives.view.NodeView")),
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("chakra_collectives.view.NodeViewStream")),
+    )
+
+
+NodeView, NodeViewStream = _build_view_classes()
+
+_STREAM_TAG = b"\x0a"  # field 1 (NodeViewStream.nodes), wire type 2: then the record's own prefix
+
+
+def parse_nodes(data: bytes, bounds: list[tuple[int, int, int]]):
+    """Parse the node records ``bounds`` of ``data`` into :class:`NodeView` messages at once.
+
+    Raises ``google.protobuf.message.DecodeError`` when a record is not a valid message; the
+    caller reports which file (and, by parsing records one by one, which record).
+    """
+    view = NodeViewStream()
+    view.ParseFromString(_STREAM_TAG + _STREAM_TAG.join([data[a:b] for a, _, b in bounds]))
+    return view.nodes
+
+
+def parse_node(record: bytes):
+    """Parse one node record (payload only) into a :class:`NodeView`."""
+    node = NodeView()
+    node.ParseFromString(record)
+    return node
