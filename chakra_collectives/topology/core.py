@@ -1,0 +1,211 @@
+"""Topology: NPUs, switches and the directed links between them.
+
+Nodes ``0 .. num_npus-1`` are NPUs (the ranks of an algorithm); nodes ``num_npus ..`` are
+switches, present when a user describes them. Every link is directed and has its own bandwidth
+(GB/s, 1 GB = 2^30 bytes) and latency (ns), so asymmetric and heterogeneous networks are
+plain topologies. Several links may join the same pair (a multigraph).
+
+A message of ``S`` bytes over one link takes ``latency + S / bandwidth`` (the network model of
+design.md); :meth:`Topology.route` gives the links a message between two NPUs crosses.
+
+>>> t = Topology(3, name="tiny")
+>>> t.add_link(0, 1, 50.0, 500.0, bidirectional=True)
+>>> t.add_link(1, 2, 50.0, 500.0, bidirectional=True)
+>>> t.route(0, 2), round(t.links[0].transfer_ns(2**20), 1)
+([0, 2], 20031.2)
+>>> one_way = Topology(2, name="one-way")
+>>> one_way.add_link(0, 1, 50.0, 500.0)
+>>> one_way.validate()
+Traceback (most recent call last):
+...
+chakra_collectives.errors.InputError: one-way: NPU 1 cannot reach NPU 0
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+import numpy as np
+
+from chakra_collectives.errors import InputError
+from chakra_collectives.units import bytes_per_ns
+
+
+@dataclass(frozen=True)
+class Link:
+    """One directed link."""
+
+    src: int
+    dst: int
+    bandwidth_gbps: float
+    latency_ns: float
+
+    def transfer_ns(self, nbytes: float) -> float:
+        """Time for ``nbytes`` to cross this link alone: latency + size / bandwidth."""
+        return self.latency_ns + nbytes / bytes_per_ns(self.bandwidth_gbps)
+
+
+class Topology:
+    """NPUs, switches and directed links with bandwidth and latency."""
+
+    def __init__(self, num_npus: int, *, num_switches: int = 0, name: str = "") -> None:
+        if num_npus < 1:
+            raise InputError(f"a topology needs at least one NPU, got {num_npus}")
+        self.num_npus = num_npus
+        self.num_switches = num_switches
+        self.name = name or f"{num_npus} NPUs"
+        self.links: list[Link] = []
+        self._routes: dict[int, list[list[int] | None]] = {}
+
+    # ------------------------------------------------------------------ building
+    @property
+    def num_nodes(self) -> int:
+        return self.num_npus + self.num_switches
+
+    def add_switch(self) -> int:
+        """Add a switch node and return its id."""
+        self.num_switches += 1
+        self._invalidate()
+        return self.num_nodes - 1
+
+    def add_link(self, src: int, dst: int, bandwidth_gbps: float, latency_ns: float, *, bidirectional: bool = False) -> None:
+        """Add a directed link (and its reverse when ``bidirectional``)."""
+        for node in (src, dst):
+            if not 0 <= node < self.num_nodes:
+                raise InputError(f"{self.name}: link {src}->{dst} names node {node}, which does not exist (0..{self.num_nodes - 1})")
+        if src == dst:
+            raise InputError(f"{self.name}: link {src}->{dst} is a self-loop")
+        if not bandwidth_gbps > 0:
+            raise InputError(f"{self.name}: link {src}->{dst} has bandwidth {bandwidth_gbps} GB/s; it must be positive")
+        if not latency_ns >= 0:
+            raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive")
+        self.links.append(Link(src, dst, float(bandwidth_gbps), float(latency_ns)))
+        if bidirectional:
+            self.links.append(Link(dst, src, float(bandwidth_gbps), float(latency_ns)))
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._routes.clear()
+        for cached in ("graph", "link_arrays", "out_links", "in_links"):
+            self.__dict__.pop(cached, None)
+
+    def is_switch(self, node: int) -> bool:
+        return node >= self.num_npus
+
+    # ------------------------------------------------------------------ views
+    @cached_property
+    def graph(self) -> nx.MultiDiGraph:
+        """The topology as a networkx MultiDiGraph (edge key = link id)."""
+        graph = nx.MultiDiGraph(name=self.name)
+        graph.add_nodes_from(range(self.num_npus), kind="npu")
+        graph.add_nodes_from(range(self.num_npus, self.num_nodes), kind="switch")
+        for index, link in enumerate(self.links):
+            graph.add_edge(link.src, link.dst, key=index, bandwidth=link.bandwidth_gbps, latency=link.latency_ns)
+        return graph
+
+    @cached_property
+    def link_arrays(self) -> dict[str, np.ndarray]:
+        """Columns ``src``, ``dst``, ``bandwidth_gbps``, ``latency_ns`` of all links."""
+        return {
+            "src": np.array([l.src for l in self.links], dtype=np.int64),
+            "dst": np.array([l.dst for l in self.links], dtype=np.int64),
+            "bandwidth_gbps": np.array([l.bandwidth_gbps for l in self.links]),
+            "latency_ns": np.array([l.latency_ns for l in self.links]),
+        }
+
+    @cached_property
+    def out_links(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in range(self.num_nodes)]
+        for index, link in enumerate(self.links):
+            out[link.src].append(index)
+        return out
+
+    @cached_property
+    def in_links(self) -> list[list[int]]:
+        into: list[list[int]] = [[] for _ in range(self.num_nodes)]
+        for index, link in enumerate(self.links):
+            into[link.dst].append(index)
+        return into
+
+    # ------------------------------------------------------------------ routing
+    def route(self, src: int, dst: int) -> list[int]:
+        """Link ids a message from NPU ``src`` to NPU ``dst`` crosses.
+
+        Fewest hops; among those, the lowest total latency; among those, the links added
+        first. Deterministic, so synthesis and replay route identically.
+        """
+        routes = self._routes.get(src)
+        if routes is None:
+            routes = self._routes[src] = self._routes_from(src)
+        path = routes[dst]
+        if path is None:
+            raise InputError(f"{self.name}: NPU {dst} cannot be reached from NPU {src}")
+        return path
+
+    def _routes_from(self, src: int) -> list[list[int] | None]:
+        """BFS by hops with latency tie-break (lexicographic (hops, latency, link order))."""
+        best: list[tuple[int, float] | None] = [None] * self.num_nodes
+        via: list[int] = [-1] * self.num_nodes
+        best[src] = (0, 0.0)
+        frontier = [src]
+        hops = 0
+        while frontier:
+            hops += 1
+            candidates: dict[int, tuple[float, int]] = {}
+            for node in frontier:
+                for index in self.out_links[node]:
+                    link = self.links[index]
+                    if best[link.dst] is not None:
+                        continue
+                    # switches forward traffic; NPUs also forward (direct-connect networks route through NPUs)
+                    latency = best[node][1] + link.latency_ns  # type: ignore[index]
+                    current = candidates.get(link.dst)
+                    if current is None or latency < current[0]:
+                        candidates[link.dst] = (latency, index)
+            for node, (latency, index) in candidates.items():
+                best[node] = (hops, latency)
+                via[node] = index
+            frontier = sorted(candidates)
+        paths: list[list[int] | None] = [None] * self.num_nodes
+        for node in range(self.num_npus):
+            if best[node] is None:
+                continue
+            path = []
+            cursor = node
+            while cursor != src:
+                index = via[cursor]
+                path.append(index)
+                cursor = self.links[index].src
+            paths[node] = path[::-1]
+        return paths
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> "Topology":
+        """Every NPU must reach every other NPU; returns ``self`` for chaining."""
+        reach_from_0 = self._reachable(0, self.out_links, lambda i: self.links[i].dst)
+        reach_to_0 = self._reachable(0, self.in_links, lambda i: self.links[i].src)
+        for npu in range(self.num_npus):
+            if npu not in reach_from_0:
+                raise InputError(f"{self.name}: NPU {npu} cannot be reached from NPU 0")
+            if npu not in reach_to_0:
+                raise InputError(f"{self.name}: NPU {npu} cannot reach NPU 0")
+        return self
+
+    def _reachable(self, start: int, adjacency: list[list[int]], other) -> set[int]:
+        seen = {start}
+        queue = deque([start])
+        while queue:
+            node = queue.popleft()
+            for index in adjacency[node]:
+                nxt = other(index)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+        return seen
+
+    def describe(self) -> str:
+        switches = f", {self.num_switches} switches" if self.num_switches else ""
+        return f"{self.name}: {self.num_npus} NPUs{switches}, {len(self.links)} links"

@@ -1,0 +1,38 @@
+"""Shared fixtures: the interop vectors in ../shared (skipped when absent) and a CLI runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from chakra_collectives.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_INTEROP = REPO.parent / "shared" / "interop"
+
+
+@pytest.fixture
+def interop() -> Path:
+    """``../shared/interop``; tests that need it skip cleanly when it is absent."""
+    if not SHARED_INTEROP.is_dir():
+        pytest.skip("../shared/interop is not present (interop vectors are optional)")
+    return SHARED_INTEROP
+
+
+@pytest.fixture
+def astra_custom_allreduce(interop: Path) -> Path:
+    """Prefix of ASTRA-sim's shipped custom ring all-reduce (8 NPUs, 1 MiB)."""
+    return interop / "astra-sim/examples/system/custom_collectives/custom_ring_allreduce_8npus_1MB/custom_allreduce"
+
+
+@pytest.fixture
+def cli():
+    """Run ``chakra-coll ARGS...`` in-process; returns the result (exit_code, stdout, stderr)."""
+    runner = CliRunner()
+
+    def run(*args: object):
+        return runner.invoke(app, [str(a) for a in args])
+
+    return run
