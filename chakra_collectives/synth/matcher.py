@@ -120,6 +120,13 @@ class _Matcher:
         self.busy_until = np.full(m, np.inf)
         self.busy = np.zeros(m, dtype=bool)
         self.carrying = np.full(m, -1, dtype=np.int64)  # transfer id in flight
+        # direct in-neighbours of every NPU, padded with -1
+        in_degree = np.bincount(channels.direct_dst, minlength=n)
+        self.in_neighbours = np.full((n, max(int(in_degree.max(initial=0)), 1)), -1, dtype=np.int64)
+        by_dst = np.argsort(channels.direct_dst, kind="stable")
+        sorted_dst = channels.direct_dst[by_dst]
+        slot = np.arange(len(by_dst)) - np.searchsorted(sorted_dst, sorted_dst, side="left")
+        self.in_neighbours[sorted_dst, slot] = channels.direct_src[by_dst]
         # routed channels
         self.routed = channels.routed
         self.has_routed = bool(self.routed)
@@ -220,11 +227,15 @@ class _Matcher:
         group_start = np.searchsorted(dsts, dsts, side="left")
         round_of = np.arange(len(active)) - group_start
         matched_parts = []
+        shared = self._shared_chunks(np.unique(dsts))
         for j in range(int(round_of.max()) + 1):
             sel = active[round_of == j]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
             cand = self.held[s] & self.wanted[d]
-            chunks = _random_members(cand, self.rng)
+            # prefer chunks no other in-neighbour of the destination holds: shared ones can
+            # still come over another link, so every link stays useful for longer
+            exclusive = cand & ~shared[d]
+            chunks = _random_members(np.where(exclusive.any(axis=1, keepdims=True), exclusive, cand), self.rng)
             ok = chunks >= 0
             if not ok.any():
                 continue
@@ -253,6 +264,20 @@ class _Matcher:
                 heapq.heappush(self.rank_events[s_], e_)
             for d_, e_ in zip(ch.direct_dst[sel].tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
+
+    def _shared_chunks(self, dsts: np.ndarray) -> np.ndarray:
+        """``shared[d]``: chunks held by at least two direct in-neighbours of ``d`` (rows for ``dsts`` only)."""
+        shared = np.zeros((self.n, self.words), dtype=np.uint64)
+        neighbours = self.in_neighbours[dsts]
+        ones = np.zeros((len(dsts), self.words), dtype=np.uint64)
+        twos = np.zeros_like(ones)
+        for position in range(neighbours.shape[1]):
+            src = neighbours[:, position]
+            held = np.where((src >= 0)[:, None], self.held[np.maximum(src, 0)], np.uint64(0))
+            twos |= ones & held
+            ones |= held
+        shared[dsts] = twos
+        return shared
 
     def _remember_chunks(self, ids: np.ndarray, chunks: np.ndarray) -> None:
         needed = int(ids[-1]) + 1
