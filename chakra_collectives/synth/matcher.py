@@ -279,6 +279,17 @@ class _Matcher:
         shared[dsts] = twos
         return shared
 
+    def _covered(self, dsts: np.ndarray) -> np.ndarray:
+        """Per destination, chunks some direct in-neighbour holds or has been matched with."""
+        covered = np.zeros((len(dsts), self.words), dtype=np.uint64)
+        neighbours = self.in_neighbours[dsts]
+        for position in range(neighbours.shape[1]):
+            src = neighbours[:, position]
+            present = src >= 0
+            if present.any():
+                covered[present] |= ~self.wanted[src[present]]
+        return covered
+
     def _remember_chunks(self, ids: np.ndarray, chunks: np.ndarray) -> None:
         needed = int(ids[-1]) + 1
         if needed > len(self.chunk_by_id):
@@ -328,7 +339,9 @@ class _Matcher:
             next_event = heap[0] if heap else np.inf
             if not (self.link_free[first] <= t or self.link_free[first] < next_event):
                 return
-            cand = self.held[s] & self.wanted[dst]
+            # a chunk a direct in-neighbour of the destination has (or is getting) comes cheaper
+            # over that link: switch hops carry only chunks no direct neighbour can supply
+            cand = self.held[s] & self.wanted[dst] & ~self._covered(dst)
             usable = cand.any(axis=1)
             if not usable.any():
                 return
