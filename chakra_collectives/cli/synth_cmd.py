@@ -26,7 +26,15 @@ class _LateProgress:
     def __init__(self, enabled: bool, delay: float = 1.0) -> None:
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console, transient=True)
         self.task = self.progress.add_task("starting", total=None)
-        self.timer = threading.Timer(delay, self.progress.start) if enabled else None
+        self.started = False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(delay, self._start) if enabled else None
+
+    def _start(self) -> None:
+        with self.lock:
+            if not self.started:
+                self.started = True
+                self.progress.start()
 
     def __enter__(self) -> "_LateProgress":
         if self.timer:
@@ -39,7 +47,10 @@ class _LateProgress:
     def __exit__(self, *exc: object) -> None:
         if self.timer:
             self.timer.cancel()
-            self.progress.stop()
+            with self.lock:
+                if self.started:
+                    self.progress.stop()
+                self.started = True  # a timer firing late must not start it now
 
 
 @command("synth")
