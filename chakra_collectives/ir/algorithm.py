@@ -93,7 +93,7 @@ class CollectiveAlgorithm:
         scaled in proportion to ``size_bytes / self.size_bytes``.
         """
         size = self.size_bytes if size_bytes is None else size_bytes
-        derived = self.ops.count * self.chunk_bytes(size)
+        derived = self.ops.count.astype(np.int64) * self.chunk_bytes(size)
         explicit = self.ops.nbytes
         if size != self.size_bytes:
             explicit = np.where(explicit >= 0, np.ceil(explicit * (size / self.size_bytes)).astype(np.int64), explicit)

@@ -18,6 +18,12 @@ program order inside a rank; dependencies are kept in CSR form (``dep_ptr``/``de
 indices). Synthesizers of 10^7 operations build it with array operations; readable per-operation
 views are :class:`Op` objects.
 
+Columns are compact where that is safe: a producer may hand ``int32`` columns (and an
+``int32`` ``dep_idx``) where the declared type is ``int64``, and they are kept as they are;
+columns it omits hold their "not applicable" value as a read-only broadcast view that takes
+no memory. Consumers therefore widen to ``int64`` before arithmetic that could overflow
+(``count * chunk_bytes``, keys built from several columns) and never write into a table.
+
 >>> table = OpTable.from_rows([
 ...     dict(rank=0, kind=OpKind.SEND, peer=1, tag=0, src=(Buffer.INPUT, 0), count=1),
 ...     dict(rank=1, kind=OpKind.RECV, peer=0, tag=0, dst=(Buffer.OUTPUT, 0), count=1),
@@ -109,6 +115,13 @@ _INT_COLUMNS = {
 }
 
 
+def _column(value: Any, dtype: type) -> np.ndarray:
+    """``value`` as a ``dtype`` column, or as it is when it is a narrower ``int32`` array (compact)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.int32 and np.dtype(dtype).itemsize > 4:
+        return value
+    return np.asarray(value, dtype=dtype)
+
+
 @dataclass(frozen=True, eq=False)
 class OpTable:
     """All operations of an algorithm as numpy columns (see the module docstring)."""
@@ -150,15 +163,15 @@ class OpTable:
                     starts = np.searchsorted(rank, rank, side="left") if size else np.zeros(0, np.int64)
                     built[name] = np.arange(size, dtype=np.int64) - starts
                 else:
-                    built[name] = np.full(size, NONE, dtype=dtype)
+                    built[name] = np.broadcast_to(np.array(NONE, dtype=dtype), (size,))
             else:
-                built[name] = np.asarray(value, dtype=dtype)
+                built[name] = _column(value, dtype)
         duration = columns.pop("duration_ns", None)
-        built["duration_ns"] = np.full(size, np.nan) if duration is None else np.asarray(duration, dtype=np.float64)
+        built["duration_ns"] = np.broadcast_to(np.nan, (size,)) if duration is None else np.asarray(duration, dtype=np.float64)
         if columns:
             raise TypeError(f"unknown columns {sorted(columns)}")
         built["dep_ptr"] = np.asarray(dep_ptr, dtype=np.int64)
-        built["dep_idx"] = np.asarray(dep_idx, dtype=np.int64)
+        built["dep_idx"] = _column(dep_idx, np.int64)
         table = cls(**built)
         table._check_shapes()
         return table
