@@ -1,19 +1,21 @@
-"""Channels: the NPU-to-NPU paths the TACOS matcher can put a chunk on.
+"""Channels: the NPU-to-NPU paths the TACOS matcher can put a message on.
 
 A *direct* channel is a link between two NPUs. A *routed* channel joins two NPUs through
 switches only: it is the route :meth:`Topology.route` gives (the one the network model and
 the replayer use), crossed store-and-forward, one hop after the other. Pairs whose route
 passes through another NPU get no channel: the synthesized algorithm relays through that NPU
-itself (receive, then send), as TACOS does on direct-connect networks.
+itself (receive, then send), as TACOS does on direct-connect networks. There is at most one
+channel per ordered pair of NPUs.
 
-Each hop's time is the network model's: ``latency + chunk_bytes / bandwidth``
-(:meth:`Link.transfer_ns`), so the matcher's schedule and the model's prediction use the same
-numbers.
+A message of ``m`` chunks takes the network model's time on each hop,
+``latency + m * chunk_bytes / bandwidth`` (:meth:`Channels.hop_ns`, computed with the same
+floating-point operations as :class:`~chakra_collectives.network.NetworkModel`), so the
+matcher's schedule and the model's prediction agree to the last bit.
 
 >>> from chakra_collectives.topology import ring, switch
 >>> ch = build_channels(ring(4), chunk_bytes=2**20)
->>> len(ch.direct_src), len(ch.routed)
-(8, 0)
+>>> len(ch.direct_src), len(ch.routed), bool(ch.hop_ns(ch.direct_link[:1], 2)[0] == ring(4).links[0].transfer_ns(2**21))
+(8, 0, True)
 >>> sw = build_channels(switch(4), chunk_bytes=2**20)
 >>> len(sw.direct_src), len(sw.routed), sw.routed[0].links
 (0, 12, (0, 3))
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.units import bytes_per_ns
 
 
 @dataclass(frozen=True)
@@ -34,28 +37,73 @@ class RoutedChannel:
     src: int
     dst: int
     links: tuple[int, ...]
-    hop_ns: tuple[float, ...]
 
 
 @dataclass(frozen=True)
 class Channels:
-    """Direct channels as columns, routed channels as a list."""
+    """Direct channels as columns, routed channels as a list, and every link's latency and rate."""
 
     num_npus: int
+    chunk_bytes: int
     direct_src: np.ndarray
     direct_dst: np.ndarray
     direct_link: np.ndarray
-    direct_ns: np.ndarray
     routed: list[RoutedChannel]
+    link_latency: np.ndarray
+    """ns, per topology link."""
+    link_rate: np.ndarray
+    """bytes/ns, per topology link."""
+
+    @property
+    def num_direct(self) -> int:
+        return len(self.direct_src)
+
+    def hop_ns(self, links: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+        """Time a message of ``count`` chunks takes over each of ``links``: latency + bytes / rate."""
+        links = np.asarray(links)
+        nbytes = np.asarray(count, dtype=np.int64) * self.chunk_bytes
+        return self.link_latency[links] + nbytes / self.link_rate[links]
 
     def reversed(self) -> "Channels":
         """The same channels run backwards in time: ``dst -> src``, hops in reverse order.
 
         A schedule on the reversed channels, read backwards in time, uses every physical link
-        in its own direction (how Reduce-Scatter is derived from All-Gather).
+        in its own direction (how Reduce-Scatter is derived from All-Gather). Channel indices
+        are kept, so channel ``i`` of both sides joins the same pair of NPUs.
         """
-        routed = [RoutedChannel(c.dst, c.src, c.links[::-1], c.hop_ns[::-1]) for c in self.routed]
+        routed = [RoutedChannel(c.dst, c.src, c.links[::-1]) for c in self.routed]
         return replace(self, direct_src=self.direct_dst, direct_dst=self.direct_src, routed=routed)
+
+
+    def mirror(self) -> np.ndarray | None:
+        """For a network that looks the same reversed: the reversed channel matching each channel.
+
+        ``mirror[i] = j`` when channel ``j`` joins channel ``i``'s NPUs the other way round with the
+        same latency and bandwidth, so a schedule on these channels is, with channel ``i`` renamed
+        ``j``, a schedule on :meth:`reversed` with the same times. ``None`` when some channel has no
+        such twin, or when there are routed channels (their switch queues do not mirror).
+
+        >>> from chakra_collectives.topology import ring
+        >>> build_channels(ring(3), chunk_bytes=64).mirror() is not None
+        True
+        >>> build_channels(ring(3, bidirectional=False), chunk_bytes=64).mirror() is None
+        True
+        """
+        if self.routed:
+            return None
+        n = self.num_npus
+        key = self.direct_src.astype(np.int64) * n + self.direct_dst
+        twin_key = self.direct_dst.astype(np.int64) * n + self.direct_src
+        order = np.argsort(key)
+        position = np.searchsorted(key[order], twin_key)
+        position = np.minimum(position, len(key) - 1)
+        twin = order[position]
+        if not np.array_equal(key[twin], twin_key):
+            return None
+        links, twin_links = self.direct_link, self.direct_link[twin]
+        if not (np.array_equal(self.link_latency[links], self.link_latency[twin_links]) and np.array_equal(self.link_rate[links], self.link_rate[twin_links])):
+            return None
+        return twin.astype(np.int32)
 
 
 def build_channels(topology: Topology, *, chunk_bytes: int) -> Channels:
@@ -70,23 +118,20 @@ def build_channels(topology: Topology, *, chunk_bytes: int) -> Channels:
     for i in np.flatnonzero(counts > 1):  # parallel links: the one the model routes over
         a, b = divmod(int(unique_pairs[i]), n)
         chosen[i] = topology.route(a, b)[0]
-    transfer = _hop_times(topology, chunk_bytes)
-    routed = _routed_channels(topology, transfer) if topology.num_switches else []
+    rate = np.array([bytes_per_ns(link.bandwidth_gbps) for link in topology.links], dtype=np.float64)
     return Channels(
         num_npus=n,
-        direct_src=src[chosen].astype(np.int64),
-        direct_dst=dst[chosen].astype(np.int64),
-        direct_link=chosen.astype(np.int64),
-        direct_ns=transfer[chosen],
-        routed=routed,
+        chunk_bytes=int(chunk_bytes),
+        direct_src=src[chosen].astype(np.int32),
+        direct_dst=dst[chosen].astype(np.int32),
+        direct_link=chosen.astype(np.int32),
+        routed=_routed_channels(topology) if topology.num_switches else [],
+        link_latency=arrays["latency_ns"].astype(np.float64),
+        link_rate=rate,
     )
 
 
-def _hop_times(topology: Topology, chunk_bytes: int) -> np.ndarray:
-    return np.array([link.transfer_ns(chunk_bytes) for link in topology.links], dtype=np.float64)
-
-
-def _routed_channels(topology: Topology, transfer: np.ndarray) -> list[RoutedChannel]:
+def _routed_channels(topology: Topology) -> list[RoutedChannel]:
     """Pairs of NPUs not directly linked whose route crosses switches only."""
     n = topology.num_npus
     direct = {(l.src, l.dst) for l in topology.links if l.src < n and l.dst < n}
@@ -112,5 +157,5 @@ def _routed_channels(topology: Topology, transfer: np.ndarray) -> list[RoutedCha
                 continue
             route = topology.route(a, b)
             if all(topology.links[i].dst >= n for i in route[:-1]):
-                channels.append(RoutedChannel(a, b, tuple(route), tuple(float(transfer[i]) for i in route)))
+                channels.append(RoutedChannel(a, b, tuple(route)))
     return channels

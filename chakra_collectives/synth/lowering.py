@@ -1,297 +1,461 @@
 """Turn All-Gather schedules into IR: All-Gather, Reduce-Scatter (time-reversed), All-Reduce.
 
-Built column-wise with numpy (:meth:`OpTable.from_columns`): a 4096-NPU All-Gather has ~16M
-transfers, too many for one Python call per operation.
+Built column-wise with numpy straight into the final layout (:meth:`OpTable.from_columns`,
+``int32`` columns): a 4096-NPU All-Gather has ~16M messages, too many for one Python call per
+operation, and too many for a sort of all operations. Every rank's program is laid out from
+the schedule's ``send_seq`` / ``recv_seq`` (each NPU's sends and receives in time order), so an
+operation's global index is computed, never searched for.
 
 Dependencies encode exactly what the schedule assumed, so the network model replays it:
 
-* a SEND depends on the RECV that brought its chunk (forwarding), on the previous SEND over
-  the same direct channel (one chunk at a time per link, in the schedule's order), and, for
-  chunks routed through switches, on the *anchor*: an operation of its rank that completes at
-  the instant the matcher released the chunk;
+* a SEND depends on the RECVs that brought its chunks (forwarding), on the previous SEND over
+  the same direct channel (one message at a time per link, in the schedule's order), and, for
+  messages routed through switches, on the *anchor*: an operation of its rank that completes
+  at the instant the matcher released the message;
 * Reduce-Scatter is the All-Gather schedule of the reversed channels run backwards: where the
-  All-Gather sent chunk ``c`` from ``p`` to ``x``, the Reduce-Scatter sends ``x``'s partial sum
-  of ``c`` to ``p`` once every partial sum ``x`` was sent has been reduced into it; the owner
-  of ``c`` ends with the full sum;
+  All-Gather sent chunks ``R`` from ``p`` to ``x``, the Reduce-Scatter sends ``x``'s partial sums
+  of ``R`` to ``p`` once every partial sum ``x`` received for them has been reduced in; the owner
+  of a chunk ends with the full sum;
 * All-Reduce is that Reduce-Scatter followed by an All-Gather whose sends of a chunk wait for
   its full sum (and whose first send over a link waits for the last Reduce-Scatter send over it).
 
-Operations of a rank are ordered by the schedule's time (ties: receives, then reductions, then
+Each rank's program is in time order (at one instant receives, then their reductions, then
 sends), so every dependency points backwards in program order.
+
+Reduce-Scatter accumulators: every received message lands in fresh scratch slots. ``x``'s
+partial sums of a message's chunks ``R`` are accumulated in the slots of the *first* message
+``x`` receives for them when that message carries exactly ``R`` (it is then reduced with ``x``'s
+input: no copy; always the case without merged messages); otherwise in their own scratch
+slots, initialized by one COPY of the input. Messages for chunks ``x`` never received a partial
+sum of are sent straight from the input.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from chakra_collectives.ir import NONE, Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
-from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule
+from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule, expand_runs
 
-# order of operations that share an instant on one rank
-_COPY_ORDER, _RECV_ORDER, _REDUCE_ORDER, _SEND_ORDER = 0, 1, 2, 3
+_I32 = np.int32
+_NONE = -1
 
 
-class _Ops:
-    """Columns of operations under construction (one entry per operation, any order)."""
+# ---------------------------------------------------------------------- building blocks
+class _Columns:
+    """Operation columns preallocated at their final size, filled by position."""
 
-    def __init__(self) -> None:
-        self.parts: list[dict[str, np.ndarray]] = []
-        self.size = 0
+    _TYPES = {"kind": np.int8, "peer": _I32, "tag": _I32, "src_buf": np.int8, "src_off": _I32, "dst_buf": np.int8, "dst_off": _I32, "count": _I32}
 
-    def add(self, **cols: np.ndarray) -> np.ndarray:
-        """Append operations; return their provisional ids (deps refer to provisional ids)."""
-        n = len(cols["rank"])
-        ids = np.arange(self.size, self.size + n, dtype=np.int64)
-        self.size += n
-        self.parts.append(cols)
-        return ids
+    def __init__(self, ops_per_rank: np.ndarray) -> None:
+        self.starts = np.zeros(len(ops_per_rank) + 1, dtype=np.int64)
+        np.cumsum(ops_per_rank, out=self.starts[1:])
+        self.size = int(self.starts[-1])
+        if self.size >= 2**31:
+            raise ValueError(f"{self.size} operations do not fit int32 indices")
+        self.ops_per_rank = ops_per_rank
+        self.cols = {name: np.full(self.size, _NONE, dtype=dtype) for name, dtype in self._TYPES.items()}
 
-    def build(self, deps: list[tuple[np.ndarray, np.ndarray]]) -> OpTable:
-        """Sort by (rank, time, order, id) and translate ``(op, dep)`` pairs to global indices."""
-        names = ("rank", "time", "order", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count")
-        cols = {}
-        for name in names:
-            values = [p[name] if name in p else np.full(len(p["rank"]), NONE) for p in self.parts]
-            cols[name] = np.concatenate(values) if values else np.zeros(0)
-        ident = np.arange(self.size, dtype=np.int64)
-        perm = np.lexsort((ident, cols["order"], cols["time"], cols["rank"]))
-        position = np.empty(self.size, dtype=np.int64)
-        position[perm] = ident
-        owners = np.concatenate([d[0] for d in deps]) if deps else np.zeros(0, np.int64)
-        targets = np.concatenate([d[1] for d in deps]) if deps else np.zeros(0, np.int64)
+    def put(self, at: np.ndarray, **values) -> None:
+        for name, value in values.items():
+            self.cols[name][at] = value
+
+    def table(self, deps: "_Deps") -> OpTable:
+        n = len(self.ops_per_rank)
+        rank = np.repeat(np.arange(n, dtype=_I32), self.ops_per_rank)
+        node_id = np.arange(self.size, dtype=_I32)
+        node_id -= np.repeat(self.starts[:-1].astype(_I32), self.ops_per_rank)
+        dep_ptr, dep_idx = deps.build()
+        return OpTable.from_columns(rank=rank, node_id=node_id, dep_ptr=dep_ptr, dep_idx=dep_idx, **self.cols)
+
+
+class _Deps:
+    """Dependencies gathered in parts, laid out in CSR without sorting all of them.
+
+    Each :meth:`add` names every owner at most once; :meth:`add_many` takes any pairs and
+    removes duplicates (a sort, for the parts that need it).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, owners: np.ndarray, targets: np.ndarray) -> None:
         keep = targets >= 0
-        owners, targets = position[owners[keep]], position[targets[keep]]
-        pairs = np.unique(owners * self.size + targets)  # sorted by owner, deduplicated
-        owners, targets = pairs // max(self.size, 1), pairs % max(self.size, 1)
+        if not keep.all():
+            owners, targets = owners[keep], targets[keep]
+        if len(owners):
+            self.parts.append((owners.astype(_I32, copy=False), targets.astype(_I32, copy=False)))
+
+    def add_many(self, owners: np.ndarray, targets: np.ndarray) -> None:
+        keep = targets >= 0
+        key = np.unique(owners[keep].astype(np.int64) * self.size + targets[keep])
+        owners, targets = key // self.size, key % self.size
+        self.add_slots(owners, targets, np.arange(len(owners)) - np.searchsorted(owners, owners, side="left"))
+
+    def add_slots(self, owners: np.ndarray, targets: np.ndarray, slot: np.ndarray) -> None:
+        """Pairs where ``slot`` numbers the pairs of each owner 0, 1, ...: added slot by slot."""
+        if len(slot) == 0:
+            return
+        for j in range(int(slot.max()) + 1):
+            chosen = slot == j
+            self.add(owners[chosen], targets[chosen])
+
+    def build(self) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.zeros(self.size, dtype=_I32)
+        for owners, _ in self.parts:
+            counts[owners] += 1
         dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owners, minlength=self.size), out=dep_ptr[1:])
-        rank = cols["rank"][perm].astype(np.int32)
-        starts = np.searchsorted(rank, rank, side="left")
-        return OpTable.from_columns(
-            rank=rank,
-            kind=cols["kind"][perm],
-            peer=cols["peer"][perm],
-            tag=cols["tag"][perm],
-            src_buf=cols["src_buf"][perm],
-            src_off=cols["src_off"][perm],
-            dst_buf=cols["dst_buf"][perm],
-            dst_off=cols["dst_off"][perm],
-            count=cols["count"][perm],
-            node_id=np.arange(self.size, dtype=np.int64) - starts,
-            dep_ptr=dep_ptr,
-            dep_idx=targets,
-        )
+        np.cumsum(counts, out=dep_ptr[1:])
+        dep_idx = np.empty(int(dep_ptr[-1]), dtype=_I32)
+        counts[:] = 0
+        while self.parts:
+            owners, targets = self.parts.pop(0)
+            dep_idx[dep_ptr[owners] + counts[owners]] = targets
+            counts[owners] += 1
+        return dep_ptr, dep_idx
 
 
-def _tags(src: np.ndarray, dst: np.ndarray, when: np.ndarray, n: int) -> np.ndarray:
-    """Message tags: the k-th message from ``src`` to ``dst`` (by time) gets tag ``k``."""
-    key = src * n + dst
-    order = np.lexsort((np.arange(len(key)), when, key))
-    sorted_key = key[order]
-    first = np.searchsorted(sorted_key, sorted_key, side="left")
-    tags = np.empty(len(key), dtype=np.int64)
-    tags[order] = np.arange(len(key)) - first
-    return tags
+def _consecutive_slots(owners: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop repeats of the previous pair (pairs grouped by owner); number each owner's pairs."""
+    keep = np.ones(len(owners), dtype=bool)
+    keep[1:] = (owners[1:] != owners[:-1]) | (targets[1:] != targets[:-1])
+    keep &= targets >= 0
+    owners, targets = owners[keep], targets[keep]
+    first = np.ones(len(owners), dtype=bool)
+    first[1:] = owners[1:] != owners[:-1]
+    index = np.arange(len(owners))
+    slot = index - np.maximum.accumulate(np.where(first, index, 0))
+    return owners, targets, slot
 
 
-def _previous_on_channel(schedule_channel: np.ndarray, when: np.ndarray) -> np.ndarray:
-    """For each transfer, the previous transfer over the same direct channel (-1: none / routed)."""
-    size = len(schedule_channel)
-    order = np.lexsort((np.arange(size), when, schedule_channel))
-    previous = np.full(size, -1, dtype=np.int64)
-    same = (schedule_channel[order][1:] == schedule_channel[order][:-1]) & (schedule_channel[order][1:] >= 0)
-    previous[order[1:][same]] = order[:-1][same]
-    return previous
+def _by_channel(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(first, messages, transfer)``: channel ``ch``'s ``t``-th message is ``transfer[first[ch] + t]``.
+
+    Channels are keyed by :func:`_channel_key` (direct first, then routed).
+    """
+    key = _channel_key(schedule)
+    messages = np.bincount(key, minlength=schedule.num_channels)
+    first = np.zeros(len(messages), dtype=np.int64)
+    np.cumsum(messages[:-1], out=first[1:])
+    transfer = np.empty(schedule.num_transfers, dtype=_I32)
+    transfer[first[key] + schedule.tag] = np.arange(schedule.num_transfers, dtype=_I32)
+    return first, messages, transfer
 
 
-def _arrival_index(schedule: Schedule) -> np.ndarray:
-    """``index[npu * C + chunk]``: the transfer that delivered ``chunk`` to ``npu`` (-1: owner)."""
-    num_chunks = schedule.num_npus * schedule.chunks_per_npu
-    index = np.full(schedule.num_npus * num_chunks, -1, dtype=np.int64)
-    index[schedule.dst * num_chunks + schedule.chunk] = np.arange(schedule.num_transfers)
-    return index
+def _channel_key(schedule: Schedule) -> np.ndarray:
+    """Direct channel ``i`` -> ``i``; routed channel ``i`` (``-1 - i``) -> ``num_direct + i``."""
+    channel = schedule.channel.astype(np.int64)
+    return np.where(channel >= 0, channel, schedule.num_direct - 1 - channel)
 
 
 # ---------------------------------------------------------------------- all-gather
 def _add_all_gather(
-    ops: _Ops,
-    deps: list,
+    ops: _Columns,
+    deps: _Deps,
     schedule: Schedule,
+    body_start: np.ndarray,
     *,
-    owner_source,
-    time_offset: float = 0.0,
+    from_input: bool,
+    tag_offset: np.ndarray | None = None,
     owner_ready: np.ndarray | None = None,
     channel_after: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Add the SEND/RECV pairs of ``schedule``; return (send ids, recv ids).
+) -> None:
+    """Add the SEND/RECV pairs of ``schedule``; rank ``r``'s program starts at ``body_start[r]``.
 
-    ``owner_source(chunks)`` gives the (buffer, offset) an owner sends its chunk from;
-    ``owner_ready[chunk]`` the op an owner's send of it waits for (-1: none);
-    ``channel_after[channel]`` an op the first send over a direct channel waits for.
+    ``from_input``: owners send their chunks from the input (All-Gather), else from the output
+    (All-Reduce). ``owner_ready[chunk]``: the op an owner's send of the chunk waits for;
+    ``channel_after[ch]``: an op the first send over channel ``ch`` waits for (-1: none).
     """
     n, k = schedule.num_npus, schedule.chunks_per_npu
+    c_total = schedule.num_chunks
     t = schedule.num_transfers
-    chunk, src, dst = schedule.chunk, schedule.src, schedule.dst
-    tags = _tags(src, dst, schedule.start, n)
-    owned = chunk // k == src
-    own_buf, own_off = owner_source(chunk)
-    send_buf = np.where(owned, own_buf, int(Buffer.OUTPUT))
-    send_off = np.where(owned, own_off, chunk)
-    sends = ops.add(
-        rank=src, time=schedule.start + time_offset, order=np.full(t, _SEND_ORDER), kind=np.full(t, int(OpKind.SEND)),
-        peer=dst, tag=tags, src_buf=send_buf, src_off=send_off, count=np.ones(t, dtype=np.int64),
-    )
-    recvs = ops.add(
-        rank=dst, time=schedule.end + time_offset, order=np.full(t, _RECV_ORDER), kind=np.full(t, int(OpKind.RECV)),
-        peer=src, tag=tags, dst_buf=np.full(t, int(Buffer.OUTPUT)), dst_off=chunk, count=np.ones(t, dtype=np.int64),
-    )
-    # forwarding: a send of a chunk the sender received waits for that RECV
-    arrival = _arrival_index(schedule)
-    via = arrival[src * (n * k) + chunk]
-    forwarded = via >= 0
-    deps.append((sends[forwarded], recvs[via[forwarded]]))
-    if owner_ready is not None:
-        deps.append((sends[owned], owner_ready[chunk[owned]]))
-    # one chunk at a time per direct channel, in the schedule's order
-    previous = _previous_on_channel(schedule.channel, schedule.start)
-    has_prev = previous >= 0
-    deps.append((sends[has_prev], sends[previous[has_prev]]))
+    chunk, count, src, dst = schedule.chunk, schedule.count, schedule.src, schedule.dst
+    send_pos = body_start[src] + schedule.send_seq
+    recv_pos = body_start[dst] + schedule.recv_seq
+    first, messages, on_channel = _by_channel(schedule)
+    key = _channel_key(schedule)
+    tags = schedule.tag if tag_offset is None else schedule.tag + tag_offset[key].astype(_I32)
+    owned = (chunk // k) == src
+    if from_input:
+        send_buf = np.where(owned, _I32(Buffer.INPUT), _I32(Buffer.OUTPUT)).astype(np.int8)
+        send_off = np.where(owned, chunk - src * k, chunk)
+    else:
+        send_buf, send_off = np.int8(Buffer.OUTPUT), chunk
+    ops.put(send_pos, kind=np.int8(OpKind.SEND), peer=dst, tag=tags, src_buf=send_buf, src_off=send_off, count=count)
+    ops.put(recv_pos, kind=np.int8(OpKind.RECV), peer=src, tag=tags, dst_buf=np.int8(Buffer.OUTPUT), dst_off=chunk, count=count)
+    del send_buf, send_off
+    # forwarding: a send waits for the RECVs that brought its chunks
+    delivery = schedule.delivery()
+    forwarded = np.flatnonzero(~owned)
+    if schedule.max_chunks == 1:
+        via = delivery[src[forwarded].astype(np.int64) * c_total + chunk[forwarded]]
+        deps.add(send_pos[forwarded], recv_pos[via])
+    else:
+        message, offset = expand_runs(count[forwarded])
+        ids = forwarded[message]
+        via = delivery[src[ids].astype(np.int64) * c_total + chunk[ids] + offset]
+        owners, targets, slot = _consecutive_slots(ids, via)
+        deps.add_slots(send_pos[owners], recv_pos[targets], slot)
+    if owner_ready is not None:  # an owner's send waits until its chunks are final
+        own = np.flatnonzero(owned)
+        message, offset = expand_runs(count[own])
+        ids = own[message]
+        deps.add_many(send_pos[ids], owner_ready[chunk[ids] + offset])
+    # one message at a time per direct channel, in the schedule's order
+    direct = np.flatnonzero((schedule.channel >= 0) & (schedule.tag > 0))
+    previous = on_channel[first[key[direct]] + schedule.tag[direct] - 1]
+    deps.add(send_pos[direct], send_pos[previous])
     if channel_after is not None:
-        first = (~has_prev) & (schedule.channel >= 0)
-        deps.append((sends[first], channel_after[schedule.channel[first]]))
-    # routed chunks: released exactly when the matcher released them
-    anchored = schedule.anchor != NO_ANCHOR
-    target = np.where(schedule.anchor_is_send[anchored], sends[schedule.anchor[anchored]], recvs[schedule.anchor[anchored]])
-    deps.append((sends[anchored], target))
-    return sends, recvs
+        opening = np.flatnonzero((schedule.channel >= 0) & (schedule.tag == 0))
+        deps.add(send_pos[opening], channel_after[schedule.channel[opening]])
+    # routed messages: released exactly when the matcher released them
+    anchored = np.flatnonzero(schedule.anchor != NO_ANCHOR)
+    if len(anchored):
+        anchor = schedule.anchor[anchored]
+        target = np.where(schedule.anchor_is_send[anchored], send_pos[anchor], recv_pos[anchor])
+        # the anchor may already be one of the send's forwarding RECVs
+        ids, offset = expand_runs(count[anchored])
+        brought = delivery[src[anchored[ids]].astype(np.int64) * c_total + chunk[anchored[ids]] + offset]
+        duplicate = np.zeros(len(anchored), dtype=bool)
+        np.logical_or.at(duplicate, ids, (brought == anchor[ids]) & ~schedule.anchor_is_send[anchored[ids]])
+        deps.add(send_pos[anchored[~duplicate]], target[~duplicate])
 
 
 def all_gather_algorithm(schedule: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None) -> CollectiveAlgorithm:
     """The All-Gather ``schedule`` describes, as an IR algorithm (own chunks sent from the input)."""
     n, k = schedule.num_npus, schedule.chunks_per_npu
-    ops, deps = _Ops(), []
-    _add_all_gather(ops, deps, schedule, owner_source=lambda c: (np.full(len(c), int(Buffer.INPUT)), c % k))
-    ranks = np.arange(n)
-    ops.add(
-        rank=ranks, time=np.full(n, -1.0), order=np.full(n, _COPY_ORDER), kind=np.full(n, int(OpKind.COPY)),
-        src_buf=np.full(n, int(Buffer.INPUT)), src_off=np.zeros(n, np.int64),
-        dst_buf=np.full(n, int(Buffer.OUTPUT)), dst_off=ranks * k, count=np.full(n, k),
+    ops = _Columns(1 + schedule.program_lengths())  # a COPY of the own chunks, then the program
+    ranks = np.arange(n, dtype=_I32)
+    ops.put(
+        ops.starts[:-1], kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=_I32(0),
+        dst_buf=np.int8(Buffer.OUTPUT), dst_off=ranks * k, count=_I32(k),
     )
-    table = ops.build(deps)
-    return _algorithm(Collective.ALL_GATHER, schedule, table, size_bytes, name, provenance, scratch=np.zeros(n, np.int64))
+    deps = _Deps(ops.size)
+    _add_all_gather(ops, deps, schedule, ops.starts[:-1] + 1, from_input=True)
+    return _algorithm(Collective.ALL_GATHER, schedule, ops.table(deps), size_bytes, name, provenance, scratch=np.zeros(n, np.int64))
 
 
 # ---------------------------------------------------------------------- reduce-scatter
-def _add_reduce_scatter(ops: _Ops, deps: list, reversed_ag: Schedule, *, result_offset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Add the Reduce-Scatter that ``reversed_ag`` (an All-Gather on reversed channels) mirrors.
+class _ReduceScatter:
+    """The Reduce-Scatter mirrored from ``rev`` (an All-Gather schedule on the reversed channels).
 
-    Returns (final op per chunk at its owner, scratch chunks per rank, last send per direct channel).
+    In ``rev``, transfer ``i`` moved chunks ``R_i`` from ``p = src`` to ``x = dst``. Mirrored in time
+    it becomes a SEND of ``x``'s partial sums of ``R_i`` (its *out* message) and, at ``p``, a RECV
+    followed by the REDUCEs of those sums into ``p``'s accumulators (an *in* message). A rank's
+    program is its ``rev`` program backwards. This class computes the layout (how many
+    operations each rank needs, in which order); :meth:`emit` fills them in.
     """
-    n, k = reversed_ag.num_npus, reversed_ag.chunks_per_npu
-    num_chunks = n * k
-    total = reversed_ag.time_ns
-    t = reversed_ag.num_transfers
-    chunk = reversed_ag.chunk
-    # the All-Gather transfer p -> x of chunk c becomes x -> p, during [T - end, T - start]
-    sender, receiver = reversed_ag.dst, reversed_ag.src
-    start, end = total - reversed_ag.end, total - reversed_ag.start
-    owner = chunk // k
-    # scratch slots: the j-th message a rank receives lands in scratch[j]
-    recv_order = np.lexsort((np.arange(t), end, receiver))
-    slot = np.empty(t, dtype=np.int64)
-    first_of_rank = np.searchsorted(receiver[recv_order], receiver[recv_order], side="left")
-    slot[recv_order] = np.arange(t) - first_of_rank
-    scratch = np.bincount(receiver, minlength=n)
-    tags = _tags(sender, receiver, start, n)
-    recvs = ops.add(
-        rank=receiver, time=end, order=np.full(t, _RECV_ORDER), kind=np.full(t, int(OpKind.RECV)), peer=sender, tag=tags,
-        dst_buf=np.full(t, int(Buffer.SCRATCH)), dst_off=slot, count=np.ones(t, dtype=np.int64),
-    )
-    # each (rank, chunk) reduces the partial sums it receives, in arrival order, into an accumulator:
-    # at the owner the result slot (after copying its own input there), elsewhere the first arrival
-    key = receiver * num_chunks + chunk
-    by_key = np.lexsort((np.arange(t), end, key))
-    key_sorted = key[by_key]
-    first_in_key = np.searchsorted(key_sorted, key_sorted, side="left")
-    rank_in_key = np.arange(t) - first_in_key
-    is_owner = owner[by_key] == receiver[by_key]
-    res_buf, res_off = result_offset(chunk[by_key])
-    acc_buf = np.where(is_owner, res_buf, int(Buffer.SCRATCH))
-    acc_off = np.where(is_owner, res_off, slot[by_key[first_in_key]])
-    # owner: COPY input -> result, then one REDUCE per arrival; others: REDUCE input into the first
-    # arrival's slot, then one REDUCE per further arrival
-    reduce_src_buf = np.where(~is_owner & (rank_in_key == 0), int(Buffer.INPUT), int(Buffer.SCRATCH))
-    reduce_src_off = np.where(~is_owner & (rank_in_key == 0), chunk[by_key], slot[by_key])
-    reduces = ops.add(
-        rank=receiver[by_key], time=end[by_key], order=np.full(t, _REDUCE_ORDER), kind=np.full(t, int(OpKind.REDUCE)),
-        src_buf=reduce_src_buf, src_off=reduce_src_off, dst_buf=acc_buf, dst_off=acc_off, count=np.ones(t, dtype=np.int64),
-    )
-    deps.append((reduces, recvs[by_key]))
-    chained = rank_in_key > 0
-    deps.append((reduces[chained], reduces[np.flatnonzero(chained) - 1]))
-    last_in_key = np.ones(t, dtype=bool)
-    last_in_key[:-1] = key_sorted[1:] != key_sorted[:-1]
-    final_reduce = np.full(n * num_chunks, -1, dtype=np.int64)
-    final_reduce[key_sorted[last_in_key]] = reduces[last_in_key]
-    # owners copy their own input into the result first
-    owners = np.arange(num_chunks) // k
-    obuf, ooff = result_offset(np.arange(num_chunks))
-    copies = ops.add(
-        rank=owners, time=np.full(num_chunks, -1.0), order=np.full(num_chunks, _COPY_ORDER), kind=np.full(num_chunks, int(OpKind.COPY)),
-        src_buf=np.full(num_chunks, int(Buffer.INPUT)), src_off=np.arange(num_chunks), dst_buf=obuf, dst_off=ooff,
-        count=np.ones(num_chunks, dtype=np.int64),
-    )
-    owner_first = is_owner & (rank_in_key == 0)
-    deps.append((reduces[owner_first], copies[chunk[by_key][owner_first]]))
-    # sends: x sends its accumulated c (or its bare input when it received no partial sum of c)
-    skey = sender * num_chunks + chunk
-    before = final_reduce[skey]
-    has_acc = before >= 0
-    acc_slot_of_key = np.full(n * num_chunks, -1, dtype=np.int64)
-    acc_slot_of_key[key_sorted[first_in_key == np.arange(t)]] = slot[by_key[first_in_key == np.arange(t)]]
-    sends = ops.add(
-        rank=sender, time=start, order=np.full(t, _SEND_ORDER), kind=np.full(t, int(OpKind.SEND)), peer=receiver, tag=tags,
-        src_buf=np.where(has_acc, int(Buffer.SCRATCH), int(Buffer.INPUT)),
-        src_off=np.where(has_acc, acc_slot_of_key[skey], chunk), count=np.ones(t, dtype=np.int64),
-    )
-    deps.append((sends[has_acc], before[has_acc]))
-    previous = _previous_on_channel(reversed_ag.channel, start)
-    has_prev = previous >= 0
-    deps.append((sends[has_prev], sends[previous[has_prev]]))
-    final = final_reduce[owners * num_chunks + np.arange(num_chunks)]
-    final = np.where(final >= 0, final, copies)
-    channels = int(reversed_ag.channel.max()) + 1 if t else 0
-    last_send = np.full(max(channels, 0), -1, dtype=np.int64)
-    direct = reversed_ag.channel >= 0
-    order = np.lexsort((start[direct],))
-    last_send[reversed_ag.channel[direct][order]] = sends[direct][order]
-    return final, scratch, last_send
+
+    def __init__(self, rev: Schedule, *, result_offset) -> None:
+        self.rev = rev
+        self.result_offset = result_offset
+        n, k = rev.num_npus, rev.chunks_per_npu
+        c_total = rev.num_chunks
+        t = rev.num_transfers
+        src, dst, chunk, count = rev.src, rev.dst, rev.chunk, rev.count
+        self.owned = (chunk // k) == src  # in messages at an owner reduce into its result
+        # chunk-level view of every in message: (transfer, chunk) at p = src
+        self.entry_msg, offset = expand_runs(count)
+        self.entry_chunk = chunk[self.entry_msg] + offset
+        entry_rank = src[self.entry_msg].astype(np.int64)
+        delivery = rev.delivery()
+        # the out message of p that carries each chunk (the accumulator it reduces into; -1 at owners)
+        self.entry_out = np.where(self.owned[self.entry_msg], -1, delivery[entry_rank * c_total + self.entry_chunk])
+        del delivery
+        # reductions: one per maximal stretch of an in message's chunks with the same accumulator
+        new = np.ones(len(self.entry_msg), dtype=bool)
+        new[1:] = (self.entry_msg[1:] != self.entry_msg[:-1]) | (self.entry_out[1:] != self.entry_out[:-1])
+        self.entry_reduce = np.cumsum(new) - 1
+        self.reduce_msg = self.entry_msg[new]
+        self.reduce_out = self.entry_out[new]
+        self.reduce_first = self.entry_chunk[new]
+        self.reduce_len = np.bincount(self.entry_reduce).astype(_I32)
+        reduces_per_msg = np.bincount(self.reduce_msg, minlength=t)
+        # program order: each rank's rev program backwards; element e of rank r sits at flat[r] + L_r - 1 - e
+        lengths = rev.program_lengths()
+        flat_start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=flat_start[1:])
+        self.in_element = flat_start[src] + lengths[src] - 1 - rev.send_seq  # RECV (+ REDUCEs) at p
+        self.out_element = flat_start[dst] + lengths[dst] - 1 - rev.recv_seq  # SEND at x
+        # writers of each (rank, chunk) accumulator, in program order: sort the entries
+        order_key = (entry_rank * c_total + self.entry_chunk) * (2 * t + 1) + self.in_element[self.entry_msg]
+        self.by_writer = np.argsort(order_key, kind="stable")
+        group = (entry_rank * c_total + self.entry_chunk)[self.by_writer]
+        self.group_first = np.ones(len(group), dtype=bool)
+        self.group_first[1:] = group[1:] != group[:-1]
+        self.group_last = np.ones(len(group), dtype=bool)
+        self.group_last[:-1] = group[1:] != group[:-1]
+        # accumulator of each out message: in place (first in message carries exactly its chunks),
+        # own slots after a COPY of the input, or none (sent from the input)
+        first_writer = np.full(n * c_total, -1, dtype=np.int64)
+        sorted_entries = self.by_writer[self.group_first]
+        first_writer[entry_rank[sorted_entries] * c_total + self.entry_chunk[sorted_entries]] = self.entry_msg[sorted_entries]
+        out_msg, out_offset = expand_runs(count)
+        writer = first_writer[dst[out_msg].astype(np.int64) * c_total + chunk[out_msg] + out_offset]
+        del first_writer
+        has_writer = np.zeros(t, dtype=bool)
+        np.logical_or.at(has_writer, out_msg, writer >= 0)
+        same = np.ones(t, dtype=bool)
+        candidate = writer[np.cumsum(count) - count]  # the first chunk's first writer
+        np.logical_and.at(same, out_msg, writer == candidate[out_msg])
+        safe = np.maximum(candidate, 0)
+        self.in_place = has_writer & same & (candidate >= 0) & (chunk[safe] == chunk) & (count[safe] == count)
+        self.in_place_msg = np.where(self.in_place, candidate, -1)
+        self.copied = has_writer & ~self.in_place
+        # operations per rank: owner COPY + init COPYs, then per element 1 (SEND) or 1 + reductions
+        element_ops = np.zeros(int(flat_start[-1]), dtype=np.int64)
+        element_ops[self.out_element] = 1
+        element_ops[self.in_element] = 1 + reduces_per_msg
+        self.copies_per_rank = np.bincount(dst[self.copied], minlength=n)
+        header = 1 + self.copies_per_rank
+        element_total = np.zeros(len(element_ops) + 1, dtype=np.int64)
+        np.cumsum(element_ops, out=element_total[1:])
+        body = element_total[flat_start[1:]] - element_total[flat_start[:-1]]
+        self.ops_per_rank = header + body
+        self.header = header
+        self.element_ops = element_ops
+        self.flat_start = flat_start
+        # scratch: every in message lands in count fresh slots, then the init COPYs' slots
+        in_slots = np.zeros(len(element_ops), dtype=np.int64)
+        in_slots[self.in_element] = count
+        cumulative = np.cumsum(in_slots) - in_slots
+        self.recv_slot = (cumulative[self.in_element] - cumulative[flat_start[src]] if t else np.zeros(0, np.int64))
+        received = np.bincount(src, weights=count, minlength=n).astype(np.int64)
+        copy_slots = np.zeros(len(element_ops), dtype=np.int64)
+        copy_slots[self.out_element[self.copied]] = count[self.copied]
+        cumulative = np.cumsum(copy_slots) - copy_slots
+        self.copy_slot = received[dst] + cumulative[self.out_element] - cumulative[flat_start[dst]] if t else np.zeros(0, np.int64)
+        self.scratch = received + np.bincount(dst[self.copied], weights=count[self.copied], minlength=n).astype(np.int64)
+
+    def emit(self, ops: _Columns, deps: _Deps, rank_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Fill the operations (rank ``r``'s part starts at ``rank_start[r]``).
+
+        Returns the op holding each chunk's full sum at its owner, and per channel the op of
+        the last Reduce-Scatter SEND over it (-1: none).
+        """
+        rev = self.rev
+        n, k = rev.num_npus, rev.chunks_per_npu
+        c_total = rev.num_chunks
+        t = rev.num_transfers
+        src, dst, chunk, count = rev.src, rev.dst, rev.chunk, rev.count
+        # global position of every element of the flat (backwards) programs
+        element_start = np.zeros(len(self.element_ops) + 1, dtype=np.int64)
+        np.cumsum(self.element_ops, out=element_start[1:])
+        body_offset = rank_start + self.header - element_start[self.flat_start[:-1]]  # + element_start[element]
+        in_pos = body_offset[src] + element_start[self.in_element]
+        out_pos = body_offset[dst] + element_start[self.out_element]
+        # header: owner COPY of its own chunks into the result, then the init COPYs
+        owner_copy = rank_start[:n]
+        ranks = np.arange(n, dtype=_I32)
+        buf, off = self.result_offset(ranks * k)
+        ops.put(owner_copy, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=ranks * k, dst_buf=buf, dst_off=off, count=_I32(k))
+        copied = np.flatnonzero(self.copied)
+        copy_pos = rank_start[dst[copied]] + 1 + _rank_index(dst[copied], self.out_element[copied])
+        ops.put(copy_pos, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=chunk[copied], dst_buf=np.int8(Buffer.SCRATCH), dst_off=self.copy_slot[copied], count=count[copied])
+        # accumulator (scratch slot) of each out message
+        acc_slot = np.full(t, -1, dtype=np.int64)
+        acc_slot[copied] = self.copy_slot[copied]
+        in_place = np.flatnonzero(self.in_place)
+        acc_slot[in_place] = self.recv_slot[self.in_place_msg[in_place]]
+        init_op = np.full(t, -1, dtype=np.int64)
+        init_op[copied] = copy_pos
+        # tags: per channel, in the Reduce-Scatter's time order
+        first, messages, on_channel = _by_channel(rev)
+        key = _channel_key(rev)
+        tags = (messages[key] - 1 - rev.tag).astype(_I32)
+        # in messages: RECV into fresh slots
+        ops.put(in_pos, kind=np.int8(OpKind.RECV), peer=dst, tag=tags, dst_buf=np.int8(Buffer.SCRATCH), dst_off=self.recv_slot, count=count)
+        # reductions
+        reduce_pos = in_pos[self.reduce_msg] + 1 + (np.arange(len(self.reduce_msg)) - np.searchsorted(self.reduce_msg, self.reduce_msg, side="left"))
+        msg = self.reduce_msg
+        out = self.reduce_out
+        at_owner = out < 0
+        inplace_reduce = (~at_owner) & (self.in_place_msg[np.maximum(out, 0)] == msg)
+        within_in = self.reduce_first - chunk[msg]
+        res_buf, res_off = self.result_offset(self.reduce_first)
+        dst_buf = np.where(at_owner, res_buf, _I32(Buffer.SCRATCH)).astype(np.int8)
+        dst_off = np.where(at_owner, res_off, np.where(inplace_reduce, self.recv_slot[msg], acc_slot[np.maximum(out, 0)] + self.reduce_first - chunk[np.maximum(out, 0)]))
+        src_buf = np.where(inplace_reduce, _I32(Buffer.INPUT), _I32(Buffer.SCRATCH)).astype(np.int8)
+        src_off = np.where(inplace_reduce, chunk[msg], self.recv_slot[msg] + within_in)
+        ops.put(reduce_pos, kind=np.int8(OpKind.REDUCE), src_buf=src_buf, src_off=src_off, dst_buf=dst_buf, dst_off=dst_off, count=self.reduce_len)
+        del dst_buf, dst_off, src_buf, src_off, within_in
+        deps.add(reduce_pos, in_pos[msg])
+        # each accumulator chunk: writers in program order; a writer waits for the previous one
+        # (the first: for the owner COPY, or the init COPY; in-place accumulators start with their RECV)
+        writer_op = reduce_pos[self.entry_reduce]
+        entries = self.by_writer
+        e_rank = src[self.entry_msg[entries]]
+        prev_writer = np.empty(len(entries), dtype=np.int64)
+        prev_writer[1:] = writer_op[entries[:-1]]
+        opens = self.group_first
+        e_out = self.entry_out[entries]
+        prev_writer[opens] = np.where(e_out[opens] < 0, owner_copy[e_rank[opens]], init_op[np.maximum(e_out[opens], 0)])
+        deps.add_many(writer_op[entries], prev_writer)
+        # out messages: SEND the accumulated sums (or the bare input)
+        has_acc = acc_slot >= 0
+        ops.put(
+            out_pos, kind=np.int8(OpKind.SEND), peer=src, tag=tags,
+            src_buf=np.where(has_acc, _I32(Buffer.SCRATCH), _I32(Buffer.INPUT)).astype(np.int8),
+            src_off=np.where(has_acc, acc_slot, chunk), count=count,
+        )
+        last_writer = np.full(n * c_total, -1, dtype=np.int64)
+        last = entries[self.group_last]
+        last_writer[src[self.entry_msg[last]].astype(np.int64) * c_total + self.entry_chunk[last]] = writer_op[last]
+        out_msg, out_offset = expand_runs(count)
+        waits = last_writer[dst[out_msg].astype(np.int64) * c_total + chunk[out_msg] + out_offset]
+        waits = np.where((waits < 0) & self.copied[out_msg], init_op[out_msg], waits)
+        deps.add_many(out_pos[out_msg], waits)
+        # one message at a time per direct channel: in Reduce-Scatter time, the previous SEND
+        # over a channel is the next one in the mirrored schedule
+        direct = np.flatnonzero((rev.channel >= 0) & (tags > 0))
+        following = on_channel[first[key[direct]] + rev.tag[direct] + 1]
+        deps.add(out_pos[direct], out_pos[following])
+        # results
+        owners = np.arange(c_total) // k
+        final = last_writer[owners * c_total + np.arange(c_total)]
+        final = np.where(final >= 0, final, owner_copy[owners])
+        last_send = np.full(rev.num_direct, -1, dtype=np.int64)
+        opening = np.flatnonzero((rev.channel >= 0) & (rev.tag == 0))
+        last_send[rev.channel[opening]] = out_pos[opening]
+        return final, last_send
 
 
-def reduce_scatter_algorithm(reversed_ag: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None) -> CollectiveAlgorithm:
+def _rank_index(rank: np.ndarray, element: np.ndarray) -> np.ndarray:
+    """Index of each item among the items of its rank, in ``element`` order."""
+    order = np.lexsort((element, rank))
+    sorted_rank = rank[order]
+    index = np.empty(len(rank), dtype=np.int64)
+    index[order] = np.arange(len(rank)) - np.searchsorted(sorted_rank, sorted_rank, side="left")
+    return index
+
+
+def reduce_scatter_algorithm(rev: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None) -> CollectiveAlgorithm:
     """Reduce-Scatter from an All-Gather schedule on the reversed channels (see the module docstring)."""
-    k = reversed_ag.chunks_per_npu
-    ops, deps = _Ops(), []
-    _, scratch, _ = _add_reduce_scatter(ops, deps, reversed_ag, result_offset=lambda c: (np.full(len(c), int(Buffer.OUTPUT)), c % k))
-    table = ops.build(deps)
-    return _algorithm(Collective.REDUCE_SCATTER, reversed_ag, table, size_bytes, name, provenance, scratch=scratch)
+    k = rev.chunks_per_npu
+    rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c % k))
+    ops = _Columns(rs.ops_per_rank)
+    deps = _Deps(ops.size)
+    rs.emit(ops, deps, ops.starts[:-1])
+    return _algorithm(Collective.REDUCE_SCATTER, rev, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch)
 
 
 def all_reduce_algorithm(
-    reversed_ag: Schedule, all_gather: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None
+    rev: Schedule, all_gather: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None
 ) -> CollectiveAlgorithm:
-    """All-Reduce: the Reduce-Scatter of ``reversed_ag`` then the All-Gather ``all_gather``."""
-    ops, deps = _Ops(), []
-    output = lambda c: (np.full(len(c), int(Buffer.OUTPUT)), c)  # noqa: E731
-    final, scratch, last_send = _add_reduce_scatter(ops, deps, reversed_ag, result_offset=output)
-    channels = int(all_gather.channel.max()) + 1 if all_gather.num_transfers else 0
-    after = np.full(max(channels, len(last_send)), -1, dtype=np.int64)
-    after[: len(last_send)] = last_send
+    """All-Reduce: the Reduce-Scatter of ``rev`` then the All-Gather ``all_gather``."""
+    rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c))
+    ops = _Columns(rs.ops_per_rank + all_gather.program_lengths())
+    deps = _Deps(ops.size)
+    final, last_send = rs.emit(ops, deps, ops.starts[:-1])
+    # All-Gather tags continue after the Reduce-Scatter's over the same pair of NPUs
+    _, offset, _ = _by_channel(rev)  # Reduce-Scatter messages per channel
+    after = last_send  # both schedules number the same channels
     _add_all_gather(
-        ops, deps, all_gather, owner_source=output, time_offset=reversed_ag.time_ns, owner_ready=final, channel_after=after,
+        ops, deps, all_gather, ops.starts[:-1] + rs.ops_per_rank, from_input=False, tag_offset=offset,
+        owner_ready=final, channel_after=after,
     )
-    table = ops.build(deps)
-    return _algorithm(Collective.ALL_REDUCE, all_gather, table, size_bytes, name, provenance, scratch=scratch)
+    return _algorithm(Collective.ALL_REDUCE, all_gather, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch)
 
 
 def _algorithm(collective, schedule, table, size_bytes, name, provenance, *, scratch) -> CollectiveAlgorithm:

@@ -1,31 +1,43 @@
 """TACOS link-chunk matching on a time-expanded network, for All-Gather.
 
-The greedy of Won et al. (TACOS, arXiv 2304.05301): time advances from event to event (a chunk
-arriving somewhere); at each event every free channel whose source holds a chunk that its
-destination still needs is matched with one such chunk, so faster links carry more chunks and
-heterogeneous networks are respected. A chunk is never sent to an NPU twice: a destination
-stops needing a chunk the moment it is matched, not when it arrives.
+The greedy of Won et al. (TACOS, arXiv 2304.05301): time advances from event to event (a
+message arriving somewhere); at each event every free channel whose source holds a chunk that
+its destination still needs is matched with such a chunk, so faster links carry more chunks
+and heterogeneous networks are respected. A chunk is never sent to an NPU twice: a
+destination stops needing a chunk the moment it is matched, not when it arrives.
+
+Two refinements over the paper's uniformly random choice, both measured on the benchmark
+suite (``bench/bench_synth.py``):
+
+* **scarcest supplier first** -- a channel ``s -> d`` prefers the chunks the fewest direct
+  in-neighbours of ``d`` hold (1 = only ``s`` can supply it now): chunks that other links
+  could also bring are left to them, so every link into ``d`` stays useful for longer;
+* **merged messages** -- a channel may carry a *run* of consecutive chunks (``c, c+1, ...``,
+  contiguous in every buffer) that its destination needs as one message, up to its cap of
+  ``max_chunks`` per message (:func:`message_caps`). A message of ``m`` chunks pays the
+  link's latency once instead of ``m`` times: with small chunks the latency dominates (a
+  64 KiB chunk on a 50 GB/s link takes 500 + 1,221 ns) and merging buys most of it back.
 
 Implementation (profiled on 1024- and 4096-NPU tori):
 
 * every NPU's held and still-needed chunks are rows of numpy bitsets (``uint64`` words);
 * all channels that become free at one instant are matched together, in *rounds*: round ``j``
-  takes, for every destination, the ``j``-th of its free in-channels (in a seeded random
-  order), so one round never gives two channels into one NPU the same chunk; inside a round
-  the candidate set ``held[src] & needed[dst]`` and a uniformly random member of it are
-  computed for all channels at once;
-* the time of a direct channel is ``latency + chunk/bandwidth`` and it carries one chunk at a
-  time (TACOS's model and ours: the link is busy until the chunk has arrived).
+  takes, for every destination, its ``j``-th free in-channel (most constrained first: fewest
+  candidate chunks, random among equals), so one round never gives two channels into one NPU
+  the same chunk; inside a round the candidate sets and the chosen runs are computed for all
+  channels at once with bit operations;
+* a direct channel carries one message at a time and is busy until it has arrived
+  (``latency + bytes / bandwidth``: TACOS's model and ours);
+* the schedule is written into preallocated columns (no per-transfer Python objects), and it
+  records the order of every NPU's sends and receives, so the lowering to IR needs no sort.
 
-Routed channels (through switches, see :mod:`.channels`) are matched per NPU: a chunk
+Routed channels (through switches, see :mod:`.channels`) are matched per NPU: a message
 released at ``t`` waits in the first link's FIFO, crosses each hop store-and-forward and may
 wait in a switch's FIFO; the matcher picks the destination with the earliest arrival. An NPU
-keeps its first link busy by releasing a further chunk whenever the link would otherwise go
-idle before the NPU's next event, and a chunk is never admitted to a switch queue ahead of a
-chunk already scheduled there (so every queue serves chunks in the order the matcher decided,
+keeps its first link busy by releasing a further message whenever the link would otherwise go
+idle before the NPU's next event, and a message is never admitted to a switch queue ahead of
+one already scheduled there (so every queue serves messages in the order the matcher decided,
 as the FIFO network model does).
-
-The result is a :class:`Schedule`: every transfer with its chunk, channel, start and arrival.
 """
 
 from __future__ import annotations
@@ -42,22 +54,42 @@ NO_ANCHOR = -1
 
 @dataclass(frozen=True)
 class Schedule:
-    """Every transfer of an All-Gather schedule (columns, in decision order)."""
+    """Every message of an All-Gather schedule (columns, in decision order = start-time order).
+
+    A message carries the ``count`` consecutive chunks ``chunk .. chunk + count - 1``.
+    ``send_seq`` / ``recv_seq`` place the message's send and receive in their NPU's *program*:
+    the sequence of all sends and receives of that NPU in time order (at one instant receives
+    first, then sends; ties in transfer order), numbered from 0.
+    """
 
     num_npus: int
     chunks_per_npu: int
     chunk: np.ndarray
+    count: np.ndarray
     src: np.ndarray
     dst: np.ndarray
     start: np.ndarray
     end: np.ndarray
     channel: np.ndarray
     """Index of a direct channel (>= 0) or ``-1 - i`` for routed channel ``i``."""
+    tag: np.ndarray
+    """The message's index among the messages over its channel (one channel per NPU pair)."""
+    send_seq: np.ndarray
+    recv_seq: np.ndarray
     anchor: np.ndarray
     """For routed sends: the transfer whose operation on ``src`` completes at ``start``
     (``NO_ANCHOR``: none needed); see :attr:`anchor_is_send`."""
     anchor_is_send: np.ndarray
     """True: the anchor is that transfer's SEND (``src`` sent it); False: its RECV on ``src``."""
+    max_chunks: int = 1
+    """The largest message cap the matcher allowed (1: no merging)."""
+    num_direct: int = 0
+    """Direct channels of the :class:`Channels` matched (channel keys ``>= num_direct`` are routed)."""
+    num_routed: int = 0
+
+    @property
+    def num_channels(self) -> int:
+        return self.num_direct + self.num_routed
 
     @property
     def time_ns(self) -> float:
@@ -65,19 +97,92 @@ class Schedule:
 
     @property
     def num_transfers(self) -> int:
+        """Messages (a merged message counts once)."""
         return len(self.chunk)
 
+    @property
+    def num_chunks(self) -> int:
+        return self.num_npus * self.chunks_per_npu
 
-def match_all_gather(channels: Channels, chunks_per_npu: int, *, seed: int = 0) -> Schedule:
+    def program_lengths(self) -> np.ndarray:
+        """Sends plus receives of every NPU."""
+        n = self.num_npus
+        return np.bincount(self.src, minlength=n) + np.bincount(self.dst, minlength=n)
+
+    def delivery(self) -> np.ndarray:
+        """``index[npu * C + chunk]``: the transfer that delivered ``chunk`` to ``npu`` (-1: its owner)."""
+        c = self.num_chunks
+        index = np.full(self.num_npus * c, -1, dtype=np.int32)
+        ids = np.arange(self.num_transfers, dtype=np.int32)
+        if self.max_chunks == 1:
+            index[self.dst.astype(np.int64) * c + self.chunk] = ids
+        else:
+            ids, offset = expand_runs(self.count)
+            index[self.dst[ids].astype(np.int64) * c + self.chunk[ids] + offset] = ids
+        return index
+
+
+def expand_runs(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(message, offset)`` for every chunk of messages of ``count`` chunks (offset inside its run).
+
+    >>> ids, offset = expand_runs(np.array([1, 3, 2]))
+    >>> ids.tolist(), offset.tolist()
+    ([0, 1, 1, 1, 2, 2], [0, 0, 1, 2, 0, 1])
+    """
+    count = np.asarray(count)
+    ids = np.repeat(np.arange(len(count), dtype=np.int32), count)
+    starts = np.cumsum(count) - count
+    offset = np.arange(len(ids), dtype=np.int32) - np.repeat(starts, count).astype(np.int32)
+    return ids, offset
+
+
+def message_caps(channels: Channels, latency_ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """Chunks per message allowed on each (direct, routed) channel.
+
+    A channel may merge chunks until the message's serialization reaches ``latency_ratio`` times
+    the latency it pays: ``cap = max(1, floor(latency_ratio * latency / (chunk_bytes / bandwidth)))``
+    (routed channels: latencies and serializations summed over their hops). ``0`` never merges;
+    on links without latency merging gains nothing, and the cap is 1.
+
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> from chakra_collectives.topology import ring
+    >>> ch = build_channels(ring(4), chunk_bytes=2**16)     # 500 ns vs 1,221 ns per chunk
+    >>> message_caps(ch, 20.0)[0][:2].tolist(), message_caps(ch, 0.0)[0][:2].tolist()
+    ([8, 8], [1, 1])
+    """
+    serial = channels.chunk_bytes / channels.link_rate
+    latency = channels.link_latency
+
+    def cap(lat: np.ndarray, ser: np.ndarray) -> np.ndarray:
+        return np.maximum(1, np.floor(latency_ratio * lat / ser)).astype(np.int32)
+
+    direct = cap(latency[channels.direct_link], serial[channels.direct_link])
+    if not channels.routed:
+        return direct, np.zeros(0, dtype=np.int32)
+    lat = np.array([latency[list(c.links)].sum() for c in channels.routed])
+    ser = np.array([serial[list(c.links)].sum() for c in channels.routed])
+    return direct, cap(lat, ser)
+
+
+def match_all_gather(
+    channels: Channels,
+    chunks_per_npu: int,
+    *,
+    seed: int = 0,
+    latency_ratio: float = 0.0,
+) -> Schedule:
     """Greedy link-chunk matching for an All-Gather of ``chunks_per_npu`` chunks per NPU.
 
     Chunk ``c`` starts on NPU ``c // chunks_per_npu``; every NPU must end with every chunk.
+    ``latency_ratio`` sets how far messages may merge chunks (:func:`message_caps`; 0: never).
     """
-    return _Matcher(channels, chunks_per_npu, np.random.default_rng(seed)).run()
+    caps = message_caps(channels, latency_ratio)
+    return _Matcher(channels, chunks_per_npu, np.random.default_rng(seed), caps).run()
 
 
 # ---------------------------------------------------------------------- bit helpers
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
+_ONE = np.uint64(1)
 
 
 def _random_members(cand: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -100,26 +205,84 @@ def _random_members(cand: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return result
 
 
+def _run_starts(bits: np.ndarray) -> np.ndarray:
+    """Set bits whose predecessor (bit index - 1) is clear: where runs of consecutive bits begin."""
+    previous = bits << _ONE
+    previous[:, 1:] |= bits[:, :-1] >> np.uint64(63)
+    return bits & ~previous
+
+
+def _run_lengths(bits: np.ndarray, first: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Length of the run of set bits starting at ``first`` in each row, at most ``cap``."""
+    rows = np.arange(len(first))
+    length = np.zeros(len(first), dtype=np.int64)
+    position = first.astype(np.int64)
+    todo = rows
+    words = bits.shape[1]
+    while len(todo):
+        w, b = position[todo] // 64, (position[todo] % 64).astype(np.uint64)
+        x = bits[todo, w] >> b
+        ones = np.bitwise_count(x & ~(x + _ONE)).astype(np.int64)  # trailing ones
+        length[todo] += ones
+        more = (ones == 64 - b.astype(np.int64)) & (w + 1 < words) & (length[todo] < cap[todo])
+        todo = todo[more]
+        position[todo] = (w[more] + 1) * 64
+    return np.minimum(length, cap)
+
+
+def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np.ndarray, *, clear: bool = False) -> None:
+    """Set (or clear) bits ``first .. first + count - 1`` of ``matrix[rows]`` (rows may repeat)."""
+    if len(rows) == 0:
+        return
+    if int(count.max()) == 1:
+        r, c = rows, first.astype(np.int64)
+    else:
+        ids, offset = expand_runs(count)
+        r, c = rows[ids], first[ids].astype(np.int64) + offset
+    if clear:
+        np.bitwise_and.at(matrix, (r, c // 64), ~_BIT[c % 64])
+    else:
+        np.bitwise_or.at(matrix, (r, c // 64), _BIT[c % 64])
+
+
+def _cumcount(keys: np.ndarray) -> np.ndarray:
+    """For each entry, how many earlier entries have the same key."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    first = np.searchsorted(sorted_keys, sorted_keys, side="left")
+    result = np.empty(len(keys), dtype=np.int64)
+    result[order] = np.arange(len(keys)) - first
+    return result
+
+
 # ---------------------------------------------------------------------- the matcher
+_COLUMNS = {
+    "chunk": np.int32, "count": np.int32, "src": np.int32, "dst": np.int32, "start": np.float64,
+    "end": np.float64, "channel": np.int32, "tag": np.int32, "send_seq": np.int32, "recv_seq": np.int32,
+}
+
+
 class _Matcher:
-    def __init__(self, channels: Channels, k: int, rng: np.random.Generator) -> None:
+    def __init__(self, channels: Channels, k: int, rng: np.random.Generator, caps: tuple[np.ndarray, np.ndarray]) -> None:
         n = channels.num_npus
         self.ch = channels
         self.n, self.k, self.rng = n, k, rng
         self.num_chunks = n * k
         self.words = -(-self.num_chunks // 64)
         chunk_ids = np.arange(self.num_chunks)
-        self.held = np.zeros((n, self.words), dtype=np.uint64)
-        np.bitwise_or.at(self.held, (chunk_ids // k, chunk_ids // 64), _BIT[chunk_ids % 64])
+        self.own = np.zeros((n, self.words), dtype=np.uint64)
+        np.bitwise_or.at(self.own, (chunk_ids // k, chunk_ids // 64), _BIT[chunk_ids % 64])
+        self.held = self.own.copy()
         full = np.zeros(self.words, dtype=np.uint64)
         np.bitwise_or.at(full, chunk_ids // 64, _BIT[chunk_ids % 64])
         self.wanted = np.bitwise_and(~self.held, full)
         self.remaining = n * self.num_chunks - self.num_chunks  # (npu, chunk) pairs still to match
+        self.direct_cap, self.routed_cap = caps
+        self.max_cap = int(max(self.direct_cap.max(initial=1), self.routed_cap.max(initial=1)))
         # direct channels
-        m = len(channels.direct_src)
+        m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
-        self.busy = np.zeros(m, dtype=bool)
-        self.carrying = np.full(m, -1, dtype=np.int64)  # transfer id in flight
+        self.carrying = np.full(m, -1, dtype=np.int64)  # transfer in flight
         # direct in-neighbours of every NPU, padded with -1
         in_degree = np.bincount(channels.direct_dst, minlength=n)
         self.in_neighbours = np.full((n, max(int(in_degree.max(initial=0)), 1)), -1, dtype=np.int64)
@@ -127,27 +290,43 @@ class _Matcher:
         sorted_dst = channels.direct_dst[by_dst]
         slot = np.arange(len(by_dst)) - np.searchsorted(sorted_dst, sorted_dst, side="left")
         self.in_neighbours[sorted_dst, slot] = channels.direct_src[by_dst]
+        # per channel (direct, then routed) message counters: the tags
+        self.sent_on = np.zeros(m + len(channels.routed), dtype=np.int64)
+        # per NPU: sends and receives recorded so far (the program positions)
+        self.program = np.zeros(n, dtype=np.int64)
+        # records, preallocated: never more messages than (NPU, chunk) pairs to serve
+        capacity = self.remaining
+        self.rec = {name: np.empty(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()}
+        self.size = 0
         # routed channels
         self.routed = channels.routed
         self.has_routed = bool(self.routed)
         if self.has_routed:
+            self.rec["anchor"] = np.full(capacity, NO_ANCHOR, dtype=np.int32)
+            self.rec["anchor_is_send"] = np.zeros(capacity, dtype=bool)
             self._init_routed()
-        # records
-        self.rec: dict[str, list[np.ndarray]] = {k_: [] for k_ in ("chunk", "src", "dst", "start", "end", "channel", "anchor", "anchor_is_send")}
-        self.count = 0
-        self.chunk_by_id = np.zeros(1024, dtype=np.int64)
-        self.pending: list[tuple[float, int]] = []  # routed arrivals: (time, transfer id)
 
     # ------------------------------------------------------------------ records
-    def _record(self, chunk, src, dst, start, end, channel, anchor, anchor_is_send) -> np.ndarray:
+    def _record(self, chunk, count, src, dst, start, end, channel) -> np.ndarray:
         size = len(chunk)
-        ids = np.arange(self.count, self.count + size)
-        self.count += size
-        for name, value in (
-            ("chunk", chunk), ("src", src), ("dst", dst), ("start", start), ("end", end),
-            ("channel", channel), ("anchor", anchor), ("anchor_is_send", anchor_is_send),
-        ):
-            self.rec[name].append(np.asarray(value))
+        first = self.size
+        ids = np.arange(first, first + size, dtype=np.int64)
+        self.size += size
+        rec = self.rec
+        for name, value in (("chunk", chunk), ("count", count), ("src", src), ("dst", dst), ("start", start), ("end", end), ("channel", channel)):
+            rec[name][first : first + size] = value
+        key = np.asarray(channel, dtype=np.int64)
+        key = np.where(key >= 0, key, self.ch.num_direct - 1 - key)
+        rec["tag"][first : first + size] = self.sent_on[key]
+        self.sent_on[key] += 1  # a channel appears at most once per call
+        src = np.asarray(src, dtype=np.int64)
+        if size == 1:
+            rec["send_seq"][first] = self.program[src[0]]
+            self.program[src[0]] += 1
+        else:
+            rec["send_seq"][first : first + size] = self.program[src] + _cumcount(src)
+            self.program += np.bincount(src, minlength=self.n)
+        self.remaining -= int(np.sum(count))
         return ids
 
     # ------------------------------------------------------------------ main loop
@@ -170,12 +349,10 @@ class _Matcher:
         return self._schedule()
 
     def _next_time(self) -> float | None:
-        candidates = []
-        if self.busy.any():
-            candidates.append(float(self.busy_until[self.busy].min()))
-        if self.pending:
-            candidates.append(self.pending[0][0])
-        return min(candidates) if candidates else None
+        t = float(self.busy_until.min(initial=np.inf))
+        if self.has_routed and self.pending:
+            t = min(t, self.pending[0][0])
+        return None if t == np.inf else t
 
     def _arrive(self, t: float) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[int, bool]]]:
         """Deliver everything arriving at ``t``.
@@ -183,120 +360,129 @@ class _Matcher:
         Returns the NPUs that received a chunk, the direct channels that became free, and for
         routed matching, one operation of each NPU that completes at ``t``.
         """
+        done = np.flatnonzero(self.busy_until == t)
+        ids = self.carrying[done]
+        self.busy_until[done] = np.inf
+        self.carrying[done] = -1
+        if self.has_routed:
+            routed = []
+            while self.pending and self.pending[0][0] == t:
+                routed.append(heapq.heappop(self.pending)[1])
+            if routed:
+                ids = np.concatenate([ids, np.array(routed, dtype=np.int64)])
+        ids = np.sort(ids)
+        rec = self.rec
+        dsts = rec["dst"][ids].astype(np.int64)
+        rec["recv_seq"][ids] = self.program[dsts] + _cumcount(dsts)
+        self.program += np.bincount(dsts, minlength=self.n)
+        _set_runs(self.held, dsts, rec["chunk"][ids], rec["count"][ids])
         received = np.zeros(self.n, dtype=bool)
+        received[dsts] = True
         events: dict[int, tuple[int, bool]] = {}
-        done = np.flatnonzero(self.busy & (self.busy_until == t))
-        if len(done):
-            ids = self.carrying[done]
-            chunks = self.chunk_by_id[ids]
-            dsts = self.ch.direct_dst[done]
-            np.bitwise_or.at(self.held, (dsts, chunks // 64), _BIT[chunks % 64])
-            received[dsts] = True
-            self.busy[done] = False
-            self.busy_until[done] = np.inf
-            self.carrying[done] = -1
-            if self.has_routed:
-                srcs = self.ch.direct_src[done]
-                for transfer, d, s in zip(ids.tolist(), dsts.tolist(), srcs.tolist()):
-                    events.setdefault(d, (transfer, False))
-                    events.setdefault(s, (transfer, True))
-        while self.pending and self.pending[0][0] == t:
-            _, transfer = heapq.heappop(self.pending)
-            d, s, c = self.routed_info.pop(transfer)
-            self.held[d, c // 64] |= _BIT[c % 64]
-            received[d] = True
-            events.setdefault(d, (transfer, False))
-            events.setdefault(s, (transfer, True))
+        if self.has_routed:
+            for transfer, d, s in zip(ids.tolist(), dsts.tolist(), rec["src"][ids].tolist()):
+                events.setdefault(d, (transfer, False))
+                events.setdefault(s, (transfer, True))
         return received, done, events
 
     # ------------------------------------------------------------------ direct channels
     def _match_direct(self, t: float, received: np.ndarray, freed: np.ndarray) -> None:
         """Match every free direct channel that may have a new candidate: just freed, or its source just received."""
         ch = self.ch
-        if len(ch.direct_src) == 0 or not self.remaining:
+        if ch.num_direct == 0 or not self.remaining:
             return
         wake = received[ch.direct_src]
         wake[freed] = True
-        active = np.flatnonzero(wake & ~self.busy)
+        active = np.flatnonzero(wake & (self.busy_until == np.inf))
         if len(active) == 0:
             return
-        active = active[self.rng.permutation(len(active))]
-        dsts = ch.direct_dst[active]
-        order = np.argsort(dsts, kind="stable")
-        active, dsts = active[order], dsts[order]
-        group_start = np.searchsorted(dsts, dsts, side="left")
-        round_of = np.arange(len(active)) - group_start
-        matched_parts = []
-        shared = self._shared_chunks(np.unique(dsts))
+        s, d = ch.direct_src[active], ch.direct_dst[active]
+        options = np.bitwise_count(self.held[s] & self.wanted[d]).sum(axis=1, dtype=np.int64)
+        useful = options > 0
+        if not useful.any():
+            return
+        active, d, options = active[useful], d[useful], options[useful]
+        # per destination, most constrained channel first (random among equals)
+        order = np.lexsort((self.rng.random(len(active)), options, d))
+        active, d = active[order], d[order]
+        round_of = np.arange(len(active)) - np.searchsorted(d, d, side="left")
+        targets = np.unique(d)
+        scarce = self._scarce_levels(targets)
+        row_of_target = np.full(self.n, -1, dtype=np.int64)
+        row_of_target[targets] = np.arange(len(targets))
+        parts = []
         for j in range(int(round_of.max()) + 1):
             sel = active[round_of == j]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
             cand = self.held[s] & self.wanted[d]
-            # prefer chunks no other in-neighbour of the destination holds: shared ones can
-            # still come over another link, so every link stays useful for longer
-            exclusive = cand & ~shared[d]
-            chunks = _random_members(np.where(exclusive.any(axis=1, keepdims=True), exclusive, cand), self.rng)
-            ok = chunks >= 0
+            pool = self._scarcest(cand, scarce, row_of_target[d])
+            first, count = self._pick_runs(pool, s, self.direct_cap[sel])
+            ok = first >= 0
             if not ok.any():
                 continue
-            sel, d, chunks = sel[ok], d[ok], chunks[ok]
-            self.wanted[d, chunks // 64] &= ~_BIT[chunks % 64]
-            matched_parts.append((sel, chunks))
-        if not matched_parts:
+            sel, d, first, count = sel[ok], d[ok], first[ok], count[ok]
+            _set_runs(self.wanted, d.astype(np.int64), first, count, clear=True)
+            parts.append((sel, first, count))
+        if not parts:
             return
-        sel = np.concatenate([p[0] for p in matched_parts])
-        chunks = np.concatenate([p[1] for p in matched_parts])
-        end = t + ch.direct_ns[sel]
-        size = len(sel)
-        ids = self._record(
-            chunks, ch.direct_src[sel], ch.direct_dst[sel], np.full(size, t), end, sel,
-            np.full(size, NO_ANCHOR), np.zeros(size, dtype=bool),
-        )
-        self._remember_chunks(ids, chunks)
-        self.busy[sel] = True
+        sel = np.concatenate([p[0] for p in parts])
+        first = np.concatenate([p[1] for p in parts])
+        count = np.concatenate([p[2] for p in parts])
+        end = t + ch.hop_ns(ch.direct_link[sel], count)
+        src, dst = ch.direct_src[sel], ch.direct_dst[sel]
+        ids = self._record(first, count, src, dst, t, end, sel)
         self.busy_until[sel] = end
         self.carrying[sel] = ids
-        self.remaining -= size
         if self.has_routed:
-            self.recv_id[ch.direct_dst[sel], chunks] = ids
-            self.arrival_at[ch.direct_dst[sel], chunks] = end
-            for s_, e_ in zip(ch.direct_src[sel].tolist(), end.tolist()):
+            self._note_deliveries(dst, first, count, ids, end)
+            for s_, e_ in zip(src.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[s_], e_)
-            for d_, e_ in zip(ch.direct_dst[sel].tolist(), end.tolist()):
+            for d_, e_ in zip(dst.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
 
-    def _shared_chunks(self, dsts: np.ndarray) -> np.ndarray:
-        """``shared[d]``: chunks held by at least two direct in-neighbours of ``d`` (rows for ``dsts`` only)."""
-        shared = np.zeros((self.n, self.words), dtype=np.uint64)
-        neighbours = self.in_neighbours[dsts]
-        ones = np.zeros((len(dsts), self.words), dtype=np.uint64)
-        twos = np.zeros_like(ones)
+    def _scarce_levels(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(one, two)``: per target, the chunks exactly one / exactly two of its direct in-neighbours hold."""
+        neighbours = self.in_neighbours[targets]
+        one = np.zeros((len(targets), self.words), dtype=np.uint64)
+        two, three = one.copy(), one.copy()
         for position in range(neighbours.shape[1]):
             src = neighbours[:, position]
-            held = np.where((src >= 0)[:, None], self.held[np.maximum(src, 0)], np.uint64(0))
-            twos |= ones & held
-            ones |= held
-        shared[dsts] = twos
-        return shared
+            held = self.held[np.maximum(src, 0)]
+            held[src < 0] = 0
+            three |= two & held
+            two |= one & held
+            one |= held
+        return one & ~two, two & ~three
 
-    def _covered(self, dsts: np.ndarray) -> np.ndarray:
-        """Per destination, chunks some direct in-neighbour holds or has been matched with."""
-        covered = np.zeros((len(dsts), self.words), dtype=np.uint64)
-        neighbours = self.in_neighbours[dsts]
-        for position in range(neighbours.shape[1]):
-            src = neighbours[:, position]
-            present = src >= 0
-            if present.any():
-                covered[present] |= ~self.wanted[src[present]]
-        return covered
+    @staticmethod
+    def _scarcest(cand: np.ndarray, levels: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> np.ndarray:
+        """Per row, the candidates held by the fewest in-neighbours of the destination (1, 2, or any)."""
+        only = cand & levels[0][rows]
+        pair = cand & levels[1][rows]
+        return np.where(only.any(axis=1, keepdims=True), only, np.where(pair.any(axis=1, keepdims=True), pair, cand))
 
-    def _remember_chunks(self, ids: np.ndarray, chunks: np.ndarray) -> None:
-        needed = int(ids[-1]) + 1
-        if needed > len(self.chunk_by_id):
-            grown = np.full(max(needed, 2 * len(self.chunk_by_id)), -1, dtype=np.int64)
-            grown[: len(self.chunk_by_id)] = self.chunk_by_id
-            self.chunk_by_id = grown
-        self.chunk_by_id[ids] = chunks
+    def _pick_runs(self, pool: np.ndarray, src: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A random run of consecutive chunks per row of ``pool`` (at most ``cap`` long; -1: none).
+
+        Rows that may merge pick the start of a random maximal run; a run never mixes chunks
+        its sender owns with chunks it received (they live in different buffers).
+        """
+        merge = cap > 1
+        if not merge.any():
+            first = _random_members(pool, self.rng)
+            return first, np.ones(len(first), dtype=np.int32)
+        choose_from = pool.copy()
+        choose_from[merge] = _run_starts(pool[merge])
+        first = _random_members(choose_from, self.rng)
+        count = np.ones(len(first), dtype=np.int32)
+        rows = np.flatnonzero(merge & (first >= 0))
+        if len(rows):
+            c = first[rows]
+            own = self.own[src[rows].astype(np.int64)]
+            owned = (c // self.k) == src[rows]
+            same = np.where(owned[:, None], pool[rows] & own, pool[rows] & ~own)
+            count[rows] = _run_lengths(same, c, cap[rows])
+        return first, count
 
     # ------------------------------------------------------------------ routed channels
     def _init_routed(self) -> None:
@@ -304,19 +490,25 @@ class _Matcher:
         self.link_free = {l: 0.0 for l in links}
         self.link_last_arrival = {l: -np.inf for l in links}
         self.rank_events: list[list[float]] = [[] for _ in range(self.n)]
+        self.pending: list[tuple[float, int]] = []  # routed arrivals: (time, transfer id)
         groups: dict[tuple[int, int, int], list[int]] = {}
         for index, c in enumerate(self.routed):
             groups.setdefault((c.src, c.links[0], len(c.links)), []).append(index)
-        self.groups_of: dict[int, list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self.groups_of: dict[int, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
         for (src, first, hops), members in sorted(groups.items()):
             idx = np.array(members)
             dst = np.array([self.routed[i].dst for i in members])
             link_mat = np.array([self.routed[i].links for i in members])
-            hop_mat = np.array([self.routed[i].hop_ns for i in members])
-            self.groups_of.setdefault(src, []).append((first, idx, dst, link_mat, hop_mat))
+            self.groups_of.setdefault(src, []).append((first, idx, dst, link_mat))
         self.recv_id = np.full((self.n, self.num_chunks), NO_ANCHOR, dtype=np.int64)
         self.arrival_at = np.full((self.n, self.num_chunks), -1.0)
-        self.routed_info: dict[int, tuple[int, int, int]] = {}
+
+    def _note_deliveries(self, dst, first, count, ids, end) -> None:
+        """Remember which transfer brings each chunk of these runs to ``dst``, and when."""
+        message, offset = expand_runs(count)
+        rows, chunks = dst[message], first[message] + offset
+        self.recv_id[rows, chunks] = ids[message]
+        self.arrival_at[rows, chunks] = end[message]
 
     def _match_routed(self, t: float, events: dict[int, tuple[int, bool]]) -> None:
         if not self.remaining:
@@ -330,11 +522,23 @@ class _Matcher:
             while heap and heap[0] <= t:
                 heapq.heappop(heap)
             event = events.get(s) if t > 0 else None
-            for first, idx, dst, link_mat, hop_mat in groups:
-                self._fill_first_link(s, t, event, first, idx, dst, link_mat, hop_mat, heap)
+            for first, idx, dst, link_mat in groups:
+                self._fill_first_link(s, t, event, first, idx, dst, link_mat, heap)
 
-    def _fill_first_link(self, s, t, event, first, idx, dst, link_mat, hop_mat, heap) -> None:
+    def _covered(self, dsts: np.ndarray) -> np.ndarray:
+        """Per destination, chunks some direct in-neighbour holds or has been matched with."""
+        covered = np.zeros((len(dsts), self.words), dtype=np.uint64)
+        neighbours = self.in_neighbours[dsts]
+        for position in range(neighbours.shape[1]):
+            src = neighbours[:, position]
+            present = src >= 0
+            if present.any():
+                covered[present] |= ~self.wanted[src[present]]
+        return covered
+
+    def _fill_first_link(self, s, t, event, first, idx, dst, link_mat, heap) -> None:
         batch_anchor: tuple[int, bool] | None = None
+        ch = self.ch
         while True:
             next_event = heap[0] if heap else np.inf
             if not (self.link_free[first] <= t or self.link_free[first] < next_event):
@@ -346,63 +550,64 @@ class _Matcher:
             if not usable.any():
                 return
             rows = np.flatnonzero(usable)
-            arrival = np.full(len(rows), max(t, self.link_free[first]) + hop_mat[rows, 0])
+            caps = self.routed_cap[idx[rows]]
+            chunk_of, count_of = self._pick_runs(cand[rows], np.full(len(rows), s, dtype=np.int32), caps)
+            # time each candidate message over its route
+            hop0 = ch.hop_ns(link_mat[rows, 0], count_of)
+            arrival = max(t, self.link_free[first]) + hop0
             valid = np.ones(len(rows), dtype=bool)
             for hop in range(1, link_mat.shape[1]):
                 links = link_mat[rows, hop]
                 last = np.array([self.link_last_arrival[l] for l in links.tolist()])
                 free = np.array([self.link_free[l] for l in links.tolist()])
                 valid &= arrival > last
-                arrival = np.maximum(arrival, free) + hop_mat[rows, hop]
+                arrival = np.maximum(arrival, free) + ch.hop_ns(links, count_of)
             if not valid.any():
                 return
             best = arrival[valid].min()
-            ties = rows[valid & (arrival == best)]
-            row = int(ties[self.rng.integers(len(ties))]) if len(ties) > 1 else int(ties[0])
-            chunk = int(_random_members(cand[row : row + 1], self.rng)[0])
+            ties = np.flatnonzero(valid & (arrival == best))
+            pick = int(ties[self.rng.integers(len(ties))]) if len(ties) > 1 else int(ties[0])
+            row = int(rows[pick])
+            chunk, count = int(chunk_of[pick]), int(count_of[pick])
             d = int(dst[row])
             # occupy the links
             when = max(t, self.link_free[first])
             self.link_last_arrival[first] = t
-            self.link_free[first] = when + hop_mat[row, 0]
+            self.link_free[first] = when + float(hop0[pick])
             here = self.link_free[first]
             for hop in range(1, link_mat.shape[1]):
                 l = int(link_mat[row, hop])
                 self.link_last_arrival[l] = here
-                here = max(here, self.link_free[l]) + hop_mat[row, hop]
+                here = max(here, self.link_free[l]) + float(ch.hop_ns(np.array([l]), count)[0])
                 self.link_free[l] = here
-            # the chunk's RECV on s, if it completes exactly now, is the first send's anchor
+            # the RECV on s of the run's chunks, if one completes exactly now, is the first send's anchor
             if batch_anchor is None and t > 0:
                 arrived_now = chunk // self.k != s and self.arrival_at[s, chunk] == t
                 batch_anchor = (int(self.recv_id[s, chunk]), False) if arrived_now else event
             anchor = batch_anchor if batch_anchor is not None else (NO_ANCHOR, False)
-            self.wanted[d, chunk // 64] &= ~_BIT[chunk % 64]
-            self.remaining -= 1
+            _set_runs(self.wanted, np.array([d]), np.array([chunk]), np.array([count]), clear=True)
             ids = self._record(
-                np.array([chunk]), np.array([s]), np.array([d]), np.array([t]), np.array([here]),
-                np.array([-1 - int(idx[row])]), np.array([anchor[0]]), np.array([anchor[1]]),
+                np.array([chunk]), np.array([count]), np.array([s]), np.array([d]), np.array([t]), np.array([here]),
+                np.array([-1 - int(idx[row])]),
             )
             transfer = int(ids[0])
-            self._remember_chunks(ids, np.array([chunk]))
-            self.recv_id[d, chunk] = transfer
-            self.arrival_at[d, chunk] = here
-            self.routed_info[transfer] = (d, s, chunk)
+            self.rec["anchor"][transfer] = anchor[0]
+            self.rec["anchor_is_send"][transfer] = anchor[1]
+            self._note_deliveries(np.array([d]), np.array([chunk]), np.array([count]), ids, np.array([here]))
             heapq.heappush(self.pending, (here, transfer))
             heapq.heappush(heap, here)
             heapq.heappush(self.rank_events[d], here)
 
     # ------------------------------------------------------------------ result
     def _schedule(self) -> Schedule:
-        cols = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in self.rec.items()}
+        size = self.size
+        cols = {name: values[:size] for name, values in self.rec.items()}
+        if size < len(self.rec["chunk"]) // 2:  # merged messages: do not keep the unused capacity
+            cols = {name: values.copy() for name, values in cols.items()}
+        if not self.has_routed:
+            cols["anchor"] = np.broadcast_to(np.int32(NO_ANCHOR), (size,))
+            cols["anchor_is_send"] = np.broadcast_to(False, (size,))
         return Schedule(
-            num_npus=self.n,
-            chunks_per_npu=self.k,
-            chunk=cols["chunk"].astype(np.int64),
-            src=cols["src"].astype(np.int64),
-            dst=cols["dst"].astype(np.int64),
-            start=cols["start"].astype(np.float64),
-            end=cols["end"].astype(np.float64),
-            channel=cols["channel"].astype(np.int64),
-            anchor=cols["anchor"].astype(np.int64),
-            anchor_is_send=cols["anchor_is_send"].astype(bool),
+            num_npus=self.n, chunks_per_npu=self.k, max_chunks=self.max_cap,
+            num_direct=self.ch.num_direct, num_routed=len(self.routed), **cols,
         )

@@ -6,12 +6,23 @@
   reductions (TACOS's time-reversal argument: a Reduce-Scatter is an All-Gather mirrored).
 * All-Reduce: that Reduce-Scatter, then an All-Gather.
 
-Switches are *not* unwound: a chunk between two NPUs that share only switches crosses the
+Switches are *not* unwound: a message between two NPUs that share only switches crosses the
 switch hops of the topology's route, store-and-forward, with FIFO queues, exactly as the
 network model replays it (see :mod:`~chakra_collectives.synth.matcher`).
 
-``trials`` runs the matcher with seeds ``seed, seed+1, ...`` and keeps the fastest schedule
-(ties: the lowest seed), so a result is reproducible from ``(seed, trials)``.
+**Trials.** The greedy's result depends on its random tie-breaking, so each phase is matched
+``trials`` times per *variant* -- with seeds ``seed, seed+1, ...`` and for each of
+:data:`MERGE_VARIANTS` (messages of single chunks, and merged messages,
+:func:`~chakra_collectives.synth.matcher.message_caps`) -- and every phase keeps its own best
+trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)``. On a network
+that looks the same reversed (every direct link has a twin the other way with the same latency
+and bandwidth, :meth:`~chakra_collectives.synth.channels.Channels.mirror`), the reversed
+All-Gather problem *is* the All-Gather problem with channels renamed: the best All-Gather trial
+is also the best Reduce-Scatter trial, and one search serves both phases. A phase is
+judged by its schedule's finishing time, which the network model reproduces exactly -- except a
+Reduce-Scatter through switches: mirrored in time, its messages may meet in a switch's FIFO
+queue in another order than planned, so those trials are lowered and judged by
+:func:`~chakra_collectives.network.predict_time`.
 
 >>> from chakra_collectives.topology import torus2d
 >>> from chakra_collectives.verify import verify_algorithm
@@ -22,21 +33,40 @@ network model replays it (see :mod:`~chakra_collectives.synth.matcher`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
-from chakra_collectives.synth.matcher import Schedule, match_all_gather
+from chakra_collectives.synth.matcher import Schedule, match_all_gather, message_caps
 from chakra_collectives.topology.core import Topology
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 
+MERGE_VARIANTS = (0.0, 20.0, 40.0)
+"""``latency_ratio`` of each trial variant (:func:`~chakra_collectives.synth.matcher.message_caps`):
+0 never merges chunks into one message; 20 and 40 let a message grow until its serialization
+is 20 or 40 times the latency it pays."""
+
 SWITCH_HANDLING = (
-    "switches are routed, not unwound: a chunk crosses the route's switch hops store-and-forward "
+    "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
     "with FIFO queues, as the network model replays it"
 )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One matching of one phase."""
+
+    seed: int
+    latency_ratio: float
+    schedule: Schedule
+    time_ns: float
+    """How the trial was judged: the schedule's time, or the model's prediction of the phase."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +74,17 @@ class TacosResult:
     algorithm: CollectiveAlgorithm
     schedule_ns: float
     """The matcher's own finishing time (Reduce-Scatter + All-Gather for All-Reduce)."""
-    seed: int
-    """The seed whose schedule was kept."""
-    phases: tuple[Schedule, ...]
-    """The schedules used: (All-Gather,), (reversed All-Gather,) or (reversed, All-Gather)."""
+    phases: tuple[Trial, ...]
+    """The trials kept: (All-Gather,), (reversed All-Gather,) or (reversed, All-Gather)."""
+
+    @property
+    def seed(self) -> int:
+        """The seed of the last phase's trial (the All-Gather's for All-Reduce)."""
+        return self.phases[-1].seed
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(p.seed for p in self.phases)
 
 
 def tacos(
@@ -58,11 +95,13 @@ def tacos(
     chunks_per_npu: int = 1,
     seed: int = 0,
     trials: int = 1,
+    merge_variants: tuple[float, ...] = MERGE_VARIANTS,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
     The collective's size is cut into ``num_npus * chunks_per_npu`` chunks of
-    ``ceil(size / chunks)`` bytes (the IR's padding rule).
+    ``ceil(size / chunks)`` bytes (the IR's padding rule). Each phase runs
+    ``trials * len(merge_variants)`` matchings and keeps its best.
     """
     if collective not in SUPPORTED:
         raise InputError(f"TACOS synthesizes {', '.join(c.value for c in SUPPORTED)}, not {collective.value}")
@@ -70,40 +109,84 @@ def tacos(
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
     if trials < 1:
         raise InputError(f"trials must be positive, got {trials}")
+    if not merge_variants or any(r < 0 for r in merge_variants):
+        raise InputError(f"merge variants must be non-negative latency ratios, got {merge_variants}")
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
-    best: tuple[float, int, tuple[Schedule, ...]] | None = None
-    for trial in range(trials):
-        phases = _phases(channels, collective, chunks_per_npu, seed + trial)
-        total = sum(p.time_ns for p in phases)
-        if best is None or total < best[0]:
-            best = (total, seed + trial, phases)
-    assert best is not None
-    total, chosen, phases = best
+    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, merge_variants)
+    mirror = channels.mirror()
+    if collective is Collective.ALL_GATHER:
+        phases = (search.best(channels, judge_by_model=False),)
+    elif mirror is not None:  # the reversed network is the same network: one search serves both phases
+        best = search.best(channels, judge_by_model=False)
+        reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
+        phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
+    else:
+        reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches))
+        phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, search.best(channels, judge_by_model=False))
     provenance = {
         "algorithm": "tacos",
         "topology": topology.name,
         "chunks_per_npu": str(chunks_per_npu),
-        "seed": str(chosen),
+        "seed": str(seed),
         "trials": str(trials),
+        "phase_seeds": ",".join(str(p.seed) for p in phases),
+        "phase_latency_ratios": ",".join(f"{p.latency_ratio:g}" for p in phases),
         "switches": "routed" if topology.num_switches else "none",
     }
+    schedules = [p.schedule for p in phases]
     if collective is Collective.ALL_GATHER:
-        algo = all_gather_algorithm(phases[0], size_bytes=size_bytes, provenance=provenance)
+        algo = all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
     elif collective is Collective.REDUCE_SCATTER:
-        algo = reduce_scatter_algorithm(phases[0], size_bytes=size_bytes, provenance=provenance)
+        algo = reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
     else:
-        algo = all_reduce_algorithm(phases[0], phases[1], size_bytes=size_bytes, provenance=provenance)
-    return TacosResult(algorithm=algo, schedule_ns=total, seed=chosen, phases=phases)
+        algo = all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance)
+    return TacosResult(algorithm=algo, schedule_ns=sum(s.time_ns for s in schedules), phases=phases)
 
 
-def _phases(channels: Channels, collective: Collective, k: int, seed: int) -> tuple[Schedule, ...]:
-    if collective is Collective.ALL_GATHER:
-        return (match_all_gather(channels, k, seed=seed),)
-    reversed_ag = match_all_gather(channels.reversed(), k, seed=seed)
-    if collective is Collective.REDUCE_SCATTER:
-        return (reversed_ag,)
-    return (reversed_ag, match_all_gather(channels, k, seed=seed))
+def distinct_variants(channels: Channels, variants: tuple[float, ...]) -> list[float]:
+    """The variants whose message caps differ (the first of each group of equal ones).
+
+    With chunks much longer than a link's latency, every variant caps messages at one chunk:
+    they would all produce the same schedule, so only the first runs.
+    """
+    kept: list[float] = []
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    for ratio in variants:
+        caps = message_caps(channels, ratio)
+        if not any(np.array_equal(caps[0], d) and np.array_equal(caps[1], r) for d, r in seen):
+            kept.append(ratio)
+            seen.append(caps)
+    return kept
+
+
+@dataclass
+class _Search:
+    topology: Topology
+    channels: Channels
+    k: int
+    size_bytes: int
+    seed: int
+    trials: int
+    variants: tuple[float, ...]
+
+    def best(self, channels: Channels, *, judge_by_model: bool) -> Trial:
+        """The best trial on ``channels`` (judged by the model for a mirrored switch schedule)."""
+        best: Trial | None = None
+        ratios = distinct_variants(channels, self.variants)
+        for trial in range(self.trials):
+            for ratio in ratios:
+                schedule = match_all_gather(channels, self.k, seed=self.seed + trial, latency_ratio=ratio)
+                if judge_by_model:
+                    algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes)
+                    judged = predict_time(algo, self.topology)
+                else:
+                    judged = schedule.time_ns
+                if best is None or judged < best.time_ns:
+                    best = Trial(seed=self.seed + trial, latency_ratio=ratio, schedule=schedule, time_ns=judged)
+                del schedule
+        assert best is not None
+        return best
