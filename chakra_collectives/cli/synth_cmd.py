@@ -15,7 +15,7 @@ from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.synth import ALGORITHMS, SynthesisResult, synthesize
+from chakra_collectives.synth import ALGORITHMS, DEFAULT_ALGORITHM, SynthesisResult, synthesize
 from chakra_collectives.topology import load_topology
 from chakra_collectives.units import format_size, format_time_ns, parse_size
 
@@ -59,9 +59,12 @@ def synth(
     collective: str = typer.Option("all-reduce", "--collective", "-c", help="all-gather, reduce-scatter, all-reduce (tacos); baselines also all-to-all, broadcast, reduce."),
     size: str = typer.Option("64MiB", "--size", "-s", help="Collective size (bytes of the larger per-rank buffer), e.g. 64MiB, 1GB, 4096."),
     chunks_per_npu: int = typer.Option(1, "--chunks-per-npu", "-k", help="Chunks each NPU's share is cut into (chunk = ceil(size / (NPUs * k)) bytes)."),
-    algorithm: str = typer.Option("tacos", "--algorithm", "-a", help=f"One of: {', '.join(ALGORITHMS)}."),
+    algorithm: str = typer.Option(
+        DEFAULT_ALGORITHM, "--algorithm", "-a",
+        help=f"One of: {', '.join(ALGORITHMS)}. 'best' runs TACOS and every applicable baseline and keeps the fastest (predicted).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of TACOS's random tie-breaking."),
-    trials: int = typer.Option(1, "--trials", help="TACOS: try seeds seed..seed+trials-1 and keep the fastest."),
+    trials: int = typer.Option(1, "--trials", help="TACOS: try seeds seed..seed+trials-1 for each phase (and each merge variant) and keep each phase's best."),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -72,6 +75,8 @@ def synth(
     and the efficiency (bound / predicted).
 
     Example: [bold]chakra-coll synth --topology torus3d:4x4x4 --collective all-reduce --size 64MiB --chunks-per-npu 4 -o out/ar[/bold]
+
+    Never slower than the classic algorithms: [bold]chakra-coll synth -t ring:8 -c all-gather -a best[/bold]
     """
     coll = Collective.parse(collective)
     size_bytes = parse_size(size)
@@ -109,14 +114,24 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     table.add_column(style="dim")
     table.add_column()
     table.add_row("network", f"{topo.num_npus} NPUs{switches}, {len(topo.links)} links; {result.switch_handling}")
-    table.add_row("chunks", f"{algo.chunk_count} ({result.chunks_per_npu} per NPU) of {format_size(algo.chunk_bytes())}; {algo.num_ops:,} operations")
+    per_npu = f"{algo.chunk_count // algo.num_ranks} per NPU" if algo.chunk_count % algo.num_ranks == 0 else "pipelined pieces"
+    table.add_row("chunks", f"{algo.chunk_count} ({per_npu}) of {format_size(algo.chunk_bytes())}; {algo.num_ops:,} operations")
     table.add_row("predicted", format_time_ns(result.predicted_ns) + " (network model, tacos mode)")
     if result.bounds is not None:
         b = result.bounds
         table.add_row("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}")
         table.add_row("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted)")
-    if result.seed is not None:
-        table.add_row("seed", f"{result.seed} (best of {result.trials} trial(s))")
+    if result.candidates:
+        shown = []
+        for c in result.candidates:
+            if c.name == result.algorithm_name:
+                continue
+            shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
+        table.add_row("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})")
+    if result.phase_seeds:
+        names = {Collective.ALL_GATHER: ["all-gather"], Collective.REDUCE_SCATTER: ["reduce-scatter"]}.get(algo.collective, ["reduce-scatter", "all-gather"])
+        phases = "; ".join(f"{p}: seed {s}, merge ratio {r:g}" for p, s, r in zip(names, result.phase_seeds, result.phase_latency_ratios))
+        table.add_row("tacos", f"{phases} (best of {result.trials} trial(s) per phase)")
     table.add_row("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s)")
     if summary["et_write_s"] is not None:
         table.add_row("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s")

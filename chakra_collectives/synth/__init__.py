@@ -13,7 +13,7 @@ puts it beside the lower bounds (:func:`chakra_collectives.bounds.lower_bounds`)
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from chakra_collectives.bounds import SUPPORTED as BOUNDED
@@ -22,12 +22,16 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.baselines import BASELINES
-from chakra_collectives.synth.tacos import SWITCH_HANDLING, tacos
+from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
+from chakra_collectives.synth.tacos import SWITCH_HANDLING, TacosResult, tacos
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.units import parse_size
 
-ALGORITHMS = ("tacos", *BASELINES)
-"""Names ``--algorithm`` accepts."""
+ALGORITHMS = ("best", "tacos", *BASELINES)
+"""Names ``--algorithm`` accepts: ``best`` tries TACOS and every applicable baseline."""
+
+DEFAULT_ALGORITHM = "tacos"
+"""What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
 
 
 @dataclass
@@ -37,6 +41,7 @@ class SynthesisResult:
     algorithm: CollectiveAlgorithm
     topology: Topology
     algorithm_name: str
+    """The algorithm produced (for ``best``: the one that won)."""
     chunks_per_npu: int
     predicted_ns: float
     """Time under the network model (tacos mode), for ``algorithm.size_bytes``."""
@@ -48,6 +53,12 @@ class SynthesisResult:
     predict_s: float
     seed: int | None = None
     trials: int = 1
+    requested: str = ""
+    """The ``algorithm`` asked for (``best``, or the one produced)."""
+    candidates: list[Candidate] = field(default_factory=list)
+    """``best`` only: every applicable algorithm, its predicted time (or a bound when it could not win)."""
+    phase_seeds: tuple[int, ...] = ()
+    phase_latency_ratios: tuple[float, ...] = ()
 
     @property
     def efficiency(self) -> float | None:
@@ -71,6 +82,8 @@ class SynthesisResult:
             "links": len(self.topology.links),
             "collective": algo.collective.value,
             "algorithm": self.algorithm_name,
+            "requested_algorithm": self.requested or self.algorithm_name,
+            "candidates": {c.name: {"predicted_ns": c.predicted_ns, "at_least_ns": c.at_least_ns} for c in self.candidates},
             "size_bytes": algo.size_bytes,
             "chunks_per_npu": self.chunks_per_npu,
             "chunks": algo.chunk_count,
@@ -86,8 +99,20 @@ class SynthesisResult:
             "predict_s": self.predict_s,
             "seed": self.seed,
             "trials": self.trials,
+            "phase_seeds": list(self.phase_seeds),
+            "phase_latency_ratios": list(self.phase_latency_ratios),
             "switch_handling": self.switch_handling,
         }
+
+
+@dataclass
+class _Produced:
+    name: str
+    algorithm: CollectiveAlgorithm
+    predicted_ns: float
+    synthesis_s: float
+    predict_s: float
+    tacos: TacosResult | None = None
 
 
 def synthesize(
@@ -96,7 +121,7 @@ def synthesize(
     size_bytes: int | str,
     *,
     chunks_per_npu: int = 1,
-    algorithm: str = "tacos",
+    algorithm: str = DEFAULT_ALGORITHM,
     seed: int = 0,
     trials: int = 1,
     root: int = 0,
@@ -104,6 +129,9 @@ def synthesize(
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
+    ``algorithm="best"`` produces TACOS and every applicable baseline (:func:`applicable`),
+    predicts each under the network model and keeps the fastest (ties: the first in
+    :func:`applicable`'s order); :attr:`SynthesisResult.candidates` lists them all.
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
     ``biring``; the number of pipelined pieces for ``tree``). The size is cut into chunks of
     ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``on_step(name)``
@@ -118,37 +146,61 @@ def synthesize(
     if chunks_per_npu < 1:
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
     topology.validate()
-    step("synthesize")
-    started = time.perf_counter()
-    schedule_ns = None
-    used_seed: int | None = None
-    if name == "tacos":
-        found = tacos(topology, collective, size, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials)
-        algo, schedule_ns, used_seed = found.algorithm, found.schedule_ns, found.seed
-    elif name == "tree":
-        algo = BASELINES[name](collective, topology.num_npus, size_bytes=size, chunks=chunks_per_npu, root=root)
+    timings: dict[str, tuple[float, float, TacosResult | None, float]] = {}
+
+    def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
+        step(f"synthesize ({candidate})" if name == "best" else "synthesize")
+        algo, found, synthesis_s = _produce(candidate, topology, collective, size, chunks_per_npu, seed, trials, root)
+        step("predict")
+        started = time.perf_counter()
+        predicted = predict_time(algo, topology)
+        timings[candidate] = (synthesis_s, time.perf_counter() - started, found, predicted)
+        return algo, predicted
+
+    if name == "best":
+        names = applicable(collective, topology.num_npus)
+        if not names:
+            raise InputError(f"no algorithm implements {collective.value}")
+        started = time.perf_counter()
+        chosen, algo, candidates = choose(names, lambda n: baseline_bound_ns(n, topology, collective, size, chunks_per_npu), produce)
+        bounding_s = time.perf_counter() - started - sum(t[0] + t[1] for t in timings.values())
     else:
-        algo = BASELINES[name](collective, topology.num_npus, size_bytes=size, chunks_per_rank=chunks_per_npu)
-    synthesis_s = time.perf_counter() - started
-    step("predict")
-    started = time.perf_counter()
-    predicted = predict_time(algo, topology)
-    predict_s = time.perf_counter() - started
+        chosen = name
+        algo, _ = produce(name)
+        candidates, bounding_s = [], 0.0
+    found, predicted = timings[chosen][2:]
     step("bounds")
     bounds = lower_bounds(topology, collective, size) if collective in BOUNDED else None
     return SynthesisResult(
         algorithm=algo,
         topology=topology,
-        algorithm_name=name,
+        algorithm_name=chosen,
         chunks_per_npu=chunks_per_npu,
         predicted_ns=predicted,
-        schedule_ns=schedule_ns,
+        schedule_ns=None if found is None else found.schedule_ns,
         bounds=bounds,
-        synthesis_s=synthesis_s,
-        predict_s=predict_s,
-        seed=used_seed,
-        trials=trials if name == "tacos" else 1,
+        synthesis_s=sum(t[0] for t in timings.values()) + bounding_s,
+        predict_s=sum(t[1] for t in timings.values()),
+        seed=None if found is None else seed,
+        trials=trials if found is not None else 1,
+        requested=name,
+        candidates=candidates,
+        phase_seeds=() if found is None else found.seeds,
+        phase_latency_ratios=() if found is None else tuple(p.latency_ratio for p in found.phases),
     )
 
 
-__all__ = ["ALGORITHMS", "SynthesisResult", "synthesize"]
+def _produce(name, topology, collective, size, chunks_per_npu, seed, trials, root):
+    started = time.perf_counter()
+    found = None
+    if name == "tacos":
+        found = tacos(topology, collective, size, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials)
+        algo = found.algorithm
+    elif name == "tree":
+        algo = BASELINES[name](collective, topology.num_npus, size_bytes=size, chunks=chunks_per_npu, root=root)
+    else:
+        algo = BASELINES[name](collective, topology.num_npus, size_bytes=size, chunks_per_rank=chunks_per_npu)
+    return algo, found, time.perf_counter() - started
+
+
+__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "Candidate", "SynthesisResult", "applicable", "synthesize"]

@@ -352,3 +352,34 @@ BASELINES = {
     "tree": binomial_tree,
 }
 """Baselines by the name ``--algorithm`` takes."""
+
+
+def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chunks_per_rank: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(src, dst, chunks)``: every message the baseline ``name`` sends, without building it.
+
+    Chunks are the baseline's own (``biring`` cuts a share into ``2 * chunks_per_rank``).
+    Lets :mod:`~chakra_collectives.synth.best` bound a baseline's time before paying for it.
+
+    >>> src, dst, chunks = baseline_messages("ring", Collective.ALL_REDUCE, 4)
+    >>> len(src), sorted(set(zip(src.tolist(), dst.tolist())))[:2], int(chunks.sum())
+    (24, [(0, 1), (1, 2)], 24)
+    """
+    n, k = num_ranks, chunks_per_rank
+    ranks = np.arange(n)
+    phases = 2 if collective is Collective.ALL_REDUCE else 1
+    if name in ("ring", "biring"):
+        steps = phases * (n - 1)
+        pairs = [(ranks, (ranks + 1) % n)] + ([(ranks, (ranks - 1) % n)] if name == "biring" else [])
+        src = np.concatenate([np.tile(s, steps) for s, _ in pairs])
+        dst = np.concatenate([np.tile(d, steps) for _, d in pairs])
+        return src, dst, np.full(len(src), k, dtype=np.int64)
+    if name == "direct":
+        src, dst = np.nonzero(~np.eye(n, dtype=bool))
+        src, dst = np.tile(src, phases), np.tile(dst, phases)
+        return src, dst, np.full(len(src), k, dtype=np.int64)
+    if name == "rhd":
+        levels = n.bit_length() - 1
+        src = np.tile(ranks, levels * phases)
+        level = np.tile(np.repeat(np.arange(levels), n), phases)
+        return src, src ^ (1 << level), k * (1 << level)
+    raise InputError(f"no message list for {name}")
