@@ -28,7 +28,7 @@ SWITCHED = ["switch:5", "dgx:2x3"]
 @pytest.mark.parametrize("k", [1, 2])
 def test_every_synthesized_algorithm_verifies(spec, collective, k):
     topo = load_topology(spec)
-    result = tacos(topo, collective, 3 * 2**20 + 1, chunks_per_npu=k, seed=k)
+    result = tacos(topo, collective, 3 * 2**20 + 1, chunks_per_npu=k, seed=k, trials=1)
     report = verify_algorithm(result.algorithm)
     assert report.ok, report.checks
     n = topo.num_npus
@@ -44,7 +44,7 @@ def test_every_synthesized_algorithm_verifies(spec, collective, k):
 def test_model_replays_the_schedule_exactly_on_direct_links(spec, collective):
     topo = load_topology(spec)
     for seed in range(3):
-        result = tacos(topo, collective, 2**20, chunks_per_npu=2, seed=seed)
+        result = tacos(topo, collective, 2**20, chunks_per_npu=2, seed=seed, trials=1)
         assert predict_time(result.algorithm, topo) == pytest.approx(result.schedule_ns, rel=1e-12)
 
 
@@ -86,7 +86,7 @@ def test_deterministic_and_trials_keep_the_best():
     a = tacos(topo, AG, 2**20, chunks_per_npu=2, seed=7)
     b = tacos(topo, AG, 2**20, chunks_per_npu=2, seed=7)
     assert a.algorithm.ops.equals(b.algorithm.ops)
-    singles = [tacos(topo, AG, 2**20, chunks_per_npu=2, seed=s).schedule_ns for s in range(3, 7)]
+    singles = [tacos(topo, AG, 2**20, chunks_per_npu=2, seed=s, trials=1).schedule_ns for s in range(3, 7)]
     best = tacos(topo, AG, 2**20, chunks_per_npu=2, seed=3, trials=4)
     assert best.schedule_ns == min(singles) and best.seed == 3 + singles.index(min(singles))
 
@@ -95,8 +95,8 @@ def test_each_phase_keeps_its_own_best_seed():
     # a one-way ring plus a chord is not the same network reversed: the phases are searched apart
     topo = load_topology("ring:6,bidirectional=false")
     topo.add_link(0, 3, 50.0, 500.0)
-    rs = [tacos(topo, RS, 6 * 2**20, seed=s).schedule_ns for s in range(5)]
-    ag = [tacos(topo, AG, 6 * 2**20, seed=s).schedule_ns for s in range(5)]
+    rs = [tacos(topo, RS, 6 * 2**20, seed=s, trials=1).schedule_ns for s in range(5)]
+    ag = [tacos(topo, AG, 6 * 2**20, seed=s, trials=1).schedule_ns for s in range(5)]
     both = tacos(topo, AR, 6 * 2**20, seed=0, trials=5)
     assert [p.time_ns for p in both.phases] == [min(rs), min(ag)]
     assert both.seeds == (rs.index(min(rs)), ag.index(min(ag)))
@@ -107,7 +107,7 @@ def test_each_phase_keeps_its_own_best_seed():
 def test_switch_reduce_scatter_is_judged_by_the_model():
     # mirrored in time, messages may meet in the switch queue in another order than planned
     topo = load_topology("switch:5")
-    predicted = [predict_time(tacos(topo, RS, 5 * 2**18, chunks_per_npu=2, seed=s).algorithm, topo) for s in range(4)]
+    predicted = [predict_time(tacos(topo, RS, 5 * 2**18, chunks_per_npu=2, seed=s, trials=1).algorithm, topo) for s in range(4)]
     best = tacos(topo, RS, 5 * 2**18, chunks_per_npu=2, seed=0, trials=4)
     assert predict_time(best.algorithm, topo) == min(predicted) == best.phases[0].time_ns
 

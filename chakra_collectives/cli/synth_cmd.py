@@ -64,7 +64,10 @@ def synth(
         help=f"One of: {', '.join(ALGORITHMS)}. 'best' runs TACOS and every applicable baseline and keeps the fastest (predicted).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of TACOS's random tie-breaking."),
-    trials: int = typer.Option(1, "--trials", help="TACOS: try seeds seed..seed+trials-1 for each phase (and each merge variant) and keep each phase's best."),
+    trials: Optional[int] = typer.Option(
+        None, "--trials",
+        help="TACOS: try seeds seed..seed+trials-1 for each phase (and merge variant) and keep each phase's best. Default: 1 to 8, as many as fit 16384 (NPU, chunk) pairs.",
+    ),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -82,7 +85,7 @@ def synth(
     size_bytes = parse_size(size)
     if chunks_per_npu < 1:
         raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
-    if trials < 1:
+    if trials is not None and trials < 1:
         raise InputError(f"--trials must be positive, got {trials}")
     topo = load_topology(topology)
     with _LateProgress(enabled=not as_json) as progress:

@@ -123,7 +123,7 @@ def synthesize(
     chunks_per_npu: int = 1,
     algorithm: str = DEFAULT_ALGORITHM,
     seed: int = 0,
-    trials: int = 1,
+    trials: int | None = None,
     root: int = 0,
     on_step: Callable[[str], None] | None = None,
 ) -> SynthesisResult:
@@ -134,7 +134,8 @@ def synthesize(
     :func:`applicable`'s order); :attr:`SynthesisResult.candidates` lists them all.
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
     ``biring``; the number of pipelined pieces for ``tree``). The size is cut into chunks of
-    ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``on_step(name)``
+    ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``trials=None``:
+    TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`). ``on_step(name)``
     is called before each phase (for progress displays).
     """
     step = on_step or (lambda name: None)
@@ -182,7 +183,7 @@ def synthesize(
         synthesis_s=sum(t[0] for t in timings.values()) + bounding_s,
         predict_s=sum(t[1] for t in timings.values()),
         seed=None if found is None else seed,
-        trials=trials if found is not None else 1,
+        trials=found.trials if found is not None else 1,
         requested=name,
         candidates=candidates,
         phase_seeds=() if found is None else found.seeds,

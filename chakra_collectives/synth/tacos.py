@@ -14,7 +14,8 @@ network model replays it (see :mod:`~chakra_collectives.synth.matcher`).
 ``trials`` times per *variant* -- with seeds ``seed, seed+1, ...`` and for each of
 :data:`MERGE_VARIANTS` (messages of single chunks, and merged messages,
 :func:`~chakra_collectives.synth.matcher.message_caps`) -- and every phase keeps its own best
-trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)``. On a network
+trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)``; by default
+``trials`` is :func:`auto_trials`, several for small problems, one for large ones. On a network
 that looks the same reversed (every direct link has a twin the other way with the same latency
 and bandwidth, :meth:`~chakra_collectives.synth.channels.Channels.mirror`), the reversed
 All-Gather problem *is* the All-Gather problem with channels renamed: the best All-Gather trial
@@ -76,6 +77,8 @@ class TacosResult:
     """The matcher's own finishing time (Reduce-Scatter + All-Gather for All-Reduce)."""
     phases: tuple[Trial, ...]
     """The trials kept: (All-Gather,), (reversed All-Gather,) or (reversed, All-Gather)."""
+    trials: int = 1
+    """Seeds tried per phase and merge variant."""
 
     @property
     def seed(self) -> int:
@@ -94,19 +97,22 @@ def tacos(
     *,
     chunks_per_npu: int = 1,
     seed: int = 0,
-    trials: int = 1,
+    trials: int | None = None,
     merge_variants: tuple[float, ...] = MERGE_VARIANTS,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
     The collective's size is cut into ``num_npus * chunks_per_npu`` chunks of
     ``ceil(size / chunks)`` bytes (the IR's padding rule). Each phase runs
-    ``trials * len(merge_variants)`` matchings and keeps its best.
+    ``trials * len(merge_variants)`` matchings (fewer when variants coincide) and keeps its
+    best; ``trials=None`` picks :func:`auto_trials`.
     """
     if collective not in SUPPORTED:
         raise InputError(f"TACOS synthesizes {', '.join(c.value for c in SUPPORTED)}, not {collective.value}")
     if chunks_per_npu < 1:
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
+    if trials is None:
+        trials = auto_trials(topology.num_npus, chunks_per_npu)
     if trials < 1:
         raise InputError(f"trials must be positive, got {trials}")
     if not merge_variants or any(r < 0 for r in merge_variants):
@@ -144,7 +150,21 @@ def tacos(
         algo = reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
     else:
         algo = all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance)
-    return TacosResult(algorithm=algo, schedule_ns=sum(s.time_ns for s in schedules), phases=phases)
+    return TacosResult(algorithm=algo, schedule_ns=sum(s.time_ns for s in schedules), phases=phases, trials=trials)
+
+
+TRIAL_BUDGET = 2**14
+"""(NPU, chunk) pairs per phase that :func:`auto_trials` spends one trial per."""
+
+
+def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
+    """Default trials: as many as fit :data:`TRIAL_BUDGET` (1 to 8), so small problems get several
+    seeds and large ones stay fast (one matching of a 1024-NPU torus takes seconds).
+
+    >>> auto_trials(64, 1), auto_trials(64, 4), auto_trials(8, 1), auto_trials(1024, 1)
+    (4, 1, 8, 1)
+    """
+    return max(1, min(8, TRIAL_BUDGET // (num_npus * num_npus * chunks_per_npu)))
 
 
 def distinct_variants(channels: Channels, variants: tuple[float, ...]) -> list[float]:
