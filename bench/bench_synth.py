@@ -33,6 +33,7 @@ from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
+from chakra_collectives.synth import synthesize
 from chakra_collectives.synth.baselines import BASELINES
 from chakra_collectives.synth.best import baseline_bound_ns, choose
 from chakra_collectives.synth.tacos import tacos
@@ -112,14 +113,18 @@ def suite(full: bool) -> list[str]:
 
 
 def targets() -> None:
+    """The issue's speed targets, for TACOS alone and for ``synthesize(algorithm="best")`` (the default)."""
     hetero = load_topology("hetero-mesh2d:16x8")
+    torus = load_topology("torus2d:32x32")
     ar1, _ = timed(lambda: tacos(hetero, Collective.ALL_REDUCE, SIZE, chunks_per_npu=1), 5)
     ar4, _ = timed(lambda: tacos(hetero, Collective.ALL_REDUCE, SIZE, chunks_per_npu=4), 3)
-    torus = load_topology("torus2d:32x32")
     ag, _ = timed(lambda: tacos(torus, Collective.ALL_GATHER, SIZE, chunks_per_npu=1), 3)
-    print(f"All-Reduce, hetero mesh 16x8 (128 NPUs), 1 chunk/NPU: {ar1:.2f} s median of 5 (target <= 1.0 s)")
-    print(f"All-Reduce, hetero mesh 16x8 (128 NPUs), 4 chunks/NPU: {ar4:.2f} s median of 3")
-    print(f"All-Gather, torus2d 32x32 (1024 NPUs), 1 chunk/NPU: {ag:.2f} s median of 3 (target <= 60 s)")
+    # synthesis seconds as the library reports them (TACOS + bounding or building the baselines)
+    best_ar1 = statistics.median(synthesize(hetero, Collective.ALL_REDUCE, SIZE, algorithm="best").synthesis_s for _ in range(5))
+    best_ag = synthesize(torus, Collective.ALL_GATHER, SIZE, algorithm="best").synthesis_s
+    print(f"All-Reduce, hetero mesh 16x8 (128 NPUs), 1 chunk/NPU: TACOS {ar1:.2f} s median of 5, best {best_ar1:.2f} s (target <= 1.0 s)")
+    print(f"All-Reduce, hetero mesh 16x8 (128 NPUs), 4 chunks/NPU: TACOS {ar4:.2f} s median of 3")
+    print(f"All-Gather, torus2d 32x32 (1024 NPUs), 1 chunk/NPU: TACOS {ag:.2f} s median of 3, best {best_ag:.2f} s (target <= 60 s)")
 
 
 _WORKER = """

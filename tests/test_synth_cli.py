@@ -22,14 +22,22 @@ def test_synth_writes_verified_files_and_summary(cli, tmp_path):
 
 
 def test_synth_json_matches_the_library(cli):
-    result = cli("synth", "-t", "dgx:2x2", "-c", "all-gather", "-s", "1MiB", "--json")
+    result = cli("synth", "-t", "dgx:2x2", "-c", "all-gather", "-s", "1MiB", "-a", "tacos", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    expected = synthesize(load_topology("dgx:2x2"), "all-gather", 2**20)
+    expected = synthesize(load_topology("dgx:2x2"), "all-gather", 2**20, algorithm="tacos")
     assert summary["predicted_ns"] == pytest.approx(expected.predicted_ns)
     assert summary["efficiency"] == pytest.approx(expected.bounds.best_ns / expected.predicted_ns)
     assert summary["switch_handling"].startswith("switches are routed, not unwound")
     assert (summary["npus"], summary["switches"], summary["chunks"]) == (4, 1, 4)
+
+
+def test_default_is_the_best_of_all(cli):
+    summary = json.loads(cli("synth", "-t", "dgx:2x2", "-c", "all-gather", "-s", "1MiB", "--json").stdout)
+    assert summary["requested_algorithm"] == "best"
+    assert set(summary["candidates"]) == {"tacos", "ring", "biring", "direct", "rhd"}
+    timed = [c["predicted_ns"] for c in summary["candidates"].values() if c["predicted_ns"] is not None]
+    assert summary["predicted_ns"] == min(timed)
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "biring", "direct", "rhd"])
@@ -50,7 +58,7 @@ def test_synth_baselines(cli, algorithm):
         (["-t", "ring:4", "-a", "magic"], "unknown algorithm 'magic'"),
         (["-t", "ring:6", "-a", "rhd"], "power-of-two"),
         (["-t", "ring:4", "-c", "gossip"], "unknown collective 'gossip'"),
-        (["-t", "ring:4", "-c", "broadcast"], "TACOS synthesizes all-gather, reduce-scatter, all-reduce"),
+        (["-t", "ring:4", "-c", "broadcast", "-a", "tacos"], "TACOS synthesizes all-gather, reduce-scatter, all-reduce"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, message):

@@ -30,7 +30,7 @@ from chakra_collectives.units import parse_size
 ALGORITHMS = ("best", "tacos", *BASELINES)
 """Names ``--algorithm`` accepts: ``best`` tries TACOS and every applicable baseline."""
 
-DEFAULT_ALGORITHM = "tacos"
+DEFAULT_ALGORITHM = "best"
 """What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
 
 
