@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
 from chakra_collectives.errors import InputError
-from chakra_collectives.ir import Collective, OpKind
+from chakra_collectives.ir import Buffer, Collective, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.matcher import expand_runs, match_all_gather, message_caps
@@ -143,13 +143,18 @@ def random_topologies(draw):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_topologies(), st.integers(1, 3), st.integers(0, 100))
-def test_random_asymmetric_topologies(topo, k, seed):
+@given(random_topologies(), st.integers(1, 3), st.integers(0, 100), st.sampled_from([2**20, 2**12]), st.sampled_from([0.0, 40.0]))
+def test_random_asymmetric_topologies(topo, k, seed, size, ratio):
+    # small sizes make latency dominate, so runs of chunks merge into messages
     assert nx.is_strongly_connected(nx.DiGraph([(l.src, l.dst) for l in topo.links]))
-    for collective in (AG, RS):
-        result = tacos(topo, collective, 2**20, chunks_per_npu=k, seed=seed)
+    for collective in (AG, RS, AR):
+        result = tacos(topo, collective, size, chunks_per_npu=k, seed=seed, trials=1, merge_variants=(ratio,))
         assert verify_algorithm(result.algorithm).ok
-        assert predict_time(result.algorithm, topo) == pytest.approx(result.schedule_ns, rel=1e-12)
+        predicted = predict_time(result.algorithm, topo)
+        if collective is AR:  # each chunk's All-Gather may start as soon as it is reduced
+            assert predicted <= result.schedule_ns * (1 + 1e-12)
+        else:
+            assert predicted == pytest.approx(result.schedule_ns, rel=1e-12)
 
 
 @pytest.mark.parametrize("ratio", [0.0, 40.0])
@@ -197,6 +202,10 @@ def test_merged_messages_verify_and_replay_exactly():
         assert max(p.schedule.count.max() for p in result.phases) > 1
         assert verify_algorithm(result.algorithm).ok
         assert predict_time(result.algorithm, topo) == pytest.approx(result.schedule_ns, rel=1e-12)
+        ops = result.algorithm.ops
+        if collective is not AG:  # both kinds of Reduce-Scatter accumulators occur here
+            assert ((ops.kind == OpKind.COPY) & (ops.dst_buf == Buffer.SCRATCH)).any()  # own slots, copied input
+            assert ((ops.kind == OpKind.REDUCE) & (ops.src_buf == Buffer.INPUT)).any()  # in place, in a received message
 
 
 def test_merging_pays_where_latency_dominates():
