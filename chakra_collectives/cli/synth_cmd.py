@@ -74,9 +74,7 @@ def synth(
 ) -> None:
     """Synthesize a topology-aware collective (TACOS link-chunk matching), compare it with the classic algorithms, and write its ETs.
 
-    By default (--algorithm best) TACOS and every applicable baseline are timed under the
-    network model and the fastest is kept. Prints NPUs, links, chunks, the predicted time, the
-    lower bounds and the efficiency (bound / predicted).
+    By default (--algorithm best) TACOS and every applicable baseline are timed under the network model and the fastest is kept. Prints NPUs, links, chunks, the predicted time, the lower bounds and the efficiency (bound / predicted).
 
     Example: [bold]chakra-coll synth --topology torus3d:4x4x4 --collective all-reduce --size 64MiB --chunks-per-npu 4 -o out/ar[/bold]
 
