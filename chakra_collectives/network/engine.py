@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra_collectives.network.events import EventLoop
-from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, locality_order, permuted
 from chakra_collectives.network.model import NetworkModel
 
 
@@ -72,7 +72,24 @@ class Timing:
 
 
 def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) -> Timing:
-    """Simulate ``graph`` on ``model``; never hangs (tasks left waiting are reported as stuck)."""
+    """Simulate ``graph`` on ``model``; never hangs (tasks left waiting are reported as stuck).
+
+    Tasks that become ready at the same instant start in the order of
+    :func:`~chakra_collectives.network.graph.locality_order` (position in their NPU's list, then
+    NPU), which is also the order they offer messages to a shared link.
+    """
+    order = locality_order(graph)
+    timing = _run(permuted(graph, order), model, record_links=record_links)
+    start = np.empty_like(timing.start)
+    end = np.empty_like(timing.end)
+    start[order] = timing.start
+    end[order] = timing.end
+    links = timing.links
+    links.intervals = [(link, begin, finish, int(order[task])) for link, begin, finish, task in links.intervals]
+    return Timing(start=start, end=end, links=links, stuck=np.sort(order[timing.stuck]))
+
+
+def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing:
     size = len(graph)
     kind = graph.kind.tolist()
     npu = graph.npu.tolist()
