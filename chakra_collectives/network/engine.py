@@ -92,12 +92,10 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
 def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing:
     size = len(graph)
     kind = graph.kind.tolist()
-    npu = graph.npu.tolist()
-    partner = graph.partner.tolist()
-    nbytes = graph.nbytes.tolist()
     duration = graph.duration.tolist()
     unit = graph.unit.tolist()
     release = graph.release.tolist()
+    partner = graph.partner.tolist()
     succ_ptr_array, succ_array = graph.successor_csr()
     succ_ptr = succ_ptr_array.tolist()
     succ = succ_array.tolist()
@@ -110,24 +108,20 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     arrived = bytearray(size)
     granted = bytearray(size)
     hop_of = [0] * size
-    route_of: list[tuple[int, ...] | None] = [None] * size
+    messages = _Messages(graph, model)
+    route_of = messages.route_of
+    cost_of = messages.cost_of
 
-    num_links = len(model.topology.links)
-    link_free = [0] * num_links
-    link_busy = [0] * num_links
-    link_bytes = [0] * num_links
-    link_messages = [0] * num_links
+    link_free = [0] * len(model.topology.links)
     intervals: list[tuple[int, float, float, int]] = []
     record = intervals.append if record_links else None
-    hop_cost = model.hop
-    route = model.route
 
     num_units = max(max(unit, default=-1), max(release, default=-1)) + 1
     unit_busy = bytearray(num_units)
     unit_wait: list[deque[int]] = [deque() for _ in range(num_units)]
 
     loop = EventLoop()
-    schedule = loop.schedule
+    schedule = loop.push
     ready: deque[int] = deque(i for i in range(size) if pending[i] == 0)
     pop_ready = ready.popleft
     push_ready = ready.append
@@ -148,15 +142,11 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
             else:
                 unit_busy[u] = 0
 
-    def transmit(i: int, link: int, now) -> None:
+    def transmit(i: int, link: int, busy, delivered, now) -> None:
         begin = link_free[link]
         if begin < now:
             begin = now
-        busy, delivered = hop_cost(link, nbytes[i])
         link_free[link] = begin + busy
-        link_busy[link] += busy
-        link_bytes[link] += nbytes[i]
-        link_messages[link] += 1
         if record is not None:
             record((link, begin, begin + busy, i))
         schedule(begin + delivered, hop_done, i)
@@ -188,10 +178,10 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
                 else:
                     complete(i, now)
             elif k == SEND:
-                path = route(npu[i], npu[partner[i]])
+                path = route_of[i]
                 if path:
-                    route_of[i] = path
-                    transmit(i, path[0], now)
+                    busy, delivered = cost_of[i][0]
+                    transmit(i, path[0], busy, delivered, now)
                 else:
                     deliver(i, now)
             elif arrived[i]:  # RECV whose message is already there
@@ -205,7 +195,8 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
         h = hop_of[i] + 1
         if h < len(path):  # store-and-forward: offer the message to the next link
             hop_of[i] = h
-            transmit(i, path[h], now)
+            busy, delivered = cost_of[i][h]
+            transmit(i, path[h], busy, delivered, now)
             return
         deliver(i, now)
         settle(now)
@@ -222,14 +213,60 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     return Timing(
         start=np.array(start, dtype=np.float64),
         end=end_array,
-        links=LinkUse(
-            busy_ns=np.array(link_busy, dtype=np.float64),
-            bytes=np.array(link_bytes, dtype=np.int64),
-            messages=np.array(link_messages, dtype=np.int64),
-            intervals=intervals,
-        ),
+        links=messages.link_use(np.flatnonzero(~np.isnan(np.array(start, dtype=np.float64))), intervals),
         stuck=np.flatnonzero(np.isnan(end_array)),
     )
+
+
+class _Messages:
+    """Route and per-hop ``(busy, delivered)`` of every SEND, computed once per distinct message.
+
+    A distinct message is a (source NPU, destination NPU, bytes) triple; a collective has few,
+    so routes and hop costs are looked up from the model a few times, not once per message.
+    """
+
+    def __init__(self, graph: TaskGraph, model: NetworkModel) -> None:
+        size = len(graph)
+        sends = np.flatnonzero(graph.kind == SEND)
+        self.sends = sends
+        dst = graph.npu[graph.partner[sends]] if len(sends) else np.zeros(0, np.int32)
+        sizes, size_id = np.unique(graph.nbytes[sends], return_inverse=True)
+        nodes = model.topology.num_nodes
+        key = (graph.npu[sends].astype(np.int64) * nodes + dst) * len(sizes) + size_id.reshape(-1)
+        keys, kind_of_send = np.unique(key, return_inverse=True)
+        self.kind_of_send = kind_of_send.reshape(-1)
+        unique = np.stack([keys // len(sizes) // nodes, keys // len(sizes) % nodes, sizes[keys % len(sizes)]], axis=1) if len(keys) else np.zeros((0, 3), np.int64)
+        self.routes: list[tuple[int, ...]] = []
+        self.costs: list[tuple[tuple[float, float], ...]] = []
+        for src, dst_npu, nbytes in unique.tolist():
+            path = model.route(src, dst_npu)
+            self.routes.append(path)
+            self.costs.append(tuple(model.hop(link, nbytes) for link in path))
+        self.unique = unique
+        self.num_links = len(model.topology.links)
+        route_of: list = [None] * size
+        cost_of: list = [None] * size
+        routes, costs = self.routes, self.costs
+        for i, k in zip(sends.tolist(), self.kind_of_send.tolist()):
+            route_of[i] = routes[k]
+            cost_of[i] = costs[k]
+        self.route_of = route_of
+        self.cost_of = cost_of
+
+    def link_use(self, started: np.ndarray, intervals: list) -> LinkUse:
+        """Busy time, bytes and messages per link, over the SENDs that started."""
+        sent = np.isin(self.sends, started)
+        counts = np.bincount(self.kind_of_send[sent], minlength=len(self.routes))
+        busy = np.zeros(self.num_links)
+        nbytes = np.zeros(self.num_links, dtype=np.int64)
+        messages = np.zeros(self.num_links, dtype=np.int64)
+        for k in np.flatnonzero(counts).tolist():
+            c = int(counts[k])
+            for link, (hop_busy, _) in zip(self.routes[k], self.costs[k]):
+                busy[link] += c * hop_busy
+                nbytes[link] += c * int(self.unique[k, 2])
+                messages[link] += c
+        return LinkUse(busy_ns=busy, bytes=nbytes, messages=messages, intervals=intervals)
 
 
 __all__ = ["LinkUse", "Timing", "run", "LOCAL", "RECV", "SEND"]
