@@ -136,7 +136,8 @@ def _from_spec(spec: str, overrides: dict[str, Any]) -> Topology:
         key, sep, value = item.partition("=")
         if not sep:
             raise InputError(f"malformed option {item!r} in {spec!r}: expected KEY=VALUE")
-        options[_option_name(key.strip(), builder, name)] = _option_value(value.strip(), key)
+        option = _option_name(key.strip(), builder, name)
+        options[option] = _option_value(value.strip(), key)
     for key, value in overrides.items():
         options[_option_name(key, builder, name)] = value
     return builder.build(*dims, **options)
