@@ -5,8 +5,9 @@ the collective from the files' metadata (files chakra-collectives wrote record i
 algorithm for a collective type, the built-in ``--default-algorithm`` is generated for each
 group size it is needed for.
 
+>>> from chakra_collectives.topology import ring
 >>> catalog = AlgorithmCatalog({}, default="ring")
->>> algo, label = catalog.get(Collective.ALL_GATHER, 4)
+>>> algo, label = catalog.get(Collective.ALL_GATHER, (0, 1, 2, 3), ring(4))
 >>> label, algo.num_ranks
 ('ring (built-in)', 4)
 """
@@ -21,11 +22,28 @@ from chakra_collectives.converters.chakra_et import read_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth import baselines
+from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.topology import Topology
 
-BUILTIN: dict[str, Callable[[Collective, int], CollectiveAlgorithm]] = {
-    "ring": lambda collective, n: baselines.ring(collective, n, size_bytes=n),
+def _tacos(collective: Collective, members: tuple[int, ...], topology: Topology) -> CollectiveAlgorithm:
+    if members != tuple(range(topology.num_npus)):
+        raise InputError(
+            f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {len(members)} ranks"
+        )
+    return tacos(topology, collective, topology.num_npus).algorithm
+
+
+BUILTIN: dict[str, Callable[[Collective, tuple[int, ...], Topology], CollectiveAlgorithm]] = {
+    "ring": lambda collective, members, topology: baselines.ring(collective, len(members), size_bytes=len(members)),
+    "direct": lambda collective, members, topology: baselines.direct(collective, len(members), size_bytes=len(members)),
+    "tacos": _tacos,
 }
-"""Built-in algorithms by name: ``(collective, num_ranks) -> algorithm`` (sizes scale exactly)."""
+"""Built-in algorithms by name: ``(collective, members, topology) -> algorithm``.
+
+Every one carries chunk identity, so it scales exactly to each collective's size. ``ring`` and
+``direct`` depend only on the group size; ``tacos`` is synthesized for the topology (the
+collective must span all of its NPUs, rank ``r`` on NPU ``r``).
+"""
 
 
 def parse_collective_option(text: str) -> tuple[Collective | None, str]:
@@ -68,8 +86,9 @@ class AlgorithmCatalog:
         self.default = default
         self._built: dict[tuple[Collective, int], CollectiveAlgorithm] = {}
 
-    def get(self, collective: Collective, group_size: int) -> tuple[CollectiveAlgorithm, str]:
-        """The algorithm for ``collective`` over ``group_size`` ranks, and a label for reports."""
+    def get(self, collective: Collective, members: tuple[int, ...], topology: Topology) -> tuple[CollectiveAlgorithm, str]:
+        """The algorithm for ``collective`` over ranks ``members``, and a label for reports."""
+        group_size = len(members)
         algo = self.given.get(collective)
         if algo is not None:
             if algo.num_ranks != group_size:
@@ -79,11 +98,11 @@ class AlgorithmCatalog:
             return algo, algo.name or "given"
         if self.default is None:
             raise InputError(f"no algorithm for {collective.value}: give --collective {collective.value}=PREFIX or --default-algorithm")
-        key = (collective, group_size)
+        key = (collective, members if self.default == "tacos" else group_size)
         built = self._built.get(key)
         if built is None:
             try:
-                built = self._built[key] = BUILTIN[self.default](collective, group_size)
+                built = self._built[key] = BUILTIN[self.default](collective, members, topology)
             except InputError as error:
                 raise InputError(
                     f"no algorithm for {collective.value}: the built-in {self.default} cannot make one ({error.message}); "

@@ -164,7 +164,7 @@ def lower(
             instance_of_task_parts.append(np.array([inst.index]))
             next_task += 1
             continue
-        algo, label = catalog.get(Collective.parse(inst.collective), len(members))
+        algo, label = catalog.get(Collective.parse(inst.collective), inst.members, model.topology)
         inst.algorithm = label
         key = (id(algo), inst.size_bytes)
         tpl = templates.get(key)

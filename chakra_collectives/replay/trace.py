@@ -42,13 +42,16 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
     for i in range(w):
         kind = NodeType(int(workload.node_type[i]))
         args: dict[str, Any] = {"node": int(workload.node_id[i]), "type": kind.name}
-        name = workload.name[i] or kind.name
+        name = kind.name.lower()
         if kind is NodeType.COMM_COLL:
             inst = instance_of_node[i]
             args.update(collective=inst.collective, bytes=inst.size_bytes, algorithm=inst.algorithm, call=inst.index)
-            name = name or inst.collective
+            name = f"{inst.collective} #{inst.index}"
         elif kind in (NodeType.COMM_SEND, NodeType.COMM_RECV):
             args.update(peer=int(workload.peer[i]), tag=int(workload.tag[i]), bytes=int(workload.comm_size[i]))
+            name = f"{'send to' if kind is NodeType.COMM_SEND else 'recv from'} {int(workload.peer[i])}"
+        elif kind is NodeType.COMP:
+            args.update(cpu=bool(workload.is_cpu_op[i]))
         yield {
             "ph": "X",
             "name": name,

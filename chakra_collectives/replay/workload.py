@@ -24,17 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
-from chakra_collectives.converters.chakra_et.reader import (
-    _INTEGER_FIELDS,
-    _decode_attribute,
-    _raise_bad_record,
-    _read_metadata,
-    _resolve_deps,
-    rank_files,
-)
-from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_nodes, split_records
+from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_nodes
+from chakra_collectives.converters.chakra_et.reader import rank_files
+from chakra_collectives.converters.chakra_et.stream import load_bytes
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 
@@ -75,7 +68,6 @@ class Workload:
     """SEND: ``comm_dst``; RECV: ``comm_src``; -1 elsewhere."""
     tag: np.ndarray
     pg_name: list[str | None]
-    name: list[str]
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
     """Dependencies (data and control) as global node indices, CSR."""
@@ -113,148 +105,92 @@ def collective_name(comm_type: int) -> str:
         return f"comm_type {comm_type}"
 
 
-_COLUMNS = ("node_type", "duration_ns", "is_cpu_op", "comm_type", "comm_size", "peer", "tag", "pg_name")
+def _as_bool(kind: str | None, value: Any) -> bool | None:
+    return bool(value) if kind == "bool_val" else None
 
 
-class _WorkloadDecoder:
-    """Node attributes to column values; each distinct attribute blob is decoded once."""
-
-    def __init__(self) -> None:
-        self._attrs: dict[bytes, tuple[str, str | None, Any]] = {}
-        self._rows: dict[tuple, tuple] = {}
-
-    def row(self, node_type: int, duration_micros: int, raw: tuple[bytes, ...], rank: int, where: dict[str, Any]) -> tuple:
-        key = (node_type, duration_micros, raw, rank)
-        row = self._rows.get(key)
-        if row is None:
-            row = self._make_row(node_type, duration_micros, self._attributes(raw, where), rank, where)
-            if len(self._rows) < 1_000_000:
-                self._rows[key] = row
-        return row
-
-    def _attributes(self, raw: tuple[bytes, ...], where: dict[str, Any]) -> dict[str, tuple[str | None, Any]]:
-        found: dict[str, tuple[str | None, Any]] = {}
-        for data in raw:
-            decoded = self._attrs.get(data)
-            if decoded is None:
-                try:
-                    decoded = _decode_attribute(data)
-                except DecodeError:
-                    raise InputError("malformed attribute", **where) from None
-                if len(self._attrs) < 1_000_000:
-                    self._attrs[data] = decoded
-            found[decoded[0]] = decoded[1:]
-        return found
-
-    def _make_row(self, node_type: int, duration_micros: int, attrs: dict, rank: int, where: dict[str, Any]) -> tuple:
-        cpu = _boolean(attrs, "is_cpu_op", where)
-        if node_type == NodeType.COMP:
-            return (node_type, duration_micros * 1000.0, cpu, NO_COLLECTIVE, 0, -1, -1, None)
-        if node_type in (NodeType.METADATA, NodeType.MEM_LOAD, NodeType.MEM_STORE):
-            return (node_type, duration_micros * 1000.0, cpu, NO_COLLECTIVE, 0, -1, -1, None)
-        if node_type not in (NodeType.COMM_COLL, NodeType.COMM_SEND, NodeType.COMM_RECV):
-            raise InputError(f"unknown node type {node_type}", **where)
-        if cpu:
-            raise InputError("a communication node has is_cpu_op = true (ASTRA-sim throws)", **where)
-        size = _integer(attrs, "comm_size", where)
-        if node_type == NodeType.COMM_COLL:
-            comm_type = _integer(attrs, "comm_type", where)
-            if comm_type != BARRIER:
-                if size <= 0:
-                    raise InputError(f"comm_size is {size}; a collective needs a positive size", **where)
-                try:
-                    Collective.from_chakra_comm_type(comm_type)
-                except InputError as error:
-                    raise error.located(**where) from None
-            pg = attrs.get("pg_name")
-            pg_name = None if pg is None or pg[1] in (None, "") else str(pg[1])
-            return (node_type, 0.0, False, comm_type, max(size, 0), -1, -1, pg_name)
-        sending = node_type == NodeType.COMM_SEND
-        # ASTRA-sim: comm_src defaults to the own rank on a send, comm_dst on a receive
-        peer = _integer(attrs, "comm_dst" if sending else "comm_src", where)
-        tag = _integer(attrs, "comm_tag", where, default=0)
-        if size <= 0:
-            raise InputError(f"comm_size is {size}; a message needs a positive size", **where)
-        return (node_type, 0.0, False, NO_COLLECTIVE, size, peer, tag, None)
+def _as_string(kind: str | None, value: Any) -> str | None:
+    return str(value) if kind == "string_val" else None
 
 
-def _integer(attrs: dict, name: str, where: dict[str, Any], default: int | None = None) -> int:
-    found = attrs.get(name)
-    if found is None:
-        if default is not None:
-            return default
-        raise InputError(f"missing attribute {name}", **where)
-    kind, value = found
-    if kind not in _INTEGER_FIELDS:
-        raise InputError(f"attribute {name} is {kind}; expected an integer type", **where)
-    return int(value)
+_KNOWN_TYPES = np.array([t.value for t in NodeType])
+_COLLECTIVE_TYPES = np.array([c.chakra_comm_type for c in Collective if c.chakra_comm_type is not None] + [BARRIER])
 
 
-def _boolean(attrs: dict, name: str, where: dict[str, Any]) -> bool:
-    found = attrs.get(name)
-    if found is None or found[0] is None:
-        return False
-    kind, value = found
-    if kind != "bool_val" and kind not in _INTEGER_FIELDS:
-        raise InputError(f"attribute {name} is {kind}; expected bool_val", **where)
-    return bool(value)
+def _decode_rank(nodes: NodeColumns) -> dict[str, Any]:
+    """Workload columns of one rank file (every check names the first offending node)."""
+    types = nodes.types
+    unknown = ~np.isin(types, _KNOWN_TYPES)
+    if np.any(unknown):
+        position = int(np.flatnonzero(unknown)[0])
+        raise nodes.error(position, f"unknown node type {int(types[position])}")
+    attrs = nodes.attributes
+    coll = types == NodeType.COMM_COLL
+    send = types == NodeType.COMM_SEND
+    recv = types == NodeType.COMM_RECV
+    comm = coll | send | recv
+    present, ok, cpu = attrs.converted("is_cpu_op", _as_bool, fill=False, dtype=bool)
+    if np.any(present & ~ok):
+        position = int(np.flatnonzero(present & ~ok)[0])
+        raise nodes.error(position, f"attribute is_cpu_op is {attrs.kind_of('is_cpu_op', position)}; expected bool_val")
+    if np.any(comm & cpu):
+        raise nodes.error(int(np.flatnonzero(comm & cpu)[0]), "a communication node has is_cpu_op = true (ASTRA-sim throws)")
+    size = attrs.integer("comm_size", nodes, required=comm)
+    comm_type = attrs.integer("comm_type", nodes, required=coll)
+    bad_type = coll & ~np.isin(comm_type, _COLLECTIVE_TYPES)
+    if np.any(bad_type):
+        position = int(np.flatnonzero(bad_type)[0])
+        raise nodes.error(position, f"comm_type {int(comm_type[position])} is not a collective chakra-collectives can replay")
+    empty = comm & (size <= 0) & ~(coll & (comm_type == BARRIER))
+    if np.any(empty):
+        position = int(np.flatnonzero(empty)[0])
+        raise nodes.error(position, f"comm_size is {int(size[position])}; communication needs a positive size")
+    peer = np.full(len(nodes), -1, dtype=np.int64)
+    peer[send] = attrs.integer("comm_dst", nodes, required=send)[send]
+    peer[recv] = attrs.integer("comm_src", nodes, required=recv)[recv]
+    tag = np.where(send | recv, np.maximum(attrs.integer("comm_tag", nodes), 0), -1)
+    _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object)
+    return {
+        "node_type": types.astype(np.int8),
+        "duration_ns": np.where(types == NodeType.COMP, nodes.duration_micros * 1000.0, 0.0),
+        "is_cpu_op": cpu.astype(bool),
+        "comm_type": np.where(coll, comm_type, NO_COLLECTIVE),
+        "comm_size": np.where(comm, np.maximum(size, 0), 0),
+        "peer": peer,
+        "tag": tag,
+        "pg_name": [None if (not c or v in (None, "")) else v for c, v in zip(coll.tolist(), pg.tolist())],
+    }
 
 
 def read_workload(prefix: str | Path) -> Workload:
     """Read every rank file of ``prefix`` (``PREFIX.{rank}.et[.gz]``; ranks 0..N-1 all present)."""
     paths = rank_files(prefix)
-    decoder = _WorkloadDecoder()
-    columns: dict[str, list] = {name: [] for name in _COLUMNS}
-    ranks: list[np.ndarray] = []
-    node_ids: list[int] = []
-    names: list[str] = []
-    dep_ptr = [0]
-    dep_idx: list[int] = []
+    parts: list[dict[str, Any]] = []
+    ranks, node_ids, dep_ptrs, dep_idxs = [], [], [], []
+    base = 0
     for rank, path in enumerate(paths):
-        data = load_bytes(path)
-        if not data:
-            raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
-        bounds = split_records(data, path)
-        _, payload_start, end = bounds[0]
-        _read_metadata(data[payload_start:end], path)
-        try:
-            nodes = parse_nodes(data, bounds[1:])
-        except DecodeError:
-            _raise_bad_record(data, bounds, path, rank)
-        where = {"path": path, "rank": rank, "node": None}
-        ids: list[int] = []
-        raw_deps: list[tuple[int, ...]] = []
-        rows = []
-        for node in nodes:
-            where["node"] = node.id
-            rows.append(decoder.row(node.type, node.duration_micros, tuple(node.attr), rank, where))
-            ids.append(node.id)
-            names.append(node.name.decode("utf-8", "replace"))
-            ctrl = node.ctrl_deps
-            raw_deps.append(tuple(node.data_deps) + tuple(ctrl) if ctrl else tuple(node.data_deps))
-        base = len(node_ids)
-        for deps in _resolve_deps(ids, raw_deps, path, rank):
-            dep_idx.extend(base + d for d in deps)
-            dep_ptr.append(len(dep_idx))
-        node_ids.extend(ids)
-        ranks.append(np.full(len(ids), rank, dtype=np.int32))
-        for name, values in zip(_COLUMNS, zip(*rows)) if rows else ():
-            columns[name].extend(values)
+        nodes = decode_nodes(load_bytes(path), path, rank=rank)
+        parts.append(_decode_rank(nodes))
+        ranks.append(np.full(len(nodes), rank, dtype=np.int32))
+        node_ids.append(nodes.ids)
+        dep_ptrs.append(nodes.dep_ptr[1:] + (dep_ptrs[-1][-1] if dep_ptrs else 0))
+        dep_idxs.append(nodes.dep_pos + base)
+        base += len(nodes)
+    column = lambda name, dtype: np.concatenate([p[name] for p in parts]).astype(dtype)  # noqa: E731
     return Workload(
         prefix=str(prefix),
         num_ranks=len(paths),
-        rank=np.concatenate(ranks) if ranks else np.zeros(0, np.int32),
-        node_id=np.asarray(node_ids, dtype=np.int64),
-        node_type=np.asarray(columns["node_type"], dtype=np.int8),
-        duration_ns=np.asarray(columns["duration_ns"], dtype=np.float64),
-        is_cpu_op=np.asarray(columns["is_cpu_op"], dtype=bool),
-        comm_type=np.asarray(columns["comm_type"], dtype=np.int64),
-        comm_size=np.asarray(columns["comm_size"], dtype=np.int64),
-        peer=np.asarray(columns["peer"], dtype=np.int64),
-        tag=np.asarray(columns["tag"], dtype=np.int64),
-        pg_name=columns["pg_name"],
-        name=names,
-        dep_ptr=np.asarray(dep_ptr, dtype=np.int64),
-        dep_idx=np.asarray(dep_idx, dtype=np.int64),
+        rank=np.concatenate(ranks),
+        node_id=np.concatenate(node_ids),
+        node_type=column("node_type", np.int8),
+        duration_ns=column("duration_ns", np.float64),
+        is_cpu_op=column("is_cpu_op", bool),
+        comm_type=column("comm_type", np.int64),
+        comm_size=column("comm_size", np.int64),
+        peer=column("peer", np.int64),
+        tag=column("tag", np.int64),
+        pg_name=[name for p in parts for name in p["pg_name"]],
+        dep_ptr=np.concatenate([[0], *dep_ptrs]).astype(np.int64),
+        dep_idx=np.concatenate(dep_idxs).astype(np.int64),
         paths=paths,
     )
