@@ -89,17 +89,34 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     return Timing(start=start, end=end, links=links, stuck=np.sort(order[timing.stuck]))
 
 
+def _successors(graph: TaskGraph) -> list:
+    """Per task: -1 (no successor), the successor's id, or a tuple of ids (compact and slice-free)."""
+    succ_ptr, succ_idx = graph.successor_csr()
+    counts = np.diff(succ_ptr)
+    single = np.full(len(graph), -1, dtype=np.int64)
+    one = counts == 1
+    single[one] = succ_idx[succ_ptr[:-1][one]]
+    successors = single.tolist()
+    for i in np.flatnonzero(counts > 1).tolist():
+        successors[i] = tuple(succ_idx[succ_ptr[i] : succ_ptr[i + 1]].tolist())
+    return successors
+
+
 def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing:
     size = len(graph)
     kind = graph.kind.tolist()
-    duration = graph.duration.tolist()
-    unit = graph.unit.tolist()
-    release = graph.release.tolist()
+    timed = np.flatnonzero((graph.kind == LOCAL) & (graph.duration != 0))
+    duration = dict(zip(timed.tolist(), graph.duration[timed].tolist()))  # LOCAL tasks that take time
+    has_units = bool(np.any(graph.unit >= 0) or np.any(graph.release >= 0))
+    unit = graph.unit.tolist() if has_units else None
+    release = graph.release.tolist() if has_units else None
     partner = graph.partner.tolist()
-    succ_ptr_array, succ_array = graph.successor_csr()
-    succ_ptr = succ_ptr_array.tolist()
-    succ = succ_array.tolist()
+    successors = _successors(graph)
     pending = np.diff(graph.dep_ptr).tolist()
+    messages = _Messages(graph, model)
+    route_of = messages.route_of
+    cost_of = messages.cost_of
+    del graph  # the lists above are all the run needs
 
     nan = float("nan")
     start = [nan] * size
@@ -107,16 +124,13 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     posted = bytearray(size)
     arrived = bytearray(size)
     granted = bytearray(size)
-    hop_of = [0] * size
-    messages = _Messages(graph, model)
-    route_of = messages.route_of
-    cost_of = messages.cost_of
+    hop_of: dict[int, int] = {}  # hop index of messages past their first hop
 
     link_free = [0] * len(model.topology.links)
     intervals: list[tuple[int, float, float, int]] = []
     record = intervals.append if record_links else None
 
-    num_units = max(max(unit, default=-1), max(release, default=-1)) + 1
+    num_units = max(max(unit, default=-1), max(release, default=-1)) + 1 if has_units else 0
     unit_busy = bytearray(num_units)
     unit_wait: list[deque[int]] = [deque() for _ in range(num_units)]
 
@@ -128,10 +142,19 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
 
     def complete(i: int, now) -> None:
         end[i] = now
-        for j in succ[succ_ptr[i] : succ_ptr[i + 1]]:
-            pending[j] -= 1
-            if not pending[j]:
-                push_ready(j)
+        j = successors[i]
+        if j.__class__ is int:
+            if j >= 0:
+                pending[j] -= 1
+                if not pending[j]:
+                    push_ready(j)
+        else:
+            for j in j:
+                pending[j] -= 1
+                if not pending[j]:
+                    push_ready(j)
+        if not has_units:
+            return
         u = release[i]
         if u >= 0:
             waiting = unit_wait[u]
@@ -163,16 +186,17 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
         """Start every task that became ready at ``now`` (and what those complete at once)."""
         while ready:
             i = pop_ready()
-            u = unit[i]
-            if u >= 0 and not granted[i]:
-                if unit_busy[u]:
-                    unit_wait[u].append(i)
-                    continue
-                unit_busy[u] = 1
+            if has_units:
+                u = unit[i]
+                if u >= 0 and not granted[i]:
+                    if unit_busy[u]:
+                        unit_wait[u].append(i)
+                        continue
+                    unit_busy[u] = 1
             start[i] = now
             k = kind[i]
             if k == LOCAL:
-                d = duration[i]
+                d = duration.get(i)
                 if d:
                     schedule(now + d, local_done, i)
                 else:
@@ -192,7 +216,7 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     def hop_done(i: int) -> None:
         now = loop.now
         path = route_of[i]
-        h = hop_of[i] + 1
+        h = hop_of.pop(i, 0) + 1
         if h < len(path):  # store-and-forward: offer the message to the next link
             hop_of[i] = h
             busy, delivered = cost_of[i][h]
@@ -208,12 +232,18 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
 
     settle(0)
     loop.run()
+    # the handlers refer to one another through closure cells: empty the cells so the task
+    # lists are freed now rather than at the next cyclic garbage collection
+    del complete, transmit, deliver, settle, hop_done, local_done
 
     end_array = np.array(end, dtype=np.float64)
+    del end
+    start_array = np.array(start, dtype=np.float64)
+    del start
     return Timing(
-        start=np.array(start, dtype=np.float64),
+        start=start_array,
         end=end_array,
-        links=messages.link_use(np.flatnonzero(~np.isnan(np.array(start, dtype=np.float64))), intervals),
+        links=messages.link_use(np.flatnonzero(~np.isnan(start_array)), intervals),
         stuck=np.flatnonzero(np.isnan(end_array)),
     )
 
