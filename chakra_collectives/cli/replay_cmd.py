@@ -77,19 +77,21 @@ def _print(result, top_links: int) -> None:
         f"{result.num_nodes:,} workload nodes, {result.num_tasks:,} tasks simulated"
     )
     if result.collectives:
+        grouped = any(c.group is not None for c in result.collectives)
         table = Table(title="collectives", show_edge=False, pad_edge=False)
-        for column in ("#", "collective", "group", "size", "algorithm", "start", "end", "time", "algbw GB/s", "busbw GB/s"):
+        columns = ["#", "collective", *(["group"] if grouped else []), "size", "algorithm", "start ns", "time", "busbw GB/s"]
+        for column in columns:
             table.add_column(column, justify="left" if column in ("collective", "algorithm", "group") else "right")
         shown = result.collectives if len(result.collectives) <= 40 else result.collectives[:20] + result.collectives[-20:]
         for c in shown:
+            group = ["all" if c.group is None else c.group] if grouped else []
             table.add_row(
-                str(c.index), c.collective, "all" if c.group is None else c.group, format_size(c.size_bytes), c.algorithm,
-                f"{c.start_ns:,.0f}", f"{c.end_ns:,.0f}", format_time_ns(c.time_ns),
-                f"{c.algorithm_bandwidth_gbps:.2f}", f"{c.bus_bandwidth_gbps:.2f}",
+                str(c.index), c.collective, *group, format_size(c.size_bytes), c.algorithm,
+                f"{c.start_ns:,.0f}", format_time_ns(c.time_ns), f"{c.bus_bandwidth_gbps:.2f}",
             )
         console.print(table)
         if len(shown) < len(result.collectives):
-            console.print(f"(showing 40 of {len(result.collectives)} collectives; --json has all)")
+            console.print(f"(showing 40 of {len(result.collectives)} collectives; --json has all, with algorithm bandwidth)")
     table = Table(title="ranks", show_edge=False, pad_edge=False)
     for column in ("rank", "finish", "compute", "communication", "exposed comm"):
         table.add_column(column, justify="right")
