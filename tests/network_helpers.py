@@ -67,16 +67,6 @@ def ring_all_reduce_without_reductions(n: int, size_bytes: int) -> CollectiveAlg
     return b.build(input_chunks=[n] * n, output_chunks=[n] * n, scratch_chunks=[0] * n)
 
 
-def direct_all_gather(n: int, size_bytes: int) -> CollectiveAlgorithm:
-    """Every rank sends its share straight to every other rank (one message per pair)."""
-    b = AlgorithmBuilder(Collective.ALL_GATHER, num_ranks=n, chunk_count=n, size_bytes=size_bytes, name="direct")
-    for r in range(n):
-        b.copy(r, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
-        for k in range(1, n):
-            b.transfer(r, (r + k) % n, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
-    return b.build()
-
-
 def random_topology(draw, st, *, max_npus: int = 5, max_switches: int = 2) -> Topology:
     """A strongly connected random topology (hypothesis ``draw``): a ring backbone plus extras."""
     n = draw(st.integers(2, max_npus))

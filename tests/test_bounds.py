@@ -12,12 +12,13 @@ from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
-from chakra_collectives.synth.baselines import ring
+from chakra_collectives.synth.baselines import bidirectional_ring, direct, recursive_halving_doubling, ring
+from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns
 from chakra_collectives.verify import verify_algorithm
 
-from network_helpers import ONE_BYTE_PER_NS, direct_all_gather, fully_connected, random_topology, ring_topology, switch_topology
+from network_helpers import fully_connected, random_topology, ring_topology, switch_topology
 
 MIB = 2**20
 
@@ -61,13 +62,19 @@ def test_bounds_never_exceed_a_verified_algorithm(data, collective):
     topo = random_topology(data.draw, st, max_npus=6, max_switches=2)
     n = topo.num_npus
     size = n * data.draw(st.integers(1, 2**22))
-    algorithms = [ring(collective, n, size_bytes=size)] if n >= 2 else []
-    if collective is Collective.ALL_GATHER:
-        algorithms.append(direct_all_gather(n, size))
+    k = data.draw(st.integers(1, 2))
+    algorithms = [
+        ring(collective, n, size_bytes=size, chunks_per_rank=k),
+        bidirectional_ring(collective, n, size_bytes=size, chunks_per_rank=k),
+        direct(collective, n, size_bytes=size, chunks_per_rank=k),
+        tacos(topo, collective, size, chunks_per_npu=k).algorithm,
+    ]
+    if n & (n - 1) == 0:
+        algorithms.append(recursive_halving_doubling(collective, n, size_bytes=size, chunks_per_rank=k))
     bounds = lower_bounds(topo, collective, size)
     for algo in algorithms:
         assert verify_algorithm(algo).ok
-        predicted = predict_time(algo, topo)
+        predicted = predict_time(algo, topo, reduce_bandwidth_gbps=data.draw(st.sampled_from([None, 100.0])))
         assert bounds.best_ns <= predicted * (1 + 1e-12), (algo.name, bounds, predicted)
         assert 0 < bounds.efficiency(predicted) <= 1 + 1e-12
 
