@@ -77,7 +77,6 @@ def main(argv: list[str]) -> int:
         largest = max(args.sizes)
         workload, algo, topo = _inputs(largest, Path(tmp))
         traced = peak_memory_mb(lambda: replay(workload, topo, algorithms={Collective.ALL_GATHER: algo}))
-        del workload, algo
         print(f"peak memory of replay() at N={largest} (tracemalloc, Python heap + numpy): {traced:,.0f} MiB")
         rss = subprocess.run([sys.executable, "-c", _CHILD, str(largest)], capture_output=True, text=True, check=True)
         print(f"peak memory of a whole process building the ring algorithm and replaying N={largest} (max RSS): {float(rss.stdout.strip()):,.0f} MiB")

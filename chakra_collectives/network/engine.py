@@ -234,12 +234,10 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     loop.run()
     # the handlers refer to one another through closure cells: empty the cells so the task
     # lists are freed now rather than at the next cyclic garbage collection
-    del complete, transmit, deliver, settle, hop_done, local_done
+    complete = transmit = deliver = settle = hop_done = local_done = None  # type: ignore[assignment]
 
     end_array = np.array(end, dtype=np.float64)
-    del end
     start_array = np.array(start, dtype=np.float64)
-    del start
     return Timing(
         start=start_array,
         end=end_array,
