@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
@@ -27,13 +27,14 @@ from chakra.schema.protobuf.et_def_pb2 import (
     COMP_NODE,
     METADATA_NODE,
     AttributeProto,
+    BoolList,
     GlobalMetadata,
     Node,
 )
 from chakra.src.third_party.utils import protolib
 
 from chakra_collectives.converters.chakra_et import rank_path
-from chakra_collectives.converters.chakra_et.writer import write_files_atomically
+from chakra_collectives.converters.chakra_et.writer import _remove_stale_rank_files, write_files_atomically
 from chakra_collectives.ir import Collective
 
 ET_VERSION = "0.0.4"
@@ -53,16 +54,30 @@ class WorkloadBuilder:
         self.nodes[rank].append(node)
         return node.id
 
-    def comp(self, rank: int, *, duration_ns: float, name: str = "COMP", deps: Iterable[int] = (), ctrl_deps: Iterable[int] = ()) -> int:
-        """A GPU COMP node of ``duration_ns`` (stored as whole microseconds, as Chakra does)."""
+    def comp(
+        self, rank: int, *, duration_ns: float, name: str = "COMP", deps: Iterable[int] = (), ctrl_deps: Iterable[int] = (),
+        num_ops: int | None = None, tensor_size: int | None = None,
+    ) -> int:
+        """A GPU COMP node of ``duration_ns`` (stored as whole microseconds, as Chakra does).
+
+        ``num_ops`` and ``tensor_size`` (bytes) are what ASTRA-sim's roofline mode reads
+        instead of the duration (uint64 attributes, written only when given).
+        """
         node = Node(name=name, type=COMP_NODE, duration_micros=round(duration_ns / 1000))
         node.attr.append(AttributeProto(name="is_cpu_op", bool_val=False))
+        if num_ops is not None:
+            node.attr.append(AttributeProto(name="num_ops", uint64_val=int(num_ops)))
+        if tensor_size is not None:
+            node.attr.append(AttributeProto(name="tensor_size", uint64_val=int(tensor_size)))
         return self._add(rank, node, deps, ctrl_deps)
 
     def collective(
         self, rank: int, collective: str | Collective, size_bytes: int, *, name: str = "", pg_name: str | None = None,
         deps: Iterable[int] = (), ctrl_deps: Iterable[int] = (), comm_type: int | None = None,
+        involved_dim: Sequence[bool] | None = None,
     ) -> int:
+        """A COMM_COLL node; ``pg_name`` names its process group, ``involved_dim`` the network
+        dimensions ASTRA-sim runs it over (both optional)."""
         kind = Collective.parse(collective) if isinstance(collective, str) else collective
         code = kind.chakra_comm_type if comm_type is None else comm_type
         node = Node(name=name or kind.value, type=COMM_COLL_NODE)
@@ -73,6 +88,8 @@ class WorkloadBuilder:
         ])
         if pg_name is not None:
             node.attr.append(AttributeProto(name="pg_name", string_val=pg_name))
+        if involved_dim is not None:
+            node.attr.append(AttributeProto(name="involved_dim", bool_list=BoolList(values=list(involved_dim))))
         return self._add(rank, node, deps, ctrl_deps)
 
     def send(self, rank: int, dst: int, size_bytes: int, *, tag: int = 0, deps: Iterable[int] = ()) -> int:
@@ -98,8 +115,12 @@ class WorkloadBuilder:
     def metadata(self, rank: int, *, name: str = "METADATA", deps: Iterable[int] = ()) -> int:
         return self._add(rank, Node(name=name, type=METADATA_NODE), deps)
 
-    def write(self, prefix: str | Path) -> list[Path]:
-        """Write ``PREFIX.{rank}.et`` for every rank (all or nothing)."""
+    def write(self, prefix: str | Path, *, extra: Mapping[Path, bytes] | None = None) -> list[Path]:
+        """Write ``PREFIX.{rank}.et`` for every rank, and the ``extra`` files, all or nothing.
+
+        Rank files of the same prefix left by an earlier, larger workload are removed, so the
+        prefix names exactly this workload. Returns the rank files' paths.
+        """
         paths = [rank_path(prefix, r) for r in range(self.num_ranks)]
         blobs = []
         for nodes in self.nodes:
@@ -108,7 +129,9 @@ class WorkloadBuilder:
             for node in nodes:
                 protolib.encodeMessage(sink, node)
             blobs.append(sink.getvalue())
-        write_files_atomically(paths, blobs)
+        extra = dict(extra or {})
+        write_files_atomically(paths + list(extra), blobs + list(extra.values()))
+        _remove_stale_rank_files(prefix, paths)
         return paths
 
 

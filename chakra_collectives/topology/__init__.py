@@ -18,12 +18,13 @@ from chakra_collectives.topology.builders import (
     torus3d,
 )
 from chakra_collectives.topology.core import Link, Topology
-from chakra_collectives.topology.loaders import BUILDERS, load_topology, load_topology_file
+from chakra_collectives.topology.loaders import BUILDERS, astra_sim_network, load_topology, load_topology_file
 
 __all__ = [
     "BUILDERS",
     "Link",
     "Topology",
+    "astra_sim_network",
     "dgx",
     "fully_connected",
     "hetero_mesh2d",
