@@ -255,22 +255,6 @@ def test_cli_deadlock_exits_one(tmp_path, cli):
     assert result.exit_code == 1 and "deadlock" in result.stderr and result.stderr.count("\n") == 1
 
 
-def test_sample_training_step_is_current_and_overlaps(tmp_path):
-    from chakra_collectives.replay.writer import training_step_workload
-
-    from conftest import REPO
-
-    paths = training_step_workload(tmp_path / "train_step")
-    for path in paths:
-        assert (REPO / "sample_traces/workload" / path.name).read_bytes() == path.read_bytes()
-    result = replay(REPO / "sample_traces/workload/train_step", ring_topology(4))
-    rank = result.ranks[0]
-    assert rank.compute_ns == 3 * 20_000 + 3 * 40_000 + 10_000
-    # the first gradient all-reduce starts after forward + one backward layer and overlaps the rest
-    assert result.collectives[0].start_ns == 3 * 20_000 + 40_000
-    assert 0 < rank.exposed_communication_ns < rank.communication_ns
-
-
 def test_workload_attribute_errors_name_file_rank_and_node(tmp_path, cli):
     from chakra.schema.protobuf.et_def_pb2 import AttributeProto
 

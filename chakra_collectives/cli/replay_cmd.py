@@ -16,6 +16,9 @@ from chakra_collectives.replay.expand import CONCURRENCY
 from chakra_collectives.topology import load_topology
 from chakra_collectives.units import format_size, format_time_ns
 
+TIMELINE_AUTO_NODES = 100_000
+"""``replay --json`` includes the timeline by default up to this many workload nodes."""
+
 
 @command("replay")
 def replay_command(
@@ -29,11 +32,12 @@ def replay_command(
     reduce_bandwidth: Optional[float] = typer.Option(None, "--reduce-bandwidth", help="GB/s of reductions inside collectives that carry no duration (default: they take no time)."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome-trace / Perfetto JSON (a track per rank and per link)."),
     top_links: int = typer.Option(5, "--top-links", help="How many of the busiest links to list."),
+    timeline: Optional[bool] = typer.Option(None, "--timeline/--no-timeline", help=f"With --json: include every node's interval and the links' utilization over time (for chakra-coll plot); default: on up to {TIMELINE_AUTO_NODES:,} nodes."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     """Replay a workload: every COMM_COLL node runs its collective algorithm on the topology.
 
-    Example: [bold]chakra-coll replay sample_traces/workload/step -t ring:8 -c all-reduce=out/ar --trace step.json[/bold]
+    Example: [bold]chakra-coll replay sample_traces/workload/train_step -t sample_traces/topology/two_servers.yaml -c all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json[/bold]
     """
     Mode.parse(mode)
     if concurrency not in CONCURRENCY:
@@ -42,6 +46,7 @@ def replay_command(
         raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
     with err_console.status("reading the workload...") as status:
         work = read_workload(workload)
+        with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
         algorithms = load_algorithms(list(collective or []))
         groups = ProcessGroups.load(comm_groups, num_ranks=work.num_ranks) if comm_groups else None
@@ -55,7 +60,7 @@ def replay_command(
             mode=mode,
             reduce_bandwidth_gbps=reduce_bandwidth,
             concurrency=concurrency,
-            record_links=trace is not None,
+            record_links=trace is not None or with_timeline,
         )
         if trace is not None:
             status.update(f"writing {trace}...")
@@ -63,7 +68,7 @@ def replay_command(
     for warning in result.warnings:
         err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)
     if as_json:
-        print_json(result.as_dict(top_links=top_links))
+        print_json(result.as_dict(top_links=top_links, timeline=with_timeline))
         return
     _print(result, top_links)
     if trace is not None:

@@ -140,8 +140,10 @@ class ReplayResult:
     lowered: Lowered | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
-    def as_dict(self, *, top_links: int | None = 10) -> dict[str, Any]:
-        return {
+    def as_dict(self, *, top_links: int | None = 10, timeline: bool = False) -> dict[str, Any]:
+        """The results as JSON-ready data; ``timeline`` adds every node's interval and the links'
+        utilization over time (:mod:`~chakra_collectives.replay.timeline`)."""
+        document = {
             "workload": self.workload,
             "topology": self.topology,
             "mode": self.mode,
@@ -154,6 +156,11 @@ class ReplayResult:
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
         }
+        if timeline:
+            from chakra_collectives.replay.timeline import timeline_document
+
+            document["timeline"] = timeline_document(self)
+        return document
 
 
 def replay(

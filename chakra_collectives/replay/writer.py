@@ -142,23 +142,3 @@ def single_collective_workload(prefix: str | Path, collective: str | Collective,
         builder.collective(rank, collective, size_bytes)
     return builder.write(prefix)
 
-
-def training_step_workload(prefix: str | Path, *, num_ranks: int = 4, layers: int = 3) -> list[Path]:
-    """A data-parallel training step: forward, backward with per-layer gradient all-reduces, update.
-
-    Layer ``k``'s gradient all-reduce depends only on layer ``k``'s backward COMP, so it can
-    overlap the backward of the layers below it; the optimizer step waits for all of them. This
-    is ``sample_traces/workload/train_step`` (regenerate it with this function).
-    """
-    builder = WorkloadBuilder(num_ranks)
-    for rank in range(num_ranks):
-        previous: list[int] = []
-        for layer in range(layers):
-            previous = [builder.comp(rank, duration_ns=20_000, name=f"forward layer {layer}", deps=previous)]
-        reduces = []
-        for layer in reversed(range(layers)):
-            previous = [builder.comp(rank, duration_ns=40_000, name=f"backward layer {layer}", deps=previous)]
-            size = 2 ** (21 + layer)  # 2, 4, 8 MiB of gradients
-            reduces.append(builder.collective(rank, Collective.ALL_REDUCE, size, name=f"all-reduce grads {layer}", deps=previous))
-        builder.comp(rank, duration_ns=10_000, name="optimizer step", deps=reduces)
-    return builder.write(prefix)
