@@ -68,12 +68,16 @@ def plot_algorithm(algo: CollectiveAlgorithm, topology: Topology, path: str | Pa
     figure = new_figure(12, 1.8 + 0.34 * max(len(used), 3))
     axes = figure.add_subplot()
     label_room = 0.03 * span
+    bars: dict[int, tuple[list, list]] = {i: ([], []) for i in range(len(used))}
     for link, begin, end, op in hops:
         c = int(chunk[op])
         y = row[link]
-        axes.broken_barh([(begin / scale, (end - begin) / scale)], (y + 0.1, 0.8), facecolors=color_of[c], edgecolor="black", linewidth=0.4)
+        bars[y][0].append((begin / scale, (end - begin) / scale))
+        bars[y][1].append(color_of[c])
         if end - begin >= label_room and len(used) <= 40:
             axes.text((begin + end) / 2 / scale, y + 0.5, "?" if c < 0 else str(c), ha="center", va="center", fontsize=7)
+    for y, (ranges, colors) in bars.items():
+        axes.broken_barh(ranges, (y + 0.1, 0.8), facecolors=colors, edgecolor="black", linewidth=0.4)
     names = [f"{_node(topology, topology.links[l].src)}\u2192{_node(topology, topology.links[l].dst)}" for l in used]
     axes.set_yticks(np.arange(len(used)) + 0.5, names, fontsize=8 if len(used) > 24 else 9)
     axes.set_ylim(len(used), 0)

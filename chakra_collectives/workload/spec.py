@@ -61,7 +61,7 @@ MODEL_SCHEMA: dict[str, Any] = {
                     "backward": _DURATION,
                     "gradient": _SIZE,
                     "activation": _SIZE,
-                    "ops": {"type": "number", "exclusiveMinimum": 0},
+                    "ops": {"type": ["number", "string"], "description": "Operations (YAML reads 2.1e9 as text: both are accepted)."},
                     "repeat": {"type": "integer", "minimum": 1},
                 },
             },
@@ -101,6 +101,16 @@ def _duration(text: str | float) -> float:
     if value_ns != round(value_ns / 1000) * 1000:
         raise InputError(f"{value_ns:g} ns is not a whole number of microseconds (Chakra stores duration_micros)")
     return value_ns
+
+
+def _operations(value: Any) -> float:
+    try:
+        count = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{value!r} is not a number of operations") from None
+    if not count > 0:
+        raise InputError(f"{value!r}: the number of operations must be positive")
+    return count
 
 
 def _flag(parse, text: Any, flag: str) -> Any:
@@ -176,6 +186,7 @@ def _from_document(document: dict[str, Any], path: Path, text: str) -> ModelSpec
         backward = 2 * forward if "backward" not in entry else parsed(base + ["backward"], _duration, f"layer {name!r} backward")
         gradient = parsed(base + ["gradient"], parse_size, f"layer {name!r} gradient")
         activation = parsed(base + ["activation"], parse_size, f"layer {name!r} activation") if "activation" in entry else None
+        ops = parsed(base + ["ops"], _operations, f"layer {name!r} ops") if "ops" in entry else None
         repeat = entry.get("repeat", 1)
         for copy in range(repeat):
             layers.append(
@@ -185,7 +196,7 @@ def _from_document(document: dict[str, Any], path: Path, text: str) -> ModelSpec
                     backward_ns=backward,
                     gradient_bytes=gradient,
                     activation_bytes=activation,
-                    forward_ops=entry.get("ops"),
+                    forward_ops=ops,
                 )
             )
     optimizer = parsed(["optimizer"], _duration, "optimizer") if "optimizer" in document else 0.0
