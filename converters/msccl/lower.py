@@ -1,0 +1,445 @@
+"""Lower an MSCCL-IR program to the collective IR, with the runtime's full semantics.
+
+Every step becomes a short chain of IR operations (SEND reads ``src``; RECV writes ``dst``;
+REDUCE does ``dst (+)= src``; COPY ``dst = src``):
+
+====== ==============================================================================
+step   operations (``t`` = a scratch slot of the threadblock, appended to the scratch buffer)
+====== ==============================================================================
+s      SEND src
+r      RECV -> dst
+rcs    RECV -> dst; SEND dst
+rrc    RECV -> t; REDUCE dst += t          (``src`` is ``dst``, as MSCCLang writes it)
+       RECV -> dst; REDUCE dst += src      (``src`` and ``dst`` disjoint)
+       RECV -> t; REDUCE t += src; COPY dst = t   (partial overlap)
+rrs    RECV -> t; REDUCE t += src; SEND t  (nothing stored)
+rrcs   as rrc, then SEND the result (from ``dst``, or from ``t`` on partial overlap)
+cpy    COPY dst = src
+re     REDUCE dst += src
+nop    nothing: its dependency is added to the next real step of its threadblock
+====== ==============================================================================
+
+Overlap is decided on the storage slots address after in-place aliasing
+(:meth:`CollectiveAlgorithm.resolve`). A threadblock runs its steps strictly in order, so the
+first operation of a step depends on the last operation of the previous step (through a run
+of nops, on everything the nops waited for) and on its own ``depid``/``deps`` step; the
+threadblock's scratch slots ``t`` are reused safely from one step to the next.
+
+Messages pair per connection ``(sender, receiver, channel)`` in FIFO order; each pair gets its
+own tag (numbered per sender/receiver pair), so ``(src, dst, tag)`` names it unambiguously, as
+ASTRA-sim and the verifier match them. Operations of a rank are then put in a topological
+order that interleaves threadblocks step by step.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.converters.msccl.checks import check_program, located, where
+from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
+
+_BUF = {letter: index for index, letter in enumerate(BUFFER_LETTERS)}
+SEND, RECV, REDUCE, COPY = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.REDUCE), int(OpKind.COPY)
+
+
+@dataclass
+class Lowered:
+    algorithm: CollectiveAlgorithm
+    warnings: list[str]
+
+
+def lower_program(
+    program: Program,
+    *,
+    size_bytes: int,
+    path: str | Path | None = None,
+    collective: Collective | None = None,
+    root: int | None = None,
+) -> Lowered:
+    """The :class:`CollectiveAlgorithm` ``program`` describes, for a collective of ``size_bytes``.
+
+    ``collective`` overrides the XML's ``coll`` label; ``root`` states a broadcast/reduce root
+    (inferred from the buffers otherwise).
+    """
+    if size_bytes < 1:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
+    warnings = check_program(program, path)
+    gpus = sorted(program.gpus, key=lambda g: g.id)
+    claimed, note = _collective(program, collective, path)
+    if note:
+        warnings.append(note)
+    root = _root(claimed, gpus, root, program, path)
+    n = program.ngpus
+    shell = _shell(claimed, program, root, size_bytes)
+    send_tags, recv_tags = _pair_messages(gpus, path)
+    per_rank = []
+    scratch = []
+    for gpu in gpus:
+        rank_ops = _RankLowering(gpu, shell, send_tags, recv_tags, path)
+        per_rank.append(rank_ops.ordered())
+        scratch.append(rank_ops.scratch_chunks)
+    table = _table(per_rank)
+    provenance = {"source": "msccl-ir", "coll": program.coll, "proto": program.proto}
+    if path is not None:
+        provenance["file"] = Path(path).name
+    algo = CollectiveAlgorithm(
+        collective=claimed,
+        num_ranks=n,
+        chunk_count=program.nchunksperloop,
+        ops=table,
+        input_chunks=np.array([g.i_chunks for g in gpus], dtype=np.int64),
+        output_chunks=np.array([g.o_chunks for g in gpus], dtype=np.int64),
+        scratch_chunks=np.array(scratch, dtype=np.int64),
+        size_bytes=size_bytes,
+        inplace=program.inplace,
+        root=root,
+        name=program.name,
+        provenance=provenance,
+    )
+    return Lowered(algo, warnings)
+
+
+# ---------------------------------------------------------------------------- what is claimed
+def _collective(program: Program, override: Collective | None, path) -> tuple[Collective, str | None]:
+    if override is not None:
+        return override, None
+    try:
+        return Collective.parse(program.coll), None
+    except InputError:
+        return Collective.CUSTOM, located(
+            f"coll={program.coll!r} has no postcondition in chakra-collectives: imported as custom "
+            "(structure and deadlock are checked, not what it computes)",
+            path,
+            program.line,
+        )
+
+
+def _root(collective: Collective, gpus: list[Gpu], root: int | None, program: Program, path) -> int | None:
+    if not collective.has_root:
+        return root
+    if root is not None:
+        if not 0 <= root < len(gpus):
+            raise InputError(f"root {root} is not a rank (0..{len(gpus) - 1})")
+        return root
+    # broadcast: only the root has an input and never receives; reduce: only it has an output and never sends
+    sized = [g.id for g in gpus if (g.i_chunks if collective is Collective.BROADCAST else g.o_chunks) > 0]
+    if len(sized) == 1:
+        return sized[0]
+    moves = StepType.receives if collective is Collective.BROADCAST else StepType.sends
+    quiet = [g.id for g in gpus if not any(moves.fget(s.type) for tb in g.threadblocks for s in tb.steps)]
+    if len(quiet) == 1:
+        return quiet[0]
+    raise InputError(f"cannot tell the {collective.value} root from the buffers: state it (--root)", path=path, line=program.line)
+
+
+def _shell(collective: Collective, program: Program, root: int | None, size_bytes: int) -> CollectiveAlgorithm:
+    """An operation-less algorithm, for its aliasing rules (:meth:`CollectiveAlgorithm.resolve`)."""
+    zeros = np.zeros(program.ngpus, dtype=np.int64)
+    return CollectiveAlgorithm(
+        collective=collective,
+        num_ranks=program.ngpus,
+        chunk_count=program.nchunksperloop,
+        ops=OpTable.from_columns(rank=[], dep_ptr=[0], dep_idx=[]),
+        input_chunks=zeros,
+        output_chunks=zeros,
+        scratch_chunks=zeros,
+        size_bytes=size_bytes,
+        inplace=program.inplace,
+        root=root,
+    )
+
+
+# ---------------------------------------------------------------------------- messages
+def _pair_messages(gpus: list[Gpu], path) -> tuple[dict, dict]:
+    """Tags of every send-type and receive-type step, keyed ``(gpu, tb, step index)``."""
+    sends: dict[tuple[int, int, int], list] = {}
+    recvs: dict[tuple[int, int, int], list] = {}
+    for gpu in gpus:
+        for tb in gpu.threadblocks:
+            for index, step in enumerate(tb.steps):
+                if step.type.sends:
+                    sends.setdefault((gpu.id, tb.send, tb.chan), []).append((gpu.id, tb, index))
+                if step.type.receives:
+                    recvs.setdefault((tb.recv, gpu.id, tb.chan), []).append((gpu.id, tb, index))
+    send_tags: dict[tuple[int, int, int], int] = {}
+    recv_tags: dict[tuple[int, int, int], int] = {}
+    next_tag: dict[tuple[int, int], int] = {}
+    for key in sorted(sends.keys() | recvs.keys(), key=lambda k: (k[0], k[1], k[2])):
+        sender, receiver, chan = key
+        out, inc = sends.get(key, []), recvs.get(key, [])
+        if len(out) != len(inc):
+            _raise_unmatched(key, out, inc, path)
+        tag = next_tag.get((sender, receiver), 0)
+        for (g, tb, i), (h, rtb, j) in zip(out, inc):
+            step, rstep = tb.steps[i], rtb.steps[j]
+            if step.cnt != rstep.cnt:
+                raise AlgorithmError(
+                    f"{where(g, tb, step)}: sends cnt={step.cnt} to gpu {receiver} on channel {chan}, but the matching "
+                    f"receive ({where(h, rtb, rstep)}, line {rstep.line}) has cnt={rstep.cnt}",
+                    path=path,
+                    line=step.line or None,
+                )
+            send_tags[g, tb.id, i] = tag
+            recv_tags[h, rtb.id, j] = tag
+            tag += 1
+        next_tag[sender, receiver] = tag
+    return send_tags, recv_tags
+
+
+def _raise_unmatched(key, out: list, inc: list, path) -> None:
+    sender, receiver, chan = key
+    k = min(len(out), len(inc))
+    if len(out) > k:
+        g, tb, i = out[k]
+        step = tb.steps[i]
+        if not inc:
+            problem = f"gpu {receiver} has no threadblock receiving from gpu {sender} on channel {chan}"
+        else:
+            h, rtb, _ = inc[0]
+            problem = f"gpu {receiver} (tb {rtb.id}) receives only {len(inc)} message(s) from gpu {sender} on channel {chan}"
+        raise AlgorithmError(
+            f"{where(g, tb, step)}: send #{k + 1} to gpu {receiver} on channel {chan} has no matching receive: {problem}",
+            path=path,
+            line=step.line or None,
+        )
+    h, rtb, j = inc[k]
+    step = rtb.steps[j]
+    if not out:
+        problem = f"gpu {sender} has no threadblock sending to gpu {receiver} on channel {chan}"
+    else:
+        g, tb, _ = out[0]
+        problem = f"gpu {sender} (tb {tb.id}) sends only {len(out)} message(s) to gpu {receiver} on channel {chan}"
+    raise AlgorithmError(
+        f"{where(h, rtb, step)}: receive #{k + 1} from gpu {sender} on channel {chan} has no matching send: {problem}",
+        path=path,
+        line=step.line or None,
+    )
+
+
+# ---------------------------------------------------------------------------- one rank
+class _RankLowering:
+    """Turns one GPU's threadblocks into IR operations with rank-local dependencies."""
+
+    def __init__(self, gpu: Gpu, shell: CollectiveAlgorithm, send_tags: dict, recv_tags: dict, path) -> None:
+        self.gpu = gpu
+        self.rank = gpu.id
+        self.shell = shell
+        self.path = path
+        self.rows: list[tuple] = []  # (kind, peer, tag, src_buf, src_off, dst_buf, dst_off, count)
+        self.deps: list[list[int]] = []
+        self.keys: list[tuple[int, int, int]] = []  # (step index, tb id, position in step): ordering preference
+        self.origin: list[tuple[Threadblock, Step]] = []
+        self.first: dict[tuple[int, int], int] = {}
+        self.last: dict[tuple[int, int], int] = {}
+        next_temp = gpu.s_chunks
+        for tb in gpu.threadblocks:
+            temp_size = 0
+            for index, step in enumerate(tb.steps):
+                if step.type is StepType.NOP:
+                    continue
+                need = self._lower_step(tb, index, step, next_temp, send_tags, recv_tags)
+                temp_size = max(temp_size, need)
+            next_temp += temp_size
+        self.scratch_chunks = next_temp
+        self._link()
+
+    # -- operations of one step
+    def _lower_step(self, tb: Threadblock, index: int, step: Step, temp: int, send_tags: dict, recv_tags: dict) -> int:
+        """Append the step's operations (a chain); return how many scratch slots ``t`` it needs."""
+        kind = step.type
+        cnt = step.cnt
+        src = (_BUF[step.srcbuf], step.srcoff)
+        dst = (_BUF[step.dstbuf], step.dstoff)
+        key = (self.rank, tb.id, index)
+        start = len(self.rows)
+
+        def send(ref):
+            self._add(SEND, tb.send, send_tags[key], ref, None, cnt, tb, index, step)
+
+        def recv(ref):
+            self._add(RECV, tb.recv, recv_tags[key], None, ref, cnt, tb, index, step)
+
+        def local(op, s, d):
+            self._add(op, -1, -1, s, d, cnt, tb, index, step)
+
+        t = (int(Buffer.SCRATCH), temp)
+        need = 0
+        if kind is StepType.SEND:
+            send(src)
+        elif kind is StepType.RECV:
+            recv(dst)
+        elif kind is StepType.RECV_COPY_SEND:
+            recv(dst)
+            send(dst)
+        elif kind is StepType.COPY:
+            local(COPY, src, dst)
+        elif kind is StepType.REDUCE:
+            local(REDUCE, src, dst)
+        elif kind is StepType.RECV_REDUCE_SEND:
+            recv(t)
+            local(REDUCE, src, t)
+            send(t)
+            need = cnt
+        else:  # rrc, rrcs: dst = src (+) received
+            overlap = self._overlap(src, dst, cnt)
+            if overlap == "same":
+                recv(t)
+                local(REDUCE, t, dst)
+                result = dst
+                need = cnt
+            elif overlap == "disjoint":
+                recv(dst)
+                local(REDUCE, src, dst)
+                result = dst
+            else:
+                recv(t)
+                local(REDUCE, src, t)
+                local(COPY, t, dst)
+                result = t
+                need = cnt
+            if kind is StepType.RECV_REDUCE_COPY_SEND:
+                send(result)
+        self.first[tb.id, index] = start
+        self.last[tb.id, index] = len(self.rows) - 1
+        return need
+
+    def _add(self, kind, peer, tag, src, dst, cnt, tb, index, step) -> None:
+        position = len(self.rows)
+        chained = [] if not self.rows or self.origin[-1][1] is not step else [position - 1]
+        self.rows.append((kind, peer, tag, *(src or (-1, -1)), *(dst or (-1, -1)), cnt))
+        self.deps.append(chained)
+        self.keys.append((index, tb.id, position))
+        self.origin.append((tb, step))
+
+    def _overlap(self, src: tuple[int, int], dst: tuple[int, int], cnt: int) -> str:
+        (sb, so), (db, do) = (self.shell.resolve(self.rank, b, o) for b, o in (src, dst))
+        if sb != db or so + cnt <= do or do + cnt <= so:
+            return "disjoint"
+        return "same" if so == do else "partial"
+
+    # -- dependencies between steps
+    def _link(self) -> None:
+        done: dict[tuple[int, int], tuple[int, ...]] = {}
+        tbs = {tb.id: tb for tb in self.gpu.threadblocks}
+        for tb in self.gpu.threadblocks:
+            for index, step in enumerate(tb.steps):
+                if step.type is StepType.NOP:
+                    continue
+                waits = set(self._completion(tbs, tb.id, index - 1, done)) if index else set()
+                if step.depid >= 0:
+                    waits.update(self._completion(tbs, step.depid, step.deps, done))
+                self.deps[self.first[tb.id, index]].extend(sorted(waits))
+
+    def _completion(self, tbs: dict, tb_id: int, index: int, done: dict) -> tuple[int, ...]:
+        """Operations whose completion means "step ``index`` of tb ``tb_id`` has finished".
+
+        A real step has finished when its last operation has; a nop when the step before it and
+        the step it depends on have (so a run of nops accumulates dependencies).
+        """
+        if index < 0:
+            return ()
+        if (tb_id, index) in self.last:
+            return (self.last[tb_id, index],)
+        stack = [(tb_id, index)]
+        visiting = {(tb_id, index)}
+        while stack:
+            current = stack[-1]
+            t, i = current
+            step = tbs[t].steps[i]
+            needs = ([(t, i - 1)] if i > 0 else []) + ([(step.depid, step.deps)] if step.depid >= 0 else [])
+            pending = [p for p in needs if p not in self.last and p not in done]
+            for p in pending:
+                if p in visiting:
+                    raise AlgorithmError(
+                        f"{where(self.rank, tbs[t], step)}: dependency cycle through nop steps", path=self.path, line=step.line or None
+                    )
+            if pending:
+                stack.extend(pending)
+                visiting.update(pending)
+                continue
+            ops: set[int] = set()
+            for p in needs:
+                ops.update((self.last[p],) if p in self.last else done[p])
+            done[current] = tuple(sorted(ops))
+            stack.pop()
+            visiting.discard(current)
+        return done[tb_id, index]
+
+    # -- a topological order that interleaves threadblocks step by step
+    def ordered(self) -> tuple[list[tuple], list[list[int]]]:
+        size = len(self.rows)
+        dependents: list[list[int]] = [[] for _ in range(size)]
+        waiting = [len(d) for d in self.deps]
+        for i, deps in enumerate(self.deps):
+            for d in deps:
+                dependents[d].append(i)
+        keys = self.keys
+        heap = [keys[i] for i in range(size) if waiting[i] == 0]
+        heapq.heapify(heap)
+        position = [0] * size
+        order: list[int] = []
+        while heap:
+            i = heapq.heappop(heap)[2]
+            position[i] = len(order)
+            order.append(i)
+            for j in dependents[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    heapq.heappush(heap, keys[j])
+        if len(order) < size:
+            self._raise_cycle(set(range(size)) - set(order))
+        rows = [self.rows[i] for i in order]
+        deps = [sorted(position[d] for d in self.deps[i]) for i in order]
+        return rows, deps
+
+    def _raise_cycle(self, stuck: set[int]) -> None:
+        node = min(stuck)
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        while node not in seen:
+            seen[node] = len(path)
+            path.append(node)
+            node = next(d for d in self.deps[node] if d in stuck)
+        cycle = path[seen[node] :][::-1]
+        steps = []
+        for i in cycle:
+            tb, step = self.origin[i]
+            label = f"tb {tb.id} step {step.s}"
+            if not steps or steps[-1] != label:
+                steps.append(label)
+        tb, step = self.origin[cycle[0]]
+        raise AlgorithmError(
+            f"{where(self.rank, tb, step)}: dependency cycle on gpu {self.rank}: " + " -> ".join(steps[:8] + steps[:1]),
+            path=self.path,
+            line=step.line or None,
+        )
+
+
+def _table(per_rank: list[tuple[list[tuple], list[list[int]]]]) -> OpTable:
+    sizes = [len(rows) for rows, _ in per_rank]
+    total = sum(sizes)
+    matrix = np.array([row for rows, _ in per_rank for row in rows], dtype=np.int64).reshape(total, 8)
+    dep_ptr = [0]
+    dep_idx: list[int] = []
+    offset = 0
+    for (rows, deps), size in zip(per_rank, sizes):
+        for d in deps:
+            dep_idx.extend(offset + x for x in d)
+            dep_ptr.append(len(dep_idx))
+        offset += size
+    names = ("kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count")
+    return OpTable.from_columns(
+        rank=np.repeat(np.arange(len(per_rank), dtype=np.int32), sizes),
+        dep_ptr=dep_ptr,
+        dep_idx=dep_idx,
+        **{name: matrix[:, k] for k, name in enumerate(names)},
+    )
+
+
+__all__ = ["Lowered", "lower_program"]
