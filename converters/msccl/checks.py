@@ -132,22 +132,21 @@ def _check_threadblocks(program: Program, gpu, fail) -> None:
 
 
 def _check_step(gpu: int, tb: Threadblock, index: int, step: Step, sizes, tbs, fail, warn) -> None:
-    name = where(gpu, tb, step)
     kind = step.type
     if step.s != index:
         fail(f"gpu {gpu} tb {tb.id}: step s={step.s} where s={index} was expected (steps are numbered 0, 1, 2... in order)", step.line)
     if kind is StepType.NOP:
         if step.depid == -1:
-            warn(f"{name}: nop without a dependency does nothing", step.line)
+            warn(f"{where(gpu, tb, step)}: nop without a dependency does nothing", step.line)
     else:
         if step.cnt < 1:
-            fail(f"{name}: cnt={step.cnt} must be at least 1", step.line)
+            fail(f"{where(gpu, tb, step)}: cnt={step.cnt} must be at least 1", step.line)
         if step.cnt >= MAX_CNT:
-            warn(f"{name}: cnt={step.cnt} (the MSCCL runtime requires cnt < {MAX_CNT})", step.line)
+            warn(f"{where(gpu, tb, step)}: cnt={step.cnt} (the MSCCL runtime requires cnt < {MAX_CNT})", step.line)
     if kind.sends and tb.send < 0:
-        fail(f"{name}: sends, but tb {tb.id} has no send peer (send=-1)", step.line)
+        fail(f"{where(gpu, tb, step)}: sends, but tb {tb.id} has no send peer (send=-1)", step.line)
     if kind.receives and tb.recv < 0:
-        fail(f"{name}: receives, but tb {tb.id} has no receive peer (recv=-1)", step.line)
+        fail(f"{where(gpu, tb, step)}: receives, but tb {tb.id} has no receive peer (recv=-1)", step.line)
     for used, side, buf, off, verb in (
         (kind.reads_src, "src", step.srcbuf, step.srcoff, "reads"),
         (kind.stores, "dst", step.dstbuf, step.dstoff, "writes"),
@@ -157,7 +156,7 @@ def _check_step(gpu: int, tb: Threadblock, index: int, step: Step, sizes, tbs, f
         size = sizes[buf]
         if off < 0 or off + step.cnt > size:
             fail(
-                f"{name}: {verb} {buf}[{off}:{off + step.cnt}] beyond the {size} chunks of gpu {gpu}'s "
+                f"{where(gpu, tb, step)}: {verb} {buf}[{off}:{off + step.cnt}] beyond the {size} chunks of gpu {gpu}'s "
                 f"{_BUFFER_NAMES[buf]} buffer ({buf}_chunks={size})",
                 step.line,
             )
@@ -165,16 +164,16 @@ def _check_step(gpu: int, tb: Threadblock, index: int, step: Step, sizes, tbs, f
         return
     target_tb = tbs.get(step.depid)
     if target_tb is None:
-        fail(f"{name}: depends on tb {step.depid}, which gpu {gpu} does not have (tb ids 0..{len(tbs) - 1})", step.line)
+        fail(f"{where(gpu, tb, step)}: depends on tb {step.depid}, which gpu {gpu} does not have (tb ids 0..{len(tbs) - 1})", step.line)
     if not 0 <= step.deps < len(target_tb.steps):
         fail(
-            f"{name}: depends on step {step.deps} of tb {step.depid}, which has only {len(target_tb.steps)} steps",
+            f"{where(gpu, tb, step)}: depends on step {step.deps} of tb {step.depid}, which has only {len(target_tb.steps)} steps",
             step.line,
         )
     target = target_tb.steps[step.deps]
     if not target.hasdep:
         warn(
-            f"{name}: depends on tb {step.depid} step {step.deps} (line {target.line}), whose hasdep=0; "
+            f"{where(gpu, tb, step)}: depends on tb {step.depid} step {step.deps} (line {target.line}), whose hasdep=0; "
             "the MSCCL runtime publishes completion only for hasdep=1 steps and would wait forever",
             step.line,
         )

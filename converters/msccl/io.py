@@ -19,9 +19,12 @@ from pathlib import Path
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.converters.chakra_et.writer import write_files_atomically
+from chakra_collectives.converters.msccl.lift import lift_algorithm
 from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.converters.msccl.program import Program
 from chakra_collectives.converters.msccl.xml_reader import parse_documents, read_text
+from chakra_collectives.converters.msccl.xml_writer import format_program
 
 
 class MscclWarning(UserWarning):
@@ -70,4 +73,42 @@ def choose_program(programs: list[Program], index: int | None, path: str | Path 
     return programs[index]
 
 
-__all__ = ["MscclWarning", "choose_program", "read_msccl", "read_programs"]
+def to_program(
+    algo: CollectiveAlgorithm,
+    *,
+    fuse: bool = True,
+    proto: str = "Simple",
+    name: str | None = None,
+    min_bytes: int = 0,
+    max_bytes: int = 0,
+) -> Program:
+    """The MSCCL-IR program of ``algo`` (see :mod:`.lift`); runtime-limit problems are warned."""
+    lifted = lift_algorithm(algo, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
+    for message in lifted.warnings:
+        warnings.warn(MscclWarning(message), stacklevel=3)
+    return lifted.program
+
+
+def write_msccl(
+    algo: CollectiveAlgorithm,
+    path: str | Path,
+    *,
+    fuse: bool = True,
+    proto: str = "Simple",
+    name: str | None = None,
+    min_bytes: int = 0,
+    max_bytes: int = 0,
+) -> Program:
+    """Write ``algo`` as an MSCCL-IR XML file the MSCCL runtime loads; return the program.
+
+    ``fuse`` merges receive chains into rcs/rrc/rrs/rrcs steps (fewer steps, same operations
+    when read back). ``proto`` is the NCCL protocol (Simple, LL, LL128); ``min_bytes`` and
+    ``max_bytes`` the message-size range the runtime should use the algorithm for (0 = any).
+    The file is written under a temporary name and renamed, so a failure leaves nothing behind.
+    """
+    program = to_program(algo, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
+    write_files_atomically([Path(path)], [format_program(program).encode("utf-8")])
+    return program
+
+
+__all__ = ["MscclWarning", "choose_program", "read_msccl", "read_programs", "to_program", "write_msccl"]

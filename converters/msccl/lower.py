@@ -373,20 +373,34 @@ class _RankLowering:
 
     # -- a topological order that interleaves threadblocks step by step
     def ordered(self) -> tuple[list[tuple], list[list[int]]]:
+        """Rows and rank-local dependencies in a topological order, preferring ``keys`` order."""
         size = len(self.rows)
+        keys = self.keys
+        order = sorted(range(size), key=keys.__getitem__)
+        position = [0] * size
+        for n, i in enumerate(order):
+            position[i] = n
+        if not all(position[d] < position[i] for i in range(size) for d in self.deps[i]):
+            order = self._kahn()
+            for n, i in enumerate(order):
+                position[i] = n
+        rows = [self.rows[i] for i in order]
+        deps = [sorted(position[d] for d in self.deps[i]) for i in order]
+        return rows, deps
+
+    def _kahn(self) -> list[int]:
+        size = len(self.rows)
+        keys = self.keys
         dependents: list[list[int]] = [[] for _ in range(size)]
         waiting = [len(d) for d in self.deps]
         for i, deps in enumerate(self.deps):
             for d in deps:
                 dependents[d].append(i)
-        keys = self.keys
         heap = [keys[i] for i in range(size) if waiting[i] == 0]
         heapq.heapify(heap)
-        position = [0] * size
         order: list[int] = []
         while heap:
             i = heapq.heappop(heap)[2]
-            position[i] = len(order)
             order.append(i)
             for j in dependents[i]:
                 waiting[j] -= 1
@@ -394,9 +408,7 @@ class _RankLowering:
                     heapq.heappush(heap, keys[j])
         if len(order) < size:
             self._raise_cycle(set(range(size)) - set(order))
-        rows = [self.rows[i] for i in order]
-        deps = [sorted(position[d] for d in self.deps[i]) for i in order]
-        return rows, deps
+        return order
 
     def _raise_cycle(self, stuck: set[int]) -> None:
         node = min(stuck)

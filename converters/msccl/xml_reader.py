@@ -150,22 +150,50 @@ def _parse_one(text: str, path: str | Path | None) -> Program:
 
 def _step(element, where: "_Where") -> Step:
     a = element.attrib
-    line = element.sourceline
     get = a.get
-    type_text = get("type")
-    step_type = _STEP_TYPES.get(type_text) if type_text is not None else None
-    if step_type is None:
-        if type_text is None:
-            raise where.error("<step> lacks attribute type", line)
-        try:
-            StepType.parse(type_text)
-        except InputError as error:
-            raise error.located(path=where.path, line=line) from None
+    try:  # fast path for well-formed steps; anything unusual is diagnosed by _checked_step
+        step_type = _STEP_TYPES[get("type")]
+        srcbuf = get("srcbuf")
+        dstbuf = get("dstbuf")
+        if srcbuf not in _LETTERS or dstbuf not in _LETTERS:
+            raise ValueError
+        return Step(
+            int(get("s")),
+            step_type,
+            srcbuf,
+            int(get("srcoff")),
+            dstbuf,
+            int(get("dstoff")),
+            int(get("cnt")),
+            int(get("depid")),
+            int(get("deps")),
+            _FLAGS[get("hasdep")],
+            element.sourceline,
+        )
+    except (KeyError, TypeError, ValueError):
+        return _checked_step(element, where)
+
+
+_LETTERS = frozenset(BUFFER_LETTERS)
+_FLAGS = {"0": False, "1": True}
+
+
+def _checked_step(element, where: "_Where") -> Step:
+    """A step with optional attributes defaulted and every problem reported at its line."""
+    a = element.attrib
+    line = element.sourceline
+    type_text = a.get("type")
+    if type_text is None:
+        raise where.error("<step> lacks attribute type", line)
+    try:
+        step_type = StepType.parse(type_text)
+    except InputError as error:
+        raise error.located(path=where.path, line=line) from None
     integer = where.integer
-    srcbuf = get("srcbuf", "i")
-    dstbuf = get("dstbuf", "o")
+    srcbuf = a.get("srcbuf", "i")
+    dstbuf = a.get("dstbuf", "o")
     for name, letter in (("srcbuf", srcbuf), ("dstbuf", dstbuf)):
-        if letter not in BUFFER_LETTERS:
+        if letter not in _LETTERS:
             raise where.error(f"<step> {name}={letter!r} is not a buffer (i, o or s)", line)
     return Step(
         s=integer(a, "s", line, "step"),

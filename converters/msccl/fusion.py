@@ -1,0 +1,192 @@
+"""Group IR operations into MSCCL steps, fusing receive chains into rcs / rrc / rrs / rrcs.
+
+The exporter runs the algorithm once (eager sends, breadth-first) and keeps the completion
+position ``T`` of every operation. A *group* becomes one MSCCL step and executes, in the
+exported program, atomically at the position of its last operation, ``K = T(last)``. Every
+threadblock runs its steps in ``K`` order, so the exported program is deadlock-free whenever
+``K`` respects every dependency; a fusion is therefore accepted only when no operation outside
+the group depends on an inner operation of the group with ``T < K`` (then every group waits
+only for groups with a smaller ``K``, messages included, because a send is always the last
+operation of its group and a receive completes after its send).
+
+Patterns (``R`` receive, ``X`` reduce, ``S`` send; ``d``, ``s`` slots; ``t`` a scratch slot
+whose received value nothing else reads), each chosen so that the importer
+(:mod:`.lower`) turns the step back into exactly these operations:
+
+======================================  ======  ===========================
+operations                              step    XML src / dst
+======================================  ======  ===========================
+R->d; S d                               rcs     (sender's slot) / d
+R->d; X d+=s  (s, d disjoint)           rrc     s / d
+R->t; X d+=t                            rrc     d / d
+R->t; X t+=s; S t                       rrs     s / (receiver's slot)
+R->d; X d+=s; S d                       rrcs    s / d
+R->t; X d+=t; S d                       rrcs    d / d
+======================================  ======  ===========================
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.ir import Buffer, CollectiveAlgorithm, OpKind
+from chakra_collectives.converters.msccl.program import StepType
+
+SEND, RECV, REDUCE, COPY = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.REDUCE), int(OpKind.COPY)
+_SINGLE = {SEND: StepType.SEND, RECV: StepType.RECV, REDUCE: StepType.REDUCE, COPY: StepType.COPY}
+SCRATCH = int(Buffer.SCRATCH)
+
+
+class OpColumns:
+    """The algorithm's operations as Python lists (fast scalar access), with resolved slots."""
+
+    def __init__(self, algo: CollectiveAlgorithm) -> None:
+        ops = algo.ops
+        self.size = len(ops)
+        self.rank = ops.rank.tolist()
+        self.kind = ops.kind.tolist()
+        self.peer = ops.peer.tolist()
+        self.count = ops.count.tolist()
+        self.src = list(zip(ops.src_buf.tolist(), ops.src_off.tolist()))
+        self.dst = list(zip(ops.dst_buf.tolist(), ops.dst_off.tolist()))
+        rsb, rso = algo.resolve(ops.rank, ops.src_buf, ops.src_off)
+        rdb, rdo = algo.resolve(ops.rank, ops.dst_buf, ops.dst_off)
+        self.rsrc = list(zip(np.asarray(rsb).tolist(), np.asarray(rso).tolist()))
+        self.rdst = list(zip(np.asarray(rdb).tolist(), np.asarray(rdo).tolist()))
+        ptr = ops.dep_ptr.tolist()
+        idx = ops.dep_idx.tolist()
+        self.deps = [idx[ptr[i] : ptr[i + 1]] for i in range(self.size)]
+        self.dependents: list[list[int]] = [[] for _ in range(self.size)]
+        for i, deps in enumerate(self.deps):
+            for d in deps:
+                self.dependents[d].append(i)
+
+
+def disjoint(a: tuple[int, int], b: tuple[int, int], count: int) -> bool:
+    return a[0] != b[0] or a[1] + count <= b[1] or b[1] + count <= a[1]
+
+
+@dataclass(slots=True)
+class Group:
+    """Operations that become one step, in execution order (the last one defines ``K``)."""
+
+    ops: tuple[int, ...]
+    type: StepType
+    src_from: int = -1
+    """Operation whose local ``src`` (or, with ``dst_as_src``, ``dst``) is the step's ``src`` (-1: remote)."""
+    dst_as_src: bool = False
+
+    @property
+    def last(self) -> int:
+        return self.ops[-1]
+
+
+class _ScratchAccesses:
+    """Per (rank, scratch slot): accesses in execution order, to tell whether a value dies."""
+
+    def __init__(self, cols: OpColumns, position: list[int]) -> None:
+        index: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
+        for i in range(cols.size):
+            k = cols.kind[i]
+            n = cols.count[i]
+            r = cols.rank[i]
+            accesses = []
+            if k != RECV and cols.rsrc[i][0] == SCRATCH:
+                accesses.append((cols.rsrc[i][1], "r"))
+            if k != SEND and cols.rdst[i][0] == SCRATCH:
+                accesses.append((cols.rdst[i][1], "rw" if k == REDUCE else "w"))
+            for offset, mode in accesses:
+                for slot in range(offset, offset + n):
+                    index.setdefault((r, slot), []).append((position[i], i, mode))
+        for entries in index.values():
+            entries.sort()
+        self.index = index
+
+    def dies(self, rank: int, ref: tuple[int, int], count: int, writer: int, members: tuple[int, ...], position: list[int]) -> bool:
+        """True when the value ``writer`` stores in ``ref`` is read by ``members`` only."""
+        end = max(position[m] for m in members)
+        for slot in range(ref[1], ref[1] + count):
+            entries = self.index.get((rank, slot), [])
+            at = bisect_right(entries, (position[writer], writer, "~"))
+            for t, op, mode in entries[at:]:
+                if op in members:
+                    continue
+                if mode != "w" or t < end:
+                    return False
+                break
+        return True
+
+
+def form_groups(cols: OpColumns, position: list[int], *, fuse: bool, banned: set[int]) -> list[Group]:
+    """Every operation in exactly one group, groups listed in execution order of their first op."""
+    grouped = [False] * cols.size
+    groups: list[Group] = []
+    scratch = _ScratchAccesses(cols, position) if fuse else None
+    order = sorted(range(cols.size), key=position.__getitem__)
+    for i in order:
+        if grouped[i]:
+            continue
+        group = None
+        if fuse and cols.kind[i] == RECV and i not in banned:
+            group = _fused(cols, i, position, grouped, scratch)
+        if group is None:
+            k = cols.kind[i]
+            group = Group((i,), _SINGLE[k], src_from=i if k != RECV else -1)
+        for op in group.ops:
+            grouped[op] = True
+        groups.append(group)
+    return groups
+
+
+def _fused(cols: OpColumns, r: int, position: list[int], grouped: list[bool], scratch: _ScratchAccesses) -> Group | None:
+    n = cols.count[r]
+    d = cols.rdst[r]
+    rank = cols.rank[r]
+
+    def consumers(op: int, kind: int) -> list[int]:
+        return sorted(
+            (j for j in cols.dependents[op] if cols.kind[j] == kind and not grouped[j] and cols.count[j] == n),
+            key=position.__getitem__,
+        )
+
+    def safe(members: tuple[int, ...]) -> bool:
+        end = position[members[-1]]
+        return all(position[j] > end for m in members[:-1] for j in cols.dependents[m] if j not in members)
+
+    def dies(ref, members) -> bool:
+        return ref[0] == SCRATCH and scratch.dies(rank, ref, n, r, members, position)
+
+    def forward(op: int, ref) -> int | None:
+        sends = [j for j in consumers(op, SEND) if cols.rsrc[j] == ref]
+        return sends[0] if sends else None
+
+    candidates: list[Group] = []
+    for x in consumers(r, REDUCE):
+        if cols.rdst[x] == d and disjoint(cols.rsrc[x], d, n):  # d += s: the received slot keeps the result
+            s = forward(x, d)
+            if s is not None:
+                if dies(d, (r, x, s)):
+                    candidates.append(Group((r, x, s), StepType.RECV_REDUCE_SEND, src_from=x))
+                candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x))
+            candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x))
+            break
+        if cols.rsrc[x] == d and disjoint(cols.rdst[x], d, n) and dies(d, (r, x)):  # x += t: t dies
+            s = forward(x, cols.rdst[x])
+            if s is not None:
+                candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x, dst_as_src=True))
+            candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x, dst_as_src=True))
+            break
+    if not candidates:
+        s = forward(r, d)
+        if s is not None:
+            candidates.append(Group((r, s), StepType.RECV_COPY_SEND))
+    for group in candidates:
+        if safe(group.ops):
+            return group
+    return None
+
+
+__all__ = ["Group", "OpColumns", "disjoint", "form_groups"]
