@@ -9,7 +9,28 @@ Runtime limits (64 steps per threadblock, cnt < 72, 32 threadblocks per channel,
 and dependencies the runtime would hang on are reported as :class:`MscclWarning`.
 """
 
-from chakra_collectives.converters.msccl.io import MscclWarning, read_msccl, read_programs, to_program, write_msccl
+from chakra_collectives.converters.msccl.io import (
+    Imported,
+    MscclWarning,
+    export_msccl,
+    import_msccl,
+    read_msccl,
+    read_programs,
+    write_msccl,
+)
 from chakra_collectives.converters.msccl.program import Gpu, Program, Step, StepType, Threadblock
 
-__all__ = ["Gpu", "MscclWarning", "Program", "Step", "StepType", "Threadblock", "read_msccl", "read_programs", "to_program", "write_msccl"]
+__all__ = [
+    "Gpu",
+    "Imported",
+    "MscclWarning",
+    "Program",
+    "Step",
+    "StepType",
+    "Threadblock",
+    "export_msccl",
+    "import_msccl",
+    "read_msccl",
+    "read_programs",
+    "write_msccl",
+]

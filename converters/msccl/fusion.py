@@ -120,7 +120,7 @@ class _ScratchAccesses:
         return True
 
 
-def form_groups(cols: OpColumns, position: list[int], *, fuse: bool, banned: set[int]) -> list[Group]:
+def form_groups(cols: OpColumns, position: list[int], *, fuse: bool) -> list[Group]:
     """Every operation in exactly one group, groups listed in execution order of their first op."""
     grouped = [False] * cols.size
     groups: list[Group] = []
@@ -130,7 +130,7 @@ def form_groups(cols: OpColumns, position: list[int], *, fuse: bool, banned: set
         if grouped[i]:
             continue
         group = None
-        if fuse and cols.kind[i] == RECV and i not in banned:
+        if fuse and cols.kind[i] == RECV:
             group = _fused(cols, i, position, grouped, scratch)
         if group is None:
             k = cols.kind[i]

@@ -6,7 +6,7 @@
 >>> from chakra_collectives.verify import verify_algorithm
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     path = pathlib.Path(tmp) / "ring.xml"
-...     write_msccl(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), path)
+...     _ = write_msccl(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), path)
 ...     again = read_msccl(path, 2**20)
 >>> again.describe(), verify_algorithm(again).ok
 ('all-reduce over 4 ranks, 4 chunks, 60 ops (ring)', True)
@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.converters.chakra_et.writer import write_files_atomically
-from chakra_collectives.converters.msccl.lift import lift_algorithm
+from chakra_collectives.converters.msccl.lift import Lifted, lift_algorithm
 from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.converters.msccl.program import Program
 from chakra_collectives.converters.msccl.xml_reader import parse_documents, read_text
@@ -34,6 +35,29 @@ class MscclWarning(UserWarning):
 def read_programs(path: str | Path) -> list[Program]:
     """Every ``<algo>`` document of the file (text around and between them is ignored)."""
     return parse_documents(read_text(path), path)
+
+
+@dataclass
+class Imported:
+    """An imported document: the algorithm, the program it came from, and runtime warnings."""
+
+    algorithm: CollectiveAlgorithm
+    program: Program
+    warnings: list[str]
+
+
+def import_msccl(
+    path: str | Path,
+    size_bytes: int,
+    *,
+    index: int | None = None,
+    collective: Collective | None = None,
+    root: int | None = None,
+) -> Imported:
+    """Like :func:`read_msccl`, returning the program and the warnings instead of issuing them."""
+    program = choose_program(read_programs(path), index, path)
+    lowered = lower_program(program, size_bytes=size_bytes, path=path, collective=collective, root=root)
+    return Imported(lowered.algorithm, program, lowered.warnings)
 
 
 def read_msccl(
@@ -53,12 +77,10 @@ def read_msccl(
     :class:`MscclWarning`; errors are :class:`~chakra_collectives.errors.ChakraCollError` naming
     the XML line.
     """
-    programs = read_programs(path)
-    program = choose_program(programs, index, path)
-    lowered = lower_program(program, size_bytes=size_bytes, path=path, collective=collective, root=root)
-    for message in lowered.warnings:
+    imported = import_msccl(path, size_bytes, index=index, collective=collective, root=root)
+    for message in imported.warnings:
         warnings.warn(MscclWarning(message), stacklevel=2)
-    return lowered.algorithm
+    return imported.algorithm
 
 
 def choose_program(programs: list[Program], index: int | None, path: str | Path | None) -> Program:
@@ -73,20 +95,20 @@ def choose_program(programs: list[Program], index: int | None, path: str | Path 
     return programs[index]
 
 
-def to_program(
+def export_msccl(
     algo: CollectiveAlgorithm,
+    path: str | Path,
     *,
     fuse: bool = True,
     proto: str = "Simple",
     name: str | None = None,
     min_bytes: int = 0,
     max_bytes: int = 0,
-) -> Program:
-    """The MSCCL-IR program of ``algo`` (see :mod:`.lift`); runtime-limit problems are warned."""
+) -> Lifted:
+    """Like :func:`write_msccl`, returning the program and the warnings instead of issuing them."""
     lifted = lift_algorithm(algo, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
-    for message in lifted.warnings:
-        warnings.warn(MscclWarning(message), stacklevel=3)
-    return lifted.program
+    write_files_atomically([Path(path)], [format_program(lifted.program).encode("utf-8")])
+    return lifted
 
 
 def write_msccl(
@@ -101,14 +123,16 @@ def write_msccl(
 ) -> Program:
     """Write ``algo`` as an MSCCL-IR XML file the MSCCL runtime loads; return the program.
 
-    ``fuse`` merges receive chains into rcs/rrc/rrs/rrcs steps (fewer steps, same operations
+    ``fuse`` merges receive chains into rcs/rrc/rrs/rrcs steps (fewer steps, the same operations
     when read back). ``proto`` is the NCCL protocol (Simple, LL, LL128); ``min_bytes`` and
     ``max_bytes`` the message-size range the runtime should use the algorithm for (0 = any).
-    The file is written under a temporary name and renamed, so a failure leaves nothing behind.
+    Runtime-limit problems are issued as :class:`MscclWarning`. The file is written under a
+    temporary name and renamed, so a failure leaves nothing behind.
     """
-    program = to_program(algo, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
-    write_files_atomically([Path(path)], [format_program(program).encode("utf-8")])
-    return program
+    lifted = export_msccl(algo, path, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
+    for message in lifted.warnings:
+        warnings.warn(MscclWarning(message), stacklevel=2)
+    return lifted.program
 
 
-__all__ = ["MscclWarning", "choose_program", "read_msccl", "read_programs", "to_program", "write_msccl"]
+__all__ = ["Imported", "MscclWarning", "choose_program", "export_msccl", "import_msccl", "read_msccl", "read_programs", "write_msccl"]

@@ -5,14 +5,15 @@
 2. Operations are grouped into steps, receive chains fused into rcs/rrc/rrs/rrcs
    (:mod:`.fusion`); a step sits at ``K`` = the position of its last operation.
 3. Channels: MSCCL pairs the messages of a connection (sender, receiver, channel) in FIFO
-   order, the k-th send with the k-th receive. The messages from A to B are split into the
-   fewest chains whose order is the same on both ends (sender order = ``K`` of the sending
-   steps, receiver order = ``K`` of the receiving steps); chain ``c`` is channel ``c``.
+   order, the k-th send with the k-th receive, and a fused step's two connections must
+   belong to one threadblock (one channel, one receive peer, one send peer). A message and
+   the messages fused steps forward it as form a *flow*; flows are placed, in execution
+   order, on the lowest channel where every connection keeps one order on both ends (sender
+   order = ``K`` of the sending steps, receiver order = ``K`` of the receiving steps) and every
+   rank forwards between each pair of peers on that channel one way only.
 4. Threadblocks: one per connection endpoint, a receive connection and a send connection
    sharing one when fused steps forward from one to the other (or when they talk to the same
-   peer); local steps join the threadblock of the dependency they wait for last. A fused step
-   whose two connections cannot share a threadblock (different channels, or a competing
-   pairing) is split and the layout recomputed.
+   peer); local steps join the threadblock of the dependency they wait for last.
 5. Each threadblock runs its steps in ``K`` order; a dependency on another threadblock becomes
    ``depid``/``deps`` (the latest step of each threadblock waited for, minus those an earlier
    step of the same threadblock already waited for), several of them a run of ``nop`` steps;
@@ -21,6 +22,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,13 +75,8 @@ def lift_algorithm(
         position[i] = t
     cols = OpColumns(algo)
     partner = matching.partner.tolist()
-    banned: set[int] = set()
-    while True:
-        groups = form_groups(cols, position, fuse=fuse, banned=banned)
-        layout = _Layout(algo.num_ranks, cols, groups, position, partner)
-        if not layout.conflicts:
-            break
-        banned |= layout.conflicts
+    groups = form_groups(cols, position, fuse=fuse)
+    layout = _Layout(algo.num_ranks, cols, groups, position, partner)
     program = Program(
         name=name if name is not None else (algo.name or "chakra-collectives"),
         coll=COLL_NAMES[algo.collective],
@@ -113,7 +110,7 @@ def _check_exportable(algo: CollectiveAlgorithm) -> None:
 
 
 class _Layout:
-    """Channels and threadblocks for a grouping; ``conflicts`` lists the fusions to undo."""
+    """Channels, threadblocks and steps for a grouping of the operations into steps."""
 
     def __init__(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int]) -> None:
         self.num_ranks = num_ranks
@@ -126,31 +123,43 @@ class _Layout:
         for g, group in enumerate(groups):
             for op in group.ops:
                 self.group_of[op] = g
-        self.channel = self._channels()
-        self.pairs, self.conflicts = self._pair_connections()
+        self.channel, self.pairs = self._assign_channels()
 
-    # -- 3. channels: FIFO-consistent chains of messages per (sender, receiver)
-    def _channels(self) -> dict[int, int]:
-        """Channel of every message, keyed by its send operation."""
-        cols, key, group_of = self.cols, self.key, self.group_of
-        by_pair: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-        for i in range(cols.size):
-            if cols.kind[i] == SEND:
-                r = self.partner[i]
-                by_pair.setdefault((cols.rank[i], cols.peer[i]), []).append((key[group_of[i]], key[group_of[r]], i))
+    # -- 3 and 4. channels and which connections share a threadblock
+    def _assign_channels(self) -> tuple[dict[int, int], dict[tuple[int, int, int], int]]:
+        """Channel of every message (keyed by its send operation) and the threadblock pairings.
+
+        A *flow* is a message and the messages fused steps forward it as; its messages share
+        one channel, so every fused step finds its receive and send connection in one
+        threadblock. Flows are placed in execution order on the lowest channel where (a) every
+        connection keeps the same order on both ends and (b) each rank's forwarding routes
+        ``recv peer -> send peer`` on that channel still pair each peer once. Returns the
+        channels and ``{(rank, chan, recv peer): send peer}``.
+        """
+        cols, key, group_of, partner = self.cols, self.key, self.group_of, self.partner
+        forward: dict[int, int] = {}
+        for group in self.groups:
+            received = [op for op in group.ops if cols.kind[op] == RECV]
+            sent = [op for op in group.ops if cols.kind[op] == SEND]
+            if received and sent:
+                forward[partner[received[0]]] = sent[0]
+        forwarded = set(forward.values())
+        heads = sorted(
+            (i for i in range(cols.size) if cols.kind[i] == SEND and i not in forwarded), key=lambda i: key[group_of[i]]
+        )
+        placement = _Placement()
         channel: dict[int, int] = {}
-        for messages in by_pair.values():
-            messages.sort()
-            tails: list[int] = []  # receiver key of each chain's last message; decreasing
-            for _, receive_key, send in messages:
-                # best fit: the chain whose last receiver key is the largest one below this one
-                at = _first_below(tails, receive_key)
-                if at == len(tails):
-                    tails.append(receive_key)
-                else:
-                    tails[at] = receive_key
-                channel[send] = at
-        return channel
+        for head in heads:
+            flow = [head]
+            while flow[-1] in forward:
+                flow.append(forward[flow[-1]])
+            messages = [(cols.rank[m], cols.peer[m], key[group_of[m]], key[group_of[partner[m]]]) for m in flow]
+            chan = 0
+            while not placement.place(messages, chan):
+                chan += 1
+            for m in flow:
+                channel[m] = chan
+        return channel, placement.pairs()
 
     def _endpoints(self, g: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
         """(send peer, channel) and (receive peer, channel) of group ``g``'s step."""
@@ -162,34 +171,6 @@ class _Layout:
             elif cols.kind[op] == RECV:
                 recv = (cols.peer[op], self.channel[self.partner[op]])
         return send, recv
-
-    # -- 4. threadblocks
-    def _pair_connections(self) -> tuple[dict[tuple[int, int, int], int], set[int]]:
-        """Receive/send connections that share a threadblock, and fused steps that do not fit.
-
-        Returns ``{(rank, chan, recv peer): send peer}`` and the receive operations whose fusion
-        must be undone (its two connections are on different channels, or a pairing that more
-        fused steps want took one of them).
-        """
-        banned: set[int] = set()
-        wanted: dict[tuple[int, int, int, int], list[int]] = {}
-        for g, group in enumerate(self.groups):
-            send, recv = self._endpoints(g)
-            if send is None or recv is None:
-                continue
-            if send[1] != recv[1]:
-                banned.add(group.ops[0])
-            else:
-                wanted.setdefault((self.cols.rank[group.ops[0]], send[1], recv[0], send[0]), []).append(group.ops[0])
-        pairs: dict[tuple[int, int, int], int] = {}
-        taken_send: set[tuple[int, int, int]] = set()
-        for (rank, chan, q, p), receives in sorted(wanted.items(), key=lambda item: (-len(item[1]), item[0])):
-            if (rank, chan, q) in pairs or (rank, chan, p) in taken_send:
-                banned.update(receives)
-            else:
-                pairs[rank, chan, q] = p
-                taken_send.add((rank, chan, p))
-        return pairs, banned
 
     def build(self, program: Program, algo: CollectiveAlgorithm) -> None:
         """Fill ``program`` with GPUs, threadblocks and steps."""
@@ -358,16 +339,51 @@ def gpu_scratch_end(step: Step) -> int:
     return end
 
 
-def _first_below(tails: list[int], value: int) -> int:
-    """Index of the first chain whose tail is below ``value`` (tails decrease), or len(tails)."""
-    low, high = 0, len(tails)
-    while low < high:
-        mid = (low + high) // 2
-        if tails[mid] < value:
-            high = mid
-        else:
-            low = mid + 1
-    return low
+class _Placement:
+    """Messages placed so far: per connection the step keys on both ends; per rank the routes."""
+
+    def __init__(self) -> None:
+        self.connections: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.routes: dict[tuple[int, int], tuple[dict[int, int], dict[int, int]]] = {}
+
+    def place(self, messages: list[tuple[int, int, int, int]], chan: int) -> bool:
+        """Put a flow of ``(sender, receiver, sender key, receiver key)`` on ``chan`` if it fits."""
+        done: list = []
+        for n, (sender, receiver, sent, received) in enumerate(messages):
+            senders, receivers = self.connections.setdefault((sender, receiver, chan), ([], []))
+            at = bisect_left(senders, sent)
+            if bisect_left(receivers, received) != at:  # the two ends would disagree on the order
+                return self._undo(done)
+            senders.insert(at, sent)
+            receivers.insert(at, received)
+            done.append(("message", senders, receivers, at))
+            if n + 1 < len(messages):
+                into, out = self.routes.setdefault((receiver, chan), ({}, {}))
+                after = messages[n + 1][1]
+                if into.get(sender, after) != after or out.get(after, sender) != sender:
+                    return self._undo(done)
+                if sender not in into:
+                    into[sender] = after
+                    out[after] = sender
+                    done.append(("route", into, out, sender, after))
+        return True
+
+    @staticmethod
+    def _undo(done: list) -> bool:
+        for entry in reversed(done):
+            if entry[0] == "message":
+                _, senders, receivers, at = entry
+                del senders[at]
+                del receivers[at]
+            else:
+                _, into, out, sender, after = entry
+                del into[sender]
+                del out[after]
+        return False
+
+    def pairs(self) -> dict[tuple[int, int, int], int]:
+        """``{(rank, chan, recv peer): send peer}`` of every route."""
+        return {(rank, chan, q): p for (rank, chan), (into, _) in self.routes.items() for q, p in into.items()}
 
 
 __all__ = ["COLL_NAMES", "Lifted", "lift_algorithm"]

@@ -7,7 +7,7 @@ are XML-escaped.
 >>> tb = Threadblock(id=0, send=1, steps=[Step(s=0, type=StepType.SEND, srcbuf="i", srcoff=0, dstbuf="o", dstoff=0, cnt=1)])
 >>> program = Program(name="a<b", coll="custom", ngpus=1, nchunksperloop=1, nchannels=1, inplace=False,
 ...                   gpus=[Gpu(id=0, i_chunks=1, o_chunks=0, s_chunks=0, threadblocks=[tb])])
->>> print(format_program(program))
+>>> print(format_program(program), end="")
 <algo name="a&lt;b" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="1" coll="custom" inplace="0">
   <gpu id="0" i_chunks="1" o_chunks="0" s_chunks="0">
     <tb id="0" send="1" recv="-1" chan="0">
