@@ -41,6 +41,11 @@ class ChakraCollError(Exception):
         self.rank = rank
         self.node = node
 
+    def __reduce__(self):
+        # keep the location fields when an error crosses a process boundary
+        location = {"path": self.path, "line": self.line, "rank": self.rank, "node": self.node}
+        return (_rebuild, (type(self), self.message, location))
+
     def located(self, **where: object) -> "ChakraCollError":
         """Return the same error with missing location fields filled in from ``where``."""
         for key, value in where.items():
@@ -60,6 +65,10 @@ class ChakraCollError(Exception):
             parts.append(f"node {self.node}")
         parts.append(self.message)
         return ": ".join(parts)
+
+
+def _rebuild(kind: type, message: str, location: dict) -> ChakraCollError:
+    return kind(message, **location)
 
 
 class InputError(ChakraCollError):

@@ -88,3 +88,4 @@ def schema_document() -> str:
         "attributes": [asdict(a) for a in ATTRIBUTES.values()],
     }
     return json.dumps(document, indent=2) + "\n"
+

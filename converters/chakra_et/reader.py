@@ -10,6 +10,9 @@ understood: missing, truncated, not protobuf, wrong attribute types...) or an
 :class:`~chakra_collectives.errors.AlgorithmError` (it can be read, but its graph is broken:
 duplicate node ids, dependencies on missing nodes), naming file, rank and node id.
 
+Large inputs are decoded by two processes (one per core of the machines this tool targets)
+when the machine has them; the result is identical.
+
 >>> import tempfile, pathlib
 >>> from chakra_collectives.ir import Collective
 >>> from chakra_collectives.synth.baselines import ring
@@ -23,32 +26,27 @@ True
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
-from dataclasses import dataclass, field
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import (
-    COMM_COLL_NODE,
-    COMM_RECV_NODE,
-    COMM_SEND_NODE,
-    COMP_NODE,
-    AttributeProto,
-    GlobalMetadata,
-    NodeType,
-)
-from google.protobuf.message import DecodeError
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, NodeType
 
-from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.errors import InputError
 from chakra_collectives.ir import NONE, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.converters.chakra_et.attributes import FORMAT
-from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
+from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_nodes
+from chakra_collectives.converters.chakra_et.stream import load_bytes
 
 _RANK_FILE = re.compile(r"^(?P<stem>.+)\.(?P<rank>\d+)\.et(?P<gz>\.gz)?$")
-_INTEGER_FIELDS = frozenset(
-    "int32_val int64_val uint32_val uint64_val sint32_val sint64_val fixed32_val fixed64_val sfixed32_val sfixed64_val".split()
-)
+PARALLEL_BYTES = 16 * 2**20
+"""Inputs larger than this (all rank files together) are decoded by two processes."""
 
 
 # ---------------------------------------------------------------------------- file discovery
@@ -83,224 +81,144 @@ def rank_files(prefix: str | Path) -> list[Path]:
     return [found[r][0] for r in range(len(found))]
 
 
-# ---------------------------------------------------------------------------- one file
+# ---------------------------------------------------------------------------- one file -> operations
 @dataclass
-class RankFile:
-    """One rank file, decoded into operation columns (rank-local)."""
+class RankOperations:
+    """One rank file's operations as IR columns (dependencies as rank-local positions)."""
 
-    path: Path
     rank: int
+    path: Path
     metadata: dict[str, Any]
-    columns: dict[str, list]
-    deps: list[tuple[int, ...]]
-    node_ids: list[int]
-    ours: bool = field(default=False)
+    columns: dict[str, np.ndarray]
+    dep_ptr: np.ndarray
+    dep_pos: np.ndarray
+
+    @property
+    def ours(self) -> bool:
+        return self.metadata.get("cc_format") == FORMAT
+
+    @property
+    def size(self) -> int:
+        return len(self.columns["kind"])
 
 
-def _decode_attribute(data: bytes) -> tuple[str, str | None, Any]:
-    attr = AttributeProto()
-    attr.ParseFromString(data)
-    kind = attr.WhichOneof("value")
-    if kind is None:
-        return attr.name, None, None
-    value = getattr(attr, kind)
-    if kind.endswith("_list"):
-        value = tuple(value.values)
-    return attr.name, kind, value
-
-
-def _read_metadata(record: bytes, path: Path) -> dict[str, Any]:
-    metadata = GlobalMetadata()
-    try:
-        metadata.ParseFromString(record)
-    except DecodeError:
-        raise InputError("first record is not a Chakra GlobalMetadata", path=path) from None
-    size = metadata.ByteSize()
-    metadata.DiscardUnknownFields()
-    if metadata.ByteSize() != size:
-        raise InputError("first record is not a Chakra GlobalMetadata (it has fields GlobalMetadata does not)", path=path)
-    values: dict[str, Any] = {"version": metadata.version}
-    for attr in metadata.attr:
-        kind = attr.WhichOneof("value")
-        value = getattr(attr, kind) if kind else None
-        values[attr.name] = tuple(value.values) if kind and kind.endswith("_list") else value
-    return values
-
-
-class _NodeDecoder:
-    """Turns NodeView messages into operation rows; attributes decode once per distinct value."""
-
-    def __init__(self) -> None:
-        self._attrs: dict[bytes, tuple[str, str | None, Any]] = {}
-        self._rows: dict[tuple, tuple] = {}
-
-    def attributes(self, raw: tuple[bytes, ...], where: dict[str, Any]) -> dict[str, tuple[str | None, Any]]:
-        found: dict[str, tuple[str | None, Any]] = {}
-        for data in raw:
-            decoded = self._attrs.get(data)
-            if decoded is None:
-                try:
-                    decoded = _decode_attribute(data)
-                except DecodeError:
-                    raise InputError("malformed attribute", **where) from None
-                if len(self._attrs) < 1_000_000:
-                    self._attrs[data] = decoded
-            found[decoded[0]] = decoded[1:]
-        return found
-
-    def row(self, node_type: int, duration_micros: int, raw: tuple[bytes, ...], where: dict[str, Any]) -> tuple:
-        """``(kind, peer, tag, src_buf, src_off, dst_buf, dst_off, count, nbytes, duration_ns)``."""
-        key = (node_type, duration_micros, raw)
-        row = self._rows.get(key)
-        if row is None:
-            row = self._make_row(node_type, duration_micros, self.attributes(raw, where), where)
-            if len(self._rows) < 1_000_000:
-                self._rows[key] = row
-        return row
-
-    def _make_row(self, node_type: int, duration_micros: int, attrs: dict, where: dict[str, Any]) -> tuple:
-        if node_type in (COMM_SEND_NODE, COMM_RECV_NODE):
-            sending = node_type == COMM_SEND_NODE
-            if attrs.get("is_cpu_op", (None, False))[1] is True:
-                raise InputError("a communication node has is_cpu_op = true (ASTRA-sim throws)", **where)
-            peer = _integer(attrs, "comm_dst" if sending else "comm_src", where)
-            nbytes = _integer(attrs, "comm_size", where)
-            tag = _integer(attrs, "comm_tag", where)
-            if nbytes <= 0:
-                raise InputError(f"comm_size is {nbytes} (ASTRA-sim needs a positive size)", **where)
-            ref = _chunk_ref(attrs, "cc_src" if sending else "cc_dst", where)
-            kind = OpKind.SEND if sending else OpKind.RECV
-            buf, off, count = ref if ref else (NONE, NONE, NONE)
-            if sending:
-                return (kind, peer, tag, buf, off, NONE, NONE, count, nbytes, float("nan"))
-            return (kind, peer, tag, NONE, NONE, buf, off, count, nbytes, float("nan"))
-        if node_type == COMP_NODE:
-            exact = attrs.get("cc_duration_ns")
-            op = attrs.get("cc_op", (None, None))[1]
-            if exact is not None and exact[0] not in ("double_val", "float_val"):
-                raise InputError(f"cc_duration_ns is {exact[0]}, expected double_val", **where)
-            if op is None:
-                duration = exact[1] if exact else duration_micros * 1000.0
-                return (OpKind.COMPUTE, NONE, NONE, NONE, NONE, NONE, NONE, NONE, NONE, float(duration))
-            if op not in ("reduce", "copy"):
-                raise InputError(f"cc_op {op!r} is neither 'reduce' nor 'copy'", **where)
-            src = _chunk_ref(attrs, "cc_src", where)
-            dst = _chunk_ref(attrs, "cc_dst", where)
-            if src is None or dst is None or src[2] != dst[2]:
-                raise InputError(f"a {op} needs cc_src and cc_dst with the same count", **where)
-            if exact:
-                duration = float(exact[1])
-            else:
-                duration = duration_micros * 1000.0 if duration_micros else float("nan")
-            kind = OpKind.REDUCE if op == "reduce" else OpKind.COPY
-            return (kind, NONE, NONE, src[0], src[1], dst[0], dst[1], src[2], NONE, duration)
-        if node_type in NodeType.values():
-            name = NodeType.Name(node_type)
-            hint = " (ASTRA-sim deadlocks on it inside a custom collective)" if node_type == COMM_COLL_NODE else ""
-            raise InputError(f"{name} cannot be part of a collective algorithm{hint}", **where)
-        raise InputError(f"unknown node type {node_type}", **where)
-
-
-def _integer(attrs: dict, name: str, where: dict[str, Any]) -> int:
-    found = attrs.get(name)
-    if found is None:
-        raise InputError(f"missing attribute {name} (ASTRA-sim aborts without it)", **where)
-    kind, value = found
-    if kind not in _INTEGER_FIELDS:
-        raise InputError(f"attribute {name} is {kind}; ASTRA-sim needs an integer type", **where)
-    return int(value)
-
-
-def _chunk_ref(attrs: dict, name: str, where: dict[str, Any]) -> tuple[int, int, int] | None:
-    found = attrs.get(name)
-    if found is None:
-        return None
-    kind, value = found
-    if kind != "int64_list" or len(value) != 3:
-        raise InputError(f"attribute {name} must be an int64_list [buffer, offset, count]", **where)
-    buf, off, count = value
-    if buf not in (0, 1, 2) or off < 0 or count < 0:
-        raise InputError(f"attribute {name} = {list(value)} is not a valid [buffer, offset, count]", **where)
-    return buf, off, count
-
-
-def read_rank_file(path: Path, rank: int, decoder: _NodeDecoder | None = None) -> RankFile:
-    """Decode one rank file (see :func:`read_algorithm`)."""
-    decoder = decoder or _NodeDecoder()
-    data = load_bytes(path)
-    if not data:
-        raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
-    bounds = split_records(data, path)
-    _, payload_start, end = bounds[0]
-    metadata = _read_metadata(data[payload_start:end], path)
-    if len(bounds) == 1:
-        raise InputError("no nodes after the GlobalMetadata (ASTRA-sim cannot run an empty rank file)", path=path, rank=rank)
-    try:
-        nodes = parse_nodes(data, bounds[1:])
-    except DecodeError:
-        _raise_bad_record(data, bounds, path, rank)
-    columns: dict[str, list] = {
-        name: [] for name in ("kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "nbytes", "duration_ns")
-    }
-    rows: list[tuple] = []
-    node_ids: list[int] = []
-    raw_deps: list[tuple[int, ...]] = []
-    row_of = decoder.row
-    where = {"path": path, "rank": rank, "node": None}
-    for node in nodes:
-        node_id = node.id
-        where["node"] = node_id
-        rows.append(row_of(node.type, node.duration_micros, tuple(node.attr), where))
-        node_ids.append(node_id)
-        ctrl = node.ctrl_deps
-        raw_deps.append(tuple(node.data_deps) + tuple(ctrl) if ctrl else tuple(node.data_deps))
-    for name, values in zip(columns, zip(*rows)):
-        columns[name] = list(values)
-    return RankFile(
-        path=path,
+def read_rank_file(path: Path, rank: int) -> RankOperations:
+    """Decode one rank file into operation columns (see :func:`read_algorithm`)."""
+    nodes = decode_nodes(load_bytes(path), path, rank=rank)
+    return RankOperations(
         rank=rank,
-        metadata=metadata,
-        columns=columns,
-        deps=_resolve_deps(node_ids, raw_deps, path, rank),
-        node_ids=node_ids,
-        ours=metadata.get("cc_format") == FORMAT,
+        path=path,
+        metadata=nodes.metadata,
+        columns=_operation_columns(nodes),
+        dep_ptr=nodes.dep_ptr,
+        dep_pos=nodes.dep_pos,
     )
 
 
-def _raise_bad_record(data: bytes, bounds: list[tuple[int, int, int]], path: Path, rank: int):
-    for index, (start, payload_start, end) in enumerate(bounds[1:], start=1):
-        try:
-            parse_node(data[payload_start:end])
-        except DecodeError:
-            raise InputError(f"record {index} (byte {start}) is not a Chakra Node", path=path, rank=rank) from None
-    raise InputError("the node records are not valid Chakra Nodes", path=path, rank=rank)
+def _valid_chunk_ref(kind: str | None, value: Any) -> bool:
+    """``[buffer, offset, count]`` with buffer 0/1/2 (input/output/scratch) and no negatives."""
+    return kind == "int64_list" and len(value) == 3 and value[0] in (0, 1, 2) and value[1] >= 0 and value[2] >= 0
 
 
-def _resolve_deps(node_ids: list[int], raw_deps: list[tuple[int, ...]], path: Path, rank: int) -> list[tuple[int, ...]]:
-    """Dependencies as positions in the file; duplicate ids and dangling deps are errors."""
-    if node_ids == list(range(len(node_ids))):
-        position = None
-    else:
-        position = {}
-        for index, node_id in enumerate(node_ids):
-            if position.setdefault(node_id, index) != index:
-                raise AlgorithmError(f"duplicate node id (also record {position[node_id] + 1})", path=path, rank=rank, node=node_id)
-    count = len(node_ids)
-    resolved = []
-    for node_id, deps in zip(node_ids, raw_deps):
-        if position is None:
-            for dep in deps:
-                if dep >= count:
-                    raise AlgorithmError(f"depends on node {dep}, which is not in the file", path=path, rank=rank, node=node_id)
-            resolved.append(deps)
-        else:
-            try:
-                resolved.append(tuple(position[d] for d in deps))
-            except KeyError as missing:
-                raise AlgorithmError(
-                    f"depends on node {missing.args[0]}, which is not in the file", path=path, rank=rank, node=node_id
-                ) from None
-    return resolved
+def _ref_buffer(kind: str | None, value: Any) -> int | None:
+    return value[0] if _valid_chunk_ref(kind, value) else None
+
+
+def _ref_offset(kind: str | None, value: Any) -> int | None:
+    return value[1] if _valid_chunk_ref(kind, value) else None
+
+
+def _ref_count(kind: str | None, value: Any) -> int | None:
+    return value[2] if _valid_chunk_ref(kind, value) else None
+
+
+_CHUNK_REF_PARTS = (_ref_buffer, _ref_offset, _ref_count)
+
+
+def _as_bool(kind: str | None, value: Any) -> bool | None:
+    return bool(value) if kind == "bool_val" else None
+
+
+def _as_float(kind: str | None, value: Any) -> float | None:
+    return float(value) if kind in ("double_val", "float_val") else None
+
+
+def _as_local_op(kind: str | None, value: Any) -> str | None:
+    return value if kind == "string_val" and value in ("reduce", "copy") else None
+
+
+def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
+    types = nodes.types
+    send = types == COMM_SEND_NODE
+    recv = types == COMM_RECV_NODE
+    comp = types == COMP_NODE
+    comm = send | recv
+    other = np.flatnonzero(~(comm | comp))
+    if len(other):
+        node_type = int(types[other[0]])
+        if node_type in NodeType.values():
+            hint = " (ASTRA-sim deadlocks on it inside a custom collective)" if node_type == COMM_COLL_NODE else ""
+            raise nodes.error(int(other[0]), f"{NodeType.Name(node_type)} cannot be part of a collective algorithm{hint}")
+        raise nodes.error(int(other[0]), f"unknown node type {node_type}")
+    attrs = nodes.attributes
+    why = " (ASTRA-sim aborts without it)"
+    destination = attrs.integer("comm_dst", nodes, required=send, why=why)
+    source = attrs.integer("comm_src", nodes, required=recv, why=why)
+    size = attrs.integer("comm_size", nodes, required=comm, why=why)
+    tag = attrs.integer("comm_tag", nodes, required=comm, why=why)
+    _refuse(nodes, comm & (size <= 0), "comm_size must be positive (ASTRA-sim aborts on 0)")
+    _, _, cpu = attrs.converted("is_cpu_op", _as_bool, fill=False, dtype=bool)
+    _refuse(nodes, comm & cpu, "a communication node has is_cpu_op = true (ASTRA-sim throws)")
+
+    refs = {}
+    for name in ("cc_src", "cc_dst"):
+        parts = [attrs.converted(name, part, fill=NONE, dtype=np.int64) for part in _CHUNK_REF_PARTS]
+        present, ok = parts[0][0], parts[0][1]
+        _refuse(nodes, present & ~ok, f"attribute {name} must be an int64_list [buffer, offset, count] with buffer 0, 1 or 2")
+        refs[name] = (present, np.column_stack([values for _, _, values in parts]))
+    op_present, op_ok, op = attrs.converted("cc_op", _as_local_op, fill="", dtype=object)
+    _refuse(nodes, comp & op_present & ~op_ok, "cc_op must be the string 'reduce' or 'copy'")
+    exact_present, exact_ok, exact = attrs.converted("cc_duration_ns", _as_float, fill=np.nan, dtype=np.float64)
+    _refuse(nodes, exact_present & ~exact_ok, "cc_duration_ns must be a double_val")
+
+    local = comp & op_ok
+    reduce = local & (op == "reduce")
+    src_present, src = refs["cc_src"]
+    dst_present, dst = refs["cc_dst"]
+    _refuse(
+        nodes,
+        local & ~(src_present & dst_present & (src[:, 2] == dst[:, 2])),
+        "a reduce/copy needs cc_src and cc_dst with the same count",
+    )
+    kind = np.select([send, recv, reduce, local], [OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY], OpKind.COMPUTE)
+    reads = send | local
+    writes = recv | local
+    chunk_moving = (send & src_present) | (recv & dst_present) | local
+    count = np.where(send, src[:, 2], dst[:, 2])
+    micros_ns = nodes.duration_micros * 1000.0
+    duration = np.where(
+        comp,
+        np.where(exact_present, exact, np.where(local & (nodes.duration_micros == 0), np.nan, micros_ns)),
+        np.nan,
+    )
+    return {
+        "kind": kind.astype(np.int8),
+        "peer": np.where(send, destination, np.where(recv, source, NONE)),
+        "tag": np.where(comm, tag, NONE),
+        "src_buf": np.where(reads & chunk_moving, src[:, 0], NONE),
+        "src_off": np.where(reads & chunk_moving, src[:, 1], NONE),
+        "dst_buf": np.where(writes & chunk_moving, dst[:, 0], NONE),
+        "dst_off": np.where(writes & chunk_moving, dst[:, 1], NONE),
+        "count": np.where(chunk_moving, count, NONE),
+        "nbytes": np.where(comm, size, NONE),
+        "duration_ns": duration,
+        "node_id": nodes.ids,
+    }
+
+
+def _refuse(nodes: NodeColumns, bad: np.ndarray, message: str) -> None:
+    if np.any(bad):
+        raise nodes.error(int(np.flatnonzero(bad)[0]), message)
 
 
 # ---------------------------------------------------------------------------- whole algorithm
@@ -309,32 +227,53 @@ def read_algorithm(
     *,
     collective: Collective | None = None,
     size_bytes: int | None = None,
+    workers: int | None = None,
 ) -> CollectiveAlgorithm:
     """Read ``PREFIX.{rank}.et`` for every rank into one :class:`CollectiveAlgorithm`.
 
     ``collective`` states (or overrides) the collective the files claim; ``size_bytes`` states
     the collective size of foreign files (ours record it; for foreign ones it is estimated as
     the largest message times the number of ranks, which is right for ring and direct
-    algorithms).
+    algorithms). ``workers`` processes decode the files (default: 2 for inputs over
+    :data:`PARALLEL_BYTES` on a machine with 2+ cores, else 1).
     """
     paths = rank_files(prefix)
-    decoder = _NodeDecoder()
-    files = [read_rank_file(path, rank, decoder) for rank, path in enumerate(paths)]
+    files = _read_all(paths, workers)
     first = files[0]
     if first.ours:
         _check_consistent(files)
         declared = int(first.metadata["cc_num_ranks"])
         if declared != len(files):
-            raise InputError(
-                f"metadata says {declared} ranks but {len(files)} rank files exist", path=first.path, rank=0
-            )
+            raise InputError(f"metadata says {declared} ranks but {len(files)} rank files exist", path=first.path, rank=0)
     return _assemble(files, collective, size_bytes)
+
+
+def _read_all(paths: list[Path], workers: int | None) -> list[RankOperations]:
+    if workers is None:
+        total = sum(p.stat().st_size for p in paths)
+        big = total > PARALLEL_BYTES and len(paths) > 1 and (os.cpu_count() or 1) > 1
+        workers = 2 if big else 1
+    # fork is only safe while this process runs a single thread (no progress-bar thread etc.)
+    if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [read_rank_file(path, rank) for rank, path in enumerate(paths)]
+    halves = [list(range(w, len(paths), workers)) for w in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
+        others = [pool.submit(_read_ranks, paths, ranks) for ranks in halves[1:]]
+        mine = _read_ranks(paths, halves[0])
+        results = {f.rank: f for f in mine}
+        for future in others:
+            results.update((f.rank, f) for f in future.result())
+    return [results[r] for r in range(len(paths))]
+
+
+def _read_ranks(paths: list[Path], ranks: list[int]) -> list[RankOperations]:
+    return [read_rank_file(paths[r], r) for r in ranks]
 
 
 _SHARED_METADATA = ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes", "cc_inplace", "cc_root", "cc_name")
 
 
-def _check_consistent(files: list[RankFile]) -> None:
+def _check_consistent(files: list[RankOperations]) -> None:
     first = files[0]
     for key in ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes"):
         if key not in first.metadata:
@@ -353,26 +292,19 @@ def _check_consistent(files: list[RankFile]) -> None:
                 )
 
 
-def _assemble(files: list[RankFile], collective: Collective | None, size_bytes: int | None) -> CollectiveAlgorithm:
+def _assemble(files: list[RankOperations], collective: Collective | None, size_bytes: int | None) -> CollectiveAlgorithm:
     num_ranks = len(files)
     meta = files[0].metadata
-    ours = files[0].ours
-    sizes = [len(f.node_ids) for f in files]
+    sizes = np.array([f.size for f in files], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    columns = {name: [] for name in files[0].columns}
-    dep_ptr = [0]
-    dep_idx: list[int] = []
-    for f, offset in zip(files, offsets):
-        for name, values in f.columns.items():
-            columns[name].extend(values)
-        for deps in f.deps:
-            dep_idx.extend(offset + d for d in deps)
-            dep_ptr.append(len(dep_idx))
+    columns = {name: np.concatenate([f.columns[name] for f in files]) for name in files[0].columns}
+    dep_counts = np.concatenate([np.diff(f.dep_ptr) for f in files])
+    dep_ptr = np.concatenate([[0], np.cumsum(dep_counts)])
+    dep_idx = np.concatenate([f.dep_pos + offset for f, offset in zip(files, offsets)])
     rank = np.repeat(np.arange(num_ranks, dtype=np.int32), sizes)
-    node_id = np.concatenate([np.asarray(f.node_ids, dtype=np.int64) for f in files])
-    table = OpTable.from_columns(rank=rank, node_id=node_id, dep_ptr=dep_ptr, dep_idx=dep_idx, **columns)
+    table = OpTable.from_columns(rank=rank, dep_ptr=dep_ptr, dep_idx=dep_idx, **columns)
 
-    if ours:
+    if files[0].ours:
         claimed = Collective.parse(meta["cc_collective"])
         chunk_count = int(meta["cc_chunk_count"])
         written_size = int(meta["cc_size_bytes"])
@@ -404,7 +336,6 @@ def _assemble(files: list[RankFile], collective: Collective | None, size_bytes: 
         collective = Collective.parse(hint) if isinstance(hint, str) and hint else Collective.CUSTOM
     comm = table.kind <= OpKind.RECV
     largest = int(table.nbytes[comm].max()) if np.any(comm) else 1
-    size = size_bytes or largest * num_ranks
     zeros = np.zeros(num_ranks, dtype=np.int64)
     return CollectiveAlgorithm(
         collective=collective,
@@ -414,6 +345,6 @@ def _assemble(files: list[RankFile], collective: Collective | None, size_bytes: 
         input_chunks=zeros,
         output_chunks=zeros.copy(),
         scratch_chunks=zeros.copy(),
-        size_bytes=size,
+        size_bytes=size_bytes or largest * num_ranks,
         provenance={"source": "foreign Chakra ET", "size": "given" if size_bytes else "estimated as largest message x ranks"},
     )

@@ -13,7 +13,8 @@ attributes) are serialized by protobuf once each and reused (``tests/test_et_wri
 the bytes against ``Node.SerializeToString`` and ``protolib.encodeMessage``).
 
 Writing is all-or-nothing: every rank file is written under a temporary name and renamed only
-when all of them are complete.
+when all of them are complete; rank files of the same prefix left by an earlier write (more
+ranks, or the other compression) are then removed, so the prefix names one algorithm.
 
 >>> import tempfile, pathlib
 >>> from chakra_collectives.ir import Collective
@@ -29,6 +30,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -92,7 +94,19 @@ def write_algorithm(
     ]
     paths = [rank_path(prefix, rank, compress=compress) for rank in range(algo.num_ranks)]
     write_files_atomically(paths, [gzip.compress(b, mtime=0) if compress else b for b in blobs])
+    _remove_stale_rank_files(prefix, paths)
     return paths
+
+
+def _remove_stale_rank_files(prefix: str | Path, written: list[Path]) -> None:
+    """Delete other ``PREFIX.{rank}.et[.gz]`` files (an earlier, larger or differently compressed
+    write), so the prefix names exactly the algorithm just written."""
+    prefix = Path(prefix)
+    keep = {p.name for p in written}
+    pattern = re.compile(rf"^{re.escape(prefix.name)}\.\d+\.et(\.gz)?$")
+    for path in prefix.parent.iterdir():
+        if pattern.match(path.name) and path.name not in keep:
+            path.unlink(missing_ok=True)
 
 
 def write_files_atomically(paths: list[Path], contents: list[bytes]) -> None:
@@ -144,57 +158,72 @@ def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, 
             raise AlgorithmError(problem, path=rank_path(prefix, rank), rank=rank, node=int(ops.node_id[first]))
 
 
+class _Fragments(dict):
+    """``key -> bytes`` computed by ``build(key)`` on first use; later lookups are plain dict hits."""
+
+    def __init__(self, build) -> None:
+        super().__init__()
+        self.build = build
+
+    def __missing__(self, key):
+        fragment = self[key] = self.build(key)
+        return fragment
+
+
+def _attr_bytes(name: str, field: str, value) -> bytes:
+    """One attribute, serialized by protobuf as a ``Node.attr`` field."""
+    return Node(attr=[_attribute(name, field, value)]).SerializeToString()
+
+
 class _NodeEncoder:
-    """Serializes nodes from cached, protobuf-serialized field fragments (see module docstring)."""
+    """Serializes nodes from cached, protobuf-serialized field fragments (see module docstring).
+
+    A node is ``id + name + type + data_deps + duration_micros + attributes`` in field-number
+    order; each part comes from a fragment table filled by protobuf on first use.
+    """
 
     def __init__(self) -> None:
-        self._ids: dict[int, bytes] = {}
-        self._deps: dict[tuple[int, ...], bytes] = {}
-        self._durations: dict[int, bytes] = {}
-        self._names: dict[tuple[int, int, int], bytes] = {}
-        self._attrs: dict[tuple, bytes] = {}
-        self._types = {kind: Node(type=t).SerializeToString() for kind, t in _NODE_TYPE.items()}
+        self.ids = _Fragments(lambda node_id: Node(id=node_id).SerializeToString())
+        self.deps = _Fragments(lambda deps: Node(data_deps=deps).SerializeToString())
+        self.durations = _Fragments(lambda micros: Node(duration_micros=micros).SerializeToString())
+        self.prefixes = _Fragments(length_prefix)
+        self.tags = _Fragments(lambda tag: _attr_bytes("comm_tag", "int32_val", tag))
+        self.sources = _Fragments(lambda ref: _attr_bytes("cc_src", "int64_list", ref))
+        self.destinations = _Fragments(lambda ref: _attr_bytes("cc_dst", "int64_list", ref))
+        self.exact = _Fragments(lambda ns: _attr_bytes("cc_duration_ns", "double_val", ns))
+        # comm_type + comm_dst/comm_src + comm_size, keyed by (kind, peer, bytes)
+        self.comm = _Fragments(self._comm_fragment)
+        self.not_cpu = _attr_bytes("is_cpu_op", "bool_val", False)
+        self.local_op = {
+            OpKind.REDUCE: _attr_bytes("cc_op", "string_val", "reduce"),
+            OpKind.COPY: _attr_bytes("cc_op", "string_val", "copy"),
+        }
 
-    # -- fragments (each computed by protobuf once per distinct value)
-    def _id(self, node_id: int) -> bytes:
-        frag = self._ids.get(node_id)
-        if frag is None:
-            frag = self._ids[node_id] = Node(id=node_id).SerializeToString()
-        return frag
+    @staticmethod
+    def _comm_fragment(key: tuple[int, int, int]) -> bytes:
+        kind, peer, nbytes = key
+        if kind == OpKind.SEND:
+            parts = (("comm_type", "int64_val", COMM_SEND_NODE), ("comm_dst", "int32_val", peer))
+        else:
+            parts = (("comm_type", "int64_val", COMM_RECV_NODE), ("comm_src", "int32_val", peer))
+        return b"".join(_attr_bytes(*p) for p in parts) + _attr_bytes("comm_size", "int64_val", nbytes)
 
-    def _dep_list(self, deps: tuple[int, ...]) -> bytes:
-        frag = self._deps.get(deps)
-        if frag is None:
-            frag = self._deps[deps] = Node(data_deps=deps).SerializeToString()
-        return frag
+    @staticmethod
+    def _heads(rank: int) -> _Fragments:
+        """``(kind, peer) -> name + type`` fragments of one rank."""
 
-    def _duration(self, micros: int) -> bytes:
-        frag = self._durations.get(micros)
-        if frag is None:
-            frag = self._durations[micros] = Node(duration_micros=micros).SerializeToString()
-        return frag
-
-    def _name(self, rank: int, kind: int, peer: int) -> bytes:
-        key = (rank, kind, peer)
-        frag = self._names.get(key)
-        if frag is None:
+        def build(key: tuple[int, int]) -> bytes:
+            kind, peer = key
             if kind == OpKind.SEND:
                 text = f"SEND {rank}->{peer}"
             elif kind == OpKind.RECV:
                 text = f"RECV {rank}<-{peer}"
             else:
                 text = OpKind(kind).name
-            frag = self._names[key] = Node(name=text).SerializeToString()
-        return frag
+            return Node(name=text, type=_NODE_TYPE[OpKind(kind)]).SerializeToString()
 
-    def _attr(self, name: str, field: str, value) -> bytes:
-        key = (name, value)
-        frag = self._attrs.get(key)
-        if frag is None:
-            frag = self._attrs[key] = Node(attr=[_attribute(name, field, value)]).SerializeToString()
-        return frag
+        return _Fragments(build)
 
-    # -- files
     def encode_rank(
         self,
         algo: CollectiveAlgorithm,
@@ -208,17 +237,18 @@ class _NodeEncoder:
         ops = algo.ops
         out = [_metadata_record(algo, rank, size)]
         append = out.append
-        attr, dep_list, ident, name, prefix = self._attr, self._dep_list, self._id, self._name, length_prefix
-        types = self._types
-        dep_ptr = ops.dep_ptr[start : stop + 1].tolist()
-        dep_idx = (ops.dep_idx[dep_ptr[0] : dep_ptr[-1]] - start).tolist()
-        base = dep_ptr[0]
-        node_ids = ops.node_id[start:stop].tolist()
-        # dependencies name node ids (not positions) so foreign ids survive a round trip
-        if node_ids != list(range(stop - start)):
-            dep_idx = [node_ids[d] for d in dep_idx]
+        ids, deps_of, prefixes, heads = self.ids, self.deps, self.prefixes, self._heads(rank)
+        comm, tags, sources, destinations = self.comm, self.tags, self.sources, self.destinations
+        dep_ptr = ops.dep_ptr[start : stop + 1] - ops.dep_ptr[start]
+        dep_idx = ops.dep_idx[ops.dep_ptr[start] : ops.dep_ptr[stop]] - start
+        node_ids = ops.node_id[start:stop]
+        if not np.array_equal(node_ids, np.arange(stop - start)):
+            dep_idx = node_ids[dep_idx]  # dependencies name node ids, so foreign ids survive
+        dep_idx = dep_idx.tolist()
+        dep_ptr = dep_ptr.tolist()
+        SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
         columns = zip(
-            node_ids,
+            node_ids.tolist(),
             ops.kind[start:stop].tolist(),
             ops.peer[start:stop].tolist(),
             ops.tag[start:stop].tolist(),
@@ -229,40 +259,39 @@ class _NodeEncoder:
             ops.count[start:stop].tolist(),
             nbytes[start:stop].tolist(),
             durations[start:stop].tolist(),
+            dep_ptr,
+            dep_ptr[1:],
         )
-        SEND, RECV, REDUCE = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.REDUCE)
-        for i, (node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration) in enumerate(columns):
-            deps = tuple(dep_idx[dep_ptr[i] - base : dep_ptr[i + 1] - base])
-            parts = [ident(node_id), name(rank, kind, peer), types[kind], dep_list(deps) if deps else b""]
-            if kind == SEND or kind == RECV:
-                if kind == SEND:
-                    parts += (attr("comm_type", "int64_val", COMM_SEND_NODE), attr("comm_dst", "int32_val", peer))
-                else:
-                    parts += (attr("comm_type", "int64_val", COMM_RECV_NODE), attr("comm_src", "int32_val", peer))
-                parts += (attr("comm_size", "int64_val", size_i), attr("comm_tag", "int32_val", tag))
+        for node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration, d0, d1 in columns:
+            head = ids[node_id] + heads[kind, peer]
+            if d1 > d0:
+                head += deps_of[tuple(dep_idx[d0:d1])]
+            if kind == SEND:
+                payload = head + comm[kind, peer, size_i] + tags[tag]
                 if count >= 0:
-                    parts.append(
-                        attr("cc_src", "int64_list", (sbuf, soff, count))
-                        if kind == SEND
-                        else attr("cc_dst", "int64_list", (dbuf, doff, count))
-                    )
+                    payload += sources[sbuf, soff, count]
+            elif kind == RECV:
+                payload = head + comm[kind, peer, size_i] + tags[tag]
+                if count >= 0:
+                    payload += destinations[dbuf, doff, count]
             else:
-                timed = duration == duration  # not NaN
-                if timed:
-                    parts.append(self._duration(round(duration / 1000.0)))
-                parts.append(attr("is_cpu_op", "bool_val", False))
-                if count >= 0 and sbuf >= 0:
-                    parts += (
-                        attr("cc_op", "string_val", "reduce" if kind == REDUCE else "copy"),
-                        attr("cc_src", "int64_list", (sbuf, soff, count)),
-                        attr("cc_dst", "int64_list", (dbuf, doff, count)),
-                    )
-                if timed:
-                    parts.append(attr("cc_duration_ns", "double_val", float(duration)))
-            payload = b"".join(parts)
-            append(prefix(len(payload)))
+                payload = self._local_tail(head, kind, sbuf, soff, dbuf, doff, count, duration)
+            append(prefixes[len(payload)])
             append(payload)
         return b"".join(out)
+
+    def _local_tail(self, head: bytes, kind: int, sbuf: int, soff: int, dbuf: int, doff: int, count: int, duration: float) -> bytes:
+        """A COMP node: duration, is_cpu_op, and (for reduce/copy) what it reads and writes."""
+        timed = duration == duration  # not NaN
+        parts = [head]
+        if timed:
+            parts.append(self.durations[round(duration / 1000.0)])
+        parts.append(self.not_cpu)
+        if count >= 0 and sbuf >= 0:
+            parts += (self.local_op[kind], self.sources[sbuf, soff, count], self.destinations[dbuf, doff, count])
+        if timed:
+            parts.append(self.exact[float(duration)])
+        return b"".join(parts)
 
 
 def _attribute(name: str, field: str, value) -> AttributeProto:

@@ -1,0 +1,346 @@
+"""Decode one Chakra ET file into columns: node ids, types, dependencies and attributes.
+
+This is the format layer shared by every reader (collective algorithms, workloads): it knows
+Chakra's ``Node`` and ``GlobalMetadata`` but nothing about what the nodes mean. It is built for
+files of millions of nodes: records are parsed in one protobuf call (:mod:`.stream`), and each
+distinct attribute is decoded once, then spread over the nodes that carry it with numpy.
+
+>>> from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata, Node
+>>> from chakra_collectives.converters.chakra_et.stream import frame
+>>> data = frame(GlobalMetadata(version="0.0.4").SerializeToString()) + b"".join(
+...     frame(Node(id=i, type=5, data_deps=[i - 1] if i else [],
+...                attr=[AttributeProto(name="comm_dst", int32_val=i + 1)]).SerializeToString())
+...     for i in range(3))
+>>> nodes = decode_nodes(data, "x.et", rank=0)
+>>> nodes.ids.tolist(), nodes.deps_of(2).tolist(), nodes.attributes.integer("comm_dst", nodes).tolist()
+([0, 1, 2], [1], [1, 2, 3])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata
+from google.protobuf.message import DecodeError
+
+from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.converters.chakra_et.stream import parse_node, parse_nodes, split_records
+
+MISSING = -1
+
+_INTEGER_KINDS = frozenset(
+    "int32_val int64_val uint32_val uint64_val sint32_val sint64_val fixed32_val fixed64_val sfixed32_val sfixed64_val".split()
+)
+
+
+class AttributeCatalog:
+    """Every distinct serialized ``AttributeProto`` seen so far, decoded once, with an integer id.
+
+    The same attribute (``comm_tag = 3``, ``comm_size = 131072``...) recurs across the nodes and
+    rank files of an algorithm, so each is parsed by protobuf once; per-name conversions
+    (:meth:`table`) are computed once per distinct value too.
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[bytes, int] = {}
+        self.names: list[str] = []
+        self.kinds: list[str | None] = []
+        self.values: list[Any] = []
+        self._ids_by_name: dict[str, list[int]] = {}
+        self._codes: dict[str, int] = {}
+        self._name_code: list[int] = []
+        self._code_array = np.zeros(0, dtype=np.int64)
+        self._tables: dict[tuple, tuple[int, np.ndarray, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add(self, data: bytes) -> int:
+        """Decode ``data`` (raises ``DecodeError`` if it is not an AttributeProto) and return its id."""
+        attr = AttributeProto.FromString(data)
+        kind = attr.WhichOneof("value")
+        value = None if kind is None else getattr(attr, kind)
+        if kind is not None and kind.endswith("_list"):
+            value = tuple(value.values)
+        name = attr.name
+        index = self.ids[data] = len(self.names)
+        self.names.append(name)
+        self.kinds.append(kind)
+        self.values.append(value)
+        code = self._codes.get(name)
+        if code is None:
+            code = self._codes[name] = len(self._codes)
+            self._ids_by_name[name] = []
+        self._ids_by_name[name].append(index)
+        self._name_code.append(code)
+        return index
+
+    def code(self, name: str) -> int | None:
+        return self._codes.get(name)
+
+    def name_codes(self) -> np.ndarray:
+        if len(self._code_array) != len(self._name_code):
+            self._code_array = np.array(self._name_code, dtype=np.int64)
+        return self._code_array
+
+    def table(self, name: str, convert, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(accepted, values)`` over all ids plus one trailing ``fill`` entry (selected by id -1).
+
+        ``values[i] = convert(kind, value)`` for the attributes called ``name`` that ``convert``
+        accepts (it returns ``None`` to reject), ``fill`` elsewhere.
+        """
+        key = (name, convert, fill, np.dtype(dtype).str)
+        done, accepted, values = self._tables.get(key, (0, np.zeros(1, dtype=bool), np.array([fill], dtype=dtype)))
+        size = len(self.names) + 1
+        if len(accepted) < size:  # grow; the trailing fill entry moves to the new end
+            grown_accepted = np.zeros(size, dtype=bool)
+            grown_values = np.full(size, fill, dtype=dtype)
+            grown_accepted[: len(accepted) - 1] = accepted[:-1]
+            grown_values[: len(values) - 1] = values[:-1]
+            accepted, values = grown_accepted, grown_values
+        ids = self._ids_by_name.get(name, [])
+        kinds, raw = self.kinds, self.values
+        for i in ids[done:]:
+            converted = convert(kinds[i], raw[i])
+            if converted is not None:
+                accepted[i] = True
+                values[i] = converted
+        self._tables[key] = (len(ids), accepted, values)
+        return accepted, values
+
+
+CATALOG = AttributeCatalog()
+"""The process-wide catalog (attributes decode once per process)."""
+
+
+def decode_attribute(data: bytes) -> tuple[str, str | None, Any]:
+    """``(name, oneof field, value)`` of one serialized ``AttributeProto`` (lists become tuples)."""
+    index = CATALOG.ids.get(data)
+    if index is None:
+        index = CATALOG.add(data)
+    return CATALOG.names[index], CATALOG.kinds[index], CATALOG.values[index]
+
+
+@dataclass
+class AttributeColumns:
+    """The attributes of every node of a file, queried by name as whole columns.
+
+    Occurrences are stored flat: ``node_of`` (which node carries it) and ``ids`` (which
+    distinct attribute of :data:`CATALOG` it is).
+    """
+
+    node_of: np.ndarray
+    ids: np.ndarray
+    num_nodes: int
+
+    def lookup(self, name: str) -> np.ndarray:
+        """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none)."""
+        found = np.full(self.num_nodes, MISSING, dtype=np.int64)
+        code = CATALOG.code(name)
+        if code is not None and len(self.ids):
+            mask = CATALOG.name_codes()[self.ids] == code
+            found[self.node_of[mask]] = self.ids[mask]
+        return found
+
+    def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
+
+        Returns ``(present, ok, values)``: whether the node carries the attribute, whether
+        ``convert`` accepted it (it returns ``None`` to reject), and the converted values
+        (``fill`` where absent or rejected). ``convert`` should be a module-level function:
+        its results are remembered under its identity.
+        """
+        index = self.lookup(name)
+        accepted, values = CATALOG.table(name, convert, fill, dtype)
+        return index != MISSING, accepted[index], values[index]
+
+    def kind_of(self, name: str, node: int) -> str | None:
+        index = int(self.lookup(name)[node])
+        return None if index == MISSING else CATALOG.kinds[index]
+
+    def integer(self, name: str, nodes: "NodeColumns", *, required: np.ndarray | None = None, why: str = "") -> np.ndarray:
+        """Integer attribute ``name`` per node (``MISSING`` when absent).
+
+        Nodes selected by ``required`` must carry it; every carrier must hold an integer type,
+        as ASTRA-sim's feeder reads it. Otherwise an :class:`InputError` names the first
+        offending node.
+        """
+        present, integral, values = self.converted(name, as_integer, fill=MISSING, dtype=np.int64)
+        wrong = present & ~integral
+        if np.any(wrong):
+            node = int(np.flatnonzero(wrong)[0])
+            raise nodes.error(node, f"attribute {name} is {self.kind_of(name, node)}; ASTRA-sim needs an integer type")
+        if required is not None:
+            absent = required & ~present
+            if np.any(absent):
+                raise nodes.error(int(np.flatnonzero(absent)[0]), f"missing attribute {name}{why}")
+        return values
+
+
+def as_integer(kind: str | None, value: Any) -> int | None:
+    """Converter for :meth:`AttributeColumns.converted`: any protobuf integer type."""
+    return int(value) if kind in _INTEGER_KINDS else None
+
+
+@dataclass
+class NodeColumns:
+    """Every node of one ET file as columns (positions are the order of the nodes in the file)."""
+
+    path: Path | str
+    rank: int | None
+    metadata: dict[str, Any]
+    ids: np.ndarray
+    types: np.ndarray
+    duration_micros: np.ndarray
+    dep_ptr: np.ndarray
+    dep_pos: np.ndarray
+    """Dependencies (data_deps then ctrl_deps) as positions in the file."""
+    attributes: AttributeColumns
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def deps_of(self, position: int) -> np.ndarray:
+        return self.dep_pos[self.dep_ptr[position] : self.dep_ptr[position + 1]]
+
+    def error(self, position: int, message: str, kind: type = InputError):
+        """An error located at node ``position`` of this file."""
+        return kind(message, path=self.path, rank=self.rank, node=int(self.ids[position]))
+
+
+def read_metadata(record: bytes, path: Path | str) -> dict[str, Any]:
+    """GlobalMetadata attributes as ``{name: value}`` plus ``version``."""
+    metadata = GlobalMetadata()
+    try:
+        metadata.ParseFromString(record)
+    except DecodeError:
+        raise InputError("first record is not a Chakra GlobalMetadata", path=path) from None
+    size = metadata.ByteSize()
+    metadata.DiscardUnknownFields()
+    if metadata.ByteSize() != size:
+        raise InputError("first record is not a Chakra GlobalMetadata (it has fields GlobalMetadata does not)", path=path)
+    values: dict[str, Any] = {"version": metadata.version}
+    for attr in metadata.attr:
+        kind = attr.WhichOneof("value")
+        value = getattr(attr, kind) if kind else None
+        values[attr.name] = tuple(value.values) if kind and kind.endswith("_list") else value
+    return values
+
+
+def decode_nodes(data: bytes, path: Path | str, *, rank: int | None = None) -> NodeColumns:
+    """Decode a whole ET stream (GlobalMetadata then nodes) into :class:`NodeColumns`."""
+    if not data:
+        raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
+    bounds = split_records(data, path)
+    _, payload, end = bounds[0]
+    metadata = read_metadata(data[payload:end], path)
+    if len(bounds) == 1:
+        raise InputError("no nodes after the GlobalMetadata (ASTRA-sim cannot run an empty rank file)", path=path, rank=rank)
+    try:
+        nodes = parse_nodes(data, bounds[1:])
+    except DecodeError:
+        _raise_bad_record(data, bounds, path, rank)
+    nodes = list(nodes)  # one Python wrapper per node, reused by the field passes below
+    ids = [n.id for n in nodes]
+    types = [n.type for n in nodes]
+    durations = [n.duration_micros for n in nodes]
+    data_deps = [n.data_deps for n in nodes]
+    ctrl_deps = [n.ctrl_deps for n in nodes]
+    attrs = [n.attr for n in nodes]
+    ids_array = np.array(ids, dtype=np.uint64)
+    if np.any(ids_array > np.iinfo(np.int64).max):
+        position = int(np.flatnonzero(ids_array > np.iinfo(np.int64).max)[0])
+        raise InputError(f"node id {ids[position]} does not fit in int64", path=path, rank=rank)
+    node_ids = ids_array.astype(np.int64)
+    dep_ptr, dep_ids = _dependency_lists(data_deps, ctrl_deps)
+    dep_pos = _positions_of(node_ids, dep_ptr, dep_ids, path, rank)
+    return NodeColumns(
+        path=path,
+        rank=rank,
+        metadata=metadata,
+        ids=node_ids,
+        types=np.array(types, dtype=np.int64),
+        duration_micros=np.array(durations, dtype=np.uint64).astype(np.int64),
+        dep_ptr=dep_ptr,
+        dep_pos=dep_pos,
+        attributes=_attribute_columns(attrs, node_ids, path, rank),
+    )
+
+
+def _dependency_lists(data_deps, ctrl_deps) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.fromiter(map(len, data_deps), dtype=np.int64, count=len(data_deps))
+    ctrl_counts = np.fromiter(map(len, ctrl_deps), dtype=np.int64, count=len(ctrl_deps))
+    if not ctrl_counts.any():
+        flat = np.fromiter(chain.from_iterable(data_deps), dtype=np.uint64, count=int(counts.sum()))
+    else:
+        merged = [list(d) + list(c) for d, c in zip(data_deps, ctrl_deps)]
+        counts = counts + ctrl_counts
+        flat = np.fromiter(chain.from_iterable(merged), dtype=np.uint64, count=int(counts.sum()))
+    ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return ptr, flat
+
+
+def _positions_of(node_ids: np.ndarray, dep_ptr: np.ndarray, dep_ids: np.ndarray, path, rank) -> np.ndarray:
+    """Map dependency ids to positions; duplicate ids and dependencies on missing ids are errors."""
+    count = len(node_ids)
+    owner = np.repeat(np.arange(count), np.diff(dep_ptr))
+    if np.array_equal(node_ids, np.arange(count)):
+        bad = dep_ids >= count
+        if np.any(bad):
+            first = int(np.flatnonzero(bad)[0])
+            raise AlgorithmError(
+                f"depends on node {int(dep_ids[first])}, which is not in the file", path=path, rank=rank, node=int(owner[first])
+            )
+        return dep_ids.astype(np.int64)
+    order = np.argsort(node_ids, kind="stable")
+    sorted_ids = node_ids[order]
+    duplicate = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+    if len(duplicate):
+        node = int(sorted_ids[duplicate[0]])
+        first, second = sorted(order[duplicate[0] : duplicate[0] + 2].tolist())
+        raise AlgorithmError(f"duplicate node id (records {first + 1} and {second + 1})", path=path, rank=rank, node=node)
+    wanted = dep_ids.astype(np.int64) if dep_ids.max(initial=0) <= np.iinfo(np.int64).max else None
+    slot = np.searchsorted(sorted_ids, wanted) if wanted is not None else None
+    if wanted is None or np.any(slot >= count) or np.any(sorted_ids[np.minimum(slot, count - 1)] != wanted):
+        found = np.zeros(len(dep_ids), dtype=bool)
+        if wanted is not None:
+            found = (slot < count) & (sorted_ids[np.minimum(slot, count - 1)] == wanted)
+        first = int(np.flatnonzero(~found)[0])
+        raise AlgorithmError(
+            f"depends on node {int(dep_ids[first])}, which is not in the file",
+            path=path,
+            rank=rank,
+            node=int(node_ids[owner[first]]),
+        )
+    return order[slot].astype(np.int64)
+
+
+def _attribute_columns(attrs, node_ids: np.ndarray, path, rank) -> AttributeColumns:
+    counts = np.fromiter(map(len, attrs), dtype=np.int64, count=len(attrs))
+    flat = list(chain.from_iterable(attrs))
+    known = CATALOG.ids
+    try:
+        ids = np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
+    except KeyError:  # attributes not seen before: decode each new one once, then map again
+        for data in dict.fromkeys(data for data in flat if data not in known):
+            try:
+                CATALOG.add(data)
+            except DecodeError:
+                node = int(np.repeat(np.arange(len(attrs)), counts)[flat.index(data)])
+                raise InputError("malformed attribute", path=path, rank=rank, node=int(node_ids[node])) from None
+        ids = np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
+    return AttributeColumns(node_of=np.repeat(np.arange(len(attrs)), counts), ids=ids, num_nodes=len(attrs))
+
+
+def _raise_bad_record(data: bytes, bounds: list[tuple[int, int, int]], path, rank):
+    for index, (start, payload_start, end) in enumerate(bounds[1:], start=1):
+        try:
+            parse_node(data[payload_start:end])
+        except DecodeError:
+            raise InputError(f"record {index} (byte {start}) is not a Chakra Node", path=path, rank=rank) from None
+    raise InputError("the node records are not valid Chakra Nodes", path=path, rank=rank)
