@@ -80,23 +80,38 @@ def check_program(program: Program, path: str | Path | None = None) -> list[str]
     if missing:
         fail(f"ngpus={program.ngpus} but no <gpu> with id {missing[0]}", program.line)
 
-    channels: set[int] = set()
     for gpu in program.gpus:
         _check_threadblocks(program, gpu, fail)
         sizes = {"i": gpu.i_chunks, "o": gpu.o_chunks, "s": gpu.s_chunks}
         tbs = {tb.id: tb for tb in gpu.threadblocks}
+        for tb in gpu.threadblocks:
+            for index, step in enumerate(tb.steps):
+                _check_step(gpu.id, tb, index, step, sizes, tbs, fail, warn)
+    return warnings + limit_warnings(program, path)
+
+
+def limit_warnings(program: Program, path: str | Path | None = None) -> list[str]:
+    """Where ``program`` exceeds the MSCCL runtime's limits (steps per threadblock, cnt,
+    threadblocks per channel, channels), one line each."""
+    warnings: list[str] = []
+    channels: set[int] = set()
+    for gpu in program.gpus:
         per_channel = Counter(tb.chan for tb in gpu.threadblocks)
         channels.update(per_channel)
         for chan, count in sorted(per_channel.items()):
             if count > MAX_TBS_PER_CHANNEL:
-                warn(f"gpu {gpu.id}: {count} threadblocks on channel {chan} (the MSCCL runtime allows {MAX_TBS_PER_CHANNEL})", gpu.line)
+                message = f"gpu {gpu.id}: {count} threadblocks on channel {chan} (the MSCCL runtime allows {MAX_TBS_PER_CHANNEL})"
+                warnings.append(located(message, path, gpu.line))
         for tb in gpu.threadblocks:
             if len(tb.steps) > MAX_STEPS_PER_TB:
-                warn(f"gpu {gpu.id} tb {tb.id} has {len(tb.steps)} steps (the MSCCL runtime allows {MAX_STEPS_PER_TB} per threadblock)", tb.line)
-            for index, step in enumerate(tb.steps):
-                _check_step(gpu.id, tb, index, step, sizes, tbs, fail, warn)
-    if len(channels) and max(channels) + 1 > MAX_CHANNELS:
-        warn(f"{max(channels) + 1} channels (the MSCCL runtime allows {MAX_CHANNELS})", program.line)
+                message = f"gpu {gpu.id} tb {tb.id} has {len(tb.steps)} steps (the MSCCL runtime allows {MAX_STEPS_PER_TB} per threadblock)"
+                warnings.append(located(message, path, tb.line))
+            for step in tb.steps:
+                if step.cnt >= MAX_CNT:
+                    message = f"{where(gpu.id, tb, step)}: cnt={step.cnt} (the MSCCL runtime requires cnt < {MAX_CNT})"
+                    warnings.append(located(message, path, step.line))
+    if channels and max(channels) + 1 > MAX_CHANNELS:
+        warnings.append(located(f"{max(channels) + 1} channels (the MSCCL runtime allows {MAX_CHANNELS})", path, program.line))
     return warnings
 
 
@@ -141,8 +156,6 @@ def _check_step(gpu: int, tb: Threadblock, index: int, step: Step, sizes, tbs, f
     else:
         if step.cnt < 1:
             fail(f"{where(gpu, tb, step)}: cnt={step.cnt} must be at least 1", step.line)
-        if step.cnt >= MAX_CNT:
-            warn(f"{where(gpu, tb, step)}: cnt={step.cnt} (the MSCCL runtime requires cnt < {MAX_CNT})", step.line)
     if kind.sends and tb.send < 0:
         fail(f"{where(gpu, tb, step)}: sends, but tb {tb.id} has no send peer (send=-1)", step.line)
     if kind.receives and tb.recv < 0:
@@ -179,4 +192,4 @@ def _check_step(gpu: int, tb: Threadblock, index: int, step: Step, sizes, tbs, f
         )
 
 
-__all__ = ["MAX_CHANNELS", "MAX_CNT", "MAX_STEPS_PER_TB", "MAX_TBS_PER_CHANNEL", "check_program", "located", "where"]
+__all__ = ["MAX_CHANNELS", "MAX_CNT", "MAX_STEPS_PER_TB", "MAX_TBS_PER_CHANNEL", "check_program", "limit_warnings", "located", "where"]

@@ -52,10 +52,14 @@ class OpColumns:
         self.count = ops.count.tolist()
         self.src = list(zip(ops.src_buf.tolist(), ops.src_off.tolist()))
         self.dst = list(zip(ops.dst_buf.tolist(), ops.dst_off.tolist()))
-        rsb, rso = algo.resolve(ops.rank, ops.src_buf, ops.src_off)
-        rdb, rdo = algo.resolve(ops.rank, ops.dst_buf, ops.dst_off)
-        self.rsrc = list(zip(np.asarray(rsb).tolist(), np.asarray(rso).tolist()))
-        self.rdst = list(zip(np.asarray(rdb).tolist(), np.asarray(rdo).tolist()))
+        rsb, rso = (np.asarray(v) for v in algo.resolve(ops.rank, ops.src_buf, ops.src_off))
+        rdb, rdo = (np.asarray(v) for v in algo.resolve(ops.rank, ops.dst_buf, ops.dst_off))
+        self.rsrc = list(zip(rsb.tolist(), rso.tolist()))
+        self.rdst = list(zip(rdb.tolist(), rdo.tolist()))
+        reads = (ops.kind != RECV) & (rsb == SCRATCH)
+        writes = (ops.kind != SEND) & (rdb == SCRATCH)
+        self.touching_scratch = np.flatnonzero(reads | writes).tolist()
+        """Operations that read or write a scratch slot (after in-place aliasing)."""
         ptr = ops.dep_ptr.tolist()
         idx = ops.dep_idx.tolist()
         self.deps = [idx[ptr[i] : ptr[i + 1]] for i in range(self.size)]
@@ -89,7 +93,7 @@ class _ScratchAccesses:
 
     def __init__(self, cols: OpColumns, position: list[int]) -> None:
         index: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
-        for i in range(cols.size):
+        for i in cols.touching_scratch:
             k = cols.kind[i]
             n = cols.count[i]
             r = cols.rank[i]
@@ -122,18 +126,16 @@ class _ScratchAccesses:
 
 def form_groups(cols: OpColumns, position: list[int], *, fuse: bool) -> list[Group]:
     """Every operation in exactly one group, groups listed in execution order of their first op."""
-    grouped = [False] * cols.size
+    fuser = _Fuser(cols, position) if fuse else None
+    grouped = fuser.grouped if fuser else [False] * cols.size
     groups: list[Group] = []
-    scratch = _ScratchAccesses(cols, position) if fuse else None
-    order = sorted(range(cols.size), key=position.__getitem__)
-    for i in order:
+    kind = cols.kind
+    for i in sorted(range(cols.size), key=position.__getitem__):
         if grouped[i]:
             continue
-        group = None
-        if fuse and cols.kind[i] == RECV:
-            group = _fused(cols, i, position, grouped, scratch)
+        group = fuser.fuse(i) if fuser is not None and kind[i] == RECV else None
         if group is None:
-            k = cols.kind[i]
+            k = kind[i]
             group = Group((i,), _SINGLE[k], src_from=i if k != RECV else -1)
         for op in group.ops:
             grouped[op] = True
@@ -141,52 +143,71 @@ def form_groups(cols: OpColumns, position: list[int], *, fuse: bool) -> list[Gro
     return groups
 
 
-def _fused(cols: OpColumns, r: int, position: list[int], grouped: list[bool], scratch: _ScratchAccesses) -> Group | None:
-    n = cols.count[r]
-    d = cols.rdst[r]
-    rank = cols.rank[r]
+class _Fuser:
+    """Finds the longest safe fusion pattern starting at a receive (see the module docstring)."""
 
-    def consumers(op: int, kind: int) -> list[int]:
-        return sorted(
-            (j for j in cols.dependents[op] if cols.kind[j] == kind and not grouped[j] and cols.count[j] == n),
-            key=position.__getitem__,
-        )
+    def __init__(self, cols: OpColumns, position: list[int]) -> None:
+        self.cols = cols
+        self.position = position
+        self.grouped = [False] * cols.size
+        self.scratch = _ScratchAccesses(cols, position)
 
-    def safe(members: tuple[int, ...]) -> bool:
+    def _consumers(self, op: int, kind: int, count: int) -> list[int]:
+        """Ungrouped operations of ``kind`` and ``count`` chunks that wait for ``op``, earliest first."""
+        cols, grouped = self.cols, self.grouped
+        found = [j for j in cols.dependents[op] if cols.kind[j] == kind and not grouped[j] and cols.count[j] == count]
+        if len(found) > 1:
+            found.sort(key=self.position.__getitem__)
+        return found
+
+    def _forward(self, op: int, ref: tuple[int, int], count: int) -> int | None:
+        """The first send that waits for ``op`` and sends exactly ``ref``."""
+        for j in self._consumers(op, SEND, count):
+            if self.cols.rsrc[j] == ref:
+                return j
+        return None
+
+    def _safe(self, members: tuple[int, ...]) -> bool:
+        """No operation outside the group waits for an inner one before the group's end."""
+        position, dependents = self.position, self.cols.dependents
         end = position[members[-1]]
-        return all(position[j] > end for m in members[:-1] for j in cols.dependents[m] if j not in members)
+        for m in members[:-1]:
+            for j in dependents[m]:
+                if position[j] < end and j not in members:
+                    return False
+        return True
 
-    def dies(ref, members) -> bool:
-        return ref[0] == SCRATCH and scratch.dies(rank, ref, n, r, members, position)
+    def _dies(self, ref: tuple[int, int], count: int, writer: int, members: tuple[int, ...]) -> bool:
+        return ref[0] == SCRATCH and self.scratch.dies(self.cols.rank[writer], ref, count, writer, members, self.position)
 
-    def forward(op: int, ref) -> int | None:
-        sends = [j for j in consumers(op, SEND) if cols.rsrc[j] == ref]
-        return sends[0] if sends else None
-
-    candidates: list[Group] = []
-    for x in consumers(r, REDUCE):
-        if cols.rdst[x] == d and disjoint(cols.rsrc[x], d, n):  # d += s: the received slot keeps the result
-            s = forward(x, d)
+    def fuse(self, r: int) -> Group | None:
+        cols = self.cols
+        n = cols.count[r]
+        d = cols.rdst[r]
+        candidates: list[Group] = []
+        for x in self._consumers(r, REDUCE, n):
+            if cols.rdst[x] == d and disjoint(cols.rsrc[x], d, n):  # d += s: the received slot keeps the result
+                s = self._forward(x, d, n)
+                if s is not None:
+                    if self._dies(d, n, r, (r, x, s)):
+                        candidates.append(Group((r, x, s), StepType.RECV_REDUCE_SEND, src_from=x))
+                    candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x))
+                candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x))
+                break
+            if cols.rsrc[x] == d and disjoint(cols.rdst[x], d, n) and self._dies(d, n, r, (r, x)):  # x += t: t dies
+                s = self._forward(x, cols.rdst[x], n)
+                if s is not None:
+                    candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x, dst_as_src=True))
+                candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x, dst_as_src=True))
+                break
+        if not candidates:
+            s = self._forward(r, d, n)
             if s is not None:
-                if dies(d, (r, x, s)):
-                    candidates.append(Group((r, x, s), StepType.RECV_REDUCE_SEND, src_from=x))
-                candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x))
-            candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x))
-            break
-        if cols.rsrc[x] == d and disjoint(cols.rdst[x], d, n) and dies(d, (r, x)):  # x += t: t dies
-            s = forward(x, cols.rdst[x])
-            if s is not None:
-                candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x, dst_as_src=True))
-            candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x, dst_as_src=True))
-            break
-    if not candidates:
-        s = forward(r, d)
-        if s is not None:
-            candidates.append(Group((r, s), StepType.RECV_COPY_SEND))
-    for group in candidates:
-        if safe(group.ops):
-            return group
-    return None
+                candidates.append(Group((r, s), StepType.RECV_COPY_SEND))
+        for group in candidates:
+            if self._safe(group.ops):
+                return group
+        return None
 
 
 __all__ = ["Group", "OpColumns", "disjoint", "form_groups"]

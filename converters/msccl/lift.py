@@ -32,7 +32,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.verify.execution import describe_stuck, execute
 from chakra_collectives.verify.matching import match_messages
 from chakra_collectives.verify.structure import structural_problems
-from chakra_collectives.converters.msccl.checks import check_program
+from chakra_collectives.converters.msccl.checks import limit_warnings
 from chakra_collectives.converters.msccl.fusion import RECV, SEND, Group, OpColumns, form_groups
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
 
@@ -88,7 +88,7 @@ def lift_algorithm(
         extra={"outofplace": str(int(not algo.inplace)), "minBytes": str(min_bytes), "maxBytes": str(max_bytes)},
     )
     layout.build(program, algo)
-    return Lifted(program, check_program(program))
+    return Lifted(program, limit_warnings(program))
 
 
 def _check_exportable(algo: CollectiveAlgorithm) -> None:
