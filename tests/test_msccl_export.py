@@ -160,9 +160,30 @@ def test_ring_exports_to_msccls_own_shape_and_back(collective, n, k):
 
 def test_threadblock_step_limit_boundary():
     # 2N - 1 steps in the single threadblock of a fused ring all-reduce: 63 at N=32, 65 at N=33
-    assert not lift_algorithm(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20)).warnings
-    warned = lift_algorithm(ring(Collective.ALL_REDUCE, 33, size_bytes=2**20)).warnings
+    assert not lift_algorithm(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20), fit_limits=False).warnings
+    warned = lift_algorithm(ring(Collective.ALL_REDUCE, 33, size_bytes=2**20), fit_limits=False).warnings
     assert len(warned) == 33 and all("has 65 steps (the MSCCL runtime allows 64 per threadblock)" in w for w in warned)
+
+
+@pytest.mark.parametrize("n", [33, 64])
+def test_long_rings_are_spread_over_channels_to_fit_the_runtime(n):
+    algo = ring(Collective.ALL_REDUCE, n, size_bytes=2**20)
+    lifted = lift_algorithm(algo)
+    program = lifted.program
+    assert lifted.warnings == []
+    assert max(len(tb.steps) for g in program.gpus for tb in g.threadblocks) <= 64
+    assert program.nchannels == 2 and program.num_steps == n * (2 * n - 1)  # the same steps, on two channels
+    _assert_runtime_rules(program)
+    _assert_same_result(algo, lower_program(program, size_bytes=algo.size_bytes).algorithm)
+
+
+def test_many_peers_are_spread_over_channels_of_at_most_32_threadblocks():
+    algo = direct(Collective.ALL_TO_ALL, 40, 1, random.Random(1))  # 39 peers each way
+    program = lift_algorithm(algo).program
+    for gpu in program.gpus:
+        assert max(Counter(tb.chan for tb in gpu.threadblocks).values()) <= 32
+    crowded = lift_algorithm(algo, fit_limits=False)
+    assert crowded.program.nchannels == 1 and len(crowded.warnings) == 40
 
 
 # ---------------------------------------------------------------------------- the shared vectors

@@ -86,6 +86,9 @@ def export_msccl_command(
     prefix: Path = typer.Argument(..., help="Algorithm files PREFIX.{rank}.et (written by chakra-coll)."),
     output: Path = typer.Option(..., "--output", "-o", help="MSCCL-IR XML file to write."),
     fuse: bool = typer.Option(True, "--fuse/--no-fuse", help="Fuse receive chains into rcs/rrc/rrs/rrcs steps."),
+    fit_limits: bool = typer.Option(
+        True, "--fit-limits/--no-fit-limits", help="Use more channels to stay within 64 steps per threadblock, 32 per channel."
+    ),
     proto: str = typer.Option("Simple", "--proto", help="NCCL protocol the runtime uses: Simple, LL or LL128."),
     name: Optional[str] = typer.Option(None, "--name", help="Algorithm name in the XML (default: the algorithm's own)."),
     min_bytes: int = typer.Option(0, "--min-bytes", help="Smallest call size (bytes) the runtime should use it for."),
@@ -96,7 +99,8 @@ def export_msccl_command(
 
     Threadblocks per connection, FIFO-consistent channels, cross-threadblock dependencies as
     depid/deps and nop runs, hasdep flags, and the attributes the current runtime requires
-    (outofplace, minBytes, maxBytes). Runtime limits that would be exceeded are warned about.
+    (outofplace, minBytes, maxBytes). Messages are spread over channels to stay within the
+    runtime's limits; what still exceeds them is warned about.
 
     Example: [bold]chakra-coll export-msccl out/ar -o ar.xml[/bold]
     """
@@ -106,7 +110,9 @@ def export_msccl_command(
         raise InputError("--min-bytes and --max-bytes must not be negative")
     algo = read_algorithm(prefix)
     with err_console.status(f"exporting {prefix}"):
-        lifted = export_msccl(algo, output, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
+        lifted = export_msccl(
+            algo, output, fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes
+        )
     for message in lifted.warnings:
         err_console.print(f"chakra-coll: warning: {message}", markup=False, soft_wrap=True)
     program = lifted.program

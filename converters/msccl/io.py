@@ -100,13 +100,14 @@ def export_msccl(
     path: str | Path,
     *,
     fuse: bool = True,
+    fit_limits: bool = True,
     proto: str = "Simple",
     name: str | None = None,
     min_bytes: int = 0,
     max_bytes: int = 0,
 ) -> Lifted:
     """Like :func:`write_msccl`, returning the program and the warnings instead of issuing them."""
-    lifted = lift_algorithm(algo, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
+    lifted = lift_algorithm(algo, fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
     write_files_atomically([Path(path)], [format_program(lifted.program).encode("utf-8")])
     return lifted
 
@@ -116,6 +117,7 @@ def write_msccl(
     path: str | Path,
     *,
     fuse: bool = True,
+    fit_limits: bool = True,
     proto: str = "Simple",
     name: str | None = None,
     min_bytes: int = 0,
@@ -124,12 +126,15 @@ def write_msccl(
     """Write ``algo`` as an MSCCL-IR XML file the MSCCL runtime loads; return the program.
 
     ``fuse`` merges receive chains into rcs/rrc/rrs/rrcs steps (fewer steps, the same operations
-    when read back). ``proto`` is the NCCL protocol (Simple, LL, LL128); ``min_bytes`` and
+    when read back); ``fit_limits`` spreads messages over channels so that threadblocks stay
+    within the runtime's 64 steps and channels within its 32 threadblocks. ``proto`` is the NCCL protocol (Simple, LL, LL128); ``min_bytes`` and
     ``max_bytes`` the message-size range the runtime should use the algorithm for (0 = any).
     Runtime-limit problems are issued as :class:`MscclWarning`. The file is written under a
     temporary name and renamed, so a failure leaves nothing behind.
     """
-    lifted = export_msccl(algo, path, fuse=fuse, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
+    lifted = export_msccl(
+        algo, path, fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes
+    )
     for message in lifted.warnings:
         warnings.warn(MscclWarning(message), stacklevel=2)
     return lifted.program

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.verify.execution import describe_stuck, execute
 from chakra_collectives.verify.matching import match_messages
 from chakra_collectives.verify.structure import structural_problems
-from chakra_collectives.converters.msccl.checks import limit_warnings
+from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
 from chakra_collectives.converters.msccl.fusion import RECV, SEND, Group, OpColumns, form_groups
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
 
@@ -58,12 +59,18 @@ def lift_algorithm(
     algo: CollectiveAlgorithm,
     *,
     fuse: bool = True,
+    fit_limits: bool = True,
     proto: str = "Simple",
     name: str | None = None,
     min_bytes: int = 0,
     max_bytes: int = 0,
 ) -> Lifted:
-    """The MSCCL-IR program of ``algo`` (see the module docstring), with runtime-limit warnings."""
+    """The MSCCL-IR program of ``algo`` (see the module docstring), with runtime-limit warnings.
+
+    ``fit_limits`` spreads messages over more channels so that no threadblock gets more than
+    64 communication steps and no channel more than 32 threadblocks; local steps and nops
+    are not budgeted, so a warning can remain.
+    """
     _check_exportable(algo)
     matching = match_messages(algo)
     execution = execute(algo, matching.partner, semantics="eager", order="fifo")
@@ -76,7 +83,8 @@ def lift_algorithm(
     cols = OpColumns(algo)
     partner = matching.partner.tolist()
     groups = form_groups(cols, position, fuse=fuse)
-    layout = _Layout(algo.num_ranks, cols, groups, position, partner)
+    limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if fit_limits else (math.inf, math.inf)
+    layout = _Layout(algo.num_ranks, cols, groups, position, partner, max_steps=limits[0], max_tbs=limits[1])
     program = Program(
         name=name if name is not None else (algo.name or "chakra-collectives"),
         coll=COLL_NAMES[algo.collective],
@@ -112,8 +120,20 @@ def _check_exportable(algo: CollectiveAlgorithm) -> None:
 class _Layout:
     """Channels, threadblocks and steps for a grouping of the operations into steps."""
 
-    def __init__(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int]) -> None:
+    def __init__(
+        self,
+        num_ranks: int,
+        cols: OpColumns,
+        groups: list[Group],
+        position: list[int],
+        partner: list[int],
+        *,
+        max_steps: float,
+        max_tbs: float,
+    ) -> None:
         self.num_ranks = num_ranks
+        self.max_steps = max_steps
+        self.max_tbs = max_tbs
         self.cols = cols
         self.groups = groups
         self.position = position
@@ -147,7 +167,7 @@ class _Layout:
         heads = sorted(
             (i for i in range(cols.size) if cols.kind[i] == SEND and i not in forwarded), key=lambda i: key[group_of[i]]
         )
-        placement = _Placement()
+        placement = _Placement(self.max_steps, self.max_tbs)
         channel: dict[int, int] = {}
         for head in heads:
             flow = [head]
@@ -159,6 +179,7 @@ class _Layout:
                 chan += 1
             for m in flow:
                 channel[m] = chan
+        self.placement = placement
         return channel, placement.pairs()
 
     def _endpoints(self, g: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
@@ -198,8 +219,10 @@ class _Layout:
             paired_r = {(q, c) for p, q, c in keys}
             loose_s = sorted(sends[rank] - paired_s)
             loose_r = set(recvs[rank] - paired_r)
+            steps_on = self.placement.steps_on
             for p, c in loose_s:
-                if (p, c) in loose_r:  # same peer both ways: one threadblock, as MSCCLang does
+                both = steps_on(rank, c, ("send", p)) + steps_on(rank, c, ("recv", p))
+                if (p, c) in loose_r and both <= self.max_steps:  # same peer both ways: one threadblock, as MSCCLang does
                     keys.append((p, p, c))
                     loose_r.discard((p, c))
                 else:
@@ -340,50 +363,100 @@ def gpu_scratch_end(step: Step) -> int:
 
 
 class _Placement:
-    """Messages placed so far: per connection the step keys on both ends; per rank the routes."""
+    """Flows placed so far, and the threadblocks they imply on every (rank, channel).
 
-    def __init__(self) -> None:
+    Per connection: the step keys of its messages on both ends (kept sorted, so a new message
+    fits only where both orders agree). Per (rank, channel): the forwarding routes
+    ``recv peer -> send peer`` and the steps of each threadblock-to-be, keyed ``("route", q, p)``,
+    ``("send", p)`` or ``("recv", q)``, so that no threadblock gets more than ``max_steps``
+    steps and no channel more than ``max_tbs`` threadblocks (the MSCCL runtime's limits).
+    Every change is journaled, so a flow that does not fit is taken back.
+    """
+
+    def __init__(self, max_steps: int, max_tbs: int) -> None:
+        self.max_steps = max_steps
+        self.max_tbs = max_tbs
         self.connections: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.routes: dict[tuple[int, int], tuple[dict[int, int], dict[int, int]]] = {}
+        self.steps: dict[tuple[int, int], dict[tuple, int]] = {}
+        self._undo: list = []
 
     def place(self, messages: list[tuple[int, int, int, int]], chan: int) -> bool:
         """Put a flow of ``(sender, receiver, sender key, receiver key)`` on ``chan`` if it fits."""
-        done: list = []
+        self._undo.clear()
+        if self._fits(messages, chan):
+            return True
+        for undo in reversed(self._undo):
+            undo()
+        return False
+
+    def _fits(self, messages, chan: int) -> bool:
         for n, (sender, receiver, sent, received) in enumerate(messages):
-            senders, receivers = self.connections.setdefault((sender, receiver, chan), ([], []))
-            at = bisect_left(senders, sent)
-            if bisect_left(receivers, received) != at:  # the two ends would disagree on the order
-                return self._undo(done)
-            senders.insert(at, sent)
-            receivers.insert(at, received)
-            done.append(("message", senders, receivers, at))
+            if not self._message(sender, receiver, chan, sent, received):
+                return False
+            if n == 0 and not self._add_step(sender, chan, self._send_key(sender, chan, receiver)):
+                return False
             if n + 1 < len(messages):
-                into, out = self.routes.setdefault((receiver, chan), ({}, {}))
-                after = messages[n + 1][1]
-                if into.get(sender, after) != after or out.get(after, sender) != sender:
-                    return self._undo(done)
-                if sender not in into:
-                    into[sender] = after
-                    out[after] = sender
-                    done.append(("route", into, out, sender, after))
+                if not self._forward(receiver, chan, sender, messages[n + 1][1]):
+                    return False
+            elif not self._add_step(receiver, chan, self._recv_key(receiver, chan, sender)):
+                return False
         return True
 
-    @staticmethod
-    def _undo(done: list) -> bool:
-        for entry in reversed(done):
-            if entry[0] == "message":
-                _, senders, receivers, at = entry
-                del senders[at]
-                del receivers[at]
-            else:
-                _, into, out, sender, after = entry
-                del into[sender]
-                del out[after]
-        return False
+    def _message(self, sender: int, receiver: int, chan: int, sent: int, received: int) -> bool:
+        senders, receivers = self.connections.setdefault((sender, receiver, chan), ([], []))
+        at = bisect_left(senders, sent)
+        if bisect_left(receivers, received) != at:  # the two ends would disagree on the order
+            return False
+        senders.insert(at, sent)
+        receivers.insert(at, received)
+        self._undo.append(lambda: (senders.pop(at), receivers.pop(at)))
+        return True
+
+    def _send_key(self, rank: int, chan: int, peer: int) -> tuple:
+        _, out = self.routes.get((rank, chan), ({}, {}))
+        return ("route", out[peer], peer) if peer in out else ("send", peer)
+
+    def _recv_key(self, rank: int, chan: int, peer: int) -> tuple:
+        into, _ = self.routes.get((rank, chan), ({}, {}))
+        return ("route", peer, into[peer]) if peer in into else ("recv", peer)
+
+    def _add_step(self, rank: int, chan: int, key: tuple, count: int = 1) -> bool:
+        counts = self.steps.setdefault((rank, chan), {})
+        before = counts.get(key)
+        if before is None and len(counts) >= self.max_tbs:
+            return False
+        after = (before or 0) + count
+        if after > self.max_steps:
+            return False
+        counts[key] = after
+        self._undo.append(lambda: counts.pop(key) if before is None else counts.__setitem__(key, before))
+        return True
+
+    def _forward(self, rank: int, chan: int, q: int, p: int) -> bool:
+        """A fused step on ``rank`` receives from ``q`` and sends to ``p``: one route threadblock."""
+        into, out = self.routes.setdefault((rank, chan), ({}, {}))
+        if into.get(q) == p:
+            return self._add_step(rank, chan, ("route", q, p))
+        if q in into or p in out:  # a threadblock has one receive peer and one send peer
+            return False
+        counts = self.steps.setdefault((rank, chan), {})
+        merged = [(k, counts[k]) for k in (("send", p), ("recv", q)) if k in counts]
+        for k, _ in merged:  # both endpoints become the route's threadblock
+            del counts[k]
+        self._undo.append(lambda: counts.update(merged))
+        into[q] = p
+        out[p] = q
+        self._undo.append(lambda: (into.pop(q), out.pop(p)))
+        return self._add_step(rank, chan, ("route", q, p), 1 + sum(c for _, c in merged))
 
     def pairs(self) -> dict[tuple[int, int, int], int]:
         """``{(rank, chan, recv peer): send peer}`` of every route."""
         return {(rank, chan, q): p for (rank, chan), (into, _) in self.routes.items() for q, p in into.items()}
+
+    def steps_on(self, rank: int, chan: int, key: tuple) -> int:
+        """Communication steps placed so far in threadblock ``key`` of ``rank`` on ``chan``."""
+        return self.steps.get((rank, chan), {}).get(key, 0)
 
 
 __all__ = ["COLL_NAMES", "Lifted", "lift_algorithm"]
