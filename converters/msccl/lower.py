@@ -45,6 +45,7 @@ from chakra_collectives.converters.msccl.checks import check_program, located, w
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
 
 _BUF = {letter: index for index, letter in enumerate(BUFFER_LETTERS)}
+_SCRATCH = int(Buffer.SCRATCH)
 SEND, RECV, REDUCE, COPY = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.REDUCE), int(OpKind.COPY)
 
 
@@ -254,68 +255,59 @@ class _RankLowering:
         """Append the step's operations (a chain); return how many scratch slots ``t`` it needs."""
         kind = step.type
         cnt = step.cnt
-        src = (_BUF[step.srcbuf], step.srcoff)
-        dst = (_BUF[step.dstbuf], step.dstoff)
+        sb, so = _BUF[step.srcbuf], step.srcoff
+        db, do = _BUF[step.dstbuf], step.dstoff
         key = (self.rank, tb.id, index)
-        start = len(self.rows)
-
-        def send(ref):
-            self._add(SEND, tb.send, send_tags[key], ref, None, cnt, tb, index, step)
-
-        def recv(ref):
-            self._add(RECV, tb.recv, recv_tags[key], None, ref, cnt, tb, index, step)
-
-        def local(op, s, d):
-            self._add(op, -1, -1, s, d, cnt, tb, index, step)
-
-        t = (int(Buffer.SCRATCH), temp)
+        tb_id = tb.id
         need = 0
         if kind is StepType.SEND:
-            send(src)
+            ops = [(SEND, tb.send, send_tags[key], sb, so, -1, -1, cnt)]
         elif kind is StepType.RECV:
-            recv(dst)
+            ops = [(RECV, tb.recv, recv_tags[key], -1, -1, db, do, cnt)]
         elif kind is StepType.RECV_COPY_SEND:
-            recv(dst)
-            send(dst)
+            ops = [(RECV, tb.recv, recv_tags[key], -1, -1, db, do, cnt), (SEND, tb.send, send_tags[key], db, do, -1, -1, cnt)]
         elif kind is StepType.COPY:
-            local(COPY, src, dst)
+            ops = [(COPY, -1, -1, sb, so, db, do, cnt)]
         elif kind is StepType.REDUCE:
-            local(REDUCE, src, dst)
+            ops = [(REDUCE, -1, -1, sb, so, db, do, cnt)]
         elif kind is StepType.RECV_REDUCE_SEND:
-            recv(t)
-            local(REDUCE, src, t)
-            send(t)
+            ops = [
+                (RECV, tb.recv, recv_tags[key], -1, -1, _SCRATCH, temp, cnt),
+                (REDUCE, -1, -1, sb, so, _SCRATCH, temp, cnt),
+                (SEND, tb.send, send_tags[key], _SCRATCH, temp, -1, -1, cnt),
+            ]
             need = cnt
         else:  # rrc, rrcs: dst = src (+) received
-            overlap = self._overlap(src, dst, cnt)
+            overlap = self._overlap((sb, so), (db, do), cnt)
+            receive = (RECV, tb.recv, recv_tags[key], -1, -1)
             if overlap == "same":
-                recv(t)
-                local(REDUCE, t, dst)
-                result = dst
+                ops = [receive + (_SCRATCH, temp, cnt), (REDUCE, -1, -1, _SCRATCH, temp, db, do, cnt)]
+                result = (db, do)
                 need = cnt
             elif overlap == "disjoint":
-                recv(dst)
-                local(REDUCE, src, dst)
-                result = dst
+                ops = [receive + (db, do, cnt), (REDUCE, -1, -1, sb, so, db, do, cnt)]
+                result = (db, do)
             else:
-                recv(t)
-                local(REDUCE, src, t)
-                local(COPY, t, dst)
-                result = t
+                ops = [
+                    receive + (_SCRATCH, temp, cnt),
+                    (REDUCE, -1, -1, sb, so, _SCRATCH, temp, cnt),
+                    (COPY, -1, -1, _SCRATCH, temp, db, do, cnt),
+                ]
+                result = (_SCRATCH, temp)
                 need = cnt
             if kind is StepType.RECV_REDUCE_COPY_SEND:
-                send(result)
-        self.first[tb.id, index] = start
-        self.last[tb.id, index] = len(self.rows) - 1
+                ops.append((SEND, tb.send, send_tags[key], *result, -1, -1, cnt))
+        start = len(self.rows)
+        n = len(ops)
+        self.rows.extend(ops)
+        self.deps.append([])
+        if n > 1:
+            self.deps.extend([start + j] for j in range(n - 1))
+        self.keys.extend((index, tb_id, start + j) for j in range(n))
+        self.origin.extend([(tb, step)] * n)
+        self.first[tb_id, index] = start
+        self.last[tb_id, index] = start + n - 1
         return need
-
-    def _add(self, kind, peer, tag, src, dst, cnt, tb, index, step) -> None:
-        position = len(self.rows)
-        chained = [] if not self.rows or self.origin[-1][1] is not step else [position - 1]
-        self.rows.append((kind, peer, tag, *(src or (-1, -1)), *(dst or (-1, -1)), cnt))
-        self.deps.append(chained)
-        self.keys.append((index, tb.id, position))
-        self.origin.append((tb, step))
 
     def _overlap(self, src: tuple[int, int], dst: tuple[int, int], cnt: int) -> str:
         (sb, so), (db, do) = (self.shell.resolve(self.rank, b, o) for b, o in (src, dst))

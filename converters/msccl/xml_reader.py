@@ -148,26 +148,28 @@ def _parse_one(text: str, path: str | Path | None) -> Program:
     return program
 
 
+_CANONICAL = ["s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep"]
+"""Step attributes in the order MSCCLang (and our writer) emit them."""
+
+
 def _step(element, where: "_Where") -> Step:
-    a = element.attrib
-    get = a.get
-    try:  # fast path for well-formed steps; anything unusual is diagnosed by _checked_step
-        step_type = _STEP_TYPES[get("type")]
-        srcbuf = get("srcbuf")
-        dstbuf = get("dstbuf")
+    try:  # fast path for MSCCLang's canonical steps; anything unusual is diagnosed by _checked_step
+        if element.keys() != _CANONICAL:
+            raise ValueError
+        s, type_text, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep = element.values()
         if srcbuf not in _LETTERS or dstbuf not in _LETTERS:
             raise ValueError
         return Step(
-            int(get("s")),
-            step_type,
+            int(s),
+            _STEP_TYPES[type_text],
             srcbuf,
-            int(get("srcoff")),
+            int(srcoff),
             dstbuf,
-            int(get("dstoff")),
-            int(get("cnt")),
-            int(get("depid")),
-            int(get("deps")),
-            _FLAGS[get("hasdep")],
+            int(dstoff),
+            int(cnt),
+            int(depid),
+            int(deps),
+            _FLAGS[hasdep],
             element.sourceline,
         )
     except (KeyError, TypeError, ValueError):
