@@ -34,9 +34,9 @@ def import_msccl_command(
 ) -> None:
     """Convert MSCCL-IR XML into Chakra ET files ASTRA-sim runs (every step type, verifiable).
 
-    Each step becomes SEND / RECV / REDUCE / COPY operations that keep their chunks, so
-    [bold]chakra-coll verify PREFIX[/bold] can prove the collective afterwards. A step moves
-    cnt x ceil(size / nchunksperloop) bytes. Errors name the XML line; nothing is written then.
+    Operations keep their chunks, so [bold]chakra-coll verify PREFIX[/bold] proves the collective afterwards.
+
+    A step moves cnt x ceil(size / nchunksperloop) bytes. Errors name the XML line; nothing is written then.
 
     Example: [bold]chakra-coll import-msccl allreduce_ring.xml --size 1MiB -o out/ar[/bold]
     """
@@ -97,10 +97,9 @@ def export_msccl_command(
 ) -> None:
     """Write an algorithm as MSCCL-IR XML the MSCCL runtime loads (and import-msccl reads back).
 
-    Threadblocks per connection, FIFO-consistent channels, cross-threadblock dependencies as
-    depid/deps and nop runs, hasdep flags, and the attributes the current runtime requires
-    (outofplace, minBytes, maxBytes). Messages are spread over channels to stay within the
-    runtime's limits; what still exceeds them is warned about.
+    Threadblocks per connection, FIFO-consistent channels, depid/deps and nop runs, hasdep flags.
+
+    Writes the attributes the current runtime requires (outofplace, minBytes, maxBytes) and warns where its limits are exceeded.
 
     Example: [bold]chakra-coll export-msccl out/ar -o ar.xml[/bold]
     """
