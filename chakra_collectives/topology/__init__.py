@@ -1,5 +1,39 @@
-"""Topologies: NPUs, switches and directed links (bandwidth GB/s, latency ns)."""
+"""Topologies: NPUs, switches and directed links (bandwidth GB/s, latency ns).
 
+* :mod:`~chakra_collectives.topology.core` -- :class:`Topology`, :class:`Link`, routes;
+* :mod:`~chakra_collectives.topology.builders` -- rings, meshes, tori, hypercubes, switches, DGX-like;
+* :mod:`~chakra_collectives.topology.loaders` -- :func:`load_topology` (specs and files).
+"""
+
+from chakra_collectives.topology.builders import (
+    dgx,
+    fully_connected,
+    hetero_mesh2d,
+    hypercube,
+    mesh2d,
+    mesh3d,
+    ring,
+    switch,
+    torus2d,
+    torus3d,
+)
 from chakra_collectives.topology.core import Link, Topology
+from chakra_collectives.topology.loaders import BUILDERS, load_topology, load_topology_file
 
-__all__ = ["Link", "Topology"]
+__all__ = [
+    "BUILDERS",
+    "Link",
+    "Topology",
+    "dgx",
+    "fully_connected",
+    "hetero_mesh2d",
+    "hypercube",
+    "load_topology",
+    "load_topology_file",
+    "mesh2d",
+    "mesh3d",
+    "ring",
+    "switch",
+    "torus2d",
+    "torus3d",
+]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
@@ -45,7 +43,6 @@ def execute(
     *,
     semantics: str = "eager",
     order: str = "fifo",
-    on_complete: Callable[[int], None] | None = None,
 ) -> Execution:
     """Execute ``algo`` with the message pairing ``partner`` (from :func:`match_messages`).
 
@@ -56,54 +53,61 @@ def execute(
         raise ValueError(f"unknown send semantics {semantics!r}")
     ops = algo.ops
     size = len(ops)
-    kind = ops.kind.tolist()
-    partners = partner.tolist()
-    waiting = np.diff(ops.dep_ptr).astype(np.int64)
     rendezvous = semantics == "rendezvous"
+    comm = (ops.kind <= OpKind.RECV) & (partner >= 0)
+    waiting = np.diff(ops.dep_ptr).astype(np.int64)
     if not rendezvous:
         waiting[(ops.kind == OpKind.RECV) & (partner >= 0)] += 1  # a matched RECV also waits for its SEND
+        # a completed SEND releases its RECV like a dependency: append that edge to the dependents
+        extra_from = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
+        dep_ptr, dep_list = dependents(algo, extra=(extra_from, partner[extra_from]))
+    else:
+        dep_ptr, dep_list = dependents(algo)
     waiting_list = waiting.tolist()
-    dep_ptr, dep_list = dependents(algo)
-    posted = [False] * size
-    done = [False] * size
-    ready: deque[int] = deque()
-    push = ready.append
-    pop = ready.popleft if order == "fifo" else ready.pop
-    SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
-
-    def deps_done(i: int) -> None:
-        """All of ``i``'s dependencies (and, eagerly, its SEND) have completed."""
-        if rendezvous and (kind[i] == SEND or kind[i] == RECV):
-            p = partners[i]
-            posted[i] = True
-            if p >= 0 and posted[p]:
-                push(i)
-                push(p)
-        else:
-            push(i)
-
-    for i in np.flatnonzero(waiting == 0).tolist():
-        deps_done(i)
+    ready: deque[int] = deque(np.flatnonzero(waiting == 0).tolist())
     completed: list[int] = []
     record = completed.append
-    while ready:
-        i = pop()
-        done[i] = True
-        record(i)
-        if on_complete is not None:
-            on_complete(i)
-        for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
-            waiting_list[j] -= 1
-            if waiting_list[j] == 0:
-                deps_done(j)
-        if not rendezvous and kind[i] == SEND:
-            p = partners[i]
-            if p >= 0:
-                waiting_list[p] -= 1
-                if waiting_list[p] == 0:
-                    deps_done(p)
-    stuck = [i for i in range(size) if not done[i]] if len(completed) < size else []
-    return Execution(order=completed, stuck=stuck)
+    push = ready.append
+    pop = ready.popleft if order == "fifo" else ready.pop
+    if rendezvous:
+        # a SEND and its RECV complete together, once both have their dependencies done
+        is_comm = comm.tolist()
+        partners = partner.tolist()
+        posted = [False] * size
+        initial = list(ready)
+        ready.clear()
+
+        def arrive(i: int) -> None:
+            if is_comm[i]:
+                posted[i] = True
+                if posted[partners[i]]:
+                    push(i)
+                    push(partners[i])
+            else:
+                push(i)
+
+        for i in initial:
+            arrive(i)
+        while ready:
+            i = pop()
+            record(i)
+            for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
+                waiting_list[j] -= 1
+                if waiting_list[j] == 0:
+                    arrive(j)
+    else:
+        while ready:
+            i = pop()
+            record(i)
+            for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
+                waiting_list[j] -= 1
+                if waiting_list[j] == 0:
+                    push(j)
+    if len(completed) == size:
+        return Execution(order=completed, stuck=[])
+    done = np.zeros(size, dtype=bool)
+    done[completed] = True
+    return Execution(order=completed, stuck=np.flatnonzero(~done).tolist())
 
 
 def describe_stuck(algo: CollectiveAlgorithm, partner: np.ndarray, execution: Execution, semantics: str, limit: int = 3) -> list[str]:

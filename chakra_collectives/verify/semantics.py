@@ -37,59 +37,57 @@ class SemanticRun:
 
 
 def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: str) -> SemanticRun:
-    """Execute ``algo`` eagerly in ``order`` ("fifo" or "lifo") on symbolic data."""
+    """Execute ``algo`` eagerly in ``order`` ("fifo" or "lifo") on symbolic data.
+
+    Effects do not change which operations can run, so the schedule is computed first and the
+    effects are then applied along it.
+    """
+    execution = execute(algo, partner, semantics="eager", order=order)
     ops = algo.ops
     storage = _initial_storage(algo)
     src_buf, src_off = algo.resolve(ops.rank, ops.src_buf, ops.src_off)
     dst_buf, dst_off = algo.resolve(ops.rank, ops.dst_buf, ops.dst_off)
+    # per operation: kind, count, source slots list, source offset, target slots list, target offset
     rank = ops.rank.tolist()
-    kind = ops.kind.tolist()
-    count = ops.count.tolist()
-    src = list(zip(src_buf.tolist(), src_off.tolist()))
-    dst = list(zip(dst_buf.tolist(), dst_off.tolist()))
-    partners = partner.tolist()
+    buffers = [[storage.get((r, b)) for b in range(3)] + [None] for r in range(algo.num_ranks)]  # [-1] -> None
+    operations = list(
+        zip(
+            ops.kind.tolist(),
+            ops.count.tolist(),
+            [buffers[r][b] for r, b in zip(rank, src_buf.tolist())],
+            src_off.tolist(),
+            [buffers[r][b] for r, b in zip(rank, dst_buf.tolist())],
+            dst_off.tolist(),
+            partner.tolist(),
+        )
+    )
     messages: dict[int, list[Value]] = {}
     faults: list[str] = []
     SEND, RECV, REDUCE, COPY = (int(k) for k in (OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY))
-
-    def fault(i: int, what: str) -> None:
-        if not faults:
-            faults.append(f"rank {rank[i]}: node {ops.node_id[i]}: {what}")
-
-    def apply(i: int) -> None:
-        k = kind[i]
-        n = count[i]
+    for i in execution.order:
+        k, n, source, so, target, do, p = operations[i]
         if k == SEND:
-            b, o = src[i]
-            messages[i] = storage[rank[i], b][o : o + n]
+            messages[i] = source[so : so + n]
         elif k == RECV:
-            b, o = dst[i]
-            storage[rank[i], b][o : o + n] = messages.pop(partners[i])
+            target[do : do + n] = messages.pop(p)
         elif k == COPY:
-            (sb, so), (db, do) = src[i], dst[i]
-            r = rank[i]
-            storage[r, db][do : do + n] = storage[r, sb][so : so + n]
+            target[do : do + n] = source[so : so + n]
         elif k == REDUCE:
-            (sb, so), (db, do) = src[i], dst[i]
-            r = rank[i]
-            target = storage[r, db]
-            source = storage[r, sb][so : so + n]
             for j in range(n):
-                a, b = target[do + j], source[j]
-                if a is None or b is None:
-                    fault(i, f"reduces {_slot(db, do + j)} with {_slot(sb, so + j)} but one of them holds nothing")
-                    target[do + j] = INVALID
-                elif a[0] != b[0] or a[0] < 0:
-                    if a[0] >= 0 and b[0] >= 0:
-                        fault(i, f"reduces chunk {a[0]} with chunk {b[0]} ({_slot(db, do + j)} += {_slot(sb, so + j)})")
-                    target[do + j] = INVALID
-                elif a[1] & b[1]:
-                    fault(i, f"counts rank(s) {format_ranks(a[1] & b[1])} twice in chunk {a[0]} ({_slot(db, do + j)})")
-                    target[do + j] = INVALID
-                else:
+                a, b = target[do + j], source[so + j]
+                if a is not None and b is not None and a[0] == b[0] >= 0 and not a[1] & b[1]:
                     target[do + j] = (a[0], a[1] | b[1])
-
-    execution = execute(algo, partner, semantics="eager", order=order, on_complete=apply)
+                    continue
+                target[do + j] = INVALID
+                if not faults:
+                    where = f"rank {rank[i]}: node {ops.node_id[i]}: "
+                    dst_slot, src_slot = _slot(int(dst_buf[i]), do + j), _slot(int(src_buf[i]), so + j)
+                    if a is None or b is None:
+                        faults.append(where + f"reduces {dst_slot} with {src_slot} but one of them holds nothing")
+                    elif a[0] != b[0] and a[0] >= 0 and b[0] >= 0:
+                        faults.append(where + f"reduces chunk {a[0]} with chunk {b[0]} ({dst_slot} += {src_slot})")
+                    elif a[1] & b[1]:
+                        faults.append(where + f"counts rank(s) {format_ranks(a[1] & b[1])} twice in chunk {a[0]} ({dst_slot})")
     return SemanticRun(execution=execution, storage=storage, fault=faults[0] if faults else None)
 
 
@@ -122,11 +120,10 @@ def output_view(algo: CollectiveAlgorithm, storage: dict[tuple[int, int], list[V
     """Per rank, the values of its output view (through in-place aliasing)."""
     view = []
     for r in range(algo.num_ranks):
-        values = []
-        for slot in range(_view_size(algo, r, Buffer.OUTPUT)):
-            b, o = (int(v) for v in algo.resolve(r, Buffer.OUTPUT, slot))
-            values.append(storage[r, b][o])
-        view.append(values)
+        slots = np.arange(_view_size(algo, r, Buffer.OUTPUT))
+        buffers, offsets = algo.resolve(r, np.full(len(slots), int(Buffer.OUTPUT)), slots)
+        buffers = np.broadcast_to(buffers, slots.shape).tolist()
+        view.append([storage[r, b][o] for b, o in zip(buffers, np.broadcast_to(offsets, slots.shape).tolist())])
     return view
 
 

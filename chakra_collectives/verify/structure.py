@@ -106,12 +106,15 @@ def find_cycle(algo: CollectiveAlgorithm) -> list[int]:
     return cycle[::-1]
 
 
-def dependents(algo: CollectiveAlgorithm) -> tuple[list[int], list[int]]:
-    """Reverse CSR: for each op, the ops that depend on it."""
+def dependents(algo: CollectiveAlgorithm, extra: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[int], list[int]]:
+    """Reverse CSR: for each op, the ops that depend on it (plus ``extra`` edges ``from -> to``)."""
     ops = algo.ops
     owner = np.repeat(np.arange(len(ops), dtype=np.int64), np.diff(ops.dep_ptr))
-    order = np.argsort(ops.dep_idx, kind="stable")
-    counts = np.bincount(ops.dep_idx, minlength=len(ops)) if len(ops.dep_idx) else np.zeros(len(ops), dtype=np.int64)
+    source = ops.dep_idx
+    if extra is not None:
+        source = np.concatenate([source, extra[0]])
+        owner = np.concatenate([owner, extra[1]])
+    order = np.argsort(source, kind="stable")
+    counts = np.bincount(source, minlength=len(ops)) if len(source) else np.zeros(len(ops), dtype=np.int64)
     ptr = np.concatenate([[0], np.cumsum(counts)])
     return ptr.tolist(), owner[order].tolist()
-

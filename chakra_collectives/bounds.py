@@ -1,0 +1,226 @@
+"""Lower bounds on the time of a collective on a topology, and how far an algorithm is from them.
+
+For an All-Gather of ``M`` bytes over ``N`` NPUs, each NPU owning ``M/N`` (``M`` is the
+collective's size as everywhere in chakra-collectives: the bytes of the larger per-rank buffer),
+with link bandwidths ``b`` in bytes/ns and latencies ``a`` in ns:
+
+``ingress_ns``
+    ``max over NPUs v of ((N-1)/N * M) / B_in(v)``: every NPU must receive everyone else's
+    share through its incoming links.
+``cut_ns`` (ForestColl's cut bound; exact)
+    ``max over node sets S (switches allowed) that contain an NPU and leave out at least one
+    NPU of (M/N) * |S ∩ NPUs| / B_out(S)``: the shares owned inside ``S`` must all leave it
+    through the links out of ``S``. With ``S = V - {v}`` this is the ingress bound, so
+    ``cut_ns >= ingress_ns``. It is computed exactly in polynomial time, by Dinkelbach's
+    parametric search over max-flows (networkx): for a ratio ``x = p/q``, a min cut that
+    separates a source (feeding every NPU ``q``) from a left-out NPU ``t`` over links of
+    capacity ``p * b`` finds the set that most violates ``|S ∩ NPUs| / B_out(S) <= x``; one
+    max-flow per NPU ``t`` per round, integer capacities (exact), a few rounds.
+``latency_ns``
+    ``max over ordered NPU pairs (u, v) of the least total latency of a path u -> v``: the
+    output of every NPU depends on every other NPU's input.
+
+Reduce-Scatter is the time-reverse of All-Gather: its bounds are All-Gather's on the topology
+with every link reversed (``B_in`` becomes ``B_out``: egress bound). All-Reduce is
+Reduce-Scatter followed by All-Gather, so its bandwidth bounds are the **sum** of the two
+phases' (``ingress_ns = RS egress + AG ingress``, ``cut_ns = RS cut + AG cut``: twice the
+All-Gather bound on every topology that looks the same reversed, e.g. any bidirectional one;
+this is Patarasuk and Yuan's ``2(N-1)/N * M / B`` for reductions done at NPUs), while its
+latency bound stays the one-way ``latency_ns`` (a direct algorithm crosses the network once).
+
+``best_ns = max(ingress_ns, cut_ns, latency_ns)``, and
+``efficiency(predicted) = best_ns / predicted`` (1.0 = provably optimal). The bounds hold
+for both network modes in :mod:`~chakra_collectives.network` up to ASTRA-sim's truncation of
+each hop to whole nanoseconds (which can undercut them by less than 1 ns per hop).
+
+>>> from chakra_collectives.topology import Topology
+>>> from chakra_collectives.ir import Collective
+>>> ring = Topology(4)
+>>> for i in range(4):
+...     ring.add_link(i, (i + 1) % 4, 1e9 / 2**30, 10.0)   # 1 byte/ns, one way
+>>> b = lower_bounds(ring, Collective.ALL_GATHER, 4000)
+>>> b.ingress_ns, b.cut_ns, b.latency_ns, b.best_ns
+(3000.0, 3000.0, 30.0, 3000.0)
+>>> lower_bounds(ring, Collective.ALL_REDUCE, 4000).best_ns
+6000.0
+>>> round(b.efficiency(3030.0), 4)
+0.9901
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable
+
+import networkx as nx
+from networkx.algorithms.flow import preflow_push
+
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective
+from chakra_collectives.topology import Topology
+from chakra_collectives.units import bytes_per_ns
+
+SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
+_SOURCE = -1
+
+
+@dataclass(frozen=True)
+class LowerBounds:
+    """Lower bounds (ns) on any algorithm for ``collective`` of ``size_bytes`` on a topology."""
+
+    collective: Collective
+    size_bytes: int
+    ingress_ns: float
+    cut_ns: float
+    latency_ns: float
+    cut_nodes: tuple[int, ...] = ()
+    """The set S achieving the All-Gather cut bound (the bottleneck; empty when N = 1)."""
+
+    @property
+    def best_ns(self) -> float:
+        """The strongest bound: ``max(ingress_ns, cut_ns, latency_ns)``."""
+        return max(self.ingress_ns, self.cut_ns, self.latency_ns)
+
+    def efficiency(self, predicted_ns: float) -> float:
+        """``best_ns / predicted_ns``: 1.0 means the algorithm provably cannot be beaten."""
+        if predicted_ns <= 0:
+            return 1.0 if self.best_ns == 0 else math.inf
+        return self.best_ns / predicted_ns
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "collective": self.collective.value,
+            "size_bytes": self.size_bytes,
+            "ingress_ns": self.ingress_ns,
+            "cut_ns": self.cut_ns,
+            "latency_ns": self.latency_ns,
+            "best_ns": self.best_ns,
+            "cut_nodes": list(self.cut_nodes),
+        }
+
+
+def lower_bounds(
+    topology: Topology,
+    collective: Collective,
+    size_bytes: int,
+    *,
+    sinks: Iterable[int] | None = None,
+) -> LowerBounds:
+    """Ingress, cut and latency bounds of ``collective`` of ``size_bytes`` on ``topology``.
+
+    ``sinks`` limits the NPUs tried as the one a cut set leaves out (default: all, which makes
+    ``cut_ns`` exact). Any subset still gives a valid, possibly weaker, bound; on a topology
+    where every NPU looks alike (ring, torus, hypercube, fully-connected, switch) ``[0]``
+    gives the exact value with one max-flow per round instead of ``N``.
+
+    Raises :class:`InputError` for other collectives, a non-positive size, or a topology in
+    which some NPU cannot reach another.
+    """
+    if collective not in SUPPORTED:
+        raise InputError(
+            f"lower bounds are defined for {', '.join(c.value for c in SUPPORTED)}, not {collective.value}"
+        )
+    if size_bytes <= 0:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
+    topology.validate()
+    n = topology.num_npus
+    if n == 1:
+        return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0)
+    sink_list = list(range(n)) if sinks is None else sorted(set(sinks))
+    if not sink_list or sink_list[0] < 0 or sink_list[-1] >= n:
+        raise InputError(f"sinks must name NPUs 0..{n - 1}")
+    share = size_bytes / n
+    latency = _latency_bound(topology)
+    phases = []
+    if collective in (Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
+        phases.append(_phase_bounds(topology, share, reverse=True, sinks=sink_list))
+    if collective in (Collective.ALL_GATHER, Collective.ALL_REDUCE):
+        phases.append(_phase_bounds(topology, share, reverse=False, sinks=sink_list))
+    return LowerBounds(
+        collective=collective,
+        size_bytes=size_bytes,
+        ingress_ns=sum(p[0] for p in phases),
+        cut_ns=sum(p[1] for p in phases),
+        latency_ns=latency,
+        cut_nodes=phases[-1][2],
+    )
+
+
+# ---------------------------------------------------------------------------- one phase
+def _phase_bounds(topology: Topology, share: float, *, reverse: bool, sinks: list[int]) -> tuple[float, float, tuple[int, ...]]:
+    """``(ingress_ns, cut_ns, cut set)`` of an All-Gather (of the reversed topology when ``reverse``)."""
+    n = topology.num_npus
+    capacity, scale = _integer_bandwidths(topology, reverse=reverse)
+    into = [0] * topology.num_nodes
+    for (_, v), b in capacity.items():
+        into[v] += b
+    # ingress: S = V - {v}; Dinkelbach starts from the best such set
+    v_best = min(range(n), key=lambda v: (Fraction(into[v]) / (n - 1), v))
+    ingress_ns = share * (n - 1) / bytes_per_ns(float(Fraction(into[v_best], scale)))
+    p, q = n - 1, into[v_best]
+    best_set = frozenset(range(topology.num_nodes)) - {v_best}
+    while True:
+        found = _most_violated(topology, capacity, p, q, sinks)
+        if found is None:
+            break
+        best_set = found
+        p = sum(1 for v in found if v < n)
+        q = sum(b for (u, v), b in capacity.items() if u in found and v not in found)
+    cut_ns = share * p / bytes_per_ns(float(Fraction(q, scale)))
+    return ingress_ns, max(cut_ns, ingress_ns), tuple(sorted(best_set))
+
+
+def _integer_bandwidths(topology: Topology, *, reverse: bool) -> tuple[dict[tuple[int, int], int], int]:
+    """Bandwidth of each node pair (parallel links summed) as integers, and their common scale."""
+    exact: dict[tuple[int, int], Fraction] = {}
+    for link in topology.links:
+        key = (link.dst, link.src) if reverse else (link.src, link.dst)
+        exact[key] = exact.get(key, Fraction(0)) + Fraction(link.bandwidth_gbps)
+    scale = math.lcm(*(f.denominator for f in exact.values())) if exact else 1
+    return {key: int(f * scale) for key, f in exact.items()}, scale
+
+
+def _most_violated(
+    topology: Topology, capacity: dict[tuple[int, int], int], p: int, q: int, sinks: list[int]
+) -> frozenset[int] | None:
+    """A set S (leaving out an NPU) with ``q |S ∩ NPUs| - p B_out(S) > 0``, the largest; else None.
+
+    For a sink NPU ``t``, the min cut between a source feeding every NPU ``q`` and ``t``, over
+    links of capacity ``p * b``, is ``min over S not containing t of q |NPUs - S| + p B_out(S)``.
+    """
+    n = topology.num_npus
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(topology.num_nodes))
+    graph.add_edges_from((u, v, {"capacity": p * b}) for (u, v), b in capacity.items())
+    graph.add_edges_from((_SOURCE, v, {"capacity": q}) for v in range(n))
+    best_value, best_sink = 0, None
+    residual = None
+    for t in sinks:
+        residual = preflow_push(graph, _SOURCE, t, value_only=True, residual=residual)
+        value = q * n - residual.graph["flow_value"]
+        if value > best_value:
+            best_value, best_sink = value, t
+    if best_sink is None:
+        return None
+    _, (source_side, _) = nx.minimum_cut(graph, _SOURCE, best_sink, flow_func=preflow_push)
+    return frozenset(source_side) - {_SOURCE}
+
+
+# ---------------------------------------------------------------------------- latency
+def _latency_bound(topology: Topology) -> float:
+    """Longest least-latency path between two NPUs (ns)."""
+    graph = nx.DiGraph()
+    for link in topology.links:
+        current = graph.get_edge_data(link.src, link.dst)
+        if current is None or link.latency_ns < current["latency"]:
+            graph.add_edge(link.src, link.dst, latency=link.latency_ns)
+    worst = 0.0
+    for npu in range(topology.num_npus):
+        lengths = nx.single_source_dijkstra_path_length(graph, npu, weight="latency")
+        worst = max(worst, max(lengths.get(v, math.inf) for v in range(topology.num_npus)))
+    return float(worst)
+
+
+__all__ = ["LowerBounds", "lower_bounds"]

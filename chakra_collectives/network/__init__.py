@@ -1,0 +1,28 @@
+"""The network model shared by the synthesizer (cost model) and the replayer.
+
+* :mod:`~chakra_collectives.network.events` -- the discrete-event core (SimPy-shaped);
+* :mod:`~chakra_collectives.network.model` -- hop costs, routes, local-operation costs, and
+  the two modes (``"tacos"``, ``"astra-sim"``) with exactly where they differ;
+* :mod:`~chakra_collectives.network.graph` / :mod:`~chakra_collectives.network.engine` --
+  tasks as flat arrays and the simulation that times them;
+* :mod:`~chakra_collectives.network.collective` -- :func:`predict_time` and
+  :func:`simulate_collective` for one algorithm.
+"""
+
+from chakra_collectives.network.collective import CollectiveTiming, predict_time, simulate_collective
+from chakra_collectives.network.engine import Timing, run
+from chakra_collectives.network.events import EventLoop
+from chakra_collectives.network.graph import TaskGraph
+from chakra_collectives.network.model import Mode, NetworkModel
+
+__all__ = [
+    "CollectiveTiming",
+    "EventLoop",
+    "Mode",
+    "NetworkModel",
+    "TaskGraph",
+    "Timing",
+    "predict_time",
+    "run",
+    "simulate_collective",
+]

@@ -1,0 +1,94 @@
+"""TaskGraph: what the engine runs -- flat integer arrays, one entry per task.
+
+Every producer of work for the engine (one collective algorithm, or a whole workload with its
+collectives expanded) lowers it to three task kinds:
+
+* ``SEND`` -- injects a message of ``nbytes`` from ``npu`` to its partner RECV's NPU once its
+  dependencies are done; completes when the message has **arrived** (ASTRA-sim's rule);
+* ``RECV`` -- completes when its partner's message has arrived *and* its own dependencies are
+  done;
+* ``LOCAL`` -- takes ``duration`` ns (already costed by the
+  :class:`~chakra_collectives.network.model.NetworkModel`) once its dependencies are done.
+
+A task may also hold an execution **unit** (``unit >= 0``): it acquires the unit when its
+dependencies are done, waiting in FIFO order while another task holds it, and the unit is
+released when the task named by ``release`` completes. This expresses "one local operation at
+a time per NPU" and ASTRA-sim's per-rank hardware limits (a collective holds its rank's
+communication unit from its first to its last operation).
+
+>>> g = TaskGraph.build(kind=[SEND, RECV], npu=[0, 1], partner=[1, 0], nbytes=[64, 64],
+...                     duration=[0.0, 0.0], dep_ptr=[0, 0, 0], dep_idx=[])
+>>> len(g), g.successors(0).tolist()
+(2, [])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SEND, RECV, LOCAL = 0, 1, 2
+"""Task kinds (``SEND`` and ``RECV`` have the values of ``OpKind.SEND`` / ``OpKind.RECV``)."""
+
+NO_UNIT = -1
+
+
+@dataclass(frozen=True, eq=False)
+class TaskGraph:
+    kind: np.ndarray
+    """int8: SEND, RECV or LOCAL."""
+    npu: np.ndarray
+    """int32: the NPU the task runs on (for a SEND, the sending NPU)."""
+    partner: np.ndarray
+    """int64: a SEND's RECV and a RECV's SEND (-1 for LOCAL tasks)."""
+    nbytes: np.ndarray
+    """int64: message bytes of a SEND (bytes processed by a LOCAL task, for statistics)."""
+    duration: np.ndarray
+    """float64 (or int64 in ASTRA-sim mode): ns a LOCAL task takes."""
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    """Dependencies in CSR form: task ``i`` waits for ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``."""
+    unit: np.ndarray
+    """int32: unit acquired when the dependencies are done (-1: none)."""
+    release: np.ndarray
+    """int32: unit released when this task completes (-1: none)."""
+
+    @classmethod
+    def build(cls, *, kind, npu, partner, nbytes, duration, dep_ptr, dep_idx, unit=None, release=None) -> "TaskGraph":
+        size = len(kind)
+        no_unit = np.full(size, NO_UNIT, dtype=np.int32)
+        graph = cls(
+            kind=np.asarray(kind, dtype=np.int8),
+            npu=np.asarray(npu, dtype=np.int32),
+            partner=np.asarray(partner, dtype=np.int64),
+            nbytes=np.asarray(nbytes, dtype=np.int64),
+            duration=np.asarray(duration),
+            dep_ptr=np.asarray(dep_ptr, dtype=np.int64),
+            dep_idx=np.asarray(dep_idx, dtype=np.int64),
+            unit=no_unit if unit is None else np.asarray(unit, dtype=np.int32),
+            release=no_unit.copy() if release is None else np.asarray(release, dtype=np.int32),
+        )
+        for name in ("npu", "partner", "nbytes", "duration", "unit", "release"):
+            if len(getattr(graph, name)) != size:
+                raise ValueError(f"column {name} has {len(getattr(graph, name))} entries, expected {size}")
+        if len(graph.dep_ptr) != size + 1 or graph.dep_ptr[-1] != len(graph.dep_idx):
+            raise ValueError("dep_ptr is not a CSR index into dep_idx")
+        return graph
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def successor_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(succ_ptr, succ_idx)``: the tasks that wait for each task, in CSR form."""
+        size = len(self)
+        owners = np.repeat(np.arange(size, dtype=np.int64), np.diff(self.dep_ptr))
+        order = np.argsort(self.dep_idx, kind="stable")
+        succ_idx = owners[order]
+        succ_ptr = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.dep_idx, minlength=size), out=succ_ptr[1:])
+        return succ_ptr, succ_idx
+
+    def successors(self, task: int) -> np.ndarray:
+        succ_ptr, succ_idx = self.successor_csr()
+        return succ_idx[succ_ptr[task] : succ_ptr[task + 1]]

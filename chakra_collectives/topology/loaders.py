@@ -1,0 +1,396 @@
+"""``load_topology``: a builder spec (``torus3d:4x4x4``) or a topology file, as a Topology.
+
+Builder specs
+-------------
+``NAME[:SHAPE][,KEY=VALUE...]`` where ``SHAPE`` is ``AxBxC`` and the options are the builder's
+keyword arguments (:mod:`~chakra_collectives.topology.builders`), with ``bw`` and ``lat``
+accepted for ``bandwidth_gbps`` and ``latency_ns`` (also as suffixes: ``nic_bw``, ``x_lat``)::
+
+    ring:8                      bidirectional ring of 8 NPUs (ring:8,bidirectional=false: one way)
+    fully-connected:8           direct link between every pair
+    switch:64                   64 NPUs on one switch
+    mesh2d:8x8   torus2d:8x8    2D mesh / torus            mesh3d:4x4x4   torus3d:4x4x4
+    hypercube:4x4x4             generalized hypercube (hypercube:6 = binary 6-cube, 64 NPUs)
+    hetero-mesh2d:8x8           2D mesh, x links 100 GB/s and y links 50 GB/s by default
+    dgx:4x8                     4 servers x 8 GPUs: NVLink inside, per-GPU NICs to a switch
+    torus2d:8x8,bw=100,lat=250  any builder with other link parameters
+
+Files
+-----
+``.yaml``/``.yml``/``.json``: our own topology file (:mod:`~chakra_collectives.topology.schema`)
+or ASTRA-sim's analytical network YAML (``topology: [Ring, Switch]``, ``npus_count``,
+``bandwidth`` GB/s, ``latency`` ns per dimension); ``.graphml``: GraphML (nodes with
+``kind: switch`` are switches, edges carry ``bandwidth_gbps`` and ``latency_ns``); anything
+else: an edge list, one ``SRC DST [BANDWIDTH_GBPS [LATENCY_NS]]`` per line (``SRC -> DST`` for
+a one-way link; ``sN`` names a switch; ``#`` starts a comment).
+
+Keyword ``overrides`` replace a builder's arguments, and give files the bandwidth/latency of
+links that do not state theirs. Every topology is checked to be connected (each NPU reaches
+each other NPU) before it is returned.
+
+>>> load_topology("torus3d:4x4x4").describe()
+'torus3d:4x4x4: 64 NPUs, 384 links'
+>>> load_topology("ring:4", bandwidth_gbps=100).links[0].bandwidth_gbps
+100.0
+>>> load_topology("donut:4")
+Traceback (most recent call last):
+...
+chakra_collectives.errors.InputError: unknown topology 'donut' (valid: dgx, fully-connected, hetero-mesh2d, hypercube, mesh2d, mesh3d, ring, switch, torus2d, torus3d; or a topology file path)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import networkx as nx
+import yaml
+
+from chakra_collectives.errors import InputError
+from chakra_collectives.topology import builders
+from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.schema import line_of, validate_document
+
+
+@dataclass(frozen=True)
+class _Builder:
+    build: Callable[..., Topology]
+    shape: tuple[int, ...]
+    """Accepted numbers of dimensions."""
+    example: str
+
+    def options(self) -> list[str]:
+        params = inspect.signature(self.build).parameters.values()
+        return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def _hypercube(*dims: int, **kw: Any) -> Topology:
+    if len(dims) == 1:  # hypercube:D is the binary D-cube
+        dims = (2,) * dims[0]
+    return builders.hypercube(list(dims), **kw)
+
+
+_hypercube.__signature__ = inspect.signature(builders.hypercube).replace(  # type: ignore[attr-defined]
+    parameters=[p for p in inspect.signature(builders.hypercube).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+)
+
+BUILDERS: dict[str, _Builder] = {
+    "ring": _Builder(builders.ring, (1,), "ring:8"),
+    "fully-connected": _Builder(builders.fully_connected, (1,), "fully-connected:8"),
+    "switch": _Builder(builders.switch, (1,), "switch:64"),
+    "mesh2d": _Builder(builders.mesh2d, (2,), "mesh2d:8x8"),
+    "mesh3d": _Builder(builders.mesh3d, (3,), "mesh3d:4x4x4"),
+    "torus2d": _Builder(builders.torus2d, (2,), "torus2d:8x8"),
+    "torus3d": _Builder(builders.torus3d, (3,), "torus3d:4x4x4"),
+    "hypercube": _Builder(_hypercube, tuple(range(1, 17)), "hypercube:4x4x4"),
+    "hetero-mesh2d": _Builder(builders.hetero_mesh2d, (2,), "hetero-mesh2d:8x8"),
+    "dgx": _Builder(builders.dgx, (2,), "dgx:4x8"),
+}
+_ALIASES = {"fc": "fully-connected", "fullyconnected": "fully-connected", "mesh": "mesh2d", "torus": "torus2d", "hetero-mesh": "hetero-mesh2d", "heteromesh2d": "hetero-mesh2d"}
+
+_SPEC_RE = re.compile(r"^(?P<name>[A-Za-z][\w-]*)(?::(?P<shape>[^,]*))?(?P<options>(?:,[^,]*)*)$")
+
+
+def load_topology(spec: str, **overrides: Any) -> Topology:
+    """A topology from a builder spec or a file (see the module docstring); connected, or an error."""
+    spec = str(spec).strip()
+    path = Path(spec)
+    if not path.is_file():
+        return _from_spec(spec, overrides).validate()
+    topo = load_topology_file(path, **overrides)
+    try:
+        return topo.validate()
+    except InputError as error:  # the file names the topology: drop the name from the message
+        raise InputError(error.message.removeprefix(f"{topo.name}: "), path=path) from None
+
+
+# ---------------------------------------------------------------------- specs
+def _from_spec(spec: str, overrides: dict[str, Any]) -> Topology:
+    match = _SPEC_RE.match(spec)
+    name = (match.group("name") if match else spec.split(":")[0]).lower()
+    name = _ALIASES.get(name, name)
+    builder = BUILDERS.get(name)
+    if builder is None:
+        looks_like_file = "/" in spec or "." in spec.split(":")[0]
+        if looks_like_file:
+            raise InputError("no such file", path=spec)
+        raise InputError(f"unknown topology {name!r} (valid: {', '.join(sorted(BUILDERS))}; or a topology file path)")
+    if match is None:
+        raise InputError(f"malformed topology spec {spec!r}: expected NAME:SHAPE[,KEY=VALUE...] such as {builder.example}")
+    shape_text = match.group("shape")
+    if not shape_text:
+        raise InputError(f"topology {spec!r} needs a shape, e.g. {builder.example}")
+    try:
+        dims = [int(d) for d in shape_text.lower().split("x")]
+    except ValueError:
+        raise InputError(f"malformed topology shape {shape_text!r} in {spec!r}: expected numbers joined by x, e.g. {builder.example}") from None
+    if len(dims) not in builder.shape:
+        raise InputError(f"topology {name} takes {' or '.join(map(str, builder.shape[:3]))} dimension(s), got {shape_text!r} (e.g. {builder.example})")
+    options = {}
+    for item in filter(None, match.group("options").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"malformed option {item!r} in {spec!r}: expected KEY=VALUE")
+        option = _option_name(key.strip(), builder, name)
+        options[option] = _option_value(value.strip(), key)
+    for key, value in overrides.items():
+        options[_option_name(key, builder, name)] = value
+    return builder.build(*dims, **options)
+
+
+def _option_name(key: str, builder: _Builder, name: str) -> str:
+    valid = builder.options()
+    candidates = [key, re.sub(r"bw$", "bandwidth_gbps", key), re.sub(r"lat$", "latency_ns", key)]
+    candidates += [re.sub(r"^(\w+)_(bandwidth_gbps|latency_ns)$", r"\1_\2", c) for c in candidates]
+    for candidate in candidates:
+        if candidate in valid:
+            return candidate
+    raise InputError(f"topology {name} has no option {key!r} (valid: {', '.join(valid)})")
+
+
+def _option_value(text: str, key: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"option {key}={text!r} is not a number or true/false") from None
+
+
+# ---------------------------------------------------------------------- files
+def load_topology_file(path: str | Path, **overrides: Any) -> Topology:
+    """Read a topology file; the format is chosen by extension (and by content for YAML)."""
+    path = Path(path)
+    unknown = set(overrides) - {"bandwidth_gbps", "latency_ns"}
+    if unknown:
+        raise InputError(f"a topology file takes only bandwidth_gbps and latency_ns overrides, not {sorted(unknown)}", path=path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise InputError(f"cannot read topology file: {error.strerror}", path=path) from None
+    except UnicodeDecodeError:
+        raise InputError("not a text file (expected YAML, JSON, GraphML or an edge list)", path=path) from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml", ".json"):
+            document = _parse_structured(text, path, suffix)
+            if isinstance(document, dict) and "npus_count" in document:
+                return _from_astra_sim(document, path, text, overrides)
+            validate_document(document, path=path, text=text)
+            return _from_document(document, path, text, overrides)
+        if suffix in (".graphml", ".xml"):
+            return _from_graphml(path, overrides)
+        return _from_edge_list(text, path, overrides)
+    except InputError as error:
+        raise error.located(path=path) from None
+
+
+def _parse_structured(text: str, path: Path, suffix: str) -> Any:
+    if suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InputError(f"invalid JSON: {error.msg}", path=path, line=error.lineno) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise InputError(f"invalid YAML: {problem}", path=path, line=None if mark is None else mark.line + 1) from None
+
+
+def _endpoint(value: Any, npus: int, switches: int, where: str) -> int:
+    if isinstance(value, str) and value.startswith("s"):
+        index = int(value[1:])
+        if index >= switches:
+            raise InputError(f"{where} names switch {value}, but the file declares {switches} switch(es)")
+        return npus + index
+    if value >= npus:
+        raise InputError(f"{where} names NPU {value}, but the file declares npus: {npus} (0..{npus - 1})")
+    return int(value)
+
+
+def _from_document(document: dict[str, Any], path: Path, text: str, overrides: dict[str, Any]) -> Topology:
+    npus, switches = document["npus"], document.get("switches", 0)
+    topo = Topology(npus, num_switches=switches, name=document.get("name") or path.stem)
+    defaults = {"bandwidth_gbps": builders.BANDWIDTH_GBPS, "latency_ns": builders.LATENCY_NS, "bidirectional": False}
+    defaults.update(overrides)
+    defaults.update(document.get("defaults", {}))
+    for index, link in enumerate(document["links"]):
+        line = line_of(text, ["links", index])
+        where = f"link {index}"
+        try:
+            src = _endpoint(link["src"], npus, switches, where)
+            dst = _endpoint(link["dst"], npus, switches, where)
+            topo.add_link(
+                src,
+                dst,
+                link.get("bandwidth_gbps", defaults["bandwidth_gbps"]),
+                link.get("latency_ns", defaults["latency_ns"]),
+                bidirectional=link.get("bidirectional", defaults["bidirectional"]),
+            )
+        except InputError as error:
+            raise InputError(error.message, path=path, line=line) from None
+    return topo
+
+
+_ASTRA_KINDS = {"ring": "Ring", "fullyconnected": "FullyConnected", "switch": "Switch"}
+
+
+def _from_astra_sim(document: dict[str, Any], path: Path, text: str, overrides: dict[str, Any]) -> Topology:
+    """ASTRA-sim's analytical network: one entry per dimension, NPU ids with dimension 0 fastest."""
+    fallback = {"bandwidth": overrides.get("bandwidth_gbps"), "latency": overrides.get("latency_ns")}
+    fields = {}
+    for key in ("topology", "npus_count", "bandwidth", "latency"):
+        value = document.get(key)
+        if value is None and fallback.get(key) is not None:
+            value = [fallback[key]] * len(fields["topology"])
+        if value is None:
+            raise InputError(f"ASTRA-sim network file lacks {key!r}", path=path)
+        fields[key] = value if isinstance(value, list) else [value]
+    dims = len(fields["topology"])
+    for key, values in fields.items():
+        if len(values) != dims:
+            raise InputError(f"{key!r} lists {len(values)} entries but topology lists {dims} dimensions", path=path, line=line_of(text, [key]))
+    kinds = []
+    for index, kind in enumerate(fields["topology"]):
+        canonical = _ASTRA_KINDS.get(str(kind).lower().replace("_", ""))
+        if canonical is None:
+            raise InputError(f"unknown ASTRA-sim topology {kind!r} (valid: Ring, FullyConnected, Switch)", path=path, line=line_of(text, ["topology", index]))
+        kinds.append(canonical)
+    sizes = []
+    for index, count in enumerate(fields["npus_count"]):
+        if not isinstance(count, int) or count < 1:
+            raise InputError(f"npus_count entry {count!r} is not a positive integer", path=path, line=line_of(text, ["npus_count", index]))
+        sizes.append(count)
+    total = 1
+    for size in sizes:
+        total *= size
+    topo = Topology(total, name=path.stem)
+    stride = 1
+    for dim, (kind, size) in enumerate(zip(kinds, sizes)):
+        bw, lat = fields["bandwidth"][dim], fields["latency"][dim]
+        for what, value in (("bandwidth", bw), ("latency", lat)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise InputError(f"{what} entry {value!r} is not a number", path=path, line=line_of(text, [what, dim]))
+        try:
+            for group in _dimension_groups(total, size, stride):
+                _connect_group(topo, kind, group, float(bw), float(lat))
+        except InputError as error:
+            raise InputError(f"dimension {dim}: {error.message.split(': ', 1)[-1]}", path=path, line=line_of(text, ["bandwidth", dim])) from None
+        stride *= size
+    return topo
+
+
+def _dimension_groups(total: int, size: int, stride: int) -> list[list[int]]:
+    """NPUs that differ only in one dimension (of ``size``, at ``stride``)."""
+    groups = []
+    for base in range(total):
+        if (base // stride) % size == 0:
+            groups.append([base + i * stride for i in range(size)])
+    return groups
+
+
+def _connect_group(topo: Topology, kind: str, group: list[int], bw: float, lat: float) -> None:
+    n = len(group)
+    if n == 1:
+        return
+    if kind == "Ring":
+        pairs = [(group[i], group[(i + 1) % n]) for i in range(n if n > 2 else 1)]
+        for a, b in pairs:
+            topo.add_link(a, b, bw, lat, bidirectional=True)
+    elif kind == "FullyConnected":
+        for a in group:
+            for b in group:
+                if a != b:
+                    topo.add_link(a, b, bw, lat)
+    else:
+        hub = topo.add_switch()
+        for a in group:
+            topo.add_link(a, hub, bw, lat, bidirectional=True)
+
+
+def _from_graphml(path: Path, overrides: dict[str, Any]) -> Topology:
+    try:
+        graph = nx.read_graphml(path)
+    except ElementTree.ParseError as error:
+        raise InputError(f"invalid GraphML: {error.msg if hasattr(error, 'msg') else error}", path=path, line=error.position[0]) from None
+    except (nx.NetworkXError, KeyError, ValueError) as error:
+        raise InputError(f"invalid GraphML: {error}", path=path) from None
+    kinds = {node: str(data.get("kind", data.get("type", "npu"))).lower() for node, data in graph.nodes(data=True)}
+    npus = [n for n in graph.nodes if kinds[n] != "switch"]
+    switches = [n for n in graph.nodes if kinds[n] == "switch"]
+    if not npus:
+        raise InputError("GraphML has no NPU nodes", path=path)
+    ids = {node: i for i, node in enumerate(npus + switches)}
+    topo = Topology(len(npus), num_switches=len(switches), name=path.stem)
+    for src, dst, data in graph.edges(data=True):
+        where = f"edge {src}->{dst}"
+        bw = _number(data.get("bandwidth_gbps", data.get("bandwidth", overrides.get("bandwidth_gbps"))), where, "bandwidth_gbps")
+        lat = _number(data.get("latency_ns", data.get("latency", overrides.get("latency_ns", builders.LATENCY_NS))), where, "latency_ns")
+        try:
+            topo.add_link(ids[src], ids[dst], bw, lat, bidirectional=not graph.is_directed())
+        except InputError as error:
+            raise InputError(f"{where}: {error.message.split(': ', 1)[-1]}", path=path) from None
+    return topo
+
+
+def _number(value: Any, where: str, what: str) -> float:
+    if value is None:
+        raise InputError(f"{where} has no {what}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {what} {value!r} is not a number") from None
+
+
+_EDGE_RE = re.compile(r"^(?P<src>\S+)\s+(?P<arrow>->\s+)?(?P<dst>\S+)(?P<rest>(?:\s+\S+)*)\s*$")
+
+
+def _from_edge_list(text: str, path: Path, overrides: dict[str, Any]) -> Topology:
+    entries = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = _EDGE_RE.match(line)
+        if match is None:
+            raise InputError(f"expected 'SRC DST [BANDWIDTH_GBPS [LATENCY_NS]]', got {line!r}", path=path, line=number)
+        rest = match.group("rest").split()
+        if len(rest) > 2:
+            raise InputError(f"too many fields in {line!r} (SRC DST [BANDWIDTH_GBPS [LATENCY_NS]])", path=path, line=number)
+        nodes = []
+        for token in (match.group("src"), match.group("dst")):
+            if re.fullmatch(r"\d+", token):
+                nodes.append(("npu", int(token)))
+            elif re.fullmatch(r"s\d+", token):
+                nodes.append(("switch", int(token[1:])))
+            else:
+                raise InputError(f"node {token!r} is neither an NPU number nor a switch name sN", path=path, line=number)
+        try:
+            values = [float(v) for v in rest]
+        except ValueError:
+            raise InputError(f"bandwidth/latency must be numbers in {line!r}", path=path, line=number) from None
+        bw = values[0] if values else overrides.get("bandwidth_gbps", builders.BANDWIDTH_GBPS)
+        lat = values[1] if len(values) > 1 else overrides.get("latency_ns", builders.LATENCY_NS)
+        entries.append((number, nodes, bw, lat, match.group("arrow") is None))
+    if not entries:
+        raise InputError("no links in the edge list", path=path)
+    npus = 1 + max(i for _, nodes, *_ in entries for kind, i in nodes if kind == "npu")
+    switches = 1 + max((i for _, nodes, *_ in entries for kind, i in nodes if kind == "switch"), default=-1)
+    topo = Topology(npus, num_switches=switches, name=path.stem)
+    for number, nodes, bw, lat, both in entries:
+        a, b = (i if kind == "npu" else npus + i for kind, i in nodes)
+        try:
+            topo.add_link(a, b, bw, lat, bidirectional=both)
+        except InputError as error:
+            raise InputError(error.message.split(": ", 1)[-1], path=path, line=number) from None
+    return topo

@@ -1,0 +1,98 @@
+"""Topologies and tiny algorithms for the network-model, bounds and replay tests.
+
+Built with :class:`Topology` directly so these tests do not depend on the topology builders.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm
+from chakra_collectives.topology import Topology
+
+ONE_BYTE_PER_NS = 1e9 / 2**30
+"""A bandwidth (GB/s) of exactly 1 byte/ns: times in tests come out as exact floats."""
+
+
+def ring_topology(n: int, bandwidth: float = 50.0, latency: float = 500.0, *, bidirectional: bool = True) -> Topology:
+    """ASTRA-sim's Ring: links i -> i+1 (and back when bidirectional)."""
+    topo = Topology(n, name=f"ring:{n}")
+    for i in range(n):
+        topo.add_link(i, (i + 1) % n, bandwidth, latency, bidirectional=bidirectional)
+    return topo
+
+
+def fully_connected(n: int, bandwidth: float = 50.0, latency: float = 500.0) -> Topology:
+    topo = Topology(n, name=f"fc:{n}")
+    for a, b in itertools.permutations(range(n), 2):
+        topo.add_link(a, b, bandwidth, latency)
+    return topo
+
+
+def switch_topology(n: int, bandwidth: float = 50.0, latency: float = 500.0) -> Topology:
+    topo = Topology(n, name=f"switch:{n}")
+    hub = topo.add_switch()
+    for i in range(n):
+        topo.add_link(i, hub, bandwidth, latency, bidirectional=True)
+    return topo
+
+
+def line_topology(n: int, bandwidth: float = 50.0, latency: float = 500.0) -> Topology:
+    topo = Topology(n, name=f"line:{n}")
+    for i in range(n - 1):
+        topo.add_link(i, i + 1, bandwidth, latency, bidirectional=True)
+    return topo
+
+
+def ring_all_reduce_without_reductions(n: int, size_bytes: int) -> CollectiveAlgorithm:
+    """ASTRA-sim's measured "custom ring all-reduce without COMP": 2(N-1) dependent ring steps.
+
+    Each rank sends one share to its right neighbour, then receives one from its left; the next
+    send waits for that receive. Claims CUSTOM (no reductions, so it is not a real all-reduce).
+    """
+    b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=n, chunk_count=n, size_bytes=size_bytes, name="ring-steps")
+    previous: dict[int, int] = {}
+    for step in range(2 * (n - 1)):
+        current = {}
+        for r in range(n):
+            deps = [previous[r]] if r in previous else []
+            tag = b.fresh_tag(r, (r + 1) % n)
+            send = b.send(r, (r + 1) % n, tag=tag, src=(Buffer.INPUT, 0), count=1, deps=deps)
+            current[r] = send
+        for r in range(n):
+            left = (r - 1) % n
+            recv = b.recv(r, left, tag=step, dst=(Buffer.OUTPUT, 0), count=1, deps=[current[r]])
+            current[r] = recv
+        previous = current
+    return b.build(input_chunks=[n] * n, output_chunks=[n] * n, scratch_chunks=[0] * n)
+
+
+def direct_all_gather(n: int, size_bytes: int) -> CollectiveAlgorithm:
+    """Every rank sends its share straight to every other rank (one message per pair)."""
+    b = AlgorithmBuilder(Collective.ALL_GATHER, num_ranks=n, chunk_count=n, size_bytes=size_bytes, name="direct")
+    for r in range(n):
+        b.copy(r, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
+        for k in range(1, n):
+            b.transfer(r, (r + k) % n, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
+    return b.build()
+
+
+def random_topology(draw, st, *, max_npus: int = 5, max_switches: int = 2) -> Topology:
+    """A strongly connected random topology (hypothesis ``draw``): a ring backbone plus extras."""
+    n = draw(st.integers(2, max_npus))
+    k = draw(st.integers(0, max_switches))
+    bandwidths = st.sampled_from([12.5, 25.0, 50.0, 100.0, 300.0])
+    latencies = st.sampled_from([0.0, 100.0, 500.0])
+    topo = Topology(n, num_switches=k, name="random")
+    order = draw(st.permutations(list(range(n))))
+    for a, b in zip(order, order[1:] + order[:1]):
+        if a != b:
+            topo.add_link(a, b, draw(bandwidths), draw(latencies))
+    extras = draw(st.lists(st.tuples(st.integers(0, n + k - 1), st.integers(0, n + k - 1)), max_size=8))
+    for a, b in extras:
+        if a != b:
+            topo.add_link(a, b, draw(bandwidths), draw(latencies), bidirectional=draw(st.booleans()))
+    for s in range(n, n + k):  # every switch reachable both ways, so it can carry traffic
+        npu = draw(st.integers(0, n - 1))
+        topo.add_link(npu, s, draw(bandwidths), draw(latencies), bidirectional=True)
+    return topo

@@ -1,0 +1,118 @@
+"""Lower bounds: closed forms, a brute-force oracle for the cut bound, never above a real algorithm."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chakra_collectives.bounds import lower_bounds
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective
+from chakra_collectives.network import predict_time
+from chakra_collectives.synth.baselines import ring
+from chakra_collectives.topology import Topology
+from chakra_collectives.units import bytes_per_ns
+from chakra_collectives.verify import verify_algorithm
+
+from network_helpers import ONE_BYTE_PER_NS, direct_all_gather, fully_connected, random_topology, ring_topology, switch_topology
+
+MIB = 2**20
+
+
+def brute_force_cut(topo: Topology, size: int, *, reverse: bool = False) -> float:
+    n, nodes = topo.num_npus, range(topo.num_nodes)
+    best = 0.0
+    for r in range(1, topo.num_nodes):
+        for subset in itertools.combinations(nodes, r):
+            s = set(subset)
+            if all(v in s for v in range(n)) or not any(v < n for v in s):
+                continue
+            out = sum(
+                bytes_per_ns(l.bandwidth_gbps)
+                for l in topo.links
+                if ((l.dst in s and l.src not in s) if reverse else (l.src in s and l.dst not in s))
+            )
+            best = max(best, size / n * sum(1 for v in s if v < n) / out)
+    return best
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_cut_bound_equals_brute_force(data):
+    topo = random_topology(data.draw, st, max_npus=5, max_switches=2)
+    size = data.draw(st.integers(1, 2**30))
+    ag = lower_bounds(topo, Collective.ALL_GATHER, size)
+    rs = lower_bounds(topo, Collective.REDUCE_SCATTER, size)
+    ar = lower_bounds(topo, Collective.ALL_REDUCE, size)
+    assert ag.cut_ns == pytest.approx(brute_force_cut(topo, size), rel=1e-12)
+    assert rs.cut_ns == pytest.approx(brute_force_cut(topo, size, reverse=True), rel=1e-12)
+    assert ar.cut_ns == pytest.approx(ag.cut_ns + rs.cut_ns, rel=1e-12)
+    assert ag.cut_ns >= ag.ingress_ns * (1 - 1e-12)
+    s = set(ag.cut_nodes)  # the reported set really achieves the bound
+    assert any(v < topo.num_npus for v in s) and not all(v in s for v in range(topo.num_npus))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), collective=st.sampled_from([Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE]))
+def test_bounds_never_exceed_a_verified_algorithm(data, collective):
+    topo = random_topology(data.draw, st, max_npus=6, max_switches=2)
+    n = topo.num_npus
+    size = n * data.draw(st.integers(1, 2**22))
+    algorithms = [ring(collective, n, size_bytes=size)] if n >= 2 else []
+    if collective is Collective.ALL_GATHER:
+        algorithms.append(direct_all_gather(n, size))
+    bounds = lower_bounds(topo, collective, size)
+    for algo in algorithms:
+        assert verify_algorithm(algo).ok
+        predicted = predict_time(algo, topo)
+        assert bounds.best_ns <= predicted * (1 + 1e-12), (algo.name, bounds, predicted)
+        assert 0 < bounds.efficiency(predicted) <= 1 + 1e-12
+
+
+@pytest.mark.parametrize("n", [2, 4, 7])
+def test_closed_forms(n):
+    m = n * MIB
+    b = bytes_per_ns(50.0)
+    bi = lower_bounds(ring_topology(n, 50.0, 500.0), Collective.ALL_GATHER, m)
+    assert bi.ingress_ns == pytest.approx((n - 1) / n * m / (2 * b if n > 2 else 2 * b))
+    uni = lower_bounds(ring_topology(n, 50.0, 500.0, bidirectional=False), Collective.ALL_GATHER, m)
+    assert uni.best_ns == pytest.approx((n - 1) / n * m / b)
+    assert uni.latency_ns == (n - 1) * 500.0
+    ar = lower_bounds(ring_topology(n, 50.0, 500.0, bidirectional=False), Collective.ALL_REDUCE, m)
+    assert ar.best_ns == pytest.approx(2 * (n - 1) / n * m / b)  # Patarasuk & Yuan
+    fc = lower_bounds(fully_connected(n, 50.0, 500.0), Collective.ALL_GATHER, m)
+    assert fc.best_ns == pytest.approx(m / n / b) and fc.latency_ns == 500.0
+
+
+def test_switch_cut_is_the_switch_uplink():
+    # 4 NPUs on one switch, NPU 0's uplink is slow: data owned by 1,2,3 and the switch must reach 0
+    topo = Topology(4, num_switches=1)
+    for v in range(4):
+        topo.add_link(v, 4, 100.0, 0.0)
+        topo.add_link(4, v, 25.0 if v == 0 else 100.0, 0.0)
+    bounds = lower_bounds(topo, Collective.ALL_GATHER, 4 * MIB)
+    assert bounds.cut_ns == pytest.approx(3 * MIB / bytes_per_ns(25.0))
+    assert bounds.latency_ns == 0.0
+
+
+def test_one_sink_is_exact_on_a_symmetric_ring_and_valid_elsewhere():
+    topo = ring_topology(8, 50.0, 100.0)
+    assert lower_bounds(topo, Collective.ALL_GATHER, 64 * MIB, sinks=[0]).cut_ns == lower_bounds(topo, Collective.ALL_GATHER, 64 * MIB).cut_ns
+    star = switch_topology(5)
+    assert lower_bounds(star, Collective.ALL_GATHER, MIB, sinks=[3]).cut_ns <= lower_bounds(star, Collective.ALL_GATHER, MIB).cut_ns
+
+
+def test_bad_input():
+    with pytest.raises(InputError, match="not all-to-all"):
+        lower_bounds(ring_topology(4), Collective.ALL_TO_ALL, MIB)
+    with pytest.raises(InputError, match="positive"):
+        lower_bounds(ring_topology(4), Collective.ALL_GATHER, 0)
+    one_way = Topology(3)
+    one_way.add_link(0, 1, 50.0, 0.0)
+    one_way.add_link(1, 2, 50.0, 0.0)
+    with pytest.raises(InputError, match="cannot reach"):
+        lower_bounds(one_way, Collective.ALL_GATHER, MIB)
+    assert lower_bounds(Topology(1), Collective.ALL_REDUCE, MIB).best_ns == 0.0

@@ -1,0 +1,76 @@
+"""``chakra-coll synth``: summary, JSON, written files, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chakra_collectives.converters.chakra_et import read_algorithm
+from chakra_collectives.synth import synthesize
+from chakra_collectives.topology import load_topology
+from chakra_collectives.verify import verify_algorithm
+
+
+def test_synth_writes_verified_files_and_summary(cli, tmp_path):
+    result = cli("synth", "--topology", "torus2d:3x3", "--collective", "all-reduce", "--size", "9MiB", "--chunks-per-npu", "2", "-o", tmp_path / "ar")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"ar.{r}.et" for r in range(9))
+    assert verify_algorithm(read_algorithm(tmp_path / "ar")).ok
+    for word in ("9 NPUs", "36 links", "18 (2 per NPU)", "predicted", "efficiency", "written"):
+        assert word in result.stdout
+
+
+def test_synth_json_matches_the_library(cli):
+    result = cli("synth", "-t", "dgx:2x2", "-c", "all-gather", "-s", "1MiB", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    expected = synthesize(load_topology("dgx:2x2"), "all-gather", 2**20)
+    assert summary["predicted_ns"] == pytest.approx(expected.predicted_ns)
+    assert summary["efficiency"] == pytest.approx(expected.bounds.best_ns / expected.predicted_ns)
+    assert summary["switch_handling"].startswith("switches are routed, not unwound")
+    assert (summary["npus"], summary["switches"], summary["chunks"]) == (4, 1, 4)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "biring", "direct", "rhd"])
+def test_synth_baselines(cli, algorithm):
+    result = cli("synth", "-t", "ring:4", "-c", "reduce-scatter", "-s", "1MiB", "-a", algorithm, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["algorithm"] == algorithm
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-t", "donut:4"], "unknown topology 'donut' (valid: dgx, fully-connected,"),
+        (["-t", "ring:4", "-s", "12 parsecs"], "malformed size"),
+        (["-t", "ring:4", "-s", "0"], "must be positive"),
+        (["-t", "ring:4,bw=0"], "must be positive"),
+        (["-t", "ring:4", "-k", "0"], "--chunks-per-npu must be positive"),
+        (["-t", "ring:4", "-a", "magic"], "unknown algorithm 'magic'"),
+        (["-t", "ring:6", "-a", "rhd"], "power-of-two"),
+        (["-t", "ring:4", "-c", "gossip"], "unknown collective 'gossip'"),
+        (["-t", "ring:4", "-c", "broadcast"], "TACOS synthesizes all-gather, reduce-scatter, all-reduce"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, message):
+    result = cli("synth", *args, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disconnected_topology_file_names_the_npu(cli, tmp_path):
+    (tmp_path / "t.yaml").write_text("npus: 3\nlinks:\n  - {src: 0, dst: 1, bidirectional: true}\n  - {src: 1, dst: 2}\n")
+    result = cli("synth", "-t", tmp_path / "t.yaml", "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "t.yaml: NPU 0 cannot be reached from NPU 2" in result.stderr or "NPU 2 cannot reach NPU 0" in result.stderr
+    assert not (tmp_path / "out.0.et").exists()
+
+
+def test_broken_topology_file_reports_its_line(cli, tmp_path):
+    (tmp_path / "t.yaml").write_text("npus: 2\nlinks:\n  - {src: 0, dst: 1, latency_ns: -3}\n")
+    result = cli("synth", "-t", tmp_path / "t.yaml")
+    assert result.exit_code == 2
+    assert f"{tmp_path / 't.yaml'}:3: " in result.stderr
