@@ -336,3 +336,31 @@ def test_exported_bytes_scale_with_the_imported_size(tmp_path):
         comm = again.ops.kind <= OpKind.RECV
         assert set(again.op_bytes()[comm].tolist()) == {-(-size // 4)}
         assert np.array_equal(np.sort(again.op_bytes()[comm]), np.sort(algo.op_bytes(size)[algo.ops.kind <= OpKind.RECV]))
+
+
+# ---------------------------------------------------------------------------- synthesized algorithms
+SYNTHESIZED = [
+    ("torus2d:3x3", "tacos", "all-gather"),
+    ("torus2d:3x3", "tacos", "reduce-scatter"),
+    ("torus2d:3x3", "tacos", "all-reduce"),
+    ("switch:6", "tacos", "all-reduce"),
+    ("ring:8", "biring", "all-reduce"),
+    ("ring:8", "rhd", "all-reduce"),
+    ("fully-connected:5", "direct", "all-to-all"),
+    ("ring:7", "tree", "broadcast"),
+    ("ring:7", "tree", "reduce"),
+]
+
+
+@pytest.mark.parametrize("topology, algorithm, collective", SYNTHESIZED)
+def test_synthesized_algorithms_round_trip_through_msccl(topology, algorithm, collective, tmp_path):
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+
+    algo = synthesize(load_topology(topology), collective, "9MiB", algorithm=algorithm).algorithm
+    path = tmp_path / "algo.xml"
+    program = write_msccl(algo, path)
+    _assert_runtime_rules(program)
+    again = read_msccl(path, algo.size_bytes)
+    _assert_same_result(algo, again)
+    assert again.root == algo.root  # broadcast/reduce roots are inferred back from the buffers
