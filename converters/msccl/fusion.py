@@ -34,6 +34,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, CollectiveAlgorithm, OpKind
 from chakra_collectives.converters.msccl.program import StepType
+from chakra_collectives.verify.structure import dependents
 
 SEND, RECV, REDUCE, COPY = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.REDUCE), int(OpKind.COPY)
 _SINGLE = {SEND: StepType.SEND, RECV: StepType.RECV, REDUCE: StepType.REDUCE, COPY: StepType.COPY}
@@ -60,13 +61,17 @@ class OpColumns:
         writes = (ops.kind != SEND) & (rdb == SCRATCH)
         self.touching_scratch = np.flatnonzero(reads | writes).tolist()
         """Operations that read or write a scratch slot (after in-place aliasing)."""
-        ptr = ops.dep_ptr.tolist()
-        idx = ops.dep_idx.tolist()
-        self.deps = [idx[ptr[i] : ptr[i + 1]] for i in range(self.size)]
-        self.dependents: list[list[int]] = [[] for _ in range(self.size)]
-        for i, deps in enumerate(self.deps):
-            for d in deps:
-                self.dependents[d].append(i)
+        self.dep_ptr = ops.dep_ptr.tolist()
+        self.dep_idx = ops.dep_idx.tolist()
+        self.dependent_ptr, self.dependent_idx = dependents(algo)
+
+    def deps(self, op: int) -> list[int]:
+        """Operations ``op`` waits for."""
+        return self.dep_idx[self.dep_ptr[op] : self.dep_ptr[op + 1]]
+
+    def dependents(self, op: int) -> list[int]:
+        """Operations that wait for ``op``."""
+        return self.dependent_idx[self.dependent_ptr[op] : self.dependent_ptr[op + 1]]
 
 
 def disjoint(a: tuple[int, int], b: tuple[int, int], count: int) -> bool:
@@ -155,7 +160,8 @@ class _Fuser:
     def _consumers(self, op: int, kind: int, count: int) -> list[int]:
         """Ungrouped operations of ``kind`` and ``count`` chunks that wait for ``op``, earliest first."""
         cols, grouped = self.cols, self.grouped
-        found = [j for j in cols.dependents[op] if cols.kind[j] == kind and not grouped[j] and cols.count[j] == count]
+        kinds, counts = cols.kind, cols.count
+        found = [j for j in cols.dependents(op) if kinds[j] == kind and counts[j] == count and not grouped[j]]
         if len(found) > 1:
             found.sort(key=self.position.__getitem__)
         return found
@@ -172,7 +178,7 @@ class _Fuser:
         position, dependents = self.position, self.cols.dependents
         end = position[members[-1]]
         for m in members[:-1]:
-            for j in dependents[m]:
+            for j in dependents(m):
                 if position[j] < end and j not in members:
                     return False
         return True

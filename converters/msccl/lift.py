@@ -244,7 +244,7 @@ class _Layout:
             elif recv is not None:
                 key = tb_for_recv[rank][recv]
             else:
-                deps = [self.group_of[d] for op in self.groups[g].ops for d in cols.deps[op]]
+                deps = [self.group_of[d] for op in self.groups[g].ops for d in cols.deps(op)]
                 key = tb_of_group[max(deps, key=self.key.__getitem__)] if deps else (-1, -1, 0)
             tb_of_group[g] = key
             tbs_of_rank[rank].setdefault(key, []).append(g)
@@ -272,7 +272,7 @@ class _Layout:
                     members = self.groups[g].ops
                     targets: dict[int, int] = {}
                     for op in members:
-                        for d in cols.deps[op]:
+                        for d in cols.deps(op):
                             h = self.group_of[d]
                             if h == g:
                                 continue
@@ -379,13 +379,25 @@ class _Placement:
         self.connections: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.routes: dict[tuple[int, int], tuple[dict[int, int], dict[int, int]]] = {}
         self.steps: dict[tuple[int, int], dict[tuple, int]] = {}
-        self._undo: list = []
+        self._undo: list = []  # rare changes (new routes), as closures
+        self._undo_messages: list[tuple[list[int], list[int], int]] = []
+        self._undo_counts: list[tuple[dict, tuple, int | None]] = []
 
     def place(self, messages: list[tuple[int, int, int, int]], chan: int) -> bool:
         """Put a flow of ``(sender, receiver, sender key, receiver key)`` on ``chan`` if it fits."""
         self._undo.clear()
+        self._undo_messages.clear()
+        self._undo_counts.clear()
         if self._fits(messages, chan):
             return True
+        for senders, receivers, at in reversed(self._undo_messages):
+            del senders[at]
+            del receivers[at]
+        for counts, key, before in reversed(self._undo_counts):
+            if before is None:
+                del counts[key]
+            else:
+                counts[key] = before
         for undo in reversed(self._undo):
             undo()
         return False
@@ -410,7 +422,7 @@ class _Placement:
             return False
         senders.insert(at, sent)
         receivers.insert(at, received)
-        self._undo.append(lambda: (senders.pop(at), receivers.pop(at)))
+        self._undo_messages.append((senders, receivers, at))
         return True
 
     def _send_key(self, rank: int, chan: int, peer: int) -> tuple:
@@ -430,7 +442,7 @@ class _Placement:
         if after > self.max_steps:
             return False
         counts[key] = after
-        self._undo.append(lambda: counts.pop(key) if before is None else counts.__setitem__(key, before))
+        self._undo_counts.append((counts, key, before))
         return True
 
     def _forward(self, rank: int, chan: int, q: int, p: int) -> bool:

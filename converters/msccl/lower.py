@@ -158,20 +158,23 @@ def _shell(collective: Collective, program: Program, root: int | None, size_byte
 
 # ---------------------------------------------------------------------------- messages
 def _pair_messages(gpus: list[Gpu], path) -> tuple[dict, dict]:
-    """Tags of every send-type and receive-type step, keyed ``(gpu, tb, step index)``."""
+    """Tags of the send-type and receive-type steps: ``{id(tb): [tag or -1 per step]}`` each."""
     sends: dict[tuple[int, int, int], list] = {}
     recvs: dict[tuple[int, int, int], list] = {}
+    send_tags: dict[int, list[int]] = {}
+    recv_tags: dict[int, list[int]] = {}
     for gpu in gpus:
+        g = gpu.id
         for tb in gpu.threadblocks:
-            for index, step in enumerate(tb.steps):
-                if step.type.sends:
-                    sends.setdefault((gpu.id, tb.send, tb.chan), []).append((gpu.id, tb, index))
-                if step.type.receives:
-                    recvs.setdefault((tb.recv, gpu.id, tb.chan), []).append((gpu.id, tb, index))
-    send_tags: dict[tuple[int, int, int], int] = {}
-    recv_tags: dict[tuple[int, int, int], int] = {}
+            types = [step.type for step in tb.steps]
+            if tb.send >= 0:
+                sends.setdefault((g, tb.send, tb.chan), []).extend((g, tb, i) for i, t in enumerate(types) if t in _SENDING)
+                send_tags[id(tb)] = [-1] * len(types)
+            if tb.recv >= 0:
+                recvs.setdefault((tb.recv, g, tb.chan), []).extend((g, tb, i) for i, t in enumerate(types) if t in _RECEIVING)
+                recv_tags[id(tb)] = [-1] * len(types)
     next_tag: dict[tuple[int, int], int] = {}
-    for key in sorted(sends.keys() | recvs.keys(), key=lambda k: (k[0], k[1], k[2])):
+    for key in sorted(sends.keys() | recvs.keys()):
         sender, receiver, chan = key
         out, inc = sends.get(key, []), recvs.get(key, [])
         if len(out) != len(inc):
@@ -186,11 +189,15 @@ def _pair_messages(gpus: list[Gpu], path) -> tuple[dict, dict]:
                     path=path,
                     line=step.line or None,
                 )
-            send_tags[g, tb.id, i] = tag
-            recv_tags[h, rtb.id, j] = tag
+            send_tags[id(tb)][i] = tag
+            recv_tags[id(rtb)][j] = tag
             tag += 1
         next_tag[sender, receiver] = tag
     return send_tags, recv_tags
+
+
+_SENDING = frozenset(t for t in StepType if t.sends)
+_RECEIVING = frozenset(t for t in StepType if t.receives)
 
 
 def _raise_unmatched(key, out: list, inc: list, path) -> None:
@@ -225,7 +232,12 @@ def _raise_unmatched(key, out: list, inc: list, path) -> None:
 
 # ---------------------------------------------------------------------------- one rank
 class _RankLowering:
-    """Turns one GPU's threadblocks into IR operations with rank-local dependencies."""
+    """Turns one GPU's threadblocks into IR operations with rank-local dependencies.
+
+    Operations are appended step by step (``rows``); within a step they form a chain, and the
+    first operation of a step waits for ``waits[step]`` (the previous step of its threadblock
+    and its ``depid``/``deps`` step, through nops).
+    """
 
     def __init__(self, gpu: Gpu, shell: CollectiveAlgorithm, send_tags: dict, recv_tags: dict, path) -> None:
         self.gpu = gpu
@@ -233,53 +245,53 @@ class _RankLowering:
         self.shell = shell
         self.path = path
         self.rows: list[tuple] = []  # (kind, peer, tag, src_buf, src_off, dst_buf, dst_off, count)
-        self.deps: list[list[int]] = []
-        self.keys: list[tuple[int, int, int]] = []  # (step index, tb id, position in step): ordering preference
-        self.origin: list[tuple[Threadblock, Step]] = []
-        self.first: dict[tuple[int, int], int] = {}
-        self.last: dict[tuple[int, int], int] = {}
+        self.starts: list[int] = []  # first operation of each real step
+        self.origin: list[tuple[Threadblock, Step, int]] = []  # (tb, step, index in tb) of each real step
+        self.last: dict[tuple[int, int], int] = {}  # (tb id, step index) -> last operation of the step
         next_temp = gpu.s_chunks
         for tb in gpu.threadblocks:
             temp_size = 0
+            sends, recvs = send_tags.get(id(tb)), recv_tags.get(id(tb))
             for index, step in enumerate(tb.steps):
                 if step.type is StepType.NOP:
                     continue
-                need = self._lower_step(tb, index, step, next_temp, send_tags, recv_tags)
+                self.starts.append(len(self.rows))
+                self.origin.append((tb, step, index))
+                need = self._lower_step(tb, step, next_temp, sends and sends[index], recvs and recvs[index])
+                self.last[tb.id, index] = len(self.rows) - 1
                 temp_size = max(temp_size, need)
             next_temp += temp_size
         self.scratch_chunks = next_temp
-        self._link()
+        self.waits = self._link()
 
     # -- operations of one step
-    def _lower_step(self, tb: Threadblock, index: int, step: Step, temp: int, send_tags: dict, recv_tags: dict) -> int:
+    def _lower_step(self, tb: Threadblock, step: Step, temp: int, send_tag: int, recv_tag: int) -> int:
         """Append the step's operations (a chain); return how many scratch slots ``t`` it needs."""
         kind = step.type
         cnt = step.cnt
         sb, so = _BUF[step.srcbuf], step.srcoff
         db, do = _BUF[step.dstbuf], step.dstoff
-        key = (self.rank, tb.id, index)
-        tb_id = tb.id
         need = 0
         if kind is StepType.SEND:
-            ops = [(SEND, tb.send, send_tags[key], sb, so, -1, -1, cnt)]
+            ops = [(SEND, tb.send, send_tag, sb, so, -1, -1, cnt)]
         elif kind is StepType.RECV:
-            ops = [(RECV, tb.recv, recv_tags[key], -1, -1, db, do, cnt)]
+            ops = [(RECV, tb.recv, recv_tag, -1, -1, db, do, cnt)]
         elif kind is StepType.RECV_COPY_SEND:
-            ops = [(RECV, tb.recv, recv_tags[key], -1, -1, db, do, cnt), (SEND, tb.send, send_tags[key], db, do, -1, -1, cnt)]
+            ops = [(RECV, tb.recv, recv_tag, -1, -1, db, do, cnt), (SEND, tb.send, send_tag, db, do, -1, -1, cnt)]
         elif kind is StepType.COPY:
             ops = [(COPY, -1, -1, sb, so, db, do, cnt)]
         elif kind is StepType.REDUCE:
             ops = [(REDUCE, -1, -1, sb, so, db, do, cnt)]
         elif kind is StepType.RECV_REDUCE_SEND:
             ops = [
-                (RECV, tb.recv, recv_tags[key], -1, -1, _SCRATCH, temp, cnt),
+                (RECV, tb.recv, recv_tag, -1, -1, _SCRATCH, temp, cnt),
                 (REDUCE, -1, -1, sb, so, _SCRATCH, temp, cnt),
-                (SEND, tb.send, send_tags[key], _SCRATCH, temp, -1, -1, cnt),
+                (SEND, tb.send, send_tag, _SCRATCH, temp, -1, -1, cnt),
             ]
             need = cnt
         else:  # rrc, rrcs: dst = src (+) received
             overlap = self._overlap((sb, so), (db, do), cnt)
-            receive = (RECV, tb.recv, recv_tags[key], -1, -1)
+            receive = (RECV, tb.recv, recv_tag, -1, -1)
             if overlap == "same":
                 ops = [receive + (_SCRATCH, temp, cnt), (REDUCE, -1, -1, _SCRATCH, temp, db, do, cnt)]
                 result = (db, do)
@@ -296,17 +308,8 @@ class _RankLowering:
                 result = (_SCRATCH, temp)
                 need = cnt
             if kind is StepType.RECV_REDUCE_COPY_SEND:
-                ops.append((SEND, tb.send, send_tags[key], *result, -1, -1, cnt))
-        start = len(self.rows)
-        n = len(ops)
+                ops.append((SEND, tb.send, send_tag, *result, -1, -1, cnt))
         self.rows.extend(ops)
-        self.deps.append([])
-        if n > 1:
-            self.deps.extend([start + j] for j in range(n - 1))
-        self.keys.extend((index, tb_id, start + j) for j in range(n))
-        self.origin.extend([(tb, step)] * n)
-        self.first[tb_id, index] = start
-        self.last[tb_id, index] = start + n - 1
         return need
 
     def _overlap(self, src: tuple[int, int], dst: tuple[int, int], cnt: int) -> str:
@@ -316,17 +319,21 @@ class _RankLowering:
         return "same" if so == do else "partial"
 
     # -- dependencies between steps
-    def _link(self) -> None:
+    def _link(self) -> list[list[int]]:
         done: dict[tuple[int, int], tuple[int, ...]] = {}
         tbs = {tb.id: tb for tb in self.gpu.threadblocks}
-        for tb in self.gpu.threadblocks:
-            for index, step in enumerate(tb.steps):
-                if step.type is StepType.NOP:
-                    continue
-                waits = set(self._completion(tbs, tb.id, index - 1, done)) if index else set()
-                if step.depid >= 0:
-                    waits.update(self._completion(tbs, step.depid, step.deps, done))
-                self.deps[self.first[tb.id, index]].extend(sorted(waits))
+        last = self.last
+        waits = []
+        for tb, step, index in self.origin:
+            if index == 0:
+                previous: tuple[int, ...] = ()
+            else:
+                previous = (last[tb.id, index - 1],) if (tb.id, index - 1) in last else self._completion(tbs, tb.id, index - 1, done)
+            if step.depid >= 0:
+                waits.append(sorted(set(previous).union(self._completion(tbs, step.depid, step.deps, done))))
+            else:
+                waits.append(list(previous))
+        return waits
 
     def _completion(self, tbs: dict, tb_id: int, index: int, done: dict) -> tuple[int, ...]:
         """Operations whose completion means "step ``index`` of tb ``tb_id`` has finished".
@@ -364,60 +371,73 @@ class _RankLowering:
         return done[tb_id, index]
 
     # -- a topological order that interleaves threadblocks step by step
-    def ordered(self) -> tuple[list[tuple], list[list[int]]]:
-        """Rows and rank-local dependencies in a topological order, preferring ``keys`` order."""
-        size = len(self.rows)
-        keys = self.keys
-        order = sorted(range(size), key=keys.__getitem__)
-        position = [0] * size
-        for n, i in enumerate(order):
-            position[i] = n
-        if not all(position[d] < position[i] for i in range(size) for d in self.deps[i]):
-            order = self._kahn()
-            for n, i in enumerate(order):
-                position[i] = n
-        rows = [self.rows[i] for i in order]
-        deps = [sorted(position[d] for d in self.deps[i]) for i in order]
-        return rows, deps
+    def ordered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows (n x 8), and dependencies as (owner, dependency) pairs, in a topological order.
 
-    def _kahn(self) -> list[int]:
+        The preferred order is by (step index, threadblock, position in the step), which is
+        topological unless a step depends on a later-numbered step of another threadblock.
+        """
+        rows = np.array(self.rows, dtype=np.int64).reshape(len(self.rows), 8)
+        size = len(rows)
+        starts = np.array(self.starts, dtype=np.int64)
+        step_of = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, size)))
+        within = np.arange(size) - starts[step_of]
+        index = np.array([o[2] for o in self.origin], dtype=np.int64)
+        tb_id = np.array([o[0].id for o in self.origin], dtype=np.int64)
+        chained = np.flatnonzero(within > 0)
+        lengths = [len(w) for w in self.waits]
+        owners = np.concatenate([chained, np.repeat(starts, lengths)])
+        deps = np.concatenate([chained - 1, np.array([d for w in self.waits for d in w], dtype=np.int64)])
+        order = np.lexsort((within, tb_id[step_of], index[step_of]))
+        position = np.empty(size, dtype=np.int64)
+        position[order] = np.arange(size)
+        if np.any(position[deps] >= position[owners]):
+            order = np.array(self._kahn(owners, deps, (index[step_of], tb_id[step_of], within), step_of), dtype=np.int64)
+            position[order] = np.arange(size)
+        return rows[order], position[owners], position[deps]
+
+    def _kahn(self, owners: np.ndarray, deps: np.ndarray, keys, step_of: np.ndarray) -> list[int]:
         size = len(self.rows)
-        keys = self.keys
+        key = list(zip(*(k.tolist() for k in keys), range(size)))
         dependents: list[list[int]] = [[] for _ in range(size)]
-        waiting = [len(d) for d in self.deps]
-        for i, deps in enumerate(self.deps):
-            for d in deps:
-                dependents[d].append(i)
-        heap = [keys[i] for i in range(size) if waiting[i] == 0]
+        waiting = [0] * size
+        for owner, dep in zip(owners.tolist(), deps.tolist()):
+            dependents[dep].append(owner)
+            waiting[owner] += 1
+        heap = [key[i] for i in range(size) if waiting[i] == 0]
         heapq.heapify(heap)
         order: list[int] = []
         while heap:
-            i = heapq.heappop(heap)[2]
+            i = heapq.heappop(heap)[3]
             order.append(i)
             for j in dependents[i]:
                 waiting[j] -= 1
                 if waiting[j] == 0:
-                    heapq.heappush(heap, keys[j])
+                    heapq.heappush(heap, key[j])
         if len(order) < size:
-            self._raise_cycle(set(range(size)) - set(order))
+            stuck = set(range(size)) - set(order)
+            waits_on: dict[int, list[int]] = {}
+            for owner, dep in zip(owners.tolist(), deps.tolist()):
+                waits_on.setdefault(owner, []).append(dep)
+            self._raise_cycle(stuck, waits_on, step_of.tolist())
         return order
 
-    def _raise_cycle(self, stuck: set[int]) -> None:
+    def _raise_cycle(self, stuck: set[int], waits_on: dict[int, list[int]], step_of: list[int]) -> None:
         node = min(stuck)
         seen: dict[int, int] = {}
         path: list[int] = []
         while node not in seen:
             seen[node] = len(path)
             path.append(node)
-            node = next(d for d in self.deps[node] if d in stuck)
+            node = next(d for d in waits_on[node] if d in stuck)
         cycle = path[seen[node] :][::-1]
         steps = []
         for i in cycle:
-            tb, step = self.origin[i]
+            tb, step, _ = self.origin[step_of[i]]
             label = f"tb {tb.id} step {step.s}"
             if not steps or steps[-1] != label:
                 steps.append(label)
-        tb, step = self.origin[cycle[0]]
+        tb, step, _ = self.origin[step_of[cycle[0]]]
         raise AlgorithmError(
             f"{where(self.rank, tb, step)}: dependency cycle on gpu {self.rank}: " + " -> ".join(steps[:8] + steps[:1]),
             path=self.path,
@@ -425,23 +445,19 @@ class _RankLowering:
         )
 
 
-def _table(per_rank: list[tuple[list[tuple], list[list[int]]]]) -> OpTable:
-    sizes = [len(rows) for rows, _ in per_rank]
-    total = sum(sizes)
-    matrix = np.array([row for rows, _ in per_rank for row in rows], dtype=np.int64).reshape(total, 8)
-    dep_ptr = [0]
-    dep_idx: list[int] = []
-    offset = 0
-    for (rows, deps), size in zip(per_rank, sizes):
-        for d in deps:
-            dep_idx.extend(offset + x for x in d)
-            dep_ptr.append(len(dep_idx))
-        offset += size
+def _table(per_rank: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> OpTable:
+    sizes = [len(rows) for rows, _, _ in per_rank]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    matrix = np.concatenate([rows for rows, _, _ in per_rank]) if per_rank else np.zeros((0, 8), np.int64)
+    owners = np.concatenate([o + off for (_, o, _), off in zip(per_rank, offsets)])
+    deps = np.concatenate([d + off for (_, _, d), off in zip(per_rank, offsets)])
+    by_owner = np.lexsort((deps, owners))
+    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=int(offsets[-1])))])
     names = ("kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count")
     return OpTable.from_columns(
         rank=np.repeat(np.arange(len(per_rank), dtype=np.int32), sizes),
         dep_ptr=dep_ptr,
-        dep_idx=dep_idx,
+        dep_idx=deps[by_owner],
         **{name: matrix[:, k] for k, name in enumerate(names)},
     )
 
