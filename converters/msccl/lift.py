@@ -31,7 +31,7 @@ import numpy as np
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.verify.execution import describe_stuck, execute
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.verify.matching import Matching, match_messages
 from chakra_collectives.verify.structure import structural_problems
 from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
 from chakra_collectives.converters.msccl.fusion import RECV, SEND, Group, OpColumns, form_groups
@@ -71,8 +71,7 @@ def lift_algorithm(
     64 communication steps and no channel more than 32 threadblocks; local steps and nops
     are not budgeted, so a warning can remain.
     """
-    _check_exportable(algo)
-    matching = match_messages(algo)
+    matching = _check_exportable(algo)
     execution = execute(algo, matching.partner, semantics="eager", order="fifo")
     if not execution.finished:
         lines = describe_stuck(algo, matching.partner, execution, "eager")
@@ -99,7 +98,8 @@ def lift_algorithm(
     return Lifted(program, limit_warnings(program))
 
 
-def _check_exportable(algo: CollectiveAlgorithm) -> None:
+def _check_exportable(algo: CollectiveAlgorithm) -> Matching:
+    """Refuse what MSCCL-IR cannot express; return the message pairing."""
     ops = algo.ops
     problems = structural_problems(algo, limit=1)
     if problems:
@@ -115,6 +115,7 @@ def _check_exportable(algo: CollectiveAlgorithm) -> None:
     matching = match_messages(algo, limit=1)
     if matching.problems:
         raise AlgorithmError(f"has unmatched messages, so it has no MSCCL-IR program: {matching.problems[0]}")
+    return matching
 
 
 class _Layout:
@@ -210,11 +211,11 @@ class _Layout:
                 recvs[rank].add(recv)
         tb_for_send: list[dict] = [{} for _ in range(self.num_ranks)]
         tb_for_recv: list[dict] = [{} for _ in range(self.num_ranks)]
+        routes: list[list[tuple[int, int, int]]] = [[] for _ in range(self.num_ranks)]
+        for (rank, chan, q), p in self.pairs.items():
+            routes[rank].append((p, q, chan))
         for rank in range(self.num_ranks):
-            keys = []
-            for (r, chan, q), p in self.pairs.items():
-                if r == rank:
-                    keys.append((p, q, chan))
+            keys = routes[rank]
             paired_s = {(p, c) for p, q, c in keys}
             paired_r = {(q, c) for p, q, c in keys}
             loose_s = sorted(sends[rank] - paired_s)
