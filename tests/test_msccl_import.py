@@ -56,6 +56,7 @@ def _import(tmp_path: Path, text: str, size: int = 1024, **options):
 
 
 # ---------------------------------------------------------------------------- the shared vectors
+@pytest.mark.interop
 def test_the_vectors_cover_every_step_type(interop):
     types = set()
     for name in VECTORS:
