@@ -187,32 +187,26 @@ class _Fuser:
         return ref[0] == SCRATCH and self.scratch.dies(self.cols.rank[writer], ref, count, writer, members, self.position)
 
     def fuse(self, r: int) -> Group | None:
+        """The group a receive heads: the longest pattern that fits and is safe, or None."""
         cols = self.cols
         n = cols.count[r]
         d = cols.rdst[r]
-        candidates: list[Group] = []
+        rsrc, rdst = cols.rsrc, cols.rdst
         for x in self._consumers(r, REDUCE, n):
-            if cols.rdst[x] == d and disjoint(cols.rsrc[x], d, n):  # d += s: the received slot keeps the result
+            if rdst[x] == d and disjoint(rsrc[x], d, n):  # d += s: the received slot keeps the result
                 s = self._forward(x, d, n)
-                if s is not None:
-                    if self._dies(d, n, r, (r, x, s)):
-                        candidates.append(Group((r, x, s), StepType.RECV_REDUCE_SEND, src_from=x))
-                    candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x))
-                candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x))
-                break
-            if cols.rsrc[x] == d and disjoint(cols.rdst[x], d, n) and self._dies(d, n, r, (r, x)):  # x += t: t dies
-                s = self._forward(x, cols.rdst[x], n)
-                if s is not None:
-                    candidates.append(Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x, dst_as_src=True))
-                candidates.append(Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x, dst_as_src=True))
-                break
-        if not candidates:
-            s = self._forward(r, d, n)
-            if s is not None:
-                candidates.append(Group((r, s), StepType.RECV_COPY_SEND))
-        for group in candidates:
-            if self._safe(group.ops):
-                return group
+                if s is not None and self._safe((r, x, s)):
+                    kind = StepType.RECV_REDUCE_SEND if self._dies(d, n, r, (r, x, s)) else StepType.RECV_REDUCE_COPY_SEND
+                    return Group((r, x, s), kind, src_from=x)
+                return Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x) if self._safe((r, x)) else None
+            if rsrc[x] == d and disjoint(rdst[x], d, n) and self._dies(d, n, r, (r, x)):  # x += t: t dies
+                s = self._forward(x, rdst[x], n)
+                if s is not None and self._safe((r, x, s)):
+                    return Group((r, x, s), StepType.RECV_REDUCE_COPY_SEND, src_from=x, dst_as_src=True)
+                return Group((r, x), StepType.RECV_REDUCE_COPY, src_from=x, dst_as_src=True) if self._safe((r, x)) else None
+        s = self._forward(r, d, n)
+        if s is not None and self._safe((r, s)):
+            return Group((r, s), StepType.RECV_COPY_SEND)
         return None
 
 
