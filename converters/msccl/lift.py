@@ -34,8 +34,11 @@ from chakra_collectives.verify.execution import describe_stuck, execute
 from chakra_collectives.verify.matching import Matching, match_messages
 from chakra_collectives.verify.structure import structural_problems
 from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
-from chakra_collectives.converters.msccl.fusion import RECV, SEND, Group, OpColumns, form_groups
+from chakra_collectives.converters.msccl.fusion import SEND, Group, OpColumns, form_groups
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
+
+_FORWARDING = frozenset({StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY_SEND})
+"""Fused steps that receive a message and send one on."""
 
 COLL_NAMES = {
     Collective.ALL_REDUCE: "allreduce",
@@ -158,12 +161,10 @@ class _Layout:
         channels and ``{(rank, chan, recv peer): send peer}``.
         """
         cols, key, group_of, partner = self.cols, self.key, self.group_of, self.partner
-        forward: dict[int, int] = {}
+        forward: dict[int, int] = {}  # message received by a fused step -> the message it sends on
         for group in self.groups:
-            received = [op for op in group.ops if cols.kind[op] == RECV]
-            sent = [op for op in group.ops if cols.kind[op] == SEND]
-            if received and sent:
-                forward[partner[received[0]]] = sent[0]
+            if group.type in _FORWARDING:
+                forward[partner[group.ops[0]]] = group.ops[-1]
         forwarded = set(forward.values())
         heads = sorted(
             (i for i in range(cols.size) if cols.kind[i] == SEND and i not in forwarded), key=lambda i: key[group_of[i]]
@@ -185,13 +186,14 @@ class _Layout:
 
     def _endpoints(self, g: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
         """(send peer, channel) and (receive peer, channel) of group ``g``'s step."""
-        cols = self.cols
+        cols, group = self.cols, self.groups[g]
         send = recv = None
-        for op in self.groups[g].ops:
-            if cols.kind[op] == SEND:
-                send = (cols.peer[op], self.channel[op])
-            elif cols.kind[op] == RECV:
-                recv = (cols.peer[op], self.channel[self.partner[op]])
+        if group.type.sends:  # the send is a group's last operation, the receive its first
+            op = group.ops[-1]
+            send = (cols.peer[op], self.channel[op])
+        if group.type.receives:
+            op = group.ops[0]
+            recv = (cols.peer[op], self.channel[self.partner[op]])
         return send, recv
 
     def build(self, program: Program, algo: CollectiveAlgorithm) -> None:
@@ -249,20 +251,24 @@ class _Layout:
                 key = tb_of_group[max(deps, key=self.key.__getitem__)] if deps else (-1, -1, 0)
             tb_of_group[g] = key
             tbs_of_rank[rank].setdefault(key, []).append(g)
-        self._emit(program, algo, tbs_of_rank, tb_of_group)
+        self._emit(program, algo, tbs_of_rank)
 
     # -- 5. steps, dependencies, nops
-    def _emit(self, program: Program, algo: CollectiveAlgorithm, tbs_of_rank, tb_of_group) -> None:
-        cols = self.cols
+    def _emit(self, program: Program, algo: CollectiveAlgorithm, tbs_of_rank) -> None:
+        cols, groups, group_of = self.cols, self.groups, self.group_of
+        dep_ptr, dep_idx = cols.dep_ptr, cols.dep_idx
+        slot = [0] * len(groups)
+        tb_number = [0] * len(groups)
         program.gpus = []
         max_chan = 0
         for rank in range(self.num_ranks):
             keys = sorted(tbs_of_rank[rank])  # MSCCLang's order: (send, recv, chan)
             tb_id = {key: n for n, key in enumerate(keys)}
-            slot: dict[int, int] = {}  # group -> index among its threadblock's real steps
-            for key in keys:
+            for key in keys:  # each group's threadblock and index among its real steps
+                number = tb_id[key]
                 for n, g in enumerate(tbs_of_rank[rank][key]):
                     slot[g] = n
+                    tb_number[g] = number
             # dependency targets per group: {tb id: real-step index}, pruned
             plans: dict[tuple, list[list[tuple[int, int]]]] = {}
             for key in keys:
@@ -270,15 +276,12 @@ class _Layout:
                 waited: dict[int, int] = {}
                 plan = []
                 for g in tbs_of_rank[rank][key]:
-                    members = self.groups[g].ops
                     targets: dict[int, int] = {}
-                    for op in members:
-                        for d in cols.deps(op):
-                            h = self.group_of[d]
-                            if h == g:
-                                continue
-                            u = tb_id[tb_of_group[h]]
-                            if u == mine:
+                    for op in groups[g].ops:
+                        for d in dep_idx[dep_ptr[op] : dep_ptr[op + 1]]:
+                            h = group_of[d]
+                            u = tb_number[h]
+                            if h == g or u == mine:
                                 continue
                             if slot[h] > targets.get(u, -1):
                                 targets[u] = slot[h]
