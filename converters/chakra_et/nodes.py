@@ -19,6 +19,7 @@ distinct attribute is decoded once, then spread over the nodes that carry it wit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable
@@ -142,9 +143,14 @@ class AttributeColumns:
         found = np.full(self.num_nodes, MISSING, dtype=np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
-            mask = CATALOG.name_codes()[self.ids] == code
+            mask = self._name_codes == code
             found[self.node_of[mask]] = self.ids[mask]
         return found
+
+    @cached_property
+    def _name_codes(self) -> np.ndarray:
+        """Name code of every occurrence (computed once: files carry millions of attributes)."""
+        return CATALOG.name_codes()[self.ids]
 
     def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
