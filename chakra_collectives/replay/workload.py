@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_nodes
+from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
 from chakra_collectives.converters.chakra_et.reader import rank_files
-from chakra_collectives.converters.chakra_et.stream import load_bytes
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 
@@ -117,8 +116,8 @@ _KNOWN_TYPES = np.array([t.value for t in NodeType])
 _COLLECTIVE_TYPES = np.array([c.chakra_comm_type for c in Collective if c.chakra_comm_type is not None] + [BARRIER])
 
 
-def _decode_rank(nodes: NodeColumns) -> dict[str, Any]:
-    """Workload columns of one rank file (every check names the first offending node)."""
+def _decode_nodes(nodes: NodeColumns) -> dict[str, Any]:
+    """Workload columns of every node (every check names the first offending node)."""
     types = nodes.types
     unknown = ~np.isin(types, _KNOWN_TYPES)
     if np.any(unknown):
@@ -165,32 +164,22 @@ def _decode_rank(nodes: NodeColumns) -> dict[str, Any]:
 def read_workload(prefix: str | Path) -> Workload:
     """Read every rank file of ``prefix`` (``PREFIX.{rank}.et[.gz]``; ranks 0..N-1 all present)."""
     paths = rank_files(prefix)
-    parts: list[dict[str, Any]] = []
-    ranks, node_ids, dep_ptrs, dep_idxs = [], [], [], []
-    base = 0
-    for rank, path in enumerate(paths):
-        nodes = decode_nodes(load_bytes(path), path, rank=rank)
-        parts.append(_decode_rank(nodes))
-        ranks.append(np.full(len(nodes), rank, dtype=np.int32))
-        node_ids.append(nodes.ids)
-        dep_ptrs.append(nodes.dep_ptr[1:] + (dep_ptrs[-1][-1] if dep_ptrs else 0))
-        dep_idxs.append(nodes.dep_pos + base)
-        base += len(nodes)
-    column = lambda name, dtype: np.concatenate([p[name] for p in parts]).astype(dtype)  # noqa: E731
+    nodes = decode_rank_files(paths)
+    columns = _decode_nodes(nodes)
     return Workload(
         prefix=str(prefix),
         num_ranks=len(paths),
-        rank=np.concatenate(ranks),
-        node_id=np.concatenate(node_ids),
-        node_type=column("node_type", np.int8),
-        duration_ns=column("duration_ns", np.float64),
-        is_cpu_op=column("is_cpu_op", bool),
-        comm_type=column("comm_type", np.int64),
-        comm_size=column("comm_size", np.int64),
-        peer=column("peer", np.int64),
-        tag=column("tag", np.int64),
-        pg_name=[name for p in parts for name in p["pg_name"]],
-        dep_ptr=np.concatenate([[0], *dep_ptrs]).astype(np.int64),
-        dep_idx=np.concatenate(dep_idxs).astype(np.int64),
+        rank=nodes.file_of.astype(np.int32),
+        node_id=nodes.ids,
+        node_type=columns["node_type"],
+        duration_ns=columns["duration_ns"],
+        is_cpu_op=columns["is_cpu_op"],
+        comm_type=columns["comm_type"].astype(np.int64),
+        comm_size=columns["comm_size"].astype(np.int64),
+        peer=columns["peer"],
+        tag=columns["tag"].astype(np.int64),
+        pg_name=columns["pg_name"],
+        dep_ptr=nodes.dep_ptr,
+        dep_idx=nodes.dep_pos,
         paths=paths,
     )
