@@ -112,6 +112,13 @@ class WorkloadBuilder:
         ])
         return self._add(rank, node, deps)
 
+    def replicate(self, rank: int = 0) -> None:
+        """Give every rank the nodes of ``rank`` (SPMD workloads: the rank files are identical).
+
+        Built once, encoded once: call it after building ``rank`` only, and add nothing after.
+        """
+        self.nodes = [self.nodes[rank]] * self.num_ranks
+
     def metadata(self, rank: int, *, name: str = "METADATA", deps: Iterable[int] = ()) -> int:
         return self._add(rank, Node(name=name, type=METADATA_NODE), deps)
 
@@ -122,13 +129,17 @@ class WorkloadBuilder:
         prefix names exactly this workload. Returns the rank files' paths.
         """
         paths = [rank_path(prefix, r) for r in range(self.num_ranks)]
+        encoded: dict[int, bytes] = {}  # ranks sharing one node list (replicate) are encoded once
         blobs = []
         for nodes in self.nodes:
-            sink = io.BytesIO()
-            protolib.encodeMessage(sink, GlobalMetadata(version=ET_VERSION))
-            for node in nodes:
-                protolib.encodeMessage(sink, node)
-            blobs.append(sink.getvalue())
+            blob = encoded.get(id(nodes))
+            if blob is None:
+                sink = io.BytesIO()
+                protolib.encodeMessage(sink, GlobalMetadata(version=ET_VERSION))
+                for node in nodes:
+                    protolib.encodeMessage(sink, node)
+                blob = encoded[id(nodes)] = sink.getvalue()
+            blobs.append(blob)
         extra = dict(extra or {})
         write_files_atomically(paths + list(extra), blobs + list(extra.values()))
         _remove_stale_rank_files(prefix, paths)

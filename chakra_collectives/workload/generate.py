@@ -118,8 +118,8 @@ def microbenchmark(collective: str | Collective, num_ranks: int, size_bytes: int
         raise InputError(f"collective size must be positive, got {size_bytes}")
     name = f"{kind.value.replace('-', '_')}_{num_ranks}npus_{size_label(size_bytes)}"
     builder = WorkloadBuilder(num_ranks)
-    for rank in range(num_ranks):
-        builder.collective(rank, kind, size_bytes, name=name)
+    builder.collective(0, kind, size_bytes, name=name)
+    builder.replicate(0)
     return GeneratedWorkload("microbenchmark", name, builder)
 
 
@@ -153,16 +153,16 @@ def data_parallel(model: ModelSpec, num_ranks: int) -> GeneratedWorkload:
     """
     _check_ranks(num_ranks)
     builder = WorkloadBuilder(num_ranks)
-    for rank in range(num_ranks):
-        previous: list[int] = []
-        for layer in model.layers:
-            previous = [_comp(builder, rank, layer, "forward", layer.forward_ns, previous)]
-        reduces = []
-        for layer in reversed(model.layers):
-            previous = [_comp(builder, rank, layer, "backward", layer.backward_ns, previous)]
-            reduces.append(builder.collective(rank, Collective.ALL_REDUCE, layer.gradient_bytes, name=f"all-reduce gradients {layer.name}", deps=previous))
-        if model.optimizer_ns > 0:
-            builder.comp(rank, duration_ns=model.optimizer_ns, name="optimizer step", deps=reduces)
+    previous: list[int] = []
+    for layer in model.layers:
+        previous = [_comp(builder, 0, layer, "forward", layer.forward_ns, previous)]
+    reduces = []
+    for layer in reversed(model.layers):
+        previous = [_comp(builder, 0, layer, "backward", layer.backward_ns, previous)]
+        reduces.append(builder.collective(0, Collective.ALL_REDUCE, layer.gradient_bytes, name=f"all-reduce gradients {layer.name}", deps=previous))
+    if model.optimizer_ns > 0:
+        builder.comp(0, duration_ns=model.optimizer_ns, name="optimizer step", deps=reduces)
+    builder.replicate(0)  # every rank runs the same program
     return GeneratedWorkload("data-parallel", model.name, builder)
 
 
