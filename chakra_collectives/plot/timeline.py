@@ -52,9 +52,10 @@ def plot_timeline(document: dict[str, Any], path: str | Path) -> Path:
     total = float(document["total_ns"]) or 1.0
     unit, scale = time_unit(total)
     collectives = document.get("collectives", [])
-    styles: dict[tuple[str, Any], str] = {}
+    styles: dict[tuple[str, int, bool], str] = {}
+    style_of = lambda c: (c["collective"], c["members"], c["group"] is None)  # noqa: E731
     for c in collectives:
-        styles.setdefault((c["collective"], c["group"]), COLLECTIVE_COLORS[len(styles) % len(COLLECTIVE_COLORS)])
+        styles.setdefault(style_of(c), COLLECTIVE_COLORS[len(styles) % len(COLLECTIVE_COLORS)])
 
     figure = new_figure(12, 1.6 + 0.42 * shown)
     axes = figure.add_subplot()
@@ -73,7 +74,7 @@ def plot_timeline(document: dict[str, Any], path: str | Path) -> Path:
                 index = int(nodes["collective"][i])
                 if index >= 0 and index < len(collectives):
                     c = collectives[index]
-                    colors.append(styles[(c["collective"], c["group"])])
+                    colors.append(styles[style_of(c)])
                 else:
                     colors.append(MESSAGE_COLOR)
             for k in range(count):
@@ -93,8 +94,8 @@ def plot_timeline(document: dict[str, Any], path: str | Path) -> Path:
         fontsize=10,
     )
     handles = [Patch(color=COMPUTE_COLOR, label="compute")]
-    for (name, group), color in styles.items():
-        handles.append(Patch(color=color, label=name if group is None else f"{name} (group {group})"))
+    for (name, members, world), color in styles.items():
+        handles.append(Patch(color=color, label=f"{name} (all ranks)" if world else f"{name} (groups of {members})"))
     if np.any(np.isin(nodes["kind"], [code["send"], code["recv"]])):
         handles.append(Patch(color=MESSAGE_COLOR, label="send / recv"))
     figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), frameon=False, fontsize=9)
