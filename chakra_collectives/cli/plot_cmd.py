@@ -11,8 +11,7 @@ from chakra_collectives.cli.app import command, command_group, console
 from chakra_collectives.cli.options import collective_option, size_option
 from chakra_collectives.converters.chakra_et import read_algorithm
 from chakra_collectives.network.model import Mode
-from chakra_collectives.plot import load_replay_document, plot_algorithm, plot_links, plot_timeline
-from chakra_collectives.plot.output import output_format
+from chakra_collectives.plot.formats import output_format
 from chakra_collectives.topology import load_topology
 
 plot_app = command_group("plot", "Pictures (PNG or SVG, by the output's suffix): a replay's timeline and link utilization, an algorithm's chunks on links.")
@@ -28,6 +27,8 @@ def timeline_command(
     Example: [bold]chakra-coll replay sample_traces/workload/train_step -t sample_traces/topology/two_servers.yaml --json > replay.json && chakra-coll plot timeline replay.json -o timeline.png[/bold]
     """
     output_format(output)
+    from chakra_collectives.plot import load_replay_document, plot_timeline  # matplotlib only when drawing
+
     console.print(f"wrote {plot_timeline(load_replay_document(replay_json), output)}")
 
 
@@ -41,6 +42,8 @@ def links_command(
     Example: [bold]chakra-coll plot links replay.json -o links.svg[/bold]
     """
     output_format(output)
+    from chakra_collectives.plot import load_replay_document, plot_links
+
     console.print(f"wrote {plot_links(load_replay_document(replay_json, need_links=True), output)}")
 
 
@@ -61,4 +64,6 @@ def algorithm_command(
     Mode.parse(mode)
     algo = read_algorithm(prefix, collective=collective_option(collective))
     topo = load_topology(topology)
+    from chakra_collectives.plot import plot_algorithm
+
     console.print(f"wrote {plot_algorithm(algo, topo, output, size_bytes=size_option(size), mode=mode)}")

@@ -3,11 +3,24 @@
 * :func:`plot_timeline` -- per-rank compute and communication from ``replay --json``;
 * :func:`plot_links` -- link utilization over time from ``replay --json``;
 * :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology.
+
+The functions load on first use, so importing the package (e.g. for :mod:`.formats`) does not
+import matplotlib, which takes a noticeable fraction of a second.
 """
 
-from chakra_collectives.plot.algorithm import plot_algorithm
-from chakra_collectives.plot.document import load_replay_document
-from chakra_collectives.plot.links import plot_links
-from chakra_collectives.plot.timeline import plot_timeline
+from importlib import import_module
 
-__all__ = ["load_replay_document", "plot_algorithm", "plot_links", "plot_timeline"]
+_HOMES = {
+    "load_replay_document": "chakra_collectives.plot.document",
+    "plot_algorithm": "chakra_collectives.plot.algorithm",
+    "plot_links": "chakra_collectives.plot.links",
+    "plot_timeline": "chakra_collectives.plot.timeline",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

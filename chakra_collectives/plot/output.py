@@ -14,8 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.plot.formats import output_format
 
-FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 150
 
 
@@ -24,14 +24,6 @@ def new_figure(width: float, height: float) -> Figure:
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
-
-
-def output_format(path: str | Path) -> str:
-    """``png`` or ``svg`` from the file name's suffix (anything else is refused)."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise InputError(f"cannot tell the image format from {suffix or 'no suffix'!r}: name the file .png or .svg", path=path)
-    return FORMATS[suffix]
 
 
 def save_figure(figure: Figure, path: str | Path) -> Path:

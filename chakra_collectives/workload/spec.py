@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from chakra_collectives.errors import InputError
@@ -162,6 +161,8 @@ def load_model_spec(path: str | Path) -> ModelSpec:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise InputError(f"invalid YAML: {problem}", path=path, line=None if mark is None else mark.line + 1) from None
+    import jsonschema  # imported on first use: it takes seconds to import (its format grammars)
+
     validator = jsonschema.Draft202012Validator(MODEL_SCHEMA)
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is not None:
