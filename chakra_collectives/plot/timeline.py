@@ -1,7 +1,7 @@
 """``plot timeline``: per rank, when it computes and when it communicates.
 
-Each rank is one row: compute in its lower lane, communication (collectives, point-to-point
-messages) in its upper lane, split into sub-lanes where calls overlap (several all-reduces in
+Each rank is one row: compute in its top lane, communication (collectives, point-to-point
+messages) in its bottom lane, split into sub-lanes where calls overlap (several all-reduces in
 flight at once). Collectives are coloured by collective and process group.
 """
 
@@ -90,7 +90,7 @@ def plot_timeline(document: dict[str, Any], path: str | Path) -> Path:
     more = f" (first {shown} of {num_ranks} ranks)" if shown < num_ranks else ""
     axes.set_title(
         f"{Path(str(document['workload'])).name} on {document['topology']}: {format_time_ns(total)} ({document['mode']} model){more}\n"
-        "lower lane: compute; upper lane: communication",
+        "top lane: compute; bottom lane: communication",
         fontsize=10,
     )
     handles = [Patch(color=COMPUTE_COLOR, label="compute")]
