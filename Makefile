@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test demo bench schemas clean
+.PHONY: install test demo bench samples schemas clean
 
 install: $(STAMP)
 
@@ -21,6 +21,9 @@ demo: install  ## the main job on a built-in default, with a readable summary
 
 bench: install  ## performance benchmarks (prints medians and ratios)
 	$(BIN)/python bench/run.py
+
+samples: install  ## regenerate sample_traces/ (a test checks they are current)
+	$(BIN)/python -m chakra_collectives.samples sample_traces
 
 schemas: install  ## regenerate schemas/et-attributes.json from the code
 	$(BIN)/python -c "from chakra_collectives.converters.chakra_et.attributes import schema_document as d; print(d(), end='')" > schemas/et-attributes.json

@@ -9,6 +9,7 @@ from chakra_collectives.synth.baselines import ring
 from chakra_collectives.verify import verify_algorithm
 from chakra_collectives.verify.execution import execute
 from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.verify.races import find_race
 from chakra_collectives.verify.semantics import run_symbolically
 from chakra_collectives.verify.structure import structural_problems
 
@@ -22,11 +23,13 @@ def main(argv: list[str]) -> None:
     total, samples = median_seconds(lambda: verify_algorithm(algo), repeat=3, warmup=0)
     assert verify_algorithm(algo).ok
     partner = match_messages(algo).partner
+    order = execute(algo, partner).order
     stages = [
         ("structure", lambda: structural_problems(algo)),
         ("matching", lambda: match_messages(algo)),
         ("deadlock, rendezvous sends", lambda: execute(algo, partner, semantics="rendezvous")),
         ("semantics, one order (eager)", lambda: run_symbolically(algo, partner, order="fifo")),
+        ("happens-before race check", lambda: find_race(algo, partner, order)),
     ]
     print(f"{'stage':<32} {'seconds':>8}")
     for name, run in stages:

@@ -13,6 +13,7 @@ from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, Collecti
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.verify import verify_algorithm
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.converters.msccl import read_msccl, write_msccl
 
 __version__ = "0.1.0"
 
@@ -26,7 +27,9 @@ __all__ = [
     "InputError",
     "OpKind",
     "read_algorithm",
+    "read_msccl",
     "ring",
     "verify_algorithm",
     "write_algorithm",
+    "write_msccl",
 ]

@@ -21,12 +21,21 @@ with link bandwidths ``b`` in bytes/ns and latencies ``a`` in ns:
     output of every NPU depends on every other NPU's input.
 
 Reduce-Scatter is the time-reverse of All-Gather: its bounds are All-Gather's on the topology
-with every link reversed (``B_in`` becomes ``B_out``: egress bound). All-Reduce is
-Reduce-Scatter followed by All-Gather, so its bandwidth bounds are the **sum** of the two
-phases' (``ingress_ns = RS egress + AG ingress``, ``cut_ns = RS cut + AG cut``: twice the
-All-Gather bound on every topology that looks the same reversed, e.g. any bidirectional one;
-this is Patarasuk and Yuan's ``2(N-1)/N * M / B`` for reductions done at NPUs), while its
-latency bound stays the one-way ``latency_ns`` (a direct algorithm crosses the network once).
+with every link reversed (``B_in`` becomes ``B_out``: egress bound).
+
+All-Reduce (reductions at NPUs, no compression across positions) has bounds that hold on every
+topology: per position, combining ``N`` values and handing the result to ``N-1`` others takes
+at least ``2(N-1)`` transfers (Patarasuk and Yuan), so ``2(N-1) M`` bytes leave NPUs:
+``ingress_ns = max(2(N-1) M / min(sum of NPU B_out, sum of NPU B_in), M / min over NPUs of
+min(B_in, B_out))`` (every NPU sends and receives one value per position); and ``M`` bytes cross
+every cut separating NPUs, ``cut_ns = M / (min over such cuts of B_out(S))`` (``2(N-1)``
+max-flows). On any topology whose NPUs all have the same bandwidth (rings, tori, hypercubes,
+switches, fully-connected) the first is ``2(N-1)/N * M / B``: **twice the All-Gather ingress
+bound**, as design.md states. Doubling per-NPU or cut bounds is *not* valid in general: on
+heterogeneous topologies an algorithm can spare a weak NPU (one value in, one out) while the
+strong ones do the rest, and TACOS does (``tests/test_bounds.py`` keeps such a case). The
+latency bound of All-Reduce is the one-way ``latency_ns`` (a direct algorithm crosses the
+network once).
 
 ``best_ns = max(ingress_ns, cut_ns, latency_ns)``, and
 ``efficiency(predicted) = best_ns / predicted`` (1.0 = provably optimal). The bounds hold
@@ -133,19 +142,11 @@ def lower_bounds(
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
     share = size_bytes / n
     latency = _latency_bound(topology)
-    phases = []
-    if collective in (Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
-        phases.append(_phase_bounds(topology, share, reverse=True, sinks=sink_list))
-    if collective in (Collective.ALL_GATHER, Collective.ALL_REDUCE):
-        phases.append(_phase_bounds(topology, share, reverse=False, sinks=sink_list))
-    return LowerBounds(
-        collective=collective,
-        size_bytes=size_bytes,
-        ingress_ns=sum(p[0] for p in phases),
-        cut_ns=sum(p[1] for p in phases),
-        latency_ns=latency,
-        cut_nodes=phases[-1][2],
-    )
+    if collective is Collective.ALL_REDUCE:
+        ingress, cut, cut_set = _all_reduce_bounds(topology, size_bytes)
+    else:
+        ingress, cut, cut_set = _phase_bounds(topology, share, reverse=collective is Collective.REDUCE_SCATTER, sinks=sink_list)
+    return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set)
 
 
 # ---------------------------------------------------------------------------- one phase
@@ -206,6 +207,36 @@ def _most_violated(
         return None
     _, (source_side, _) = nx.minimum_cut(graph, _SOURCE, best_sink, flow_func=preflow_push)
     return frozenset(source_side) - {_SOURCE}
+
+
+# ---------------------------------------------------------------------------- all-reduce
+def _all_reduce_bounds(topology: Topology, size_bytes: int) -> tuple[float, float, tuple[int, ...]]:
+    """``(ingress_ns, cut_ns, cut set)`` of an All-Reduce (see the module docstring)."""
+    n = topology.num_npus
+    capacity, scale = _integer_bandwidths(topology, reverse=False)
+    into = [0] * topology.num_nodes
+    out = [0] * topology.num_nodes
+    for (u, v), b in capacity.items():
+        out[u] += b
+        into[v] += b
+
+    def ns(nbytes: float, scaled_bandwidth: int) -> float:
+        return nbytes / bytes_per_ns(float(Fraction(scaled_bandwidth, scale)))
+
+    aggregate = ns(2 * (n - 1) * size_bytes, min(sum(out[:n]), sum(into[:n])))
+    per_npu = ns(size_bytes, min(min(into[v], out[v]) for v in range(n)))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(topology.num_nodes))
+    graph.add_edges_from((u, v, {"capacity": b}) for (u, v), b in capacity.items())
+    weakest, weakest_set = None, frozenset()
+    for t in range(1, n):  # every NPU-separating cut separates NPU 0 from some t, one way or the other
+        for source, sink in ((0, t), (t, 0)):
+            value, (side, _) = nx.minimum_cut(graph, source, sink, flow_func=preflow_push)
+            if weakest is None or value < weakest:
+                weakest, weakest_set = value, frozenset(side)
+    ingress_ns = max(aggregate, per_npu)
+    cut_ns = max(ns(size_bytes, weakest), ingress_ns)
+    return ingress_ns, cut_ns, tuple(sorted(weakest_set))
 
 
 # ---------------------------------------------------------------------------- latency

@@ -17,6 +17,8 @@ Examples
 '3 MiB'
 >>> format_time_ns(41174.0)
 '41.17 us'
+>>> parse_duration("20us")
+20000.0
 """
 
 from __future__ import annotations
@@ -72,6 +74,34 @@ def parse_size(text: str | int) -> int:
     if nbytes <= 0:
         raise InputError(f"malformed size {text!r}: must be positive")
     return int(nbytes)
+
+
+_TIME_UNITS = {"": 1.0, "ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([a-zA-Zµ]*)\s*$")
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Parse a duration such as ``"20us"``, ``"1.5ms"``, ``"250ns"`` or ``500`` into nanoseconds.
+
+    A bare number is nanoseconds. The result must be zero or positive.
+
+    >>> parse_duration("1.5ms"), parse_duration(250), parse_duration("0")
+    (1500000.0, 250.0, 0.0)
+    """
+    if isinstance(text, bool):
+        raise InputError(f"malformed duration {text!r}: expected a number with an optional unit such as 20us, 1.5ms, 250ns")
+    if isinstance(text, (int, float)):
+        value, unit = float(text), ""
+    else:
+        match = _TIME_RE.match(str(text))
+        if not match:
+            raise InputError(f"malformed duration {text!r}: expected a number with an optional unit such as 20us, 1.5ms, 250ns")
+        value, unit = float(match.group(1)), match.group(2).lower()
+    if unit not in _TIME_UNITS:
+        raise InputError(f"malformed duration {text!r}: unknown unit {unit!r} (use ns, us, ms or s)")
+    if not value >= 0:
+        raise InputError(f"malformed duration {text!r}: must be zero or positive")
+    return value * _TIME_UNITS[unit]
 
 
 def bytes_per_ns(gbps: float) -> float:

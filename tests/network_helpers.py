@@ -67,18 +67,11 @@ def ring_all_reduce_without_reductions(n: int, size_bytes: int) -> CollectiveAlg
     return b.build(input_chunks=[n] * n, output_chunks=[n] * n, scratch_chunks=[0] * n)
 
 
-def direct_all_gather(n: int, size_bytes: int) -> CollectiveAlgorithm:
-    """Every rank sends its share straight to every other rank (one message per pair)."""
-    b = AlgorithmBuilder(Collective.ALL_GATHER, num_ranks=n, chunk_count=n, size_bytes=size_bytes, name="direct")
-    for r in range(n):
-        b.copy(r, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
-        for k in range(1, n):
-            b.transfer(r, (r + k) % n, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, r), count=1)
-    return b.build()
+def random_topology(draw, st, *, max_npus: int = 5, max_switches: int = 2, symmetric: bool = False) -> Topology:
+    """A strongly connected random topology (hypothesis ``draw``): a ring backbone plus extras.
 
-
-def random_topology(draw, st, *, max_npus: int = 5, max_switches: int = 2) -> Topology:
-    """A strongly connected random topology (hypothesis ``draw``): a ring backbone plus extras."""
+    ``symmetric``: every link gets a reverse twin of the same bandwidth.
+    """
     n = draw(st.integers(2, max_npus))
     k = draw(st.integers(0, max_switches))
     bandwidths = st.sampled_from([12.5, 25.0, 50.0, 100.0, 300.0])
@@ -87,11 +80,11 @@ def random_topology(draw, st, *, max_npus: int = 5, max_switches: int = 2) -> To
     order = draw(st.permutations(list(range(n))))
     for a, b in zip(order, order[1:] + order[:1]):
         if a != b:
-            topo.add_link(a, b, draw(bandwidths), draw(latencies))
+            topo.add_link(a, b, draw(bandwidths), draw(latencies), bidirectional=symmetric)
     extras = draw(st.lists(st.tuples(st.integers(0, n + k - 1), st.integers(0, n + k - 1)), max_size=8))
     for a, b in extras:
         if a != b:
-            topo.add_link(a, b, draw(bandwidths), draw(latencies), bidirectional=draw(st.booleans()))
+            topo.add_link(a, b, draw(bandwidths), draw(latencies), bidirectional=symmetric or draw(st.booleans()))
     for s in range(n, n + k):  # every switch reachable both ways, so it can carry traffic
         npu = draw(st.integers(0, n - 1))
         topo.add_link(npu, s, draw(bandwidths), draw(latencies), bidirectional=True)

@@ -33,8 +33,16 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
-def command(name: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``func`` as ``chakra-coll NAME``, turning the tool's errors into one-line exits."""
+def command_group(name: str, help: str) -> typer.Typer:
+    """A command with subcommands (``chakra-coll NAME SUB``); register them with ``command(..., group=)``."""
+    group = typer.Typer(name=name, help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="rich")
+    app.add_typer(group, name=name)
+    return group
+
+
+def command(name: str, *, group: typer.Typer | None = None, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``func`` as ``chakra-coll NAME`` (or ``chakra-coll GROUP NAME``), turning the
+    tool's errors into one-line exits."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
@@ -47,7 +55,7 @@ def command(name: str, **options: Any) -> Callable[[Callable[..., Any]], Callabl
                 where = f"{error.filename}: " if error.filename else ""
                 fail(ChakraCollError(f"{where}{error.strerror or error}"))
 
-        app.command(name, **options)(run)
+        (group or app).command(name, **options)(run)
         return func
 
     return register

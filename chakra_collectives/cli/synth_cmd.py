@@ -11,7 +11,9 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from chakra_collectives.astra_sim import write_astra_sim_dir
 from chakra_collectives.cli.app import command, console, err_console, print_json
+from chakra_collectives.cli.handoff import print_astra_sim_dir
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -70,6 +72,7 @@ def synth(
     ),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
+    astra_sim: Optional[Path] = typer.Option(None, "--astra-sim", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Synthesize a topology-aware collective (TACOS link-chunk matching), compare it with the classic algorithms, and write its ETs.
@@ -101,10 +104,14 @@ def synth(
     summary = result.to_json()
     summary["et_write_s"] = write_s
     summary["output"] = None if output is None else f"{output}.{{rank}}.et"
+    handoff = None if astra_sim is None else write_astra_sim_dir(astra_sim, topo, result.algorithm)
+    summary["astra_sim"] = None if handoff is None else handoff.as_dict()
     if as_json:
         print_json(summary)
         return
     _print_summary(result, summary)
+    if handoff is not None:
+        print_astra_sim_dir(handoff)
 
 
 def _print_summary(result: SynthesisResult, summary: dict) -> None:

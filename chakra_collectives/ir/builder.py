@@ -14,6 +14,7 @@ verifier and ASTRA-sim pair sends and receives on ``(src, dst, tag)``).
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -59,7 +60,8 @@ class AlgorithmBuilder:
         self.root = root
         self.name = name
         self.provenance = dict(provenance or {})
-        self._cols: list[dict[str, list]] = [{c: [] for c in _COLUMNS} for _ in range(num_ranks)]
+        self._rows: list[list[tuple]] = [[] for _ in range(num_ranks)]
+        """Per rank, one tuple per operation, in the order of ``_COLUMNS``."""
         self._deps: list[list[Sequence[int]]] = [[] for _ in range(num_ranks)]
         self._next_tag: dict[tuple[int, int], int] = {}
 
@@ -80,20 +82,13 @@ class AlgorithmBuilder:
         node_id: int | None = None,
     ) -> int:
         """Append one operation to ``rank``'s program and return its index there."""
-        cols = self._cols[rank]
-        index = len(cols["kind"])
-        cols["kind"].append(int(kind))
-        cols["peer"].append(peer)
-        cols["tag"].append(tag)
-        cols["src_buf"].append(NONE if src is None else int(src[0]))
-        cols["src_off"].append(NONE if src is None else src[1])
-        cols["dst_buf"].append(NONE if dst is None else int(dst[0]))
-        cols["dst_off"].append(NONE if dst is None else dst[1])
-        cols["count"].append(count)
-        cols["nbytes"].append(nbytes)
-        cols["duration_ns"].append(duration_ns)
-        cols["node_id"].append(index if node_id is None else node_id)
-        self._deps[rank].append(tuple(deps))
+        rows = self._rows[rank]
+        index = len(rows)
+        sbuf, soff = (NONE, NONE) if src is None else src
+        dbuf, doff = (NONE, NONE) if dst is None else dst
+        node = index if node_id is None else node_id
+        rows.append((int(kind), peer, tag, int(sbuf), soff, int(dbuf), doff, count, nbytes, duration_ns, node))
+        self._deps[rank].append(deps if type(deps) is tuple else tuple(deps))
         return index
 
     def send(self, rank: int, peer: int, *, tag: int, src: Ref, count: int, deps: Iterable[int] = ()) -> int:
@@ -134,7 +129,7 @@ class AlgorithmBuilder:
         return send, recv
 
     def num_ops(self, rank: int) -> int:
-        return len(self._cols[rank]["kind"])
+        return len(self._rows[rank])
 
     # ------------------------------------------------------------------ freeze
     def build(
@@ -159,25 +154,19 @@ class AlgorithmBuilder:
             ]
             input_chunks = input_chunks if input_chunks is not None else [d[0] for d in defaults]
             output_chunks = output_chunks if output_chunks is not None else [d[1] for d in defaults]
-        rank_col: list[np.ndarray] = []
+        sizes = np.array([len(rows) for rows in self._rows], dtype=np.int64)
         merged: dict[str, list] = {c: [] for c in _COLUMNS}
-        dep_ptr = [0]
-        dep_idx: list[int] = []
-        first = 0
-        for rank in range(n):
-            cols = self._cols[rank]
-            size = len(cols["kind"])
-            rank_col.append(np.full(size, rank, dtype=np.int32))
-            for name in _COLUMNS:
-                merged[name].extend(cols[name])
-            for deps in self._deps[rank]:
-                dep_idx.extend(first + d for d in deps)
-                dep_ptr.append(len(dep_idx))
-            first += size
+        for rows in self._rows:
+            for name, values in zip(_COLUMNS, zip(*rows)):
+                merged[name].extend(values)
+        deps = list(chain.from_iterable(self._deps))
+        dep_counts = np.fromiter(map(len, deps), dtype=np.int64, count=len(deps))
+        local = np.fromiter(chain.from_iterable(deps), dtype=np.int64, count=int(dep_counts.sum()))
+        first_of_op = np.repeat(np.cumsum(sizes) - sizes, sizes)  # rank-local index -> global index
         table = OpTable.from_columns(
-            rank=np.concatenate(rank_col) if rank_col else [],
-            dep_ptr=dep_ptr,
-            dep_idx=dep_idx,
+            rank=np.repeat(np.arange(n, dtype=np.int32), sizes),
+            dep_ptr=np.concatenate([[0], np.cumsum(dep_counts)]),
+            dep_idx=local + np.repeat(first_of_op, dep_counts),
             **merged,
         )
         if scratch_chunks is None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra_collectives.network.events import EventLoop
-from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, locality_order, permuted
 from chakra_collectives.network.model import NetworkModel
 
 
@@ -72,19 +72,51 @@ class Timing:
 
 
 def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) -> Timing:
-    """Simulate ``graph`` on ``model``; never hangs (tasks left waiting are reported as stuck)."""
+    """Simulate ``graph`` on ``model``; never hangs (tasks left waiting are reported as stuck).
+
+    Tasks that become ready at the same instant start in the order of
+    :func:`~chakra_collectives.network.graph.locality_order` (position in their NPU's list, then
+    NPU), which is also the order they offer messages to a shared link.
+    """
+    order = locality_order(graph)
+    timing = _run(permuted(graph, order), model, record_links=record_links)
+    start = np.empty_like(timing.start)
+    end = np.empty_like(timing.end)
+    start[order] = timing.start
+    end[order] = timing.end
+    links = timing.links
+    links.intervals = [(link, begin, finish, int(order[task])) for link, begin, finish, task in links.intervals]
+    return Timing(start=start, end=end, links=links, stuck=np.sort(order[timing.stuck]))
+
+
+def _successors(graph: TaskGraph) -> list:
+    """Per task: -1 (no successor), the successor's id, or a tuple of ids (compact and slice-free)."""
+    succ_ptr, succ_idx = graph.successor_csr()
+    counts = np.diff(succ_ptr)
+    single = np.full(len(graph), -1, dtype=np.int64)
+    one = counts == 1
+    single[one] = succ_idx[succ_ptr[:-1][one]]
+    successors = single.tolist()
+    for i in np.flatnonzero(counts > 1).tolist():
+        successors[i] = tuple(succ_idx[succ_ptr[i] : succ_ptr[i + 1]].tolist())
+    return successors
+
+
+def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing:
     size = len(graph)
     kind = graph.kind.tolist()
-    npu = graph.npu.tolist()
+    timed = np.flatnonzero((graph.kind == LOCAL) & (graph.duration != 0))
+    duration = dict(zip(timed.tolist(), graph.duration[timed].tolist()))  # LOCAL tasks that take time
+    has_units = bool(np.any(graph.unit >= 0) or np.any(graph.release >= 0))
+    unit = graph.unit.tolist() if has_units else None
+    release = graph.release.tolist() if has_units else None
     partner = graph.partner.tolist()
-    nbytes = graph.nbytes.tolist()
-    duration = graph.duration.tolist()
-    unit = graph.unit.tolist()
-    release = graph.release.tolist()
-    succ_ptr_array, succ_array = graph.successor_csr()
-    succ_ptr = succ_ptr_array.tolist()
-    succ = succ_array.tolist()
+    successors = _successors(graph)
     pending = np.diff(graph.dep_ptr).tolist()
+    messages = _Messages(graph, model)
+    route_of = messages.route_of
+    cost_of = messages.cost_of
+    del graph  # the lists above are all the run needs
 
     nan = float("nan")
     start = [nan] * size
@@ -92,35 +124,37 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     posted = bytearray(size)
     arrived = bytearray(size)
     granted = bytearray(size)
-    hop_of = [0] * size
-    route_of: list[tuple[int, ...] | None] = [None] * size
+    hop_of: dict[int, int] = {}  # hop index of messages past their first hop
 
-    num_links = len(model.topology.links)
-    link_free = [0] * num_links
-    link_busy = [0] * num_links
-    link_bytes = [0] * num_links
-    link_messages = [0] * num_links
+    link_free = [0] * len(model.topology.links)
     intervals: list[tuple[int, float, float, int]] = []
     record = intervals.append if record_links else None
-    hop_cost = model.hop
-    route = model.route
 
-    num_units = max(max(unit, default=-1), max(release, default=-1)) + 1
+    num_units = max(max(unit, default=-1), max(release, default=-1)) + 1 if has_units else 0
     unit_busy = bytearray(num_units)
     unit_wait: list[deque[int]] = [deque() for _ in range(num_units)]
 
     loop = EventLoop()
-    schedule = loop.schedule
+    schedule = loop.push
     ready: deque[int] = deque(i for i in range(size) if pending[i] == 0)
     pop_ready = ready.popleft
     push_ready = ready.append
 
     def complete(i: int, now) -> None:
         end[i] = now
-        for j in succ[succ_ptr[i] : succ_ptr[i + 1]]:
-            pending[j] -= 1
-            if not pending[j]:
-                push_ready(j)
+        j = successors[i]
+        if j.__class__ is int:
+            if j >= 0:
+                pending[j] -= 1
+                if not pending[j]:
+                    push_ready(j)
+        else:
+            for j in j:
+                pending[j] -= 1
+                if not pending[j]:
+                    push_ready(j)
+        if not has_units:
+            return
         u = release[i]
         if u >= 0:
             waiting = unit_wait[u]
@@ -131,15 +165,11 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
             else:
                 unit_busy[u] = 0
 
-    def transmit(i: int, link: int, now) -> None:
+    def transmit(i: int, link: int, busy, delivered, now) -> None:
         begin = link_free[link]
         if begin < now:
             begin = now
-        busy, delivered = hop_cost(link, nbytes[i])
         link_free[link] = begin + busy
-        link_busy[link] += busy
-        link_bytes[link] += nbytes[i]
-        link_messages[link] += 1
         if record is not None:
             record((link, begin, begin + busy, i))
         schedule(begin + delivered, hop_done, i)
@@ -156,25 +186,26 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
         """Start every task that became ready at ``now`` (and what those complete at once)."""
         while ready:
             i = pop_ready()
-            u = unit[i]
-            if u >= 0 and not granted[i]:
-                if unit_busy[u]:
-                    unit_wait[u].append(i)
-                    continue
-                unit_busy[u] = 1
+            if has_units:
+                u = unit[i]
+                if u >= 0 and not granted[i]:
+                    if unit_busy[u]:
+                        unit_wait[u].append(i)
+                        continue
+                    unit_busy[u] = 1
             start[i] = now
             k = kind[i]
             if k == LOCAL:
-                d = duration[i]
+                d = duration.get(i)
                 if d:
                     schedule(now + d, local_done, i)
                 else:
                     complete(i, now)
             elif k == SEND:
-                path = route(npu[i], npu[partner[i]])
+                path = route_of[i]
                 if path:
-                    route_of[i] = path
-                    transmit(i, path[0], now)
+                    busy, delivered = cost_of[i][0]
+                    transmit(i, path[0], busy, delivered, now)
                 else:
                     deliver(i, now)
             elif arrived[i]:  # RECV whose message is already there
@@ -185,10 +216,11 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     def hop_done(i: int) -> None:
         now = loop.now
         path = route_of[i]
-        h = hop_of[i] + 1
+        h = hop_of.pop(i, 0) + 1
         if h < len(path):  # store-and-forward: offer the message to the next link
             hop_of[i] = h
-            transmit(i, path[h], now)
+            busy, delivered = cost_of[i][h]
+            transmit(i, path[h], busy, delivered, now)
             return
         deliver(i, now)
         settle(now)
@@ -200,19 +232,69 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
 
     settle(0)
     loop.run()
+    # the handlers refer to one another through closure cells: empty the cells so the task
+    # lists are freed now rather than at the next cyclic garbage collection
+    complete = transmit = deliver = settle = hop_done = local_done = None  # type: ignore[assignment]
 
     end_array = np.array(end, dtype=np.float64)
+    start_array = np.array(start, dtype=np.float64)
     return Timing(
-        start=np.array(start, dtype=np.float64),
+        start=start_array,
         end=end_array,
-        links=LinkUse(
-            busy_ns=np.array(link_busy, dtype=np.float64),
-            bytes=np.array(link_bytes, dtype=np.int64),
-            messages=np.array(link_messages, dtype=np.int64),
-            intervals=intervals,
-        ),
+        links=messages.link_use(np.flatnonzero(~np.isnan(start_array)), intervals),
         stuck=np.flatnonzero(np.isnan(end_array)),
     )
+
+
+class _Messages:
+    """Route and per-hop ``(busy, delivered)`` of every SEND, computed once per distinct message.
+
+    A distinct message is a (source NPU, destination NPU, bytes) triple; a collective has few,
+    so routes and hop costs are looked up from the model a few times, not once per message.
+    """
+
+    def __init__(self, graph: TaskGraph, model: NetworkModel) -> None:
+        size = len(graph)
+        sends = np.flatnonzero(graph.kind == SEND)
+        self.sends = sends
+        dst = graph.npu[graph.partner[sends]] if len(sends) else np.zeros(0, np.int32)
+        sizes, size_id = np.unique(graph.nbytes[sends], return_inverse=True)
+        nodes = model.topology.num_nodes
+        key = (graph.npu[sends].astype(np.int64) * nodes + dst) * len(sizes) + size_id.reshape(-1)
+        keys, kind_of_send = np.unique(key, return_inverse=True)
+        self.kind_of_send = kind_of_send.reshape(-1)
+        unique = np.stack([keys // len(sizes) // nodes, keys // len(sizes) % nodes, sizes[keys % len(sizes)]], axis=1) if len(keys) else np.zeros((0, 3), np.int64)
+        self.routes: list[tuple[int, ...]] = []
+        self.costs: list[tuple[tuple[float, float], ...]] = []
+        for src, dst_npu, nbytes in unique.tolist():
+            path = model.route(src, dst_npu)
+            self.routes.append(path)
+            self.costs.append(tuple(model.hop(link, nbytes) for link in path))
+        self.unique = unique
+        self.num_links = len(model.topology.links)
+        route_of: list = [None] * size
+        cost_of: list = [None] * size
+        routes, costs = self.routes, self.costs
+        for i, k in zip(sends.tolist(), self.kind_of_send.tolist()):
+            route_of[i] = routes[k]
+            cost_of[i] = costs[k]
+        self.route_of = route_of
+        self.cost_of = cost_of
+
+    def link_use(self, started: np.ndarray, intervals: list) -> LinkUse:
+        """Busy time, bytes and messages per link, over the SENDs that started."""
+        sent = np.isin(self.sends, started)
+        counts = np.bincount(self.kind_of_send[sent], minlength=len(self.routes))
+        busy = np.zeros(self.num_links)
+        nbytes = np.zeros(self.num_links, dtype=np.int64)
+        messages = np.zeros(self.num_links, dtype=np.int64)
+        for k in np.flatnonzero(counts).tolist():
+            c = int(counts[k])
+            for link, (hop_busy, _) in zip(self.routes[k], self.costs[k]):
+                busy[link] += c * hop_busy
+                nbytes[link] += c * int(self.unique[k, 2])
+                messages[link] += c
+        return LinkUse(busy_ns=busy, bytes=nbytes, messages=messages, intervals=intervals)
 
 
 __all__ = ["LinkUse", "Timing", "run", "LOCAL", "RECV", "SEND"]

@@ -62,6 +62,10 @@ class EventLoop:
             raise ValueError(f"cannot schedule at {time}, before now ({self.now})")
         heappush(self._queue, (time, priority, next(self._ids), callback, argument))
 
+    def push(self, time: Time, callback: Callable[[Any], Any], argument: Any = None) -> None:
+        """:meth:`schedule` at ``NORMAL`` priority without the check (for handlers that know ``time >= now``)."""
+        heappush(self._queue, (time, NORMAL, next(self._ids), callback, argument))
+
     def peek(self) -> Time:
         """Time of the next event (``inf`` when none is left)."""
         return self._queue[0][0] if self._queue else float("inf")

@@ -102,6 +102,12 @@ class NetworkModel:
         self.link_latency = [link.latency_ns for link in topology.links]
         self._ring = _ring_links(topology) if self.mode is Mode.ASTRA_SIM else None
         self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._direct: dict[tuple[int, int], int] = {}
+        for index, link in enumerate(topology.links):  # Topology.route's 1-hop choice: least latency, then first added
+            key = (link.src, link.dst)
+            best = self._direct.get(key)
+            if best is None or link.latency_ns < topology.links[best].latency_ns:
+                self._direct[key] = index
 
     # ------------------------------------------------------------------ links
     def hop(self, link: int, nbytes: float) -> tuple[float, float]:
@@ -121,6 +127,8 @@ class NetworkModel:
                 found = ()
             elif self._ring is not None:
                 found = self._ring_route(src, dst)
+            elif key in self._direct and src < self.topology.num_npus:
+                found = (self._direct[key],)
             else:
                 found = tuple(self.topology.route(src, dst))
             self._routes[key] = found

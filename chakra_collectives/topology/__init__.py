@@ -2,7 +2,8 @@
 
 * :mod:`~chakra_collectives.topology.core` -- :class:`Topology`, :class:`Link`, routes;
 * :mod:`~chakra_collectives.topology.builders` -- rings, meshes, tori, hypercubes, switches, DGX-like;
-* :mod:`~chakra_collectives.topology.loaders` -- :func:`load_topology` (specs and files).
+* :mod:`~chakra_collectives.topology.loaders` -- :func:`load_topology` (specs and files);
+* :mod:`~chakra_collectives.topology.dump` -- :func:`dump_topology` (a Topology as our YAML file).
 """
 
 from chakra_collectives.topology.builders import (
@@ -18,13 +19,16 @@ from chakra_collectives.topology.builders import (
     torus3d,
 )
 from chakra_collectives.topology.core import Link, Topology
-from chakra_collectives.topology.loaders import BUILDERS, load_topology, load_topology_file
+from chakra_collectives.topology.dump import dump_topology
+from chakra_collectives.topology.loaders import BUILDERS, astra_sim_network, load_topology, load_topology_file
 
 __all__ = [
     "BUILDERS",
     "Link",
     "Topology",
+    "astra_sim_network",
     "dgx",
+    "dump_topology",
     "fully_connected",
     "hetero_mesh2d",
     "hypercube",

@@ -290,6 +290,16 @@ def _from_astra_sim(document: dict[str, Any], path: Path, text: str, overrides: 
     return topo
 
 
+def astra_sim_network(document: dict[str, Any], *, name: str = "astra-sim") -> Topology:
+    """ASTRA-sim's analytical network (``topology``, ``npus_count``, ``bandwidth``, ``latency``
+    lists, one entry per dimension) as a Topology, exactly as such a file is read.
+
+    >>> astra_sim_network({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]}).describe()
+    'astra-sim: 4 NPUs, 8 links'
+    """
+    return _from_astra_sim(document, Path(name), "", {})
+
+
 def _dimension_groups(total: int, size: int, stride: int) -> list[list[int]]:
     """NPUs that differ only in one dimension (of ``size``, at ``stride``)."""
     groups = []

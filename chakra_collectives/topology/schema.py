@@ -23,7 +23,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from chakra_collectives.errors import InputError
@@ -87,6 +86,8 @@ def schema_json() -> str:
 
 def validate_document(document: Any, *, path: str | Path, text: str) -> None:
     """Raise :class:`InputError` (with the file's line when known) unless ``document`` fits the schema."""
+    import jsonschema  # imported on first use: it takes seconds to import (its format grammars)
+
     validator = jsonschema.Draft202012Validator(TOPOLOGY_SCHEMA)
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is None:

@@ -69,15 +69,14 @@ def execute(
     record = completed.append
     push = ready.append
     pop = ready.popleft if order == "fifo" else ready.pop
+    arrive = push  # called when an operation's dependencies are all done
     if rendezvous:
         # a SEND and its RECV complete together, once both have their dependencies done
         is_comm = comm.tolist()
         partners = partner.tolist()
         posted = [False] * size
-        initial = list(ready)
-        ready.clear()
 
-        def arrive(i: int) -> None:
+        def arrive(i: int) -> None:  # noqa: F811
             if is_comm[i]:
                 posted[i] = True
                 if posted[partners[i]]:
@@ -86,23 +85,17 @@ def execute(
             else:
                 push(i)
 
+        initial = list(ready)
+        ready.clear()
         for i in initial:
             arrive(i)
-        while ready:
-            i = pop()
-            record(i)
-            for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
-                waiting_list[j] -= 1
-                if waiting_list[j] == 0:
-                    arrive(j)
-    else:
-        while ready:
-            i = pop()
-            record(i)
-            for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
-                waiting_list[j] -= 1
-                if waiting_list[j] == 0:
-                    push(j)
+    while ready:
+        i = pop()
+        record(i)
+        for j in dep_list[dep_ptr[i] : dep_ptr[i + 1]]:
+            waiting_list[j] -= 1
+            if waiting_list[j] == 0:
+                arrive(j)
     if len(completed) == size:
         return Execution(order=completed, stuck=[])
     done = np.zeros(size, dtype=bool)

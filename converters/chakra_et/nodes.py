@@ -19,16 +19,17 @@ distinct attribute is decoded once, then spread over the nodes that carry it wit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata
 from google.protobuf.message import DecodeError
 
 from chakra_collectives.errors import AlgorithmError, InputError
-from chakra_collectives.converters.chakra_et.stream import parse_node, parse_nodes, split_records
+from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
 
 MISSING = -1
 
@@ -142,9 +143,14 @@ class AttributeColumns:
         found = np.full(self.num_nodes, MISSING, dtype=np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
-            mask = CATALOG.name_codes()[self.ids] == code
+            mask = self._name_codes == code
             found[self.node_of[mask]] = self.ids[mask]
         return found
+
+    @cached_property
+    def _name_codes(self) -> np.ndarray:
+        """Name code of every occurrence (computed once: files carry millions of attributes)."""
+        return CATALOG.name_codes()[self.ids]
 
     def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
@@ -186,30 +192,48 @@ def as_integer(kind: str | None, value: Any) -> int | None:
     return int(value) if kind in _INTEGER_KINDS else None
 
 
-@dataclass
-class NodeColumns:
-    """Every node of one ET file as columns (positions are the order of the nodes in the file)."""
+@dataclass(frozen=True)
+class EtFile:
+    """One decoded file: where it came from and its GlobalMetadata attributes."""
 
     path: Path | str
     rank: int | None
     metadata: dict[str, Any]
+
+
+@dataclass
+class NodeColumns:
+    """Every node of one or more ET files as columns.
+
+    Positions run over all files in order: the nodes of ``files[f]`` are positions
+    ``file_ptr[f]:file_ptr[f+1]``; dependencies are positions too (within the same file).
+    """
+
+    files: list[EtFile]
+    file_ptr: np.ndarray
     ids: np.ndarray
     types: np.ndarray
     duration_micros: np.ndarray
     dep_ptr: np.ndarray
     dep_pos: np.ndarray
-    """Dependencies (data_deps then ctrl_deps) as positions in the file."""
+    """Dependencies (data_deps then ctrl_deps) as positions."""
     attributes: AttributeColumns
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def file_of(self) -> np.ndarray:
+        """For each node, the index of its file."""
+        return np.repeat(np.arange(len(self.files)), np.diff(self.file_ptr))
+
     def deps_of(self, position: int) -> np.ndarray:
         return self.dep_pos[self.dep_ptr[position] : self.dep_ptr[position + 1]]
 
     def error(self, position: int, message: str, kind: type = InputError):
-        """An error located at node ``position`` of this file."""
-        return kind(message, path=self.path, rank=self.rank, node=int(self.ids[position]))
+        """An error located at the node in ``position`` (its file, rank and node id)."""
+        file = self.files[int(np.searchsorted(self.file_ptr, position, side="right")) - 1]
+        return kind(message, path=file.path, rank=file.rank, node=int(self.ids[position]))
 
 
 def read_metadata(record: bytes, path: Path | str) -> dict[str, Any]:
@@ -232,7 +256,56 @@ def read_metadata(record: bytes, path: Path | str) -> dict[str, Any]:
 
 
 def decode_nodes(data: bytes, path: Path | str, *, rank: int | None = None) -> NodeColumns:
-    """Decode a whole ET stream (GlobalMetadata then nodes) into :class:`NodeColumns`."""
+    """Decode one ET stream (GlobalMetadata then nodes) into :class:`NodeColumns`."""
+    return decode_files([(data, path, rank)])
+
+
+def decode_rank_files(paths: list[Path]) -> NodeColumns:
+    """Decode ``PREFIX.{rank}.et`` files (``paths[r]`` is rank ``r``) into one :class:`NodeColumns`."""
+    return decode_files((load_bytes(path), path, rank) for rank, path in enumerate(paths))
+
+
+@dataclass
+class _FileColumns:
+    file: EtFile
+    ids: np.ndarray
+    types: np.ndarray
+    durations: np.ndarray
+    dep_counts: np.ndarray
+    dep_local: np.ndarray
+    attr_counts: np.ndarray
+    attr_ids: np.ndarray
+
+
+def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]]) -> NodeColumns:
+    """Decode several ET streams ``(data, path, rank)`` into one :class:`NodeColumns`.
+
+    Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
+    then freed); everything that can be done for all files at once is done once.
+    """
+    parts = [_decode_file(data, path, rank) for data, path, rank in sources]
+    sizes = np.array([len(p.ids) for p in parts], dtype=np.int64)
+    file_ptr = np.concatenate([[0], np.cumsum(sizes)])
+    dep_counts = np.concatenate([p.dep_counts for p in parts])
+    dep_base = np.repeat(file_ptr[:-1], [len(p.dep_local) for p in parts])
+    attr_counts = np.concatenate([p.attr_counts for p in parts])
+    return NodeColumns(
+        files=[p.file for p in parts],
+        file_ptr=file_ptr,
+        ids=np.concatenate([p.ids for p in parts]),
+        types=np.concatenate([p.types for p in parts]),
+        duration_micros=np.concatenate([p.durations for p in parts]),
+        dep_ptr=np.concatenate([[0], np.cumsum(dep_counts)]),
+        dep_pos=np.concatenate([p.dep_local for p in parts]) + dep_base,
+        attributes=AttributeColumns(
+            node_of=np.repeat(np.arange(int(file_ptr[-1])), attr_counts),
+            ids=np.concatenate([p.attr_ids for p in parts]),
+            num_nodes=int(file_ptr[-1]),
+        ),
+    )
+
+
+def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
     bounds = split_records(data, path)
@@ -241,55 +314,44 @@ def decode_nodes(data: bytes, path: Path | str, *, rank: int | None = None) -> N
     if len(bounds) == 1:
         raise InputError("no nodes after the GlobalMetadata (ASTRA-sim cannot run an empty rank file)", path=path, rank=rank)
     try:
-        nodes = parse_nodes(data, bounds[1:])
+        parsed = parse_nodes(data, bounds[1:])
     except DecodeError:
         _raise_bad_record(data, bounds, path, rank)
-    nodes = list(nodes)  # one Python wrapper per node, reused by the field passes below
-    ids = [n.id for n in nodes]
-    types = [n.type for n in nodes]
-    durations = [n.duration_micros for n in nodes]
-    data_deps = [n.data_deps for n in nodes]
-    ctrl_deps = [n.ctrl_deps for n in nodes]
-    attrs = [n.attr for n in nodes]
-    ids_array = np.array(ids, dtype=np.uint64)
-    if np.any(ids_array > np.iinfo(np.int64).max):
-        position = int(np.flatnonzero(ids_array > np.iinfo(np.int64).max)[0])
-        raise InputError(f"node id {ids[position]} does not fit in int64", path=path, rank=rank)
-    node_ids = ids_array.astype(np.int64)
-    dep_ptr, dep_ids = _dependency_lists(data_deps, ctrl_deps)
-    dep_pos = _positions_of(node_ids, dep_ptr, dep_ids, path, rank)
-    return NodeColumns(
-        path=path,
-        rank=rank,
-        metadata=metadata,
+    nodes = list(parsed)  # one Python wrapper per node, reused by the field passes below
+    ids = np.array([n.id for n in nodes], dtype=np.uint64)
+    if np.any(ids > np.iinfo(np.int64).max):
+        position = int(np.flatnonzero(ids > np.iinfo(np.int64).max)[0])
+        raise InputError(f"node id {int(ids[position])} does not fit in int64", path=path, rank=rank)
+    node_ids = ids.astype(np.int64)
+    dep_counts, dep_ids = _dependency_lists([n.data_deps for n in nodes], [n.ctrl_deps for n in nodes])
+    return _FileColumns(
+        file=EtFile(path, rank, metadata),
         ids=node_ids,
-        types=np.array(types, dtype=np.int64),
-        duration_micros=np.array(durations, dtype=np.uint64).astype(np.int64),
-        dep_ptr=dep_ptr,
-        dep_pos=dep_pos,
-        attributes=_attribute_columns(attrs, node_ids, path, rank),
+        types=np.array([n.type for n in nodes], dtype=np.int64),
+        durations=np.array([n.duration_micros for n in nodes], dtype=np.uint64).astype(np.int64),
+        dep_counts=dep_counts,
+        dep_local=_positions_of(node_ids, dep_counts, dep_ids, path, rank),
+        attr_counts=np.fromiter(map(len, (attrs := [n.attr for n in nodes])), dtype=np.int64, count=len(nodes)),
+        attr_ids=_attribute_ids(attrs, node_ids, path, rank),
     )
 
 
 def _dependency_lists(data_deps, ctrl_deps) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, how many dependencies it has (data then control), and all of them flat."""
     counts = np.fromiter(map(len, data_deps), dtype=np.int64, count=len(data_deps))
     ctrl_counts = np.fromiter(map(len, ctrl_deps), dtype=np.int64, count=len(ctrl_deps))
     if not ctrl_counts.any():
-        flat = np.fromiter(chain.from_iterable(data_deps), dtype=np.uint64, count=int(counts.sum()))
-    else:
-        merged = [list(d) + list(c) for d, c in zip(data_deps, ctrl_deps)]
-        counts = counts + ctrl_counts
-        flat = np.fromiter(chain.from_iterable(merged), dtype=np.uint64, count=int(counts.sum()))
-    ptr = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    return ptr, flat
+        return counts, np.fromiter(chain.from_iterable(data_deps), dtype=np.uint64, count=int(counts.sum()))
+    merged = [list(d) + list(c) for d, c in zip(data_deps, ctrl_deps)]
+    counts = counts + ctrl_counts
+    return counts, np.fromiter(chain.from_iterable(merged), dtype=np.uint64, count=int(counts.sum()))
 
 
-def _positions_of(node_ids: np.ndarray, dep_ptr: np.ndarray, dep_ids: np.ndarray, path, rank) -> np.ndarray:
-    """Map dependency ids to positions; duplicate ids and dependencies on missing ids are errors."""
+def _positions_of(node_ids: np.ndarray, dep_counts: np.ndarray, dep_ids: np.ndarray, path, rank) -> np.ndarray:
+    """Map dependency ids to positions in the file; duplicate ids and dangling deps are errors."""
     count = len(node_ids)
-    owner = np.repeat(np.arange(count), np.diff(dep_ptr))
-    if np.array_equal(node_ids, np.arange(count)):
+    owner = np.repeat(np.arange(count), dep_counts)
+    if count and node_ids[0] == 0 and node_ids[-1] == count - 1 and np.array_equal(node_ids, np.arange(count)):
         bad = dep_ids >= count
         if np.any(bad):
             first = int(np.flatnonzero(bad)[0])
@@ -304,12 +366,11 @@ def _positions_of(node_ids: np.ndarray, dep_ptr: np.ndarray, dep_ids: np.ndarray
         node = int(sorted_ids[duplicate[0]])
         first, second = sorted(order[duplicate[0] : duplicate[0] + 2].tolist())
         raise AlgorithmError(f"duplicate node id (records {first + 1} and {second + 1})", path=path, rank=rank, node=node)
-    wanted = dep_ids.astype(np.int64) if dep_ids.max(initial=0) <= np.iinfo(np.int64).max else None
-    slot = np.searchsorted(sorted_ids, wanted) if wanted is not None else None
-    if wanted is None or np.any(slot >= count) or np.any(sorted_ids[np.minimum(slot, count - 1)] != wanted):
-        found = np.zeros(len(dep_ids), dtype=bool)
-        if wanted is not None:
-            found = (slot < count) & (sorted_ids[np.minimum(slot, count - 1)] == wanted)
+    in_range = dep_ids <= np.iinfo(np.int64).max
+    wanted = np.where(in_range, dep_ids, 0).astype(np.int64)
+    slot = np.minimum(np.searchsorted(sorted_ids, wanted), count - 1)
+    found = in_range & (sorted_ids[slot] == wanted)
+    if not np.all(found):
         first = int(np.flatnonzero(~found)[0])
         raise AlgorithmError(
             f"depends on node {int(dep_ids[first])}, which is not in the file",
@@ -320,21 +381,21 @@ def _positions_of(node_ids: np.ndarray, dep_ptr: np.ndarray, dep_ids: np.ndarray
     return order[slot].astype(np.int64)
 
 
-def _attribute_columns(attrs, node_ids: np.ndarray, path, rank) -> AttributeColumns:
-    counts = np.fromiter(map(len, attrs), dtype=np.int64, count=len(attrs))
+def _attribute_ids(attrs, node_ids: np.ndarray, path, rank) -> np.ndarray:
+    """Catalog ids of every attribute occurrence, in node order (new attributes decoded once)."""
     flat = list(chain.from_iterable(attrs))
     known = CATALOG.ids
     try:
-        ids = np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
+        return np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
     except KeyError:  # attributes not seen before: decode each new one once, then map again
         for data in dict.fromkeys(data for data in flat if data not in known):
             try:
                 CATALOG.add(data)
             except DecodeError:
+                counts = np.fromiter(map(len, attrs), dtype=np.int64, count=len(attrs))
                 node = int(np.repeat(np.arange(len(attrs)), counts)[flat.index(data)])
                 raise InputError("malformed attribute", path=path, rank=rank, node=int(node_ids[node])) from None
-        ids = np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
-    return AttributeColumns(node_of=np.repeat(np.arange(len(attrs)), counts), ids=ids, num_nodes=len(attrs))
+        return np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
 
 
 def _raise_bad_record(data: bytes, bounds: list[tuple[int, int, int]], path, rank):

@@ -10,9 +10,6 @@ understood: missing, truncated, not protobuf, wrong attribute types...) or an
 :class:`~chakra_collectives.errors.AlgorithmError` (it can be read, but its graph is broken:
 duplicate node ids, dependencies on missing nodes), naming file, rank and node id.
 
-Large inputs are decoded by two processes (one per core of the machines this tool targets)
-when the machine has them; the result is identical.
-
 >>> import tempfile, pathlib
 >>> from chakra_collectives.ir import Collective
 >>> from chakra_collectives.synth.baselines import ring
@@ -26,12 +23,7 @@ True
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
-import threading
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +33,9 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, CO
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import NONE, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.converters.chakra_et.attributes import FORMAT
-from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_nodes
-from chakra_collectives.converters.chakra_et.stream import load_bytes
+from chakra_collectives.converters.chakra_et.nodes import EtFile, NodeColumns, decode_rank_files
 
 _RANK_FILE = re.compile(r"^(?P<stem>.+)\.(?P<rank>\d+)\.et(?P<gz>\.gz)?$")
-PARALLEL_BYTES = 16 * 2**20
-"""Inputs larger than this (all rank files together) are decoded by two processes."""
 
 
 # ---------------------------------------------------------------------------- file discovery
@@ -81,40 +70,7 @@ def rank_files(prefix: str | Path) -> list[Path]:
     return [found[r][0] for r in range(len(found))]
 
 
-# ---------------------------------------------------------------------------- one file -> operations
-@dataclass
-class RankOperations:
-    """One rank file's operations as IR columns (dependencies as rank-local positions)."""
-
-    rank: int
-    path: Path
-    metadata: dict[str, Any]
-    columns: dict[str, np.ndarray]
-    dep_ptr: np.ndarray
-    dep_pos: np.ndarray
-
-    @property
-    def ours(self) -> bool:
-        return self.metadata.get("cc_format") == FORMAT
-
-    @property
-    def size(self) -> int:
-        return len(self.columns["kind"])
-
-
-def read_rank_file(path: Path, rank: int) -> RankOperations:
-    """Decode one rank file into operation columns (see :func:`read_algorithm`)."""
-    nodes = decode_nodes(load_bytes(path), path, rank=rank)
-    return RankOperations(
-        rank=rank,
-        path=path,
-        metadata=nodes.metadata,
-        columns=_operation_columns(nodes),
-        dep_ptr=nodes.dep_ptr,
-        dep_pos=nodes.dep_pos,
-    )
-
-
+# ---------------------------------------------------------------------------- nodes -> operations
 def _valid_chunk_ref(kind: str | None, value: Any) -> bool:
     """``[buffer, offset, count]`` with buffer 0/1/2 (input/output/scratch) and no negatives."""
     return kind == "int64_list" and len(value) == 3 and value[0] in (0, 1, 2) and value[1] >= 0 and value[2] >= 0
@@ -227,59 +183,41 @@ def read_algorithm(
     *,
     collective: Collective | None = None,
     size_bytes: int | None = None,
-    workers: int | None = None,
 ) -> CollectiveAlgorithm:
     """Read ``PREFIX.{rank}.et`` for every rank into one :class:`CollectiveAlgorithm`.
 
     ``collective`` states (or overrides) the collective the files claim; ``size_bytes`` states
     the collective size of foreign files (ours record it; for foreign ones it is estimated as
     the largest message times the number of ranks, which is right for ring and direct
-    algorithms). ``workers`` processes decode the files (default: 2 for inputs over
-    :data:`PARALLEL_BYTES` on a machine with 2+ cores, else 1).
+    algorithms).
     """
-    paths = rank_files(prefix)
-    files = _read_all(paths, workers)
-    first = files[0]
-    if first.ours:
+    nodes = decode_rank_files(rank_files(prefix))
+    files = nodes.files
+    ours = files[0].metadata.get("cc_format") == FORMAT
+    if ours:
         _check_consistent(files)
-        declared = int(first.metadata["cc_num_ranks"])
-        if declared != len(files):
-            raise InputError(f"metadata says {declared} ranks but {len(files)} rank files exist", path=first.path, rank=0)
-    return _assemble(files, collective, size_bytes)
-
-
-def _read_all(paths: list[Path], workers: int | None) -> list[RankOperations]:
-    if workers is None:
-        total = sum(p.stat().st_size for p in paths)
-        big = total > PARALLEL_BYTES and len(paths) > 1 and (os.cpu_count() or 1) > 1
-        workers = 2 if big else 1
-    # fork is only safe while this process runs a single thread (no progress-bar thread etc.)
-    if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [read_rank_file(path, rank) for rank, path in enumerate(paths)]
-    halves = [list(range(w, len(paths), workers)) for w in range(workers)]
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-        others = [pool.submit(_read_ranks, paths, ranks) for ranks in halves[1:]]
-        mine = _read_ranks(paths, halves[0])
-        results = {f.rank: f for f in mine}
-        for future in others:
-            results.update((f.rank, f) for f in future.result())
-    return [results[r] for r in range(len(paths))]
-
-
-def _read_ranks(paths: list[Path], ranks: list[int]) -> list[RankOperations]:
-    return [read_rank_file(paths[r], r) for r in ranks]
+    columns = _operation_columns(nodes)
+    num_ranks = len(files)
+    rank = np.repeat(np.arange(num_ranks, dtype=np.int32), np.diff(nodes.file_ptr))
+    table = OpTable.from_columns(rank=rank, dep_ptr=nodes.dep_ptr, dep_idx=nodes.dep_pos, **columns)
+    if ours:
+        return _ours(files, table, collective, size_bytes)
+    return _foreign(files, table, collective, size_bytes)
 
 
 _SHARED_METADATA = ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes", "cc_inplace", "cc_root", "cc_name")
 
 
-def _check_consistent(files: list[RankOperations]) -> None:
+def _check_consistent(files: list[EtFile]) -> None:
     first = files[0]
     for key in ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes"):
         if key not in first.metadata:
             raise InputError(f"GlobalMetadata lacks {key}", path=first.path, rank=0)
+    declared = int(first.metadata["cc_num_ranks"])
+    if declared != len(files):
+        raise InputError(f"metadata says {declared} ranks but {len(files)} rank files exist", path=first.path, rank=0)
     for f in files:
-        if not f.ours:
+        if f.metadata.get("cc_format") != FORMAT:
             raise InputError("not written by chakra-collectives, unlike rank 0's file", path=f.path, rank=f.rank)
         if f.metadata.get("cc_rank") != f.rank:
             raise InputError(f"GlobalMetadata says cc_rank {f.metadata.get('cc_rank')}", path=f.path, rank=f.rank)
@@ -292,48 +230,41 @@ def _check_consistent(files: list[RankOperations]) -> None:
                 )
 
 
-def _assemble(files: list[RankOperations], collective: Collective | None, size_bytes: int | None) -> CollectiveAlgorithm:
-    num_ranks = len(files)
+def _ours(files: list[EtFile], table: OpTable, collective: Collective | None, size_bytes: int | None) -> CollectiveAlgorithm:
     meta = files[0].metadata
-    sizes = np.array([f.size for f in files], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    columns = {name: np.concatenate([f.columns[name] for f in files]) for name in files[0].columns}
-    dep_counts = np.concatenate([np.diff(f.dep_ptr) for f in files])
-    dep_ptr = np.concatenate([[0], np.cumsum(dep_counts)])
-    dep_idx = np.concatenate([f.dep_pos + offset for f, offset in zip(files, offsets)])
-    rank = np.repeat(np.arange(num_ranks, dtype=np.int32), sizes)
-    table = OpTable.from_columns(rank=rank, dep_ptr=dep_ptr, dep_idx=dep_idx, **columns)
+    claimed = Collective.parse(meta["cc_collective"])
+    chunk_count = int(meta["cc_chunk_count"])
+    written_size = int(meta["cc_size_bytes"])
+    if chunk_count < 1 or written_size < 1:
+        raise InputError("GlobalMetadata cc_chunk_count and cc_size_bytes must be positive", path=files[0].path, rank=0)
+    num_ranks = len(files)
+    buffers = np.array([f.metadata.get("cc_buffer_chunks", (0, 0, 0)) for f in files], dtype=np.int64).reshape(num_ranks, 3)
+    chunk_bytes = -(-written_size // chunk_count)
+    # comm_size that agrees with the chunk count is derived, not stored: one algorithm, any size
+    derived = (table.count >= 0) & (table.nbytes == table.count * chunk_bytes)
+    table.nbytes[derived] = NONE
+    provenance = dict(item.split("=", 1) for item in meta.get("cc_provenance", ()) if "=" in item)
+    return CollectiveAlgorithm(
+        collective=collective or claimed,
+        num_ranks=num_ranks,
+        chunk_count=chunk_count,
+        ops=table,
+        input_chunks=buffers[:, 0],
+        output_chunks=buffers[:, 1],
+        scratch_chunks=buffers[:, 2],
+        size_bytes=size_bytes or written_size,
+        inplace=bool(meta.get("cc_inplace", False)),
+        root=None if meta.get("cc_root") is None else int(meta["cc_root"]),
+        name=meta.get("cc_name", ""),
+        provenance=provenance,
+    )
 
-    if files[0].ours:
-        claimed = Collective.parse(meta["cc_collective"])
-        chunk_count = int(meta["cc_chunk_count"])
-        written_size = int(meta["cc_size_bytes"])
-        if chunk_count < 1 or written_size < 1:
-            raise InputError("GlobalMetadata cc_chunk_count and cc_size_bytes must be positive", path=files[0].path, rank=0)
-        buffers = np.array([f.metadata.get("cc_buffer_chunks", (0, 0, 0)) for f in files], dtype=np.int64).reshape(num_ranks, 3)
-        chunk_bytes = -(-written_size // chunk_count)
-        # comm_size that agrees with the chunk count is derived, not stored: one algorithm, any size
-        derived = (table.count >= 0) & (table.nbytes == table.count * chunk_bytes)
-        table.nbytes[derived] = NONE
-        provenance = dict(item.split("=", 1) for item in meta.get("cc_provenance", ()) if "=" in item)
-        return CollectiveAlgorithm(
-            collective=collective or claimed,
-            num_ranks=num_ranks,
-            chunk_count=chunk_count,
-            ops=table,
-            input_chunks=buffers[:, 0],
-            output_chunks=buffers[:, 1],
-            scratch_chunks=buffers[:, 2],
-            size_bytes=size_bytes or written_size,
-            inplace=bool(meta.get("cc_inplace", False)),
-            root=None if meta.get("cc_root") is None else int(meta["cc_root"]),
-            name=meta.get("cc_name", ""),
-            provenance=provenance,
-        )
 
+def _foreign(files: list[EtFile], table: OpTable, collective: Collective | None, size_bytes: int | None) -> CollectiveAlgorithm:
     if collective is None:
-        hint = meta.get("collective")  # ASTRA-sim's own custom collectives record it
+        hint = files[0].metadata.get("collective")  # ASTRA-sim's own custom collectives record it
         collective = Collective.parse(hint) if isinstance(hint, str) and hint else Collective.CUSTOM
+    num_ranks = len(files)
     comm = table.kind <= OpKind.RECV
     largest = int(table.nbytes[comm].max()) if np.any(comm) else 1
     zeros = np.zeros(num_ranks, dtype=np.int64)

@@ -1,0 +1,431 @@
+"""Hand collectives to ASTRA-sim: a directory it runs with no hand edits.
+
+:func:`write_astra_sim_dir` writes, under one directory, everything ASTRA-sim's analytical
+backend takes on its command line (``AstraSim_Analytical_Congestion_Aware
+--workload-configuration=... --system-configuration=... --remote-memory-configuration=...
+--network-configuration=... [--comm-group-configuration=...]``):
+
+* ``collectives/NAME.{rank}.et`` -- the algorithms, as custom collectives;
+* ``system.json`` -- ``all-reduce-implementation-custom`` (etc.) pointing at them,
+  ``preferred-dataset-splits: 1`` (ASTRA-sim divides by it, and custom collectives need 1: with
+  more splits no rank finishes; ``et-conventions.md``), native ``ring`` for the other types;
+* ``network.yml`` -- the analytical network, when the topology is a product of Ring /
+  FullyConnected / Switch dimensions (:func:`analytical_network` says why not otherwise);
+* ``remote_memory.json`` -- no memory expansion;
+* ``workload/NAME.{rank}.et`` -- by default one collective of the algorithm's type and size
+  (ASTRA-sim runs a custom collective at the size it was written for, whatever the workload's
+  ``comm_size``); ``run.sh`` -- the command line, run from the directory (paths are relative).
+
+>>> from chakra_collectives.topology import load_topology
+>>> analytical_network(load_topology("torus2d:4x4")).to_yaml().splitlines()[0]
+'topology: [ Ring, Ring ]'
+>>> analytical_network(load_topology("mesh2d:3x3"))
+Traceback (most recent call last):
+...
+chakra_collectives.astra_sim.NotExpressible: mesh2d:3x3 is not a product of Ring / FullyConnected / Switch dimensions (NPU 0's links fit no such decomposition, as in meshes without wrap-around links or dimensions of mixed bandwidths)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.replay.workload import collective_name
+from chakra_collectives.topology import Topology, astra_sim_network
+from chakra_collectives.workload import GeneratedWorkload, groups_path, microbenchmark
+
+BINARY = "AstraSim_Analytical_Congestion_Aware"
+BINARY_PATH = f"build/astra_analytical/build/bin/{BINARY}"
+"""Where ASTRA-sim's build script puts the analytical binary, inside an astra-sim checkout."""
+
+CUSTOM_KEYS = {
+    Collective.ALL_REDUCE: "all-reduce-implementation-custom",
+    Collective.ALL_GATHER: "all-gather-implementation-custom",
+    Collective.REDUCE_SCATTER: "reduce-scatter-implementation-custom",
+    Collective.ALL_TO_ALL: "all-to-all-implementation-custom",
+}
+"""The collectives ASTRA-sim runs from Chakra ETs, and their system-configuration keys."""
+
+REMOTE_MEMORY = {"memory-type": "NO_MEMORY_EXPANSION"}
+
+
+class NotExpressible(InputError):
+    """The topology has no ASTRA-sim analytical-network form; the message says why."""
+
+
+# --------------------------------------------------------------------------- network
+@dataclass(frozen=True)
+class Dimension:
+    kind: str
+    """``Ring``, ``FullyConnected`` or ``Switch``."""
+    npus: int
+    bandwidth_gbps: float
+    latency_ns: float
+
+
+@dataclass(frozen=True)
+class AnalyticalNetwork:
+    """ASTRA-sim's analytical network: dimensions, the first one's NPUs numbered fastest."""
+
+    dimensions: tuple[Dimension, ...]
+
+    def document(self) -> dict[str, list[Any]]:
+        return {
+            "topology": [d.kind for d in self.dimensions],
+            "npus_count": [d.npus for d in self.dimensions],
+            "bandwidth": [d.bandwidth_gbps for d in self.dimensions],
+            "latency": [d.latency_ns for d in self.dimensions],
+        }
+
+    def to_yaml(self) -> str:
+        """The file, in the layout of ASTRA-sim's shipped examples."""
+        doc = self.document()
+        items = lambda key: ", ".join(str(v) for v in doc[key])  # noqa: E731
+        return (
+            f"topology: [ {items('topology')} ]\n"
+            f"npus_count: [ {items('npus_count')} ]\n"
+            f"bandwidth: [ {items('bandwidth')} ]  # GB/s\n"
+            f"latency: [ {items('latency')} ]  # ns\n"
+        )
+
+    def topology(self) -> Topology:
+        """The network as chakra-coll reads such a file."""
+        return astra_sim_network(self.document())
+
+
+def analytical_network(topology: Topology) -> AnalyticalNetwork:
+    """The ASTRA-sim network with exactly ``topology``'s links, or :class:`NotExpressible`.
+
+    Dimensions are searched from NPU 0's links (dimension ``i`` joins NPUs ``stride_i`` apart)
+    and every candidate is checked by building it back and comparing every link -- bandwidth,
+    latency, direction, and which NPUs each switch joins.
+    """
+    reason = _obvious_reason(topology)
+    if reason is None:
+        target = _canonical(topology)
+        for dims in _decompositions(topology):
+            candidate = AnalyticalNetwork(tuple(dims))
+            if _canonical(candidate.topology()) == target:
+                return candidate
+        reason = "NPU 0's links fit no such decomposition, as in meshes without wrap-around links or dimensions of mixed bandwidths"
+    raise NotExpressible(f"{topology.name} is not a product of Ring / FullyConnected / Switch dimensions ({reason})")
+
+
+def _obvious_reason(topology: Topology) -> str | None:
+    pairs = Counter((l.src, l.dst, l.bandwidth_gbps, l.latency_ns) for l in topology.links)
+    for (src, dst, bw, lat), count in pairs.items():
+        if pairs[(dst, src, bw, lat)] != count:
+            return f"link {_node(topology, src)}->{_node(topology, dst)} has no reverse link of the same bandwidth and latency; ASTRA-sim's dimensions are bidirectional"
+        if topology.is_switch(src) and topology.is_switch(dst):
+            return f"switches {_node(topology, src)} and {_node(topology, dst)} are linked; ASTRA-sim's switches join NPUs only"
+    for switch in range(topology.num_npus, topology.num_nodes):
+        members = {topology.links[i].src for i in topology.in_links[switch]}
+        direct = [n for n in members if any(not topology.is_switch(topology.links[i].dst) for i in topology.out_links[n])]
+        if len(members) == topology.num_npus and direct and topology.num_npus > 2:
+            return (
+                f"switch {_node(topology, switch)} joins all {topology.num_npus} NPUs that also have direct links; "
+                "an ASTRA-sim Switch dimension has one switch per group of the dimension"
+            )
+    return None
+
+
+def _node(topology: Topology, node: int) -> str:
+    return f"s{node - topology.num_npus}" if topology.is_switch(node) else str(node)
+
+
+def _canonical(topology: Topology) -> Counter:
+    """Links as a multiset, each switch named by the NPUs it joins (switch ids do not matter)."""
+    joins = {
+        s: frozenset(topology.links[i].src for i in topology.in_links[s]) | frozenset(topology.links[i].dst for i in topology.out_links[s])
+        for s in range(topology.num_npus, topology.num_nodes)
+    }
+    key = lambda node: ("switch", joins[node]) if node in joins else ("npu", node)  # noqa: E731
+    return Counter((key(l.src), key(l.dst), l.bandwidth_gbps, l.latency_ns) for l in topology.links)
+
+
+def _decompositions(topology: Topology) -> Iterator[list[Dimension]]:
+    n = topology.num_npus
+    out_of_zero = {topology.links[i].dst: topology.links[i] for i in topology.out_links[0]}
+
+    def dimension(stride: int, size: int) -> Dimension | None:
+        members = {k * stride for k in range(1, size)}
+        for node, link in out_of_zero.items():
+            if topology.is_switch(node):
+                joined = {topology.links[i].dst for i in topology.out_links[node]}
+                if joined == members | {0}:
+                    return Dimension("Switch", size, link.bandwidth_gbps, link.latency_ns)
+        first = out_of_zero.get(stride)
+        if first is None:
+            return None
+        if size > 3 and members <= set(out_of_zero):
+            return Dimension("FullyConnected", size, first.bandwidth_gbps, first.latency_ns)
+        if (size - 1) * stride in out_of_zero:
+            return Dimension("Ring", size, first.bandwidth_gbps, first.latency_ns)
+        return None
+
+    def search(stride: int, remaining: int, dims: list[Dimension]) -> Iterator[list[Dimension]]:
+        if remaining == 1:
+            yield dims
+            return
+        for size in range(2, remaining + 1):
+            if remaining % size == 0:
+                found = dimension(stride, size)
+                if found is not None:
+                    yield from search(stride * size, remaining // size, dims + [found])
+
+    if n == 1:
+        return
+    yield from search(1, n, [])
+
+
+# --------------------------------------------------------------------------- system
+def system_config(custom: dict[Collective, str], *, dimensions: int = 1) -> dict[str, Any]:
+    """ASTRA-sim's system configuration: custom collectives from ``custom`` (collective ->
+    ET prefix, as written in the file), native ``ring`` per dimension for the other types.
+
+    >>> system_config({Collective.ALL_REDUCE: "collectives/all_reduce"})["all-reduce-implementation-custom"]
+    ['collectives/all_reduce']
+    """
+    config: dict[str, Any] = {"scheduling-policy": "FIFO", "preferred-dataset-splits": 1}
+    for collective, key in CUSTOM_KEYS.items():
+        if collective in custom:
+            config[key] = [custom[collective]]
+        else:
+            config[key.removesuffix("-custom")] = ["ring"] * dimensions
+    config["local-mem-bw"] = 50
+    return config
+
+
+# --------------------------------------------------------------------------- directory
+@dataclass
+class AstraSimDir:
+    """What :func:`write_astra_sim_dir` wrote, and how to run it."""
+
+    directory: Path
+    workload: str
+    """Workload prefix, relative to the directory."""
+    collectives: dict[str, str]
+    """Collective name -> ET prefix, relative to the directory."""
+    network: AnalyticalNetwork | None
+    network_reason: str | None
+    """Why there is no ``network.yml`` (``None`` when there is one)."""
+    comm_groups: str | None = None
+    expected_ns: float | None = None
+    """Our astra-sim-mode prediction of ASTRA-sim's reported time (1-dimension networks)."""
+    warnings: list[str] = field(default_factory=list)
+
+    def arguments(self) -> list[str]:
+        network = "network.yml" if self.network is not None else "YOUR_NETWORK.yml"
+        args = [
+            f"--workload-configuration={self.workload}",
+            "--system-configuration=system.json",
+            "--remote-memory-configuration=remote_memory.json",
+            f"--network-configuration={network}",
+        ]
+        if self.comm_groups:
+            args.append(f"--comm-group-configuration={self.comm_groups}")
+        return args
+
+    def command(self, binary: str = f"$ASTRA_SIM/{BINARY_PATH}") -> str:
+        """The shell command, run from inside the directory."""
+        return f"cd {self.directory} && {binary} " + " ".join(self.arguments())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "directory": str(self.directory),
+            "workload": self.workload,
+            "collectives": self.collectives,
+            "network": None if self.network is None else self.network.document(),
+            "network_reason": self.network_reason,
+            "comm_groups": self.comm_groups,
+            "expected_ns": self.expected_ns,
+            "command": self.command(),
+            "warnings": self.warnings,
+        }
+
+
+def write_astra_sim_dir(
+    directory: str | Path,
+    topology: Topology,
+    algorithms: CollectiveAlgorithm | list[CollectiveAlgorithm],
+    *,
+    workload: GeneratedWorkload | None = None,
+) -> AstraSimDir:
+    """Write a directory ASTRA-sim runs as is (see the module docstring); all or nothing.
+
+    ``workload`` defaults to one collective of the (single) algorithm's type and size. An
+    existing ``directory`` is replaced only if it is one this function wrote before.
+    """
+    directory = Path(directory)
+    algos = [algorithms] if isinstance(algorithms, CollectiveAlgorithm) else list(algorithms)
+    if not algos:
+        raise InputError("no collective algorithm to hand to ASTRA-sim")
+    seen: set[Collective] = set()
+    for algo in algos:
+        if algo.collective not in CUSTOM_KEYS:
+            raise InputError(f"ASTRA-sim runs custom {', '.join(c.value for c in CUSTOM_KEYS)} only, not {algo.collective.value}")
+        if algo.collective in seen:
+            raise InputError(f"two algorithms for {algo.collective.value}: ASTRA-sim takes one custom implementation per collective")
+        if algo.num_ranks != topology.num_npus:
+            raise InputError(f"the {algo.collective.value} algorithm has {algo.num_ranks} ranks but {topology.name} has {topology.num_npus} NPUs")
+        seen.add(algo.collective)
+    if workload is None:
+        if len(algos) != 1:
+            raise InputError("several algorithms: give the workload that calls them")
+        workload = microbenchmark(algos[0].collective, algos[0].num_ranks, algos[0].size_bytes)
+    try:
+        network, reason = analytical_network(topology), None
+    except NotExpressible as error:
+        network, reason = None, error.message
+    _check_target(directory)
+    staging = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        result = _write(staging, directory, topology, algos, workload, network, reason)
+        _swap_in(staging, directory)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InputError(f"cannot write: {error.strerror}", path=error.filename or directory) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+_MARKERS = ("system.json", "run.sh")
+
+
+def _check_target(directory: Path) -> None:
+    if directory.exists():
+        if not directory.is_dir():
+            raise InputError("exists and is not a directory", path=directory)
+        if any(directory.iterdir()) and not all((directory / m).is_file() for m in _MARKERS):
+            raise InputError("exists and is not a directory chakra-coll wrote for ASTRA-sim; choose a new one", path=directory)
+
+
+def _swap_in(staging: Path, directory: Path) -> None:
+    old = directory.with_name(f".{directory.name}.{os.getpid()}.old")
+    if directory.exists():
+        os.replace(directory, old)
+    os.replace(staging, directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write(
+    root: Path,
+    directory: Path,
+    topology: Topology,
+    algos: list[CollectiveAlgorithm],
+    workload: GeneratedWorkload,
+    network: AnalyticalNetwork | None,
+    reason: str | None,
+) -> AstraSimDir:
+    root.mkdir(parents=True)
+    collectives = {}
+    for algo in algos:
+        prefix = f"collectives/{algo.collective.value.replace('-', '_')}"
+        write_algorithm(algo, root / prefix)
+        collectives[algo.collective.value] = prefix
+    workload_prefix = f"workload/{workload.name}"
+    workload.write(root / workload_prefix)
+    comm_groups = str(groups_path(workload_prefix)) if workload.groups else None
+    custom = {Collective.parse(name): prefix for name, prefix in collectives.items()}
+    dims = 1 if network is None else len(network.dimensions)
+    (root / "system.json").write_text(json.dumps(system_config(custom, dimensions=dims), indent=2) + "\n")
+    (root / "remote_memory.json").write_text(json.dumps(REMOTE_MEMORY, indent=2) + "\n")
+    if network is not None:
+        (root / "network.yml").write_text(network.to_yaml())
+    result = AstraSimDir(directory, workload_prefix, collectives, network, reason, comm_groups)
+    result.warnings = _size_warnings(workload, algos)
+    if network is not None and len(network.dimensions) == 1:
+        result.expected_ns = _expected_ns(root, workload_prefix, comm_groups, topology, algos)
+    run = root / "run.sh"
+    run.write_text(_run_script(result, topology))
+    run.chmod(run.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return result
+
+
+def _size_warnings(workload: GeneratedWorkload, algos: list[CollectiveAlgorithm]) -> list[str]:
+    """Calls a custom collective cannot serve as written: another size, or another group size."""
+    by_type = {algo.collective.value: algo for algo in algos}
+    warnings = []
+    seen = set()
+    for node in workload.builder.nodes[0]:
+        attrs = {a.name: a for a in node.attr}
+        if "comm_type" not in attrs:
+            continue
+        name = collective_name(attrs["comm_type"].int64_val)
+        algo = by_type.get(name)
+        size = attrs["comm_size"].int64_val
+        ranks = len(workload.groups[attrs["pg_name"].string_val]) if "pg_name" in attrs else workload.num_ranks
+        if algo is None or (name, size, ranks) in seen:
+            continue
+        seen.add((name, size, ranks))
+        if ranks != algo.num_ranks:
+            warnings.append(f"the workload calls {name} over {ranks} ranks but the custom ETs have {algo.num_ranks}")
+        elif size != algo.size_bytes:
+            warnings.append(
+                f"the workload calls {name} of {size} bytes but the custom ETs move {algo.size_bytes}; "
+                "ASTRA-sim runs a custom collective at the size it was written for"
+            )
+    return warnings
+
+
+def _expected_ns(root: Path, workload_prefix: str, comm_groups: str | None, topology: Topology, algos: list[CollectiveAlgorithm]) -> float | None:
+    from chakra_collectives.replay import ProcessGroups, read_workload, replay
+
+    if comm_groups:
+        return None
+    work = read_workload(root / workload_prefix)
+    try:
+        result = replay(work, topology, algorithms={a.collective: a for a in algos}, default_algorithm=None, mode="astra-sim",
+                        concurrency="astra-sim", groups=ProcessGroups.world(work.num_ranks))
+    except InputError:  # a collective ASTRA-sim runs natively: no prediction of its native algorithm
+        return None
+    return result.total_ns
+
+
+def _run_script(result: AstraSimDir, topology: Topology) -> str:
+    lines = [
+        "#!/bin/sh",
+        f"# Run ASTRA-sim's analytical backend on {topology.name} (written by chakra-coll).",
+        "# Set ASTRA_SIM to your astra-sim checkout (built with build/astra_analytical/build.sh),",
+        "# or ASTRA_SIM_BIN to the binary itself.",
+    ]
+    if result.network is None:
+        lines += [f"# No network.yml: {result.network_reason}.", "# Set NETWORK to an ASTRA-sim network file of your own."]
+    if result.expected_ns is not None:
+        lines.append(f"# chakra-coll's astra-sim mode predicts: sys[*] finished, {result.expected_ns:.0f} cycles")
+    lines += [
+        "set -e",
+        'cd "$(dirname "$0")"',
+        f'BIN="${{ASTRA_SIM_BIN:-${{ASTRA_SIM:?set ASTRA_SIM to your astra-sim checkout}}/{BINARY_PATH}}}"',
+    ]
+    args = result.arguments()
+    if result.network is None:
+        args = [a if not a.startswith("--network-configuration=") else '--network-configuration="${NETWORK:?set NETWORK to an ASTRA-sim network file}"' for a in args]
+    lines.append('exec "$BIN" \\')
+    lines += [f"    {a} \\" for a in args[:-1]] + [f"    {args[-1]}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "AnalyticalNetwork",
+    "AstraSimDir",
+    "BINARY",
+    "CUSTOM_KEYS",
+    "Dimension",
+    "NotExpressible",
+    "analytical_network",
+    "system_config",
+    "write_astra_sim_dir",
+]

@@ -1,0 +1,26 @@
+"""Pictures (matplotlib, Agg; PNG or SVG by the file's suffix).
+
+* :func:`plot_timeline` -- per-rank compute and communication from ``replay --json``;
+* :func:`plot_links` -- link utilization over time from ``replay --json``;
+* :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology.
+
+The functions load on first use, so importing the package (e.g. for :mod:`.formats`) does not
+import matplotlib, which takes a noticeable fraction of a second.
+"""
+
+from importlib import import_module
+
+_HOMES = {
+    "load_replay_document": "chakra_collectives.plot.document",
+    "plot_algorithm": "chakra_collectives.plot.algorithm",
+    "plot_links": "chakra_collectives.plot.links",
+    "plot_timeline": "chakra_collectives.plot.timeline",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

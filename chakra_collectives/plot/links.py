@@ -1,0 +1,43 @@
+"""``plot links``: every link's utilization over the replay, as a heatmap (links x time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chakra_collectives.plot.output import new_figure, save_figure, time_unit
+from chakra_collectives.units import format_time_ns
+
+MAX_LINKS = 64
+
+
+def plot_links(document: dict[str, Any], path: str | Path) -> Path:
+    """Draw link utilization from a replay JSON document (``replay --json`` with its timeline)."""
+    links = document["timeline"]["links"]
+    rows = sorted(links["rows"], key=lambda r: (r["src"], r["dst"], r["link"]))
+    total = float(document["total_ns"]) or 1.0
+    unit, scale = time_unit(total)
+    note = ""
+    if len(rows) > MAX_LINKS:
+        busiest = sorted(rows, key=lambda r: -sum(r["utilization"]))[:MAX_LINKS]
+        note = f" ({MAX_LINKS} busiest of {len(rows)} links)"
+        rows = sorted(busiest, key=lambda r: (r["src"], r["dst"], r["link"]))
+    matrix = np.array([r["utilization"] for r in rows]) if rows else np.zeros((1, max(int(links["bins"]), 1)))
+    figure = new_figure(12, 1.8 + 0.24 * max(len(rows), 4))
+    axes = figure.add_subplot()
+    image = axes.imshow(matrix, aspect="auto", interpolation="nearest", cmap="magma", vmin=0.0, vmax=1.0,
+                        extent=(0, links["bins"] * links["bin_ns"] / scale, len(matrix), 0))
+    axes.set_yticks(np.arange(len(rows)) + 0.5, [f"{r['src']}\u2192{r['dst']}" for r in rows], fontsize=8 if len(rows) > 24 else 9)
+    axes.set_ylabel("link (src\u2192dst)")
+    axes.set_xlabel(f"time ({unit})")
+    colorbar = figure.colorbar(image, ax=axes, pad=0.01)
+    colorbar.set_label("utilization (busy fraction of each time bin)")
+    mean = float(matrix.mean()) if rows else 0.0
+    axes.set_title(
+        f"link utilization: {Path(str(document['workload'])).name} on {document['topology']}, {format_time_ns(total)}; "
+        f"{len(rows)} links carried traffic{note}, mean {mean:.0%}",
+        fontsize=10,
+    )
+    return save_figure(figure, path)

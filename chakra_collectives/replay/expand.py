@@ -1,0 +1,352 @@
+"""Lower a workload and its collectives' algorithms to one engine TaskGraph.
+
+Task layout (all integer ids, flat arrays):
+
+* one task per workload node, in workload order. For a COMM_COLL node this task is the
+  collective's **end** on that rank: it waits for the rank's last operations of the algorithm,
+  and the node's dependents wait for it;
+* one **begin** task per COMM_COLL node: it waits for the node's dependencies, and the
+  algorithm's first operations on that rank wait for it;
+* per collective instance, one block of tasks: its algorithm's operations, rank ``i`` of the
+  algorithm placed on the group's ``i``-th member (workload rank ``r`` runs on NPU ``r``).
+
+The k-th COMM_COLL of a process group on one rank is the same collective as the k-th of that
+group on every other member (program order, as ASTRA-sim matches them). Point-to-point
+COMM_SEND / COMM_RECV pair on ``(src, dst, tag)`` in program order.
+
+Per-rank limits (``concurrency="astra-sim"``): each rank has three units -- GPU compute, CPU,
+communication -- each held by one task at a time: a COMP node holds its unit while it runs, a
+workload SEND holds the communication unit until its message arrives, a collective holds it
+from its begin to its end. Receives hold nothing. ``concurrency="unlimited"`` (default) has no
+units: dependencies are the only constraint, so independent collectives overlap and contend
+for links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
+from chakra_collectives.network.collective import _local_durations
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.model import NetworkModel
+from chakra_collectives.replay.algorithms import AlgorithmCatalog
+from chakra_collectives.replay.groups import ProcessGroups
+from chakra_collectives.replay.workload import BARRIER, NodeType, Workload, collective_name
+from chakra_collectives.verify.matching import match_messages
+
+CONCURRENCY = ("unlimited", "astra-sim")
+GPU, CPU, COMM = 0, 1, 2
+
+
+@dataclass
+class CollectiveInstance:
+    """One collective call: its members' nodes and where its operations live among the tasks."""
+
+    index: int
+    collective: str
+    """Collective name (``all-reduce``... or ``barrier``)."""
+    size_bytes: int
+    group: str | None
+    members: tuple[int, ...]
+    nodes: list[int]
+    """Workload node index of each member (aligned with ``members``)."""
+    algorithm: str
+    first_task: int = 0
+    num_tasks: int = 0
+
+
+@dataclass
+class Lowered:
+    graph: TaskGraph
+    workload: Workload
+    instances: list[CollectiveInstance]
+    begin_task: np.ndarray
+    """Per workload node: its begin task (the node's own task unless it is a COMM_COLL)."""
+    instance_of_task: np.ndarray
+    """Per task: the collective instance it belongs to (-1: a workload node's own task)."""
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Template:
+    """An algorithm at one size, ready to stamp out: its tasks' columns in algorithm order."""
+
+    kind: np.ndarray
+    rank: np.ndarray
+    partner: np.ndarray
+    nbytes: np.ndarray
+    duration: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    sinks: np.ndarray
+    """Ops no other op of their rank waits for (the rank is done when they are)."""
+
+
+def _template(algo: CollectiveAlgorithm, size: int, model: NetworkModel) -> _Template:
+    ops = algo.ops
+    matching = match_messages(algo, limit=1)
+    if matching.problems:
+        raise InputError(f"collective algorithm {algo.name or ''}: {matching.problems[0]}".replace("  ", " "))
+    nbytes = algo.op_bytes(size)
+    kind = ops.kind.astype(np.int8)
+    local = kind > OpKind.RECV
+    kind[local] = LOCAL
+    has_successor = np.zeros(len(ops), dtype=bool)
+    has_successor[ops.dep_idx] = True
+    return _Template(
+        kind=kind,
+        rank=ops.rank.astype(np.int64),
+        partner=matching.partner,
+        nbytes=nbytes,
+        duration=_local_durations(model, ops.duration_ns, nbytes, local),
+        dep_ptr=ops.dep_ptr,
+        dep_idx=ops.dep_idx,
+        sinks=np.flatnonzero(~has_successor),
+    )
+
+
+def lower(
+    workload: Workload,
+    model: NetworkModel,
+    catalog: AlgorithmCatalog,
+    groups: ProcessGroups,
+    *,
+    concurrency: str = "unlimited",
+) -> Lowered:
+    if concurrency not in CONCURRENCY:
+        raise InputError(f"unknown concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
+    if workload.num_ranks > model.topology.num_npus:
+        raise InputError(
+            f"the workload has {workload.num_ranks} ranks but topology {model.topology.name} has only {model.topology.num_npus} NPUs"
+        )
+    w = len(workload)
+    node_type = workload.node_type
+    coll_nodes = np.flatnonzero(node_type == NodeType.COMM_COLL)
+    begin_task = np.arange(w, dtype=np.int64)
+    begin_task[coll_nodes] = w + np.arange(len(coll_nodes))
+    next_task = w + len(coll_nodes)
+    warnings: list[str] = []
+
+    # ---- workload tasks
+    kind = np.full(w, LOCAL, dtype=np.int8)
+    kind[node_type == NodeType.COMM_SEND] = SEND
+    kind[node_type == NodeType.COMM_RECV] = RECV
+    duration = _workload_durations(workload, model)
+    partner = _match_p2p(workload)
+    npu = workload.rank.astype(np.int32)
+    nbytes = workload.comm_size.copy()
+    nbytes[node_type == NodeType.COMM_COLL] = 0
+
+    # dependencies of each node (or of its begin task) on its dependencies' (end) tasks
+    owner = np.repeat(np.arange(w, dtype=np.int64), np.diff(workload.dep_ptr))
+    edge_src = [workload.dep_idx]
+    edge_dst = [begin_task[owner]]
+
+    blocks: dict[str, list[np.ndarray]] = {name: [] for name in ("kind", "npu", "partner", "nbytes", "duration")}
+    instances = _instances(workload, groups, catalog)
+    templates: dict[tuple[int, int], _Template] = {}
+    instance_of_task_parts = [np.full(next_task, -1, dtype=np.int64)]
+    for inst in instances:
+        begins = begin_task[inst.nodes]
+        ends = np.asarray(inst.nodes, dtype=np.int64)
+        members = np.asarray(inst.members, dtype=np.int64)
+        if inst.algorithm == "":  # nothing to run: a barrier, or a group of one
+            inst.algorithm = "synchronization only" if inst.collective == "barrier" else "none (group of one)"
+            inst.first_task, inst.num_tasks = next_task, 1
+            for name, value in (("kind", LOCAL), ("npu", members[0]), ("partner", -1), ("nbytes", 0), ("duration", 0)):
+                blocks[name].append(np.array([value]))
+            edge_src += [begins, np.full(len(ends), next_task)]
+            edge_dst += [np.full(len(begins), next_task), ends]
+            instance_of_task_parts.append(np.array([inst.index]))
+            next_task += 1
+            continue
+        algo, label = catalog.get(Collective.parse(inst.collective), inst.members, model.topology)
+        inst.algorithm = label
+        key = (id(algo), inst.size_bytes)
+        tpl = templates.get(key)
+        if tpl is None:
+            if not algo.has_chunk_identity and inst.size_bytes != algo.size_bytes:
+                warnings.append(
+                    f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
+                    f"from {algo.size_bytes} to {inst.size_bytes} bytes"
+                )
+            tpl = templates[key] = _template(algo, inst.size_bytes, model)
+        base = next_task
+        count = len(tpl.kind)
+        inst.first_task, inst.num_tasks = base, count
+        blocks["kind"].append(tpl.kind)
+        blocks["npu"].append(members[tpl.rank])
+        blocks["partner"].append(np.where(tpl.partner >= 0, tpl.partner + base, -1))
+        blocks["nbytes"].append(tpl.nbytes)
+        blocks["duration"].append(tpl.duration)
+        instance_of_task_parts.append(np.full(count, inst.index, dtype=np.int64))
+        dep_counts = np.diff(tpl.dep_ptr)
+        op_owner = np.repeat(np.arange(count, dtype=np.int64), dep_counts)
+        edge_src.append(tpl.dep_idx + base)
+        edge_dst.append(op_owner + base)
+        first_ops = np.flatnonzero(dep_counts == 0)
+        edge_src.append(begins[tpl.rank[first_ops]])
+        edge_dst.append(first_ops + base)
+        edge_src.append(tpl.sinks + base)
+        edge_dst.append(ends[tpl.rank[tpl.sinks]])
+        idle = np.setdiff1d(np.arange(len(members)), tpl.rank)
+        if len(idle):  # a member with no operations is done as soon as it begins
+            edge_src.append(begins[idle])
+            edge_dst.append(ends[idle])
+        next_task += count
+
+    total = next_task
+    begins_part = {"kind": LOCAL, "npu": workload.rank[coll_nodes], "partner": -1, "nbytes": 0, "duration": 0}
+    columns = {}
+    for name, head in (("kind", kind), ("npu", npu), ("partner", partner), ("nbytes", nbytes), ("duration", duration)):
+        middle = np.broadcast_to(np.asarray(begins_part[name]), (len(coll_nodes),))
+        columns[name] = np.concatenate([head, middle.astype(head.dtype), *[b.astype(head.dtype) for b in blocks[name]]])
+    src = np.concatenate(edge_src).astype(np.int64)
+    dst = np.concatenate(edge_dst).astype(np.int64)
+    order = np.argsort(dst, kind="stable")
+    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=total), out=dep_ptr[1:])
+    unit, release = _units(workload, coll_nodes, begin_task, total, concurrency)
+    graph = TaskGraph.build(dep_ptr=dep_ptr, dep_idx=src[order], unit=unit, release=release, **columns)
+    if groups.unknown_names:
+        warnings.append(
+            f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"
+        )
+    return Lowered(
+        graph=graph,
+        workload=workload,
+        instances=instances,
+        begin_task=begin_task,
+        instance_of_task=np.concatenate(instance_of_task_parts),
+        warnings=warnings,
+    )
+
+
+def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
+    """COMP nodes take ``duration_micros`` (ASTRA-sim mode: 1 ns when 0); other nodes no time."""
+    comp = workload.node_type == NodeType.COMP
+    if model.integer_time:
+        out = np.zeros(len(workload), dtype=np.int64)
+        out[comp] = np.maximum(1, workload.duration_ns[comp].astype(np.int64))
+        return out
+    out = np.zeros(len(workload), dtype=np.float64)
+    out[comp] = workload.duration_ns[comp]
+    return out
+
+
+def _match_p2p(workload: Workload) -> np.ndarray:
+    """Pair workload COMM_SEND / COMM_RECV on (src, dst, tag), k-th with k-th."""
+    partner = np.full(len(workload), -1, dtype=np.int64)
+    sends = np.flatnonzero(workload.node_type == NodeType.COMM_SEND).tolist()
+    recvs = np.flatnonzero(workload.node_type == NodeType.COMM_RECV).tolist()
+    rank, peer, tag, size = workload.rank.tolist(), workload.peer.tolist(), workload.tag.tolist(), workload.comm_size.tolist()
+    queues: dict[tuple[int, int, int], list[int]] = {}
+    for i in recvs:
+        if not 0 <= peer[i] < workload.num_ranks or peer[i] == rank[i]:
+            raise InputError(f"comm_src {peer[i]} is not another rank of the workload", **workload.where(i))
+        queues.setdefault((peer[i], rank[i], tag[i]), []).append(i)
+    positions: dict[tuple[int, int, int], int] = {}
+    for i in sends:
+        if not 0 <= peer[i] < workload.num_ranks or peer[i] == rank[i]:
+            raise InputError(f"comm_dst {peer[i]} is not another rank of the workload", **workload.where(i))
+        key = (rank[i], peer[i], tag[i])
+        k = positions.get(key, 0)
+        queue = queues.get(key, [])
+        if k >= len(queue):
+            raise InputError(f"COMM_SEND to rank {peer[i]} tag {tag[i]} has no matching COMM_RECV on rank {peer[i]}", **workload.where(i))
+        j = queue[k]
+        if size[i] != size[j]:
+            raise InputError(
+                f"COMM_SEND of {size[i]} bytes to rank {peer[i]} tag {tag[i]} meets a COMM_RECV of {size[j]} bytes "
+                f"(node {int(workload.node_id[j])} on rank {peer[i]})",
+                **workload.where(i),
+            )
+        positions[key] = k + 1
+        partner[i], partner[j] = j, i
+    for key, queue in queues.items():
+        k = positions.get(key, 0)
+        if k < len(queue):
+            j = queue[k]
+            raise InputError(f"COMM_RECV from rank {key[0]} tag {key[2]} has no matching COMM_SEND on rank {key[0]}", **workload.where(j))
+    return partner
+
+
+def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCatalog) -> list[CollectiveInstance]:
+    """Match the COMM_COLL nodes of every rank into collective calls."""
+    calls: dict[tuple[str | None, int], dict[int, int]] = {}
+    count: dict[tuple[int, str | None], int] = {}
+    rank = workload.rank.tolist()
+    order: list[tuple[str | None, int]] = []
+    for i in np.flatnonzero(workload.node_type == NodeType.COMM_COLL).tolist():
+        pg = workload.pg_name[i]
+        members = groups.members(pg)
+        r = rank[i]
+        if r not in members:
+            raise InputError(f"rank {r} calls a collective of group {pg!r}, which it is not a member of", **workload.where(i))
+        k = count.get((r, pg), 0)
+        count[(r, pg)] = k + 1
+        key = (pg, k)
+        if key not in calls:
+            calls[key] = {}
+            order.append(key)
+        calls[key][r] = i
+    instances = []
+    for index, key in enumerate(order):
+        pg, k = key
+        members = groups.members(pg)
+        found = calls[key]
+        missing = [m for m in members if m not in found]
+        first = found[min(found)]
+        if missing:
+            group = "all ranks" if pg is None else f"group {pg!r}"
+            raise InputError(
+                f"collective #{k + 1} of {group} ({workload.describe(first)}) is never called by rank {missing[0]}"
+                + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
+                **workload.where(first),
+            )
+        nodes = [found[m] for m in members]
+        comm_type = int(workload.comm_type[first])
+        size = int(workload.comm_size[first])
+        for i in nodes:
+            if int(workload.comm_type[i]) != comm_type or int(workload.comm_size[i]) != size:
+                raise InputError(
+                    f"collective #{k + 1} mismatch: {workload.describe(i)} of {int(workload.comm_size[i])} bytes, but rank "
+                    f"{rank[first]} calls {collective_name(comm_type)} of {size} bytes",
+                    **workload.where(i),
+                )
+        trivial = comm_type == BARRIER or len(members) == 1
+        instances.append(
+            CollectiveInstance(
+                index=index,
+                collective=collective_name(comm_type),
+                size_bytes=size,
+                group=pg,
+                members=members,
+                nodes=nodes,
+                algorithm="" if trivial else "?",
+            )
+        )
+    return instances
+
+
+def _units(workload: Workload, coll_nodes: np.ndarray, begin_task: np.ndarray, total: int, concurrency: str) -> tuple[np.ndarray, np.ndarray]:
+    unit = np.full(total, -1, dtype=np.int32)
+    release = np.full(total, -1, dtype=np.int32)
+    if concurrency == "unlimited":
+        return unit, release
+    rank = workload.rank.astype(np.int32)
+    node_type = workload.node_type
+    comp = np.flatnonzero(node_type == NodeType.COMP)
+    comp_unit = rank[comp] * 3 + np.where(workload.is_cpu_op[comp], CPU, GPU)
+    unit[comp] = comp_unit
+    release[comp] = comp_unit
+    sends = np.flatnonzero(node_type == NodeType.COMM_SEND)
+    unit[sends] = rank[sends] * 3 + COMM
+    release[sends] = rank[sends] * 3 + COMM
+    unit[begin_task[coll_nodes]] = rank[coll_nodes] * 3 + COMM
+    release[coll_nodes] = rank[coll_nodes] * 3 + COMM
+    return unit, release

@@ -1,0 +1,120 @@
+"""A replay's timeline for pictures: when every workload node ran, and how busy each link was.
+
+:func:`timeline_document` is the ``"timeline"`` section of ``chakra-coll replay --json``
+(what ``chakra-coll plot timeline`` and ``plot links`` draw):
+
+* ``nodes``: columns ``rank``, ``kind`` (index into ``kinds``), ``start_ns``, ``end_ns`` and
+  ``collective`` (the call's index in ``collectives``, -1 for other nodes), one entry per
+  workload node; a collective's interval runs from when its dependencies were done to when
+  its last operation on that rank completed;
+* ``links``: per link that carried traffic, its utilization in each of ``bins`` equal time
+  bins of ``bin_ns`` over the whole run (busy time in the bin / bin width, 0..1); present only
+  when the replay recorded link intervals (``replay(..., record_links=True)``).
+
+>>> import tempfile, pathlib
+>>> from chakra_collectives.replay import replay, single_collective_workload
+>>> from chakra_collectives.topology import ring
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 4 * 2**20)
+...     result = replay(pathlib.Path(tmp) / "w", ring(4, bidirectional=False), record_links=True)
+>>> doc = timeline_document(result, bins=3)   # a one-way ring all-gather keeps every link busy
+>>> doc["kinds"][doc["nodes"]["kind"][0]], doc["links"]["rows"][0]["utilization"]
+('collective', [1.0, 1.0, 1.0])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from chakra_collectives.replay.replayer import ReplayResult
+from chakra_collectives.replay.workload import NodeType
+
+KINDS = ("compute", "collective", "send", "recv", "memory", "metadata")
+_KIND_OF_TYPE = {
+    NodeType.COMP: 0,
+    NodeType.COMM_COLL: 1,
+    NodeType.COMM_SEND: 2,
+    NodeType.COMM_RECV: 3,
+    NodeType.MEM_LOAD: 4,
+    NodeType.MEM_STORE: 4,
+    NodeType.METADATA: 5,
+}
+
+
+def timeline_document(result: ReplayResult, *, bins: int = 200) -> dict[str, Any]:
+    """The timeline of ``result`` (see the module docstring); ``bins`` time bins per link."""
+    lowered, timing = result.lowered, result.timing
+    if lowered is None or timing is None:
+        raise ValueError("the replay result carries no timing")
+    workload = lowered.workload
+    w = len(workload)
+    start = timing.start[lowered.begin_task]
+    end = timing.end[:w]
+    kind = np.zeros(w, dtype=np.int64)
+    for node_type, code in _KIND_OF_TYPE.items():
+        kind[workload.node_type == node_type] = code
+    collective = np.full(w, -1, dtype=np.int64)
+    for inst in lowered.instances:
+        collective[inst.nodes] = inst.index
+    document: dict[str, Any] = {
+        "kinds": list(KINDS),
+        "nodes": {
+            "rank": workload.rank.tolist(),
+            "kind": kind.tolist(),
+            "start_ns": start.tolist(),
+            "end_ns": end.tolist(),
+            "collective": collective.tolist(),
+        },
+        "links": None,
+    }
+    intervals = timing.links.intervals
+    if intervals or not np.any(timing.links.messages):
+        document["links"] = _link_utilization(result, intervals, bins)
+    return document
+
+
+def _link_utilization(result: ReplayResult, intervals: list[tuple[int, float, float, int]], bins: int) -> dict[str, Any]:
+    """Busy fraction of every used link in each time bin (intervals may overlap in principle)."""
+    total = result.total_ns
+    width = total / bins if total > 0 else 1.0
+    edges = np.arange(bins + 1) * width
+    rows = []
+    if intervals:
+        data = np.array([(l, b, e) for l, b, e, _ in intervals], dtype=np.float64)
+        order = np.argsort(data[:, 0], kind="stable")
+        data = data[order]
+        links, first = np.unique(data[:, 0].astype(np.int64), return_index=True)
+        bounds = np.append(first, len(data))
+        topology_links = {l.link: l for l in result.links}
+        for k, link in enumerate(links.tolist()):
+            begin, finish = data[bounds[k] : bounds[k + 1], 1], data[bounds[k] : bounds[k + 1], 2]
+            busy = np.diff(_busy_before(edges, begin, finish))
+            stats = topology_links.get(link)
+            rows.append({
+                "link": link,
+                "src": None if stats is None else stats.src,
+                "dst": None if stats is None else stats.dst,
+                "utilization": np.clip(busy / width, 0.0, 1.0).tolist(),
+            })
+    return {"bins": bins, "bin_ns": width, "rows": rows}
+
+
+def _busy_before(t: np.ndarray, begin: np.ndarray, finish: np.ndarray) -> np.ndarray:
+    """Total length of the intervals ``[begin, finish)`` that lies before each time ``t``.
+
+    ``sum_i max(0, min(t, e_i) - b_i)`` = (intervals begun) x t - their begins - (intervals
+    ended) x t + their ends, with counts and sums from sorted arrays.
+
+    >>> _busy_before(np.array([0.0, 1.0, 2.5, 10.0]), np.array([0.0, 2.0]), np.array([2.0, 3.0])).tolist()
+    [0.0, 1.0, 2.5, 3.0]
+    """
+    b, e = np.sort(begin), np.sort(finish)
+    cb, ce = np.concatenate([[0.0], np.cumsum(b)]), np.concatenate([[0.0], np.cumsum(e)])
+    nb = np.searchsorted(b, t, side="left")
+    ne = np.searchsorted(e, t, side="left")
+    return (nb * t - cb[nb]) - (ne * t - ce[ne])
+
+
+__all__ = ["KINDS", "timeline_document"]

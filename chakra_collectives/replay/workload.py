@@ -1,0 +1,185 @@
+"""Read a workload's Chakra ETs (``PREFIX.{rank}.et``, one per rank) into flat node columns.
+
+A workload is what a training step looks like to ASTRA-sim: COMP nodes (``duration_micros``),
+COMM_COLL nodes (``comm_type``, ``comm_size``, optional ``pg_name``), point-to-point
+COMM_SEND / COMM_RECV nodes (``comm_dst`` / ``comm_src``, ``comm_size``, ``comm_tag``),
+MEM_LOAD / MEM_STORE and METADATA nodes, ordered by ``data_deps`` and ``ctrl_deps`` (both are
+waited for). Files are framed and parsed with the same helpers as algorithm files
+(:mod:`~chakra_collectives.converters.chakra_et.stream`); each distinct attribute is decoded once.
+
+>>> import tempfile, pathlib
+>>> from chakra_collectives.replay.writer import single_collective_workload
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-reduce", 4, 2**20)
+...     w = read_workload(pathlib.Path(tmp) / "w")
+>>> w.num_ranks, len(w), NodeType(int(w.node_type[0])).name, int(w.comm_size[0])
+(4, 4, 'COMM_COLL', 1048576)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
+from chakra_collectives.converters.chakra_et.reader import rank_files
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective
+
+
+class NodeType(IntEnum):
+    """Chakra's ``NodeType`` values."""
+
+    METADATA = 1
+    MEM_LOAD = 2
+    MEM_STORE = 3
+    COMP = 4
+    COMM_SEND = 5
+    COMM_RECV = 6
+    COMM_COLL = 7
+
+
+NO_COLLECTIVE = -1
+BARRIER = 9
+"""Chakra's ``CollectiveCommType.BARRIER``: replayed as a zero-byte all-reduce of the group."""
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Every node of every rank, grouped by rank in file order (numpy columns)."""
+
+    prefix: str
+    num_ranks: int
+    rank: np.ndarray
+    node_id: np.ndarray
+    node_type: np.ndarray
+    duration_ns: np.ndarray
+    """COMP: ``duration_micros * 1000``; 0 elsewhere."""
+    is_cpu_op: np.ndarray
+    comm_type: np.ndarray
+    """COMM_COLL: Chakra's CollectiveCommType; -1 elsewhere."""
+    comm_size: np.ndarray
+    peer: np.ndarray
+    """SEND: ``comm_dst``; RECV: ``comm_src``; -1 elsewhere."""
+    tag: np.ndarray
+    pg_name: list[str | None]
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    """Dependencies (data and control) as global node indices, CSR."""
+    paths: list[Path]
+
+    def __len__(self) -> int:
+        return len(self.rank)
+
+    def rank_bounds(self) -> np.ndarray:
+        return np.searchsorted(self.rank, np.arange(self.num_ranks + 1))
+
+    def where(self, index: int) -> dict[str, Any]:
+        """``path``/``rank``/``node`` of node ``index`` for error messages."""
+        rank = int(self.rank[index])
+        return {"path": self.paths[rank], "rank": rank, "node": int(self.node_id[index])}
+
+    def describe(self, index: int) -> str:
+        """``node 7 (COMM_COLL all-reduce 1 MiB)``-style label."""
+        kind = NodeType(int(self.node_type[index]))
+        label = f"node {int(self.node_id[index])} {kind.name}"
+        if kind is NodeType.COMM_COLL:
+            label += f" {collective_name(int(self.comm_type[index]))}"
+        elif kind in (NodeType.COMM_SEND, NodeType.COMM_RECV):
+            arrow = "to" if kind is NodeType.COMM_SEND else "from"
+            label += f" {arrow} rank {int(self.peer[index])} tag {int(self.tag[index])}"
+        return label
+
+
+def collective_name(comm_type: int) -> str:
+    if comm_type == BARRIER:
+        return "barrier"
+    try:
+        return Collective.from_chakra_comm_type(comm_type).value
+    except InputError:
+        return f"comm_type {comm_type}"
+
+
+def _as_bool(kind: str | None, value: Any) -> bool | None:
+    return bool(value) if kind == "bool_val" else None
+
+
+def _as_string(kind: str | None, value: Any) -> str | None:
+    return str(value) if kind == "string_val" else None
+
+
+_KNOWN_TYPES = np.array([t.value for t in NodeType])
+_COLLECTIVE_TYPES = np.array([c.chakra_comm_type for c in Collective if c.chakra_comm_type is not None] + [BARRIER])
+
+
+def _decode_nodes(nodes: NodeColumns) -> dict[str, Any]:
+    """Workload columns of every node (every check names the first offending node)."""
+    types = nodes.types
+    unknown = ~np.isin(types, _KNOWN_TYPES)
+    if np.any(unknown):
+        position = int(np.flatnonzero(unknown)[0])
+        raise nodes.error(position, f"unknown node type {int(types[position])}")
+    attrs = nodes.attributes
+    coll = types == NodeType.COMM_COLL
+    send = types == NodeType.COMM_SEND
+    recv = types == NodeType.COMM_RECV
+    comm = coll | send | recv
+    present, ok, cpu = attrs.converted("is_cpu_op", _as_bool, fill=False, dtype=bool)
+    if np.any(present & ~ok):
+        position = int(np.flatnonzero(present & ~ok)[0])
+        raise nodes.error(position, f"attribute is_cpu_op is {attrs.kind_of('is_cpu_op', position)}; expected bool_val")
+    if np.any(comm & cpu):
+        raise nodes.error(int(np.flatnonzero(comm & cpu)[0]), "a communication node has is_cpu_op = true (ASTRA-sim throws)")
+    size = attrs.integer("comm_size", nodes, required=comm)
+    comm_type = attrs.integer("comm_type", nodes, required=coll)
+    bad_type = coll & ~np.isin(comm_type, _COLLECTIVE_TYPES)
+    if np.any(bad_type):
+        position = int(np.flatnonzero(bad_type)[0])
+        raise nodes.error(position, f"comm_type {int(comm_type[position])} is not a collective chakra-collectives can replay")
+    empty = comm & (size <= 0) & ~(coll & (comm_type == BARRIER))
+    if np.any(empty):
+        position = int(np.flatnonzero(empty)[0])
+        raise nodes.error(position, f"comm_size is {int(size[position])}; communication needs a positive size")
+    peer = np.full(len(nodes), -1, dtype=np.int64)
+    peer[send] = attrs.integer("comm_dst", nodes, required=send)[send]
+    peer[recv] = attrs.integer("comm_src", nodes, required=recv)[recv]
+    tag = np.where(send | recv, np.maximum(attrs.integer("comm_tag", nodes), 0), -1)
+    _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object)
+    return {
+        "node_type": types.astype(np.int8),
+        "duration_ns": np.where(types == NodeType.COMP, nodes.duration_micros * 1000.0, 0.0),
+        "is_cpu_op": cpu.astype(bool),
+        "comm_type": np.where(coll, comm_type, NO_COLLECTIVE),
+        "comm_size": np.where(comm, np.maximum(size, 0), 0),
+        "peer": peer,
+        "tag": tag,
+        "pg_name": [None if (not c or v in (None, "")) else v for c, v in zip(coll.tolist(), pg.tolist())],
+    }
+
+
+def read_workload(prefix: str | Path) -> Workload:
+    """Read every rank file of ``prefix`` (``PREFIX.{rank}.et[.gz]``; ranks 0..N-1 all present)."""
+    paths = rank_files(prefix)
+    nodes = decode_rank_files(paths)
+    columns = _decode_nodes(nodes)
+    return Workload(
+        prefix=str(prefix),
+        num_ranks=len(paths),
+        rank=nodes.file_of.astype(np.int32),
+        node_id=nodes.ids,
+        node_type=columns["node_type"],
+        duration_ns=columns["duration_ns"],
+        is_cpu_op=columns["is_cpu_op"],
+        comm_type=columns["comm_type"].astype(np.int64),
+        comm_size=columns["comm_size"].astype(np.int64),
+        peer=columns["peer"],
+        tag=columns["tag"].astype(np.int64),
+        pg_name=columns["pg_name"],
+        dep_ptr=nodes.dep_ptr,
+        dep_idx=nodes.dep_pos,
+        paths=paths,
+    )

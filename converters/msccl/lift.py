@@ -1,0 +1,478 @@
+"""Lift a CollectiveAlgorithm to an MSCCL-IR program the MSCCL runtime can load.
+
+1. The algorithm must be well-formed, matched and deadlock-free; it is executed once (eager
+   sends, breadth-first) and every operation gets its completion position ``T``.
+2. Operations are grouped into steps, receive chains fused into rcs/rrc/rrs/rrcs
+   (:mod:`.fusion`); a step sits at ``K`` = the position of its last operation.
+3. Channels: MSCCL pairs the messages of a connection (sender, receiver, channel) in FIFO
+   order, the k-th send with the k-th receive, and a fused step's two connections must
+   belong to one threadblock (one channel, one receive peer, one send peer). A message and
+   the messages fused steps forward it as form a *flow*; flows are placed, in execution
+   order, on the lowest channel where every connection keeps one order on both ends (sender
+   order = ``K`` of the sending steps, receiver order = ``K`` of the receiving steps) and every
+   rank forwards between each pair of peers on that channel one way only.
+4. Threadblocks: one per connection endpoint, a receive connection and a send connection
+   sharing one when fused steps forward from one to the other (or when they talk to the same
+   peer); local steps join the threadblock of the dependency they wait for last.
+5. Each threadblock runs its steps in ``K`` order; a dependency on another threadblock becomes
+   ``depid``/``deps`` (the latest step of each threadblock waited for, minus those an earlier
+   step of the same threadblock already waited for), several of them a run of ``nop`` steps;
+   targets get ``hasdep="1"``.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.errors import AlgorithmError
+from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
+from chakra_collectives.verify.execution import describe_stuck, execute
+from chakra_collectives.verify.matching import Matching, match_messages
+from chakra_collectives.verify.structure import structural_problems
+from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
+from chakra_collectives.converters.msccl.fusion import SEND, Group, OpColumns, form_groups
+from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
+
+_FORWARDING = frozenset({StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY_SEND})
+"""Fused steps that receive a message and send one on."""
+
+COLL_NAMES = {
+    Collective.ALL_REDUCE: "allreduce",
+    Collective.ALL_GATHER: "allgather",
+    Collective.REDUCE_SCATTER: "reducescatter",
+    Collective.ALL_TO_ALL: "alltoall",
+    Collective.BROADCAST: "broadcast",
+    Collective.REDUCE: "reduce",
+    Collective.CUSTOM: "custom",
+}
+"""``coll`` as the MSCCL runtime (msccl-executor-nccl) spells it."""
+
+
+@dataclass
+class Lifted:
+    program: Program
+    warnings: list[str]
+
+
+def lift_algorithm(
+    algo: CollectiveAlgorithm,
+    *,
+    fuse: bool = True,
+    fit_limits: bool = True,
+    proto: str = "Simple",
+    name: str | None = None,
+    min_bytes: int = 0,
+    max_bytes: int = 0,
+) -> Lifted:
+    """The MSCCL-IR program of ``algo`` (see the module docstring), with runtime-limit warnings.
+
+    ``fit_limits`` spreads messages over more channels so that no threadblock gets more than
+    64 communication steps and no channel more than 32 threadblocks; local steps and nops
+    are not budgeted, so a warning can remain.
+    """
+    matching = _check_exportable(algo)
+    execution = execute(algo, matching.partner, semantics="eager", order="fifo")
+    if not execution.finished:
+        lines = describe_stuck(algo, matching.partner, execution, "eager")
+        raise AlgorithmError("deadlocks, so it has no MSCCL-IR program: " + "; ".join(lines[:2]))
+    position = [0] * len(algo.ops)
+    for t, i in enumerate(execution.order):
+        position[i] = t
+    cols = OpColumns(algo)
+    partner = matching.partner.tolist()
+    groups = form_groups(cols, position, fuse=fuse)
+    limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if fit_limits else (math.inf, math.inf)
+    layout = _Layout(algo.num_ranks, cols, groups, position, partner, max_steps=limits[0], max_tbs=limits[1])
+    program = Program(
+        name=name if name is not None else (algo.name or "chakra-collectives"),
+        coll=COLL_NAMES[algo.collective],
+        ngpus=algo.num_ranks,
+        nchunksperloop=algo.chunk_count,
+        nchannels=0,
+        inplace=algo.inplace,
+        proto=proto,
+        extra={"outofplace": str(int(not algo.inplace)), "minBytes": str(min_bytes), "maxBytes": str(max_bytes)},
+    )
+    layout.build(program, algo)
+    return Lifted(program, limit_warnings(program))
+
+
+def _check_exportable(algo: CollectiveAlgorithm) -> Matching:
+    """Refuse what MSCCL-IR cannot express; return the message pairing."""
+    ops = algo.ops
+    problems = structural_problems(algo, limit=1)
+    if problems:
+        raise AlgorithmError(f"is not well-formed, so it has no MSCCL-IR program: {problems[0]}")
+    for mask, what in (
+        (ops.kind == OpKind.COMPUTE, "is opaque compute (MSCCL-IR has no step for it)"),
+        (ops.count < 0, "moves bytes without saying which chunks (MSCCL-IR steps move chunks)"),
+    ):
+        bad = np.flatnonzero(mask)
+        if len(bad):
+            i = int(bad[0])
+            raise AlgorithmError(what, rank=int(ops.rank[i]), node=int(ops.node_id[i]))
+    matching = match_messages(algo, limit=1)
+    if matching.problems:
+        raise AlgorithmError(f"has unmatched messages, so it has no MSCCL-IR program: {matching.problems[0]}")
+    return matching
+
+
+class _Layout:
+    """Channels, threadblocks and steps for a grouping of the operations into steps."""
+
+    def __init__(
+        self,
+        num_ranks: int,
+        cols: OpColumns,
+        groups: list[Group],
+        position: list[int],
+        partner: list[int],
+        *,
+        max_steps: float,
+        max_tbs: float,
+    ) -> None:
+        self.num_ranks = num_ranks
+        self.max_steps = max_steps
+        self.max_tbs = max_tbs
+        self.cols = cols
+        self.groups = groups
+        self.position = position
+        self.partner = partner
+        self.key = [position[g.last] for g in groups]
+        self.group_of = [0] * cols.size
+        for g, group in enumerate(groups):
+            for op in group.ops:
+                self.group_of[op] = g
+        self.channel, self.pairs = self._assign_channels()
+
+    # -- 3 and 4. channels and which connections share a threadblock
+    def _assign_channels(self) -> tuple[dict[int, int], dict[tuple[int, int, int], int]]:
+        """Channel of every message (keyed by its send operation) and the threadblock pairings.
+
+        A *flow* is a message and the messages fused steps forward it as; its messages share
+        one channel, so every fused step finds its receive and send connection in one
+        threadblock. Flows are placed in execution order on the lowest channel where (a) every
+        connection keeps the same order on both ends and (b) each rank's forwarding routes
+        ``recv peer -> send peer`` on that channel still pair each peer once. Returns the
+        channels and ``{(rank, chan, recv peer): send peer}``.
+        """
+        cols, key, group_of, partner = self.cols, self.key, self.group_of, self.partner
+        forward: dict[int, int] = {}  # message received by a fused step -> the message it sends on
+        for group in self.groups:
+            if group.type in _FORWARDING:
+                forward[partner[group.ops[0]]] = group.ops[-1]
+        forwarded = set(forward.values())
+        heads = sorted(
+            (i for i in range(cols.size) if cols.kind[i] == SEND and i not in forwarded), key=lambda i: key[group_of[i]]
+        )
+        placement = _Placement(self.max_steps, self.max_tbs)
+        channel: dict[int, int] = {}
+        for head in heads:
+            flow = [head]
+            while flow[-1] in forward:
+                flow.append(forward[flow[-1]])
+            messages = [(cols.rank[m], cols.peer[m], key[group_of[m]], key[group_of[partner[m]]]) for m in flow]
+            chan = 0
+            while not placement.place(messages, chan):
+                chan += 1
+            for m in flow:
+                channel[m] = chan
+        self.placement = placement
+        return channel, placement.pairs()
+
+    def _endpoints(self, g: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """(send peer, channel) and (receive peer, channel) of group ``g``'s step."""
+        cols, group = self.cols, self.groups[g]
+        send = recv = None
+        if group.type.sends:  # the send is a group's last operation, the receive its first
+            op = group.ops[-1]
+            send = (cols.peer[op], self.channel[op])
+        if group.type.receives:
+            op = group.ops[0]
+            recv = (cols.peer[op], self.channel[self.partner[op]])
+        return send, recv
+
+    def build(self, program: Program, algo: CollectiveAlgorithm) -> None:
+        """Fill ``program`` with GPUs, threadblocks and steps."""
+        cols = self.cols
+        tbs_of_rank: list[dict[tuple[int, int, int], list[int]]] = [{} for _ in range(self.num_ranks)]
+        tb_of_group = [None] * len(self.groups)
+        endpoints = [self._endpoints(g) for g in range(len(self.groups))]
+        # communication endpoints of each rank: (send peer, chan) and (recv peer, chan)
+        sends: list[set[tuple[int, int]]] = [set() for _ in range(self.num_ranks)]
+        recvs: list[set[tuple[int, int]]] = [set() for _ in range(self.num_ranks)]
+        for g, (send, recv) in enumerate(endpoints):
+            rank = cols.rank[self.groups[g].ops[0]]
+            if send:
+                sends[rank].add(send)
+            if recv:
+                recvs[rank].add(recv)
+        tb_for_send: list[dict] = [{} for _ in range(self.num_ranks)]
+        tb_for_recv: list[dict] = [{} for _ in range(self.num_ranks)]
+        routes: list[list[tuple[int, int, int]]] = [[] for _ in range(self.num_ranks)]
+        for (rank, chan, q), p in self.pairs.items():
+            routes[rank].append((p, q, chan))
+        for rank in range(self.num_ranks):
+            keys = routes[rank]
+            paired_s = {(p, c) for p, q, c in keys}
+            paired_r = {(q, c) for p, q, c in keys}
+            loose_s = sorted(sends[rank] - paired_s)
+            loose_r = set(recvs[rank] - paired_r)
+            steps_on = self.placement.steps_on
+            for p, c in loose_s:
+                both = steps_on(rank, c, ("send", p)) + steps_on(rank, c, ("recv", p))
+                if (p, c) in loose_r and both <= self.max_steps:  # same peer both ways: one threadblock, as MSCCLang does
+                    keys.append((p, p, c))
+                    loose_r.discard((p, c))
+                else:
+                    keys.append((p, -1, c))
+            keys += [(-1, q, c) for q, c in loose_r]
+            for key in keys:
+                p, q, c = key
+                if p >= 0:
+                    tb_for_send[rank][p, c] = key
+                if q >= 0:
+                    tb_for_recv[rank][q, c] = key
+        # every group to a threadblock; local steps follow the dependency they wait for last
+        order = sorted(range(len(self.groups)), key=self.key.__getitem__)
+        for g in order:
+            send, recv = endpoints[g]
+            rank = cols.rank[self.groups[g].ops[0]]
+            if send is not None:
+                key = tb_for_send[rank][send]
+            elif recv is not None:
+                key = tb_for_recv[rank][recv]
+            else:
+                deps = [self.group_of[d] for op in self.groups[g].ops for d in cols.deps(op)]
+                key = tb_of_group[max(deps, key=self.key.__getitem__)] if deps else (-1, -1, 0)
+            tb_of_group[g] = key
+            tbs_of_rank[rank].setdefault(key, []).append(g)
+        self._emit(program, algo, tbs_of_rank)
+
+    # -- 5. steps, dependencies, nops
+    def _emit(self, program: Program, algo: CollectiveAlgorithm, tbs_of_rank) -> None:
+        cols, groups, group_of = self.cols, self.groups, self.group_of
+        dep_ptr, dep_idx = cols.dep_ptr, cols.dep_idx
+        slot = [0] * len(groups)
+        tb_number = [0] * len(groups)
+        program.gpus = []
+        max_chan = 0
+        for rank in range(self.num_ranks):
+            keys = sorted(tbs_of_rank[rank])  # MSCCLang's order: (send, recv, chan)
+            tb_id = {key: n for n, key in enumerate(keys)}
+            for key in keys:  # each group's threadblock and index among its real steps
+                number = tb_id[key]
+                for n, g in enumerate(tbs_of_rank[rank][key]):
+                    slot[g] = n
+                    tb_number[g] = number
+            # dependency targets per group: {tb id: real-step index}, pruned
+            plans: dict[tuple, list[list[tuple[int, int]]]] = {}
+            for key in keys:
+                mine = tb_id[key]
+                waited: dict[int, int] = {}
+                plan = []
+                for g in tbs_of_rank[rank][key]:
+                    targets: dict[int, int] = {}
+                    for op in groups[g].ops:
+                        for d in dep_idx[dep_ptr[op] : dep_ptr[op + 1]]:
+                            h = group_of[d]
+                            u = tb_number[h]
+                            if h == g or u == mine:
+                                continue
+                            if slot[h] > targets.get(u, -1):
+                                targets[u] = slot[h]
+                    needed = sorted((u, j) for u, j in targets.items() if j > waited.get(u, -1))
+                    for u, j in needed:
+                        waited[u] = j
+                    plan.append(needed)
+                plans[key] = plan
+            # real-step index -> final index (nops come before the step that needs them)
+            final: dict[int, list[int]] = {}
+            for key in keys:
+                index, where_ = 0, []
+                for needed in plans[key]:
+                    index += max(0, len(needed) - 1)
+                    where_.append(index)
+                    index += 1
+                final[tb_id[key]] = where_
+            hasdep: set[tuple[int, int]] = set()
+            for key in keys:
+                for needed in plans[key]:
+                    hasdep.update((u, final[u][j]) for u, j in needed)
+            gpu = Gpu(
+                id=rank,
+                i_chunks=int(algo.input_chunks[rank]),
+                o_chunks=int(algo.output_chunks[rank]),
+                s_chunks=0,
+            )
+            for key in keys:
+                p, q, c = key
+                max_chan = max(max_chan, c)
+                tb = Threadblock(id=tb_id[key], send=p, recv=q, chan=c)
+                for g, needed in zip(tbs_of_rank[rank][key], plans[key]):
+                    for u, j in needed[:-1]:
+                        tb.steps.append(
+                            Step(s=len(tb.steps), type=StepType.NOP, depid=u, deps=final[u][j])
+                        )
+                    step = self._step(g, len(tb.steps))
+                    if needed:
+                        u, j = needed[-1]
+                        step.depid, step.deps = u, final[u][j]
+                    step.hasdep = (tb.id, step.s) in hasdep
+                    tb.steps.append(step)
+                gpu.threadblocks.append(tb)
+            gpu.s_chunks = max(
+                [gpu_scratch_end(s) for tb in gpu.threadblocks for s in tb.steps] + [0]
+            )
+            program.gpus.append(gpu)
+        program.nchannels = max_chan + 1
+
+    def _step(self, g: int, s: int) -> Step:
+        cols, group = self.cols, self.groups[g]
+        kind = group.type
+        first, last = group.ops[0], group.ops[-1]
+        if group.src_from >= 0:
+            src = cols.dst[group.src_from] if group.dst_as_src else cols.src[group.src_from]
+        else:  # r, rcs: the sender's slot (informational)
+            src = cols.src[self.partner[first]]
+        if kind in (StepType.SEND, StepType.RECV_REDUCE_SEND):  # the receiver's slot (informational)
+            dst = cols.dst[self.partner[last]]
+        elif kind in (StepType.RECV, StepType.RECV_COPY_SEND):
+            dst = cols.dst[first]
+        else:
+            dst = cols.dst[group.ops[1] if len(group.ops) > 1 else first]
+        return Step(
+            s=s,
+            type=kind,
+            srcbuf=BUFFER_LETTERS[src[0]],
+            srcoff=src[1],
+            dstbuf=BUFFER_LETTERS[dst[0]],
+            dstoff=dst[1],
+            cnt=cols.count[first],
+        )
+
+
+def gpu_scratch_end(step: Step) -> int:
+    """One past the highest scratch chunk ``step`` touches locally (0 if none)."""
+    end = 0
+    if step.type.reads_src and step.srcbuf == "s":
+        end = step.srcoff + step.cnt
+    if step.type.stores and step.dstbuf == "s":
+        end = max(end, step.dstoff + step.cnt)
+    return end
+
+
+class _Placement:
+    """Flows placed so far, and the threadblocks they imply on every (rank, channel).
+
+    Per connection: the step keys of its messages on both ends (kept sorted, so a new message
+    fits only where both orders agree). Per (rank, channel): the forwarding routes
+    ``recv peer -> send peer`` and the steps of each threadblock-to-be, keyed ``("route", q, p)``,
+    ``("send", p)`` or ``("recv", q)``, so that no threadblock gets more than ``max_steps``
+    steps and no channel more than ``max_tbs`` threadblocks (the MSCCL runtime's limits).
+    Every change is journaled, so a flow that does not fit is taken back.
+    """
+
+    def __init__(self, max_steps: int, max_tbs: int) -> None:
+        self.max_steps = max_steps
+        self.max_tbs = max_tbs
+        self.connections: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.routes: dict[tuple[int, int], tuple[dict[int, int], dict[int, int]]] = {}
+        self.steps: dict[tuple[int, int], dict[tuple, int]] = {}
+        self._undo: list = []  # rare changes (new routes), as closures
+        self._undo_messages: list[tuple[list[int], list[int], int]] = []
+        self._undo_counts: list[tuple[dict, tuple, int | None]] = []
+
+    def place(self, messages: list[tuple[int, int, int, int]], chan: int) -> bool:
+        """Put a flow of ``(sender, receiver, sender key, receiver key)`` on ``chan`` if it fits."""
+        self._undo.clear()
+        self._undo_messages.clear()
+        self._undo_counts.clear()
+        if self._fits(messages, chan):
+            return True
+        for senders, receivers, at in reversed(self._undo_messages):
+            del senders[at]
+            del receivers[at]
+        for counts, key, before in reversed(self._undo_counts):
+            if before is None:
+                del counts[key]
+            else:
+                counts[key] = before
+        for undo in reversed(self._undo):
+            undo()
+        return False
+
+    def _fits(self, messages, chan: int) -> bool:
+        for n, (sender, receiver, sent, received) in enumerate(messages):
+            if not self._message(sender, receiver, chan, sent, received):
+                return False
+            if n == 0 and not self._add_step(sender, chan, self._send_key(sender, chan, receiver)):
+                return False
+            if n + 1 < len(messages):
+                if not self._forward(receiver, chan, sender, messages[n + 1][1]):
+                    return False
+            elif not self._add_step(receiver, chan, self._recv_key(receiver, chan, sender)):
+                return False
+        return True
+
+    def _message(self, sender: int, receiver: int, chan: int, sent: int, received: int) -> bool:
+        senders, receivers = self.connections.setdefault((sender, receiver, chan), ([], []))
+        at = bisect_left(senders, sent)
+        if bisect_left(receivers, received) != at:  # the two ends would disagree on the order
+            return False
+        senders.insert(at, sent)
+        receivers.insert(at, received)
+        self._undo_messages.append((senders, receivers, at))
+        return True
+
+    def _send_key(self, rank: int, chan: int, peer: int) -> tuple:
+        _, out = self.routes.get((rank, chan), ({}, {}))
+        return ("route", out[peer], peer) if peer in out else ("send", peer)
+
+    def _recv_key(self, rank: int, chan: int, peer: int) -> tuple:
+        into, _ = self.routes.get((rank, chan), ({}, {}))
+        return ("route", peer, into[peer]) if peer in into else ("recv", peer)
+
+    def _add_step(self, rank: int, chan: int, key: tuple, count: int = 1) -> bool:
+        counts = self.steps.setdefault((rank, chan), {})
+        before = counts.get(key)
+        if before is None and len(counts) >= self.max_tbs:
+            return False
+        after = (before or 0) + count
+        if after > self.max_steps:
+            return False
+        counts[key] = after
+        self._undo_counts.append((counts, key, before))
+        return True
+
+    def _forward(self, rank: int, chan: int, q: int, p: int) -> bool:
+        """A fused step on ``rank`` receives from ``q`` and sends to ``p``: one route threadblock."""
+        into, out = self.routes.setdefault((rank, chan), ({}, {}))
+        if into.get(q) == p:
+            return self._add_step(rank, chan, ("route", q, p))
+        if q in into or p in out:  # a threadblock has one receive peer and one send peer
+            return False
+        counts = self.steps.setdefault((rank, chan), {})
+        merged = [(k, counts[k]) for k in (("send", p), ("recv", q)) if k in counts]
+        for k, _ in merged:  # both endpoints become the route's threadblock
+            del counts[k]
+        self._undo.append(lambda: counts.update(merged))
+        into[q] = p
+        out[p] = q
+        self._undo.append(lambda: (into.pop(q), out.pop(p)))
+        return self._add_step(rank, chan, ("route", q, p), 1 + sum(c for _, c in merged))
+
+    def pairs(self) -> dict[tuple[int, int, int], int]:
+        """``{(rank, chan, recv peer): send peer}`` of every route."""
+        return {(rank, chan, q): p for (rank, chan), (into, _) in self.routes.items() for q, p in into.items()}
+
+    def steps_on(self, rank: int, chan: int, key: tuple) -> int:
+        """Communication steps placed so far in threadblock ``key`` of ``rank`` on ``chan``."""
+        return self.steps.get((rank, chan), {}).get(key, 0)
+
+
+__all__ = ["COLL_NAMES", "Lifted", "lift_algorithm"]

@@ -1,0 +1,62 @@
+"""``chakra-coll import-msccl``: documents, warnings and JSON as a user sees them."""
+
+from __future__ import annotations
+
+import json
+
+from chakra_collectives.converters.chakra_et import read_algorithm
+from chakra_collectives.verify import verify_algorithm
+
+from msccl_text import algo, gpu, line_of, step, tb
+
+
+def test_import_json_describes_what_was_written(cli, interop, tmp_path):
+    result = cli("import-msccl", interop / "msccl" / "ar_hier_g4_n2_i1_auto.xml", "--size", "8MiB", "-o", tmp_path / "ar", "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["collective"] == "all-reduce" and summary["num_ranks"] == 8 and summary["chunk_count"] == 8
+    assert summary["chunk_bytes"] == 2**20 and summary["inplace"] is True
+    steps, ops = summary["steps"], summary["ops"]
+    assert ops["SEND"] == steps["s"] + steps["rcs"] + steps["rrs"]
+    assert ops["RECV"] == steps["r"] + steps["rcs"] + steps["rrc"] + steps["rrs"]
+    assert ops["REDUCE"] == steps["rrc"] + steps["rrs"]
+    assert len(summary["files"]) == 8 and summary["warnings"] == []
+    assert verify_algorithm(read_algorithm(tmp_path / "ar")).ok
+
+
+def test_several_documents_need_an_index(cli, interop, tmp_path):
+    path = tmp_path / "two.xml"
+    path.write_text((interop / "msccl" / "custom_collective_1.xml").read_text() + (interop / "msccl" / "ag_simple_ring_n4.xml").read_text())
+    result = cli("import-msccl", path, "-o", tmp_path / "x")
+    assert result.exit_code == 2 and "holds 2 <algo> documents, choose one with --index" in result.stderr
+    assert not list(tmp_path.glob("x.*"))
+    chosen = cli("import-msccl", path, "-o", tmp_path / "x", "--index", "1")
+    assert chosen.exit_code == 0 and "all-gather over 4 ranks" in chosen.stdout
+    assert len(list(tmp_path.glob("x.*.et"))) == 4
+
+
+def test_warnings_go_to_stderr_and_the_files_are_still_written(cli, tmp_path):
+    text = algo(
+        "custom",
+        1,
+        2,
+        gpu(0, 2, 2, 0, tb(0, -1, -1, 0, step(0, "cpy", src="i0", dst="o0")), tb(1, -1, -1, 1, step(0, "cpy", src="i1", dst="o1", dep=(0, 0)))),
+    )
+    path = tmp_path / "a.xml"
+    path.write_text(text)
+    result = cli("import-msccl", path, "-o", tmp_path / "a")
+    assert result.exit_code == 0
+    dependent = line_of(text, 'depid="0"')
+    assert f"chakra-coll: warning: {path}:{dependent}: gpu 0 tb 1 step 0 (cpy)" in result.stderr
+    assert "hasdep=0" in result.stderr and (tmp_path / "a.0.et").exists()
+
+
+def test_collective_and_root_can_be_stated(cli, interop, tmp_path):
+    bcast = interop / "msccl" / "az_bcast_tree_n8_k4_i1.xml"
+    assert cli("import-msccl", bcast, "-o", tmp_path / "b", "--root", "2", "--json").exit_code == 0
+    assert read_algorithm(tmp_path / "b").root == 2
+    wrong = cli("verify", tmp_path / "b")
+    assert wrong.exit_code == 1 and "counterexample" in wrong.stdout
+    ring = interop / "msccl" / "ar_ring_n4_c1_i1_simple.xml"
+    assert cli("import-msccl", ring, "-o", tmp_path / "c", "--collective", "custom").exit_code == 0
+    assert read_algorithm(tmp_path / "c").collective.value == "custom"
