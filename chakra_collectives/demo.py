@@ -136,7 +136,7 @@ def run_demo(out: str | Path = "demo-out", *, on_step: Callable[[str], None] | N
         document = load_replay_document(replay_json, need_links=True)
         drawn.append(plot_timeline(document, out / "timeline.png"))
         drawn.append(plot_links(document, out / "links.png"))
-        small = synthesize(topology, "all-reduce", TACOS_SIZE)  # one chunk per NPU: readable
+        small = synthesize(topology, "all-reduce", TACOS_SIZE, algorithm="tacos")  # one chunk per NPU: readable
         drawn.append(plot_algorithm(small.algorithm, topology, out / "algorithm.png"))
 
     step("ASTRA-sim directory")

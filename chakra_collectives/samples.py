@@ -102,7 +102,7 @@ def write_samples(root: str | Path) -> list[Path]:
     model = load_model_spec(text(MODEL_FILE, MODEL_SPEC))
     written += data_parallel(model, RANKS).write(root / WORKLOAD)
     written += hybrid_parallel(model, 2, RANKS // 2).write(root / HYBRID)
-    tacos = synthesize(topology, "all-reduce", TACOS_SIZE, chunks_per_npu=TACOS_CHUNKS_PER_NPU)
+    tacos = synthesize(topology, "all-reduce", TACOS_SIZE, chunks_per_npu=TACOS_CHUNKS_PER_NPU, algorithm="tacos")
     written += write_algorithm(tacos.algorithm, root / TACOS)
     return written
 

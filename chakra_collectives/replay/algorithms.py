@@ -30,7 +30,9 @@ def _tacos(collective: Collective, members: tuple[int, ...], topology: Topology)
         raise InputError(
             f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {len(members)} ranks"
         )
-    return tacos(topology, collective, topology.num_npus).algorithm
+    # one chunk per message and one seed: a schedule whose shape does not depend on the size it
+    # was synthesized for (it is scaled to each collective's size)
+    return tacos(topology, collective, topology.num_npus, trials=1, merge_variants=(0.0,)).algorithm
 
 
 BUILTIN: dict[str, Callable[[Collective, tuple[int, ...], Topology], CollectiveAlgorithm]] = {
