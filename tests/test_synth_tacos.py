@@ -228,3 +228,14 @@ def test_compact_columns():
     ops = result.algorithm.ops
     assert {ops.tag.dtype, ops.src_off.dtype, ops.count.dtype, ops.node_id.dtype, ops.dep_idx.dtype} == {np.dtype(np.int32)}
     assert ops.nbytes.strides == (0,) and ops.duration_ns.strides == (0,)  # "not applicable": no memory
+
+
+@pytest.mark.parametrize("n", [5, 8, 16])
+def test_no_uplink_idles_at_the_start_on_a_switch(n):
+    # messages released at 0 may reach the switch at one instant: the model queues them in
+    # program order, rank by rank, as the matcher does, so every NPU can send at once
+    topo = load_topology(f"switch:{n}")
+    schedule = match_all_gather(build_channels(topo, chunk_bytes=2**20), 1, seed=0)
+    assert all(schedule.start[schedule.src == s].min() == 0 for s in range(n))
+    result = tacos(topo, AG, n * 2**20, trials=1)
+    assert predict_time(result.algorithm, topo) == pytest.approx(result.schedule_ns, rel=1e-12)

@@ -38,8 +38,11 @@ released at ``t`` waits in the first link's FIFO, crosses each hop store-and-for
 wait in a switch's FIFO; the matcher picks the destination with the earliest arrival. An NPU
 keeps its first link busy by releasing a further message whenever the link would otherwise go
 idle before the NPU's next event, and a message is never admitted to a switch queue ahead of
-one already scheduled there (so every queue serves messages in the order the matcher decided,
-as the FIFO network model does).
+one already scheduled there, nor at the same instant (so every queue serves messages in the
+order the matcher decided, as the FIFO network model does) -- except messages released at
+time 0, which the model injects in program order, rank by rank, the order they are matched in:
+they may reach the first switch together (on a 64-NPU switch, no uplink idles at the start:
+66 -> 65 hops for the All-Gather).
 """
 
 from __future__ import annotations
@@ -511,6 +514,7 @@ class _Matcher:
         links = {l for c in self.routed for l in c.links}
         self.link_free = {l: 0.0 for l in links}
         self.link_last_arrival = {l: -np.inf for l in links}
+        self.link_opened = {l: False for l in links}  # every message admitted so far was released at t = 0
         self.rank_events: list[list[float]] = [[] for _ in range(self.n)]
         self.pending: list[tuple[float, int]] = []  # routed arrivals: (time, transfer id)
         groups: dict[tuple[int, int, int], list[int]] = {}
@@ -582,7 +586,13 @@ class _Matcher:
                 links = link_mat[rows, hop]
                 last = np.array([self.link_last_arrival[l] for l in links.tolist()])
                 free = np.array([self.link_free[l] for l in links.tolist()])
-                valid &= arrival > last
+                if t == 0 and hop == 1:
+                    # messages released at 0 reach the first switch in the order the network model
+                    # injects them (program order, rank by rank), which is the order matched here
+                    opened = np.array([self.link_opened[l] for l in links.tolist()])
+                    valid &= (arrival > last) | ((arrival == last) & opened)
+                else:
+                    valid &= arrival > last
                 arrival = np.maximum(arrival, free) + ch.hop_ns(links, count_of)
             if not valid.any():
                 return
@@ -599,6 +609,7 @@ class _Matcher:
             here = self.link_free[first]
             for hop in range(1, link_mat.shape[1]):
                 l = int(link_mat[row, hop])
+                self.link_opened[l] = t == 0 and hop == 1 and (self.link_opened[l] or self.link_last_arrival[l] == -np.inf)
                 self.link_last_arrival[l] = here
                 here = max(here, self.link_free[l]) + float(ch.hop_ns(np.array([l]), count)[0])
                 self.link_free[l] = here
