@@ -32,7 +32,7 @@ import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata
 from google.protobuf.message import DecodeError
 
-from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.errors import AlgorithmError, ChakraCollError, InputError
 from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
 
 MISSING = -1
@@ -356,6 +356,13 @@ def _catalog_ids(part: _FileColumns) -> np.ndarray:
 
 
 def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
+    try:
+        return _decode_file_columns(data, path, rank)
+    except ChakraCollError as error:
+        raise error.located(path=path, rank=rank) from None
+
+
+def _decode_file_columns(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
     bounds = split_records(data, path)
