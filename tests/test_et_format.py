@@ -167,3 +167,30 @@ def test_metadata_is_a_real_global_metadata(tmp_path):
         assert protolib.decodeMessage(handle, first)
     assert {a.name for a in metadata.attr} >= {"cc_format", "cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes"}
     assert first.type == COMM_SEND_NODE
+
+
+def test_two_process_decoding_gives_the_same_columns(tmp_path):
+    from chakra_collectives.converters.chakra_et.nodes import decode_rank_files
+    from chakra_collectives.converters.chakra_et.reader import rank_files
+
+    write_algorithm(ring(Collective.ALL_REDUCE, 6, size_bytes=6 * 2**20), tmp_path / "ar")
+    paths = rank_files(tmp_path / "ar")
+    alone, shared = decode_rank_files(paths, workers=1), decode_rank_files(paths, workers=2)
+    for name in ("file_ptr", "ids", "types", "duration_micros", "dep_ptr", "dep_pos"):
+        assert np.array_equal(getattr(alone, name), getattr(shared, name)), name
+    assert [f.rank for f in shared.files] == list(range(6))
+    for attribute in ("comm_size", "comm_dst", "comm_tag"):
+        assert np.array_equal(alone.attributes.integer(attribute, alone), shared.attributes.integer(attribute, shared))
+
+
+def test_errors_found_by_the_second_process_keep_their_location(tmp_path):
+    from chakra_collectives.converters.chakra_et.nodes import decode_rank_files
+    from chakra_collectives.converters.chakra_et.reader import rank_files
+    from chakra_collectives.errors import InputError
+
+    write_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=4 * 2**20), tmp_path / "ar")
+    broken = tmp_path / "ar.3.et"  # rank 3 goes to the second process
+    broken.write_bytes(broken.read_bytes()[:-5])
+    with pytest.raises(InputError) as caught:
+        decode_rank_files(rank_files(tmp_path / "ar"), workers=2)
+    assert caught.value.path == str(broken) and caught.value.rank == 3 and "truncated" in str(caught.value)

@@ -187,7 +187,7 @@ def test_cli_reports_a_broken_file_with_its_location(cli, ring_files):
     path = Path(f"{ring_files}.1.et")
     path.write_bytes(path.read_bytes()[:-3])
     result = cli("verify", ring_files)
-    assert result.exit_code == 2 and f"{path}: truncated" in result.stderr
+    assert result.exit_code == 2 and f"{path}: rank 1: truncated" in result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,10 @@ distinct attribute is decoded once, then spread over the nodes that carry it wit
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
@@ -28,7 +32,7 @@ import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata
 from google.protobuf.message import DecodeError
 
-from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.errors import AlgorithmError, ChakraCollError, InputError
 from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
 
 MISSING = -1
@@ -260,13 +264,39 @@ def decode_nodes(data: bytes, path: Path | str, *, rank: int | None = None) -> N
     return decode_files([(data, path, rank)])
 
 
-def decode_rank_files(paths: list[Path]) -> NodeColumns:
-    """Decode ``PREFIX.{rank}.et`` files (``paths[r]`` is rank ``r``) into one :class:`NodeColumns`."""
-    return decode_files((load_bytes(path), path, rank) for rank, path in enumerate(paths))
+def decode_rank_files(paths: list[Path], *, workers: int | None = None) -> NodeColumns:
+    """Decode ``PREFIX.{rank}.et`` files (``paths[r]`` is rank ``r``) into one :class:`NodeColumns`.
+
+    ``workers`` processes share the files (default: 2 when the files hold more than
+    :data:`PARALLEL_BYTES` and the machine has 2 or more cores, else 1); the result is identical.
+    """
+    jobs = [(path, rank) for rank, path in enumerate(paths)]
+    if workers is None:
+        big = sum(path.stat().st_size for path in paths) > PARALLEL_BYTES
+        workers = 2 if big and len(paths) > 1 and (os.cpu_count() or 1) > 1 else 1
+    # fork is only safe while this process runs one thread (a progress bar runs another)
+    if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return _combine(_decode_paths(jobs))
+    shares = [jobs[w::workers] for w in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
+        others = [pool.submit(_decode_paths, share) for share in shares[1:]]
+        decoded = _decode_paths(shares[0]) + [part for future in others for part in future.result()]
+    return _combine(sorted(decoded, key=lambda part: part.file.rank))
+
+
+PARALLEL_BYTES = 32 * 2**20
+"""Rank files larger than this in total are decoded by two processes."""
+
+
+def _decode_paths(jobs: list[tuple[Path, int]]) -> list["_FileColumns"]:
+    return [_decode_file(load_bytes(path), path, rank) for path, rank in jobs]
 
 
 @dataclass
 class _FileColumns:
+    """One file's nodes as numpy columns; attributes as local ids into ``attr_distinct``
+    (a worker process has its own catalog, so catalog ids are assigned when combining)."""
+
     file: EtFile
     ids: np.ndarray
     types: np.ndarray
@@ -274,7 +304,8 @@ class _FileColumns:
     dep_counts: np.ndarray
     dep_local: np.ndarray
     attr_counts: np.ndarray
-    attr_ids: np.ndarray
+    attr_local: np.ndarray
+    attr_distinct: list[bytes]
 
 
 def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]]) -> NodeColumns:
@@ -283,7 +314,10 @@ def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]]) -> Nod
     Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
     then freed); everything that can be done for all files at once is done once.
     """
-    parts = [_decode_file(data, path, rank) for data, path, rank in sources]
+    return _combine([_decode_file(data, path, rank) for data, path, rank in sources])
+
+
+def _combine(parts: list[_FileColumns]) -> NodeColumns:
     sizes = np.array([len(p.ids) for p in parts], dtype=np.int64)
     file_ptr = np.concatenate([[0], np.cumsum(sizes)])
     dep_counts = np.concatenate([p.dep_counts for p in parts])
@@ -299,13 +333,36 @@ def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]]) -> Nod
         dep_pos=np.concatenate([p.dep_local for p in parts]) + dep_base,
         attributes=AttributeColumns(
             node_of=np.repeat(np.arange(int(file_ptr[-1])), attr_counts),
-            ids=np.concatenate([p.attr_ids for p in parts]),
+            ids=np.concatenate([_catalog_ids(p) for p in parts]),
             num_nodes=int(file_ptr[-1]),
         ),
     )
 
 
+def _catalog_ids(part: _FileColumns) -> np.ndarray:
+    """The file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once)."""
+    known = CATALOG.ids
+    catalog = np.empty(len(part.attr_distinct), dtype=np.int64)
+    for local, data in enumerate(part.attr_distinct):
+        index = known.get(data)
+        if index is None:
+            try:
+                index = CATALOG.add(data)
+            except DecodeError:
+                node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
+                raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node])) from None
+        catalog[local] = index
+    return catalog[part.attr_local]
+
+
 def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
+    try:
+        return _decode_file_columns(data, path, rank)
+    except ChakraCollError as error:
+        raise error.located(path=path, rank=rank) from None
+
+
+def _decode_file_columns(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
     bounds = split_records(data, path)
@@ -324,6 +381,8 @@ def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumn
         raise InputError(f"node id {int(ids[position])} does not fit in int64", path=path, rank=rank)
     node_ids = ids.astype(np.int64)
     dep_counts, dep_ids = _dependency_lists([n.data_deps for n in nodes], [n.ctrl_deps for n in nodes])
+    attrs = [n.attr for n in nodes]
+    attr_local, attr_distinct = _local_attribute_ids(attrs)
     return _FileColumns(
         file=EtFile(path, rank, metadata),
         ids=node_ids,
@@ -331,8 +390,9 @@ def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumn
         durations=np.array([n.duration_micros for n in nodes], dtype=np.uint64).astype(np.int64),
         dep_counts=dep_counts,
         dep_local=_positions_of(node_ids, dep_counts, dep_ids, path, rank),
-        attr_counts=np.fromiter(map(len, (attrs := [n.attr for n in nodes])), dtype=np.int64, count=len(nodes)),
-        attr_ids=_attribute_ids(attrs, node_ids, path, rank),
+        attr_counts=np.fromiter(map(len, attrs), dtype=np.int64, count=len(nodes)),
+        attr_local=attr_local,
+        attr_distinct=attr_distinct,
     )
 
 
@@ -381,21 +441,12 @@ def _positions_of(node_ids: np.ndarray, dep_counts: np.ndarray, dep_ids: np.ndar
     return order[slot].astype(np.int64)
 
 
-def _attribute_ids(attrs, node_ids: np.ndarray, path, rank) -> np.ndarray:
-    """Catalog ids of every attribute occurrence, in node order (new attributes decoded once)."""
+def _local_attribute_ids(attrs) -> tuple[np.ndarray, list[bytes]]:
+    """Every attribute occurrence as an index into the file's distinct serialized attributes."""
     flat = list(chain.from_iterable(attrs))
-    known = CATALOG.ids
-    try:
-        return np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
-    except KeyError:  # attributes not seen before: decode each new one once, then map again
-        for data in dict.fromkeys(data for data in flat if data not in known):
-            try:
-                CATALOG.add(data)
-            except DecodeError:
-                counts = np.fromiter(map(len, attrs), dtype=np.int64, count=len(attrs))
-                node = int(np.repeat(np.arange(len(attrs)), counts)[flat.index(data)])
-                raise InputError("malformed attribute", path=path, rank=rank, node=int(node_ids[node])) from None
-        return np.fromiter(map(known.__getitem__, flat), dtype=np.int64, count=len(flat))
+    distinct = list(dict.fromkeys(flat))
+    index = {data: i for i, data in enumerate(distinct)}
+    return np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat)), distinct
 
 
 def _raise_bad_record(data: bytes, bounds: list[tuple[int, int, int]], path, rank):
