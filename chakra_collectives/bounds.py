@@ -86,6 +86,10 @@ class LowerBounds:
     latency_ns: float
     cut_nodes: tuple[int, ...] = ()
     """The set S achieving the All-Gather cut bound (the bottleneck; empty when N = 1)."""
+    reduce_scatter_all_gather_ns: float | None = None
+    """All-Reduce only: the bound of design.md for algorithms that reduce-scatter and then
+    all-gather (Reduce-Scatter's bound plus All-Gather's). TACOS and every baseline are such
+    algorithms; it is *not* a bound for every All-Reduce (see the module docstring)."""
 
     @property
     def best_ns(self) -> float:
@@ -98,8 +102,14 @@ class LowerBounds:
             return 1.0 if self.best_ns == 0 else math.inf
         return self.best_ns / predicted_ns
 
+    def reduce_scatter_all_gather_efficiency(self, predicted_ns: float) -> float | None:
+        """All-Reduce only: ``reduce_scatter_all_gather_ns / predicted_ns`` (design.md's efficiency)."""
+        if self.reduce_scatter_all_gather_ns is None:
+            return None
+        return self.reduce_scatter_all_gather_ns / predicted_ns if predicted_ns > 0 else math.inf
+
     def as_dict(self) -> dict[str, object]:
-        return {
+        document: dict[str, object] = {
             "collective": self.collective.value,
             "size_bytes": self.size_bytes,
             "ingress_ns": self.ingress_ns,
@@ -108,6 +118,9 @@ class LowerBounds:
             "best_ns": self.best_ns,
             "cut_nodes": list(self.cut_nodes),
         }
+        if self.reduce_scatter_all_gather_ns is not None:
+            document["reduce_scatter_all_gather_ns"] = self.reduce_scatter_all_gather_ns
+        return document
 
 
 def lower_bounds(
@@ -120,9 +133,9 @@ def lower_bounds(
     """Ingress, cut and latency bounds of ``collective`` of ``size_bytes`` on ``topology``.
 
     ``sinks`` limits the NPUs tried as the one a cut set leaves out (default: all, which makes
-    ``cut_ns`` exact). Any subset still gives a valid, possibly weaker, bound; on a topology
-    where every NPU looks alike (ring, torus, hypercube, fully-connected, switch) ``[0]``
-    gives the exact value with one max-flow per round instead of ``N``.
+    ``cut_ns`` exact; ``[0]`` when ``topology.uniform``, which is exact too: every NPU looks
+    alike, as in the ring, torus, hypercube, fully-connected, switch and DGX-like builders, so
+    one max-flow per round replaces ``N``). Any subset still gives a valid, possibly weaker, bound.
 
     Raises :class:`InputError` for other collectives, a non-positive size, or a topology in
     which some NPU cannot reach another.
@@ -137,15 +150,18 @@ def lower_bounds(
     n = topology.num_npus
     if n == 1:
         return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0)
-    sink_list = list(range(n)) if sinks is None else sorted(set(sinks))
+    if sinks is None:
+        sinks = [0] if topology.uniform else range(n)
+    sink_list = sorted(set(sinks))
     if not sink_list or sink_list[0] < 0 or sink_list[-1] >= n:
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
     share = size_bytes / n
     latency = _latency_bound(topology)
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = _all_reduce_bounds(topology, size_bytes)
-    else:
-        ingress, cut, cut_set = _phase_bounds(topology, share, reverse=collective is Collective.REDUCE_SCATTER, sinks=sink_list)
+        phases = sum(max(_phase_bounds(topology, share, reverse=reverse, sinks=sink_list)[:2]) for reverse in (True, False))
+        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, reduce_scatter_all_gather_ns=phases)
+    ingress, cut, cut_set = _phase_bounds(topology, share, reverse=collective is Collective.REDUCE_SCATTER, sinks=sink_list)
     return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set)
 
 
@@ -225,18 +241,40 @@ def _all_reduce_bounds(topology: Topology, size_bytes: int) -> tuple[float, floa
 
     aggregate = ns(2 * (n - 1) * size_bytes, min(sum(out[:n]), sum(into[:n])))
     per_npu = ns(size_bytes, min(min(into[v], out[v]) for v in range(n)))
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(topology.num_nodes))
-    graph.add_edges_from((u, v, {"capacity": b}) for (u, v), b in capacity.items())
-    weakest, weakest_set = None, frozenset()
-    for t in range(1, n):  # every NPU-separating cut separates NPU 0 from some t, one way or the other
-        for source, sink in ((0, t), (t, 0)):
-            value, (side, _) = nx.minimum_cut(graph, source, sink, flow_func=preflow_push)
-            if weakest is None or value < weakest:
-                weakest, weakest_set = value, frozenset(side)
+    weakest, weakest_set = _weakest_npu_cut(topology, capacity)
     ingress_ns = max(aggregate, per_npu)
     cut_ns = max(ns(size_bytes, weakest), ingress_ns)
     return ingress_ns, cut_ns, tuple(sorted(weakest_set))
+
+
+def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -> tuple[int, frozenset[int]]:
+    """``min over node sets S separating two NPUs of B_out(S)`` and such a set.
+
+    Every such cut separates NPU 0 from some NPU ``t``, one way or the other: ``2(N-1)``
+    max-flows in general, ``N-1`` when every NPU looks alike (``uniform``), and one
+    Stoer-Wagner global min cut when every link has an equal reverse and there are no switches
+    (then every cut separates NPUs and both directions weigh the same).
+    """
+    n = topology.num_npus
+    symmetric = all(capacity.get((v, u)) == b for (u, v), b in capacity.items())
+    if symmetric and topology.num_switches == 0:
+        undirected = nx.Graph()
+        undirected.add_nodes_from(range(n))
+        undirected.add_weighted_edges_from((u, v, b) for (u, v), b in capacity.items() if u < v)
+        value, (side, _) = nx.stoer_wagner(undirected)
+        return value, frozenset(side)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(topology.num_nodes))
+    graph.add_edges_from((u, v, {"capacity": b}) for (u, v), b in capacity.items())
+    pairs = [(0, t) for t in range(1, n)]
+    if not topology.uniform:
+        pairs += [(t, 0) for t in range(1, n)]
+    weakest, weakest_set = None, frozenset()
+    for source, sink in pairs:
+        value, (side, _) = nx.minimum_cut(graph, source, sink, flow_func=preflow_push)
+        if weakest is None or value < weakest:
+            weakest, weakest_set = value, frozenset(side)
+    return weakest, weakest_set
 
 
 # ---------------------------------------------------------------------------- latency

@@ -55,7 +55,9 @@ def brute_force_all_reduce_cut(topo: Topology, size: int) -> float:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_cut_bound_equals_brute_force(data):
-    topo = random_topology(data.draw, st, max_npus=5, max_switches=2)
+    # symmetric switch-free networks take the Stoer-Wagner path for the All-Reduce cut
+    symmetric = data.draw(st.booleans())
+    topo = random_topology(data.draw, st, max_npus=5, max_switches=0 if symmetric else 2, symmetric=symmetric)
     size = data.draw(st.integers(1, 2**30))
     ag = lower_bounds(topo, Collective.ALL_GATHER, size)
     rs = lower_bounds(topo, Collective.REDUCE_SCATTER, size)
@@ -154,3 +156,42 @@ def test_doubling_the_all_gather_bound_is_not_an_all_reduce_bound_on_heterogeneo
     doubled = lower_bounds(topo, Collective.ALL_GATHER, size).ingress_ns + lower_bounds(topo, Collective.REDUCE_SCATTER, size).ingress_ns
     assert predicted < doubled
     assert lower_bounds(topo, Collective.ALL_REDUCE, size).best_ns <= predicted
+
+
+@pytest.mark.parametrize(
+    "spec", ["ring:6", "ring:5,bidirectional=false", "torus2d:3x4", "torus3d:2x3x3", "hypercube:3x3", "fully-connected:5", "switch:6", "dgx:3x2"]
+)
+def test_builders_that_claim_uniform_npus_get_the_same_bounds_from_one_npu(spec):
+    from chakra_collectives.topology import load_topology
+
+    topology = load_topology(spec)
+    assert topology.uniform
+    for collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
+        quick = lower_bounds(topology, collective, 2**20)  # uniform: one sink, fewer min cuts
+        topology.uniform = False
+        every = lower_bounds(topology, collective, 2**20)  # every sink, every min cut
+        topology.uniform = True
+        assert (quick.ingress_ns, quick.cut_ns, quick.latency_ns) == pytest.approx((every.ingress_ns, every.cut_ns, every.latency_ns))
+        assert quick.reduce_scatter_all_gather_ns == pytest.approx(every.reduce_scatter_all_gather_ns)
+
+
+def test_meshes_are_not_uniform_and_adding_a_link_clears_the_claim():
+    from chakra_collectives.topology import load_topology
+
+    assert not load_topology("mesh2d:3x3").uniform
+    torus = load_topology("torus2d:3x3")
+    torus.add_link(0, 4, 50.0, 500.0)
+    assert not torus.uniform
+
+
+def test_all_reduce_reports_the_reduce_scatter_all_gather_bound_beside_the_universal_one():
+    from chakra_collectives.topology import load_topology
+
+    mesh = load_topology("mesh2d:4x4")
+    ar = lower_bounds(mesh, Collective.ALL_REDUCE, 2**24)
+    rs = lower_bounds(mesh, Collective.REDUCE_SCATTER, 2**24)
+    ag = lower_bounds(mesh, Collective.ALL_GATHER, 2**24)
+    assert ar.reduce_scatter_all_gather_ns == pytest.approx(max(rs.ingress_ns, rs.cut_ns) + max(ag.ingress_ns, ag.cut_ns))
+    # corners have two links: an algorithm that spares them can beat twice the All-Gather bound
+    assert ar.best_ns < ar.reduce_scatter_all_gather_ns
+    assert lower_bounds(mesh, Collective.ALL_GATHER, 2**24).reduce_scatter_all_gather_ns is None

@@ -129,7 +129,13 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     if result.bounds is not None:
         b = result.bounds
         table.add_row("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}")
-        table.add_row("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted)")
+        table.add_row("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted; any algorithm)")
+        if b.reduce_scatter_all_gather_ns is not None:
+            table.add_row(
+                "",
+                f"{result.reduce_scatter_all_gather_efficiency:.3f} against reduce-scatter + all-gather algorithms "
+                f"(bound {format_time_ns(b.reduce_scatter_all_gather_ns)}, design.md)",
+            )
     if result.candidates:
         shown = []
         for c in result.candidates:

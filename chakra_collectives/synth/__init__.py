@@ -62,7 +62,13 @@ class SynthesisResult:
 
     @property
     def efficiency(self) -> float | None:
+        """Best bound over predicted time: how far from what *any* algorithm could do."""
         return None if self.bounds is None else self.bounds.efficiency(self.predicted_ns)
+
+    @property
+    def reduce_scatter_all_gather_efficiency(self) -> float | None:
+        """All-Reduce only: design.md's efficiency, against the bound of reduce-scatter-then-all-gather algorithms."""
+        return None if self.bounds is None else self.bounds.reduce_scatter_all_gather_efficiency(self.predicted_ns)
 
     @property
     def switch_handling(self) -> str:
@@ -91,10 +97,9 @@ class SynthesisResult:
             "operations": algo.num_ops,
             "predicted_ns": self.predicted_ns,
             "schedule_ns": self.schedule_ns,
-            "bounds": None
-            if bounds is None
-            else {"ingress_ns": bounds.ingress_ns, "cut_ns": bounds.cut_ns, "latency_ns": bounds.latency_ns, "best_ns": bounds.best_ns},
+            "bounds": None if bounds is None else {k: v for k, v in bounds.as_dict().items() if k.endswith("_ns")},
             "efficiency": self.efficiency,
+            "reduce_scatter_all_gather_efficiency": self.reduce_scatter_all_gather_efficiency,
             "synthesis_s": self.synthesis_s,
             "predict_s": self.predict_s,
             "seed": self.seed,

@@ -62,6 +62,7 @@ def _grid(
                 topo.add_link(here, here + stride, bw, lat, bidirectional=True)
             elif wrap and size > 2:  # size 2: the wrap-around would duplicate the existing pair
                 topo.add_link(here, here - (size - 1) * stride, bw, lat, bidirectional=True)
+    topo.uniform = wrap  # a torus: translations map any NPU to any other
     return topo
 
 
@@ -84,12 +85,13 @@ def ring(
     topo = Topology(n, name=name)
     if n == 2:
         topo.add_link(0, 1, bandwidth_gbps, latency_ns, bidirectional=True)
-        return topo
-    for i in range(n):
-        topo.add_link(i, (i + 1) % n, bandwidth_gbps, latency_ns, bidirectional=False)
-    if bidirectional:
+    else:
         for i in range(n):
-            topo.add_link((i + 1) % n, i, bandwidth_gbps, latency_ns, bidirectional=False)
+            topo.add_link(i, (i + 1) % n, bandwidth_gbps, latency_ns, bidirectional=False)
+        if bidirectional:
+            for i in range(n):
+                topo.add_link((i + 1) % n, i, bandwidth_gbps, latency_ns, bidirectional=False)
+    topo.uniform = True
     return topo
 
 
@@ -105,6 +107,7 @@ def fully_connected(n: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, latency_n
         for j in range(n):
             if i != j:
                 topo.add_link(i, j, bandwidth_gbps, latency_ns)
+    topo.uniform = True
     return topo
 
 
@@ -115,6 +118,7 @@ def switch(n: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, latency_ns: float 
     hub = topo.add_switch()
     for i in range(n):
         topo.add_link(i, hub, bandwidth_gbps, latency_ns, bidirectional=True)
+    topo.uniform = True
     return topo
 
 
@@ -177,6 +181,7 @@ def hypercube(
             for other in range(size):
                 if other != position:
                     topo.add_link(here, here + (other - position) * stride, bandwidth_gbps, latency_ns)
+    topo.uniform = True
     return topo
 
 
@@ -210,6 +215,7 @@ def dgx(
         hub = topo.add_switch()
         for npu in range(topo.num_npus):
             topo.add_link(npu, hub, nic_bandwidth_gbps, nic_latency_ns, bidirectional=True)
+    topo.uniform = True
     return topo
 
 

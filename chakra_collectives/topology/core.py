@@ -58,6 +58,10 @@ class Topology:
         self.num_switches = num_switches
         self.name = name or f"{num_npus} NPUs"
         self.links: list[Link] = []
+        self.uniform = False
+        """Every NPU looks alike (some symmetry of the network maps any NPU to any other).
+        Builders that guarantee it set it after adding their links; adding a link clears it.
+        Lower bounds use it to try one NPU instead of all."""
         self._routes: dict[int, list[list[int] | None]] = {}
 
     # ------------------------------------------------------------------ building
@@ -83,6 +87,7 @@ class Topology:
         if not latency_ns >= 0:
             raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive")
         self.links.append(Link(src, dst, float(bandwidth_gbps), float(latency_ns)))
+        self.uniform = False
         if bidirectional:
             self.links.append(Link(dst, src, float(bandwidth_gbps), float(latency_ns)))
         self._invalidate()
