@@ -333,26 +333,31 @@ def _combine(parts: list[_FileColumns]) -> NodeColumns:
         dep_pos=np.concatenate([p.dep_local for p in parts]) + dep_base,
         attributes=AttributeColumns(
             node_of=np.repeat(np.arange(int(file_ptr[-1])), attr_counts),
-            ids=np.concatenate([_catalog_ids(p) for p in parts]),
+            ids=_catalog_ids(parts),
             num_nodes=int(file_ptr[-1]),
         ),
     )
 
 
-def _catalog_ids(part: _FileColumns) -> np.ndarray:
-    """The file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once)."""
+def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
+    """Every file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once)."""
     known = CATALOG.ids
-    catalog = np.empty(len(part.attr_distinct), dtype=np.int64)
-    for local, data in enumerate(part.attr_distinct):
-        index = known.get(data)
+    distinct = list(chain.from_iterable(p.attr_distinct for p in parts))
+    catalog = np.fromiter((known.get(data, -1) for data in distinct), dtype=np.int64, count=len(distinct))
+    first_of_part = np.cumsum([0] + [len(p.attr_distinct) for p in parts])
+    for position in np.flatnonzero(catalog < 0).tolist():
+        data = distinct[position]
+        index = known.get(data)  # the same new attribute may appear in several files
         if index is None:
             try:
                 index = CATALOG.add(data)
             except DecodeError:
+                part = parts[int(np.searchsorted(first_of_part, position, side="right")) - 1]
+                local = position - int(first_of_part[parts.index(part)])
                 node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
                 raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node])) from None
-        catalog[local] = index
-    return catalog[part.attr_local]
+        catalog[position] = index
+    return np.concatenate([catalog[first + p.attr_local] for first, p in zip(first_of_part.tolist(), parts)])
 
 
 def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
