@@ -59,30 +59,38 @@ def _protolib_parse(prefix: Path, num_ranks: int) -> int:
     return count
 
 
-def main(argv: list[str]) -> None:
-    ranks = int(argv[0]) if argv else 256
-    algo = ring(Collective.ALL_REDUCE, ranks, size_bytes=256 * 2**20)
-    nodes = algo.num_ops
-    print(f"ring all-reduce, {ranks} ranks: {nodes:,} nodes; medians of 5 runs")
+def _measure(algo, repeat: int) -> list[tuple[str, float, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         ours = Path(tmp) / "ours"
         plain = Path(tmp) / "plain"
-        write_s, _ = median_seconds(lambda: write_algorithm(algo, ours))
-        plain_s, _ = median_seconds(lambda: _protolib_writer(algo, plain), repeat=3)
-        read_s, _ = median_seconds(lambda: read_algorithm(ours))
-        parse_s, _ = median_seconds(lambda: _protolib_parse(ours, ranks), repeat=3)
+        write_s, _ = median_seconds(lambda: write_algorithm(algo, ours), repeat=repeat)
+        plain_s, _ = median_seconds(lambda: _protolib_writer(algo, plain), repeat=min(repeat, 3))
+        read_s, _ = median_seconds(lambda: read_algorithm(ours), repeat=repeat)
+        parse_s, _ = median_seconds(lambda: _protolib_parse(ours, algo.num_ranks), repeat=min(repeat, 3))
         assert read_algorithm(ours).equals(algo), "round trip changed the algorithm"
-    rows = [
+    return [
         ("write_algorithm", write_s, ">= 400k"),
         ("baseline: Node per op + protolib.encodeMessage", plain_s, ""),
         ("read_algorithm (into the IR)", read_s, ">= 500k"),
         ("baseline: protolib.decodeMessage only (no IR)", parse_s, ""),
     ]
-    print(f"{'what':<50} {'seconds':>8} {'nodes/s':>12} {'target':>8}")
-    for name, seconds, target in rows:
-        print(f"{name:<50} {seconds:>8.3f} {nodes / seconds:>12,.0f} {target:>8}")
-    print(f"write speedup over the plain protolib writer: {plain_s / write_s:.2f}x")
-    print(f"read_algorithm vs bare protolib parse: {parse_s / read_s:.2f}x")
+
+
+def main(argv: list[str]) -> None:
+    cases = [(Collective.ALL_REDUCE, int(argv[0]) if argv else 256, 5)]
+    if not argv:
+        cases.append((Collective.ALL_GATHER, 1024, 3))  # 2.1M nodes in 1,024 files
+    for collective, ranks, repeat in cases:
+        algo = ring(collective, ranks, size_bytes=ranks * 2**20)
+        nodes = algo.num_ops
+        print(f"\nring {collective.value}, {ranks} ranks: {nodes:,} nodes; medians of {repeat} runs")
+        rows = _measure(algo, repeat)
+        print(f"{'what':<50} {'seconds':>8} {'nodes/s':>12} {'target':>8}")
+        for name, seconds, target in rows:
+            print(f"{name:<50} {seconds:>8.3f} {nodes / seconds:>12,.0f} {target:>8}")
+        times = {name: seconds for name, seconds, _ in rows}
+        print(f"write speedup over the plain protolib writer: {times[rows[1][0]] / times[rows[0][0]]:.2f}x; "
+              f"read_algorithm takes {times[rows[2][0]] / times[rows[3][0]]:.2f}x a bare protolib parse")
 
 
 if __name__ == "__main__":

@@ -284,8 +284,9 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None) -> NodeC
     return _combine(sorted(decoded, key=lambda part: part.file.rank))
 
 
-PARALLEL_BYTES = 32 * 2**20
-"""Rank files larger than this in total are decoded by two processes."""
+PARALLEL_BYTES = 16 * 2**20
+"""Rank files larger than this in total are decoded by two processes (fork and pickling cost
+about 0.1 s; decoding 16 MiB alone takes several times that)."""
 
 
 def _decode_paths(jobs: list[tuple[Path, int]]) -> list["_FileColumns"]:
