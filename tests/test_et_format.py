@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
 from chakra_collectives.converters.chakra_et.attributes import ATTRIBUTES, schema_document
-from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, OpKind
+from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.synth.baselines import ring
 
 import et_edit
@@ -41,7 +41,7 @@ def test_files_are_byte_for_byte_what_protolib_writes(tmp_path, collective):
         assert path.read_bytes() == _protolib_reencode(path)
 
 
-def _random_algorithm(draw) -> "CollectiveAlgorithm":  # noqa: F821
+def _random_algorithm(draw) -> CollectiveAlgorithm:
     num_ranks = draw(st.integers(2, 5))
     builder = AlgorithmBuilder(Collective.CUSTOM, num_ranks=num_ranks, chunk_count=8, size_bytes=draw(st.integers(8, 10**9)))
     for rank in range(num_ranks):

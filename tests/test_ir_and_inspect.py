@@ -49,18 +49,6 @@ def test_op_bytes_scale_exactly_with_chunks_and_proportionally_without():
     assert not algo.has_chunk_identity
 
 
-def test_concat_and_from_rows_agree():
-    rows = [
-        dict(rank=0, kind=OpKind.SEND, peer=1, tag=0, src=(Buffer.INPUT, 0), count=1),
-        dict(rank=0, kind=OpKind.COPY, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, 0), count=1, deps=[0]),
-        dict(rank=1, kind=OpKind.RECV, peer=0, tag=0, dst=(Buffer.OUTPUT, 0), count=1),
-    ]
-    whole = OpTable.from_rows(rows)
-    parts = OpTable.concat([OpTable.from_rows(rows[:2]), OpTable.from_rows([{**rows[2], "rank": 1}])])
-    assert whole.equals(parts)
-    assert whole.deps_of(1).tolist() == [0]
-
-
 def test_ops_must_be_grouped_by_rank():
     with pytest.raises(ValueError):
         OpTable.from_columns(rank=[1, 0], kind=[0, 1], dep_ptr=[0, 0, 0], dep_idx=[])

@@ -70,7 +70,7 @@ def test_dropped_send_is_an_unmatched_receive(ag_files):
     report = verify_algorithm(read_algorithm(ag_files))
     matching = report.check("matching")
     assert matching.status is Status.FAILED
-    assert matching.summary.startswith(f"rank 2: node ") and f"RECV from rank 1 tag {dropped['tag']}" in matching.summary
+    assert matching.summary.startswith("rank 2: node ") and f"RECV from rank 1 tag {dropped['tag']}" in matching.summary
     assert "has no matching SEND on rank 1" in matching.summary
     assert report.check("semantics").status is Status.SKIPPED
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
@@ -51,10 +51,6 @@ class Buffer(IntEnum):
     @property
     def letter(self) -> str:
         return "ios"[self]
-
-    @classmethod
-    def from_letter(cls, letter: str) -> "Buffer":
-        return cls("ios".index(letter))
 
 
 class OpKind(IntEnum):
@@ -209,22 +205,6 @@ class OpTable:
                 cols[name].append(NONE if value is None and name != "duration_ns" else value)
             dep_idx.extend(first + d for d in row.get("deps", ()))
             dep_ptr.append(len(dep_idx))
-        return cls.from_columns(dep_ptr=dep_ptr, dep_idx=dep_idx, **cols)
-
-    @classmethod
-    def concat(cls, tables: Sequence["OpTable"]) -> "OpTable":
-        """Concatenate tables that hold disjoint, increasing ranks."""
-        if not tables:
-            return cls.from_columns(rank=[], dep_ptr=[0], dep_idx=[])
-        offsets = np.cumsum([0] + [len(t) for t in tables[:-1]])
-        dep_offsets = np.cumsum([0] + [len(t.dep_idx) for t in tables[:-1]])
-        cols = {
-            f.name: np.concatenate([getattr(t, f.name) for t in tables])
-            for f in fields(cls)
-            if f.name not in ("dep_ptr", "dep_idx")
-        }
-        dep_ptr = np.concatenate([tables[0].dep_ptr[:1]] + [t.dep_ptr[1:] + o for t, o in zip(tables, dep_offsets)])
-        dep_idx = np.concatenate([t.dep_idx + o for t, o in zip(tables, offsets)])
         return cls.from_columns(dep_ptr=dep_ptr, dep_idx=dep_idx, **cols)
 
     def _check_shapes(self) -> None:

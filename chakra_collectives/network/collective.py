@@ -52,12 +52,6 @@ class CollectiveTiming:
         """Makespan: when the last operation completed."""
         return float(self.end_ns.max()) if len(self.end_ns) else 0.0
 
-    def rank_finish_ns(self) -> np.ndarray:
-        """When each rank's last operation completed."""
-        finish = np.zeros(self.algorithm.num_ranks)
-        np.maximum.at(finish, self.algorithm.ops.rank, self.end_ns)
-        return finish
-
     def algorithm_bandwidth_gbps(self) -> float:
         """``size / time`` in GB/s (NCCL's "algbw")."""
         from chakra_collectives.units import gbps_from_bytes_per_ns

@@ -66,10 +66,6 @@ class EventLoop:
         """:meth:`schedule` at ``NORMAL`` priority without the check (for handlers that know ``time >= now``)."""
         heappush(self._queue, (time, NORMAL, next(self._ids), callback, argument))
 
-    def peek(self) -> Time:
-        """Time of the next event (``inf`` when none is left)."""
-        return self._queue[0][0] if self._queue else float("inf")
-
     def step(self) -> None:
         """Run the earliest event; :class:`EmptySchedule` when there is none."""
         try:

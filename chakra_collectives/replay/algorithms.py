@@ -111,7 +111,3 @@ class AlgorithmCatalog:
                     f"give --collective {collective.value}=PREFIX"
                 ) from None
         return built, f"{self.default} (built-in)"
-
-
-def describe_sources(options: list[str]) -> list[str]:
-    return [str(Path(parse_collective_option(o)[1])) for o in options]

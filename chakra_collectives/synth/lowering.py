@@ -167,9 +167,8 @@ def _add_all_gather(
     (All-Reduce). ``owner_ready[chunk]``: the op an owner's send of the chunk waits for;
     ``channel_after[ch]``: an op the first send over channel ``ch`` waits for (-1: none).
     """
-    n, k = schedule.num_npus, schedule.chunks_per_npu
+    k = schedule.chunks_per_npu
     c_total = schedule.num_chunks
-    t = schedule.num_transfers
     chunk, count, src, dst = schedule.chunk, schedule.count, schedule.src, schedule.dst
     send_pos = body_start[src] + schedule.send_seq
     recv_pos = body_start[dst] + schedule.recv_seq

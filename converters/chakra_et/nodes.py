@@ -122,14 +122,6 @@ CATALOG = AttributeCatalog()
 """The process-wide catalog (attributes decode once per process)."""
 
 
-def decode_attribute(data: bytes) -> tuple[str, str | None, Any]:
-    """``(name, oneof field, value)`` of one serialized ``AttributeProto`` (lists become tuples)."""
-    index = CATALOG.ids.get(data)
-    if index is None:
-        index = CATALOG.add(data)
-    return CATALOG.names[index], CATALOG.kinds[index], CATALOG.values[index]
-
-
 @dataclass
 class AttributeColumns:
     """The attributes of every node of a file, queried by name as whole columns.
