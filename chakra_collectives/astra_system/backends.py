@@ -50,6 +50,9 @@ class AwareBackend:
                 f"the congestion-aware backend takes one dimension; this network has {len(network.dimensions)} "
                 "(ASTRA-sim exits: 'only support 1-dim topology'); use the unaware backend"
             )
+        dim = network.dimensions[0]
+        if dim.kind == "Ring" and dim.npus == 2:
+            raise InputError("ASTRA-sim's congestion-aware backend aborts on a Ring of 2 NPUs (it links the pair twice); write FullyConnected 2, which has the same links")
         self.network = network
         self.model = NetworkModel(network.topology(), mode="astra-sim")
         links = len(self.model.topology.links)

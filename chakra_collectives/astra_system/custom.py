@@ -6,7 +6,10 @@ collective size is ignored -- a custom ET is for one size), a RECV waits for its
 COMP waits ``duration_micros * 1000`` ns (1 ns when 0). Ranks inside the file are positions in
 the group. The collective ends on a rank when none of its nodes is left.
 
-Nodes that become ready together are issued in node-id order.
+Nodes that become ready together are issued in the order ASTRA-sim's ET feeder keeps them: a
+``std::unordered_set`` (:mod:`~chakra_collectives.astra_system.hashorder`), filled from the
+dependency maps the feeder builds while reading the file. On a shared link (a switch) that order
+decides which message is served first.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chakra_collectives.astra_system.hashorder import HashOrder
 from chakra_collectives.astra_system.system import native_tag
 from chakra_collectives.errors import InputError
 from chakra_collectives.replay.workload import NodeType, Workload, read_workload
@@ -31,21 +35,35 @@ class CustomProgram:
         self.size = files.comm_size[lo:hi].tolist()
         self.tag = files.tag[lo:hi].tolist()
         self.duration = files.duration_ns[lo:hi].tolist()
+        self.index = {node_id: i for i, node_id in enumerate(self.ids)}
         count = hi - lo
-        parents = [0] * count
-        children: list[list[int]] = [[] for _ in range(count)]
+        position = {node_id: i for i, node_id in enumerate(self.ids)}
+        # the feeder's dependency layer: node -> distinct parents, parent -> children (hash order)
+        node_keys = HashOrder()  # child_map_parent's keys, in its iteration order
+        parents: dict[int, set[int]] = {}
+        children: dict[int, HashOrder] = {}
         for i in range(count):
-            deps = files.dep_idx[files.dep_ptr[lo + i] : files.dep_ptr[lo + i + 1]] - lo
-            parents[i] = len(deps)
-            for d in deps.tolist():
-                children[d].append(i)
+            node = self.ids[i]
+            deps = HashOrder()
+            for d in files.dep_idx[files.dep_ptr[lo + i] : files.dep_ptr[lo + i + 1]].tolist():
+                deps.add(self.ids[d - lo])
+            for key in (node, *deps):
+                if key not in parents:
+                    node_keys.add(key)
+                    parents[key] = set()
+                    children[key] = HashOrder()
+            for parent in deps:
+                parents[node].add(parent)
+                children[parent].add(node)
         for i, kind in enumerate(self.kind):
             if kind not in (NodeType.COMM_SEND, NodeType.COMM_RECV, NodeType.COMP):
                 raise InputError(f"node {self.ids[i]} is {NodeType(kind).name}; a custom collective may hold only SEND, RECV and COMP (ASTRA-sim deadlocks)", path=self.path, rank=rank)
         if count == 0:
             raise InputError("the file has no nodes (ASTRA-sim cannot run it)", path=self.path, rank=rank)
-        self.parents = parents
-        self.children = children
+        self.parent_count = [len(parents[node]) for node in self.ids]
+        self.children = [[position[c] for c in children[node]] for node in self.ids]
+        self.initial = [position[node] for node in node_keys if not parents[node]]
+        """Positions of the dependency-free nodes, in the order the feeder inserts them."""
 
 
 class CustomLibrary:
@@ -83,8 +101,10 @@ class CustomCollective:
         self.rank = rank
         self.members = members
         self.data_size = self.final_size = data_size
-        self.waiting = list(program.parents)
-        self.free: set[int] = {i for i, p in enumerate(program.parents) if p == 0}
+        self.waiting = list(program.parent_count)
+        self.free = HashOrder()  # node ids, as the feeder's set
+        for i in program.initial:
+            self.free.add(program.ids[i])
         self.ongoing = 0
         self.stream: Any = None
 
@@ -97,9 +117,10 @@ class CustomCollective:
     def _issue_free(self) -> None:
         program = self.program
         kernel = self.stream.system.kernel
-        for i in sorted(self.free, key=program.ids.__getitem__):
-            self.free.discard(i)
+        for node in list(self.free):
+            self.free.discard(node)
             self.ongoing += 1
+            i = program.index[node]
             kind = program.kind[i]
             if kind == NodeType.COMM_SEND:
                 kernel.send(self.rank, self._real(program.peer[i]), program.size[i], native_tag(program.tag[i]), lambda i=i: self._finished(i))
@@ -111,10 +132,11 @@ class CustomCollective:
 
     def _finished(self, node: int) -> None:
         self.ongoing -= 1
-        for child in self.program.children[node]:
+        program = self.program
+        for child in program.children[node]:
             self.waiting[child] -= 1
             if self.waiting[child] == 0:
-                self.free.add(child)
+                self.free.add(program.ids[child])
         self._issue_free()
-        if self.ongoing == 0 and not self.free:
+        if self.ongoing == 0 and not len(self.free):
             self.stream.done()
