@@ -16,7 +16,7 @@ network. A rank is finished when it has nothing left to issue or wait for; ASTRA
 >>> system = SystemConfig.from_dict({"preferred-dataset-splits": 1, "all-reduce-implementation": ["ring"],
 ...                                  "local-mem-bw": 50})
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     microbenchmark("all-reduce", 8, 2**20).write(pathlib.Path(tmp) / "ar")
+...     _ = microbenchmark("all-reduce", 8, 2**20).write(pathlib.Path(tmp) / "ar")
 ...     result = simulate(pathlib.Path(tmp) / "ar", ring8, system)
 >>> result.makespan_ns     # ASTRA-sim: 14 x 2,941 network + 15 x 10 endpoint + 7 x 7,863 reductions
 96365
