@@ -1,0 +1,250 @@
+"""The model of ASTRA-sim's system layer against the real simulator's figures (astra-sim 518bd51).
+
+Reference values come from runs of the real binaries (``../shared/interop/astra-sim/measured``
+and issue 13); the closed forms are derived from ASTRA-sim's algorithms (Ring.cc, AllToAll.cc,
+PacketBundle.cc), not from this model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chakra_collectives.astra_sim import AnalyticalNetwork, Dimension
+from chakra_collectives.astra_system import AstraSimAbort, SystemConfig, read_comm_groups, simulate
+from chakra_collectives.astra_system.hashorder import HashOrder
+from chakra_collectives.errors import InputError
+from chakra_collectives.units import bytes_per_ns
+from chakra_collectives.workload import data_parallel, hybrid_parallel, microbenchmark
+from chakra_collectives.workload.spec import uniform_model
+
+MEASURED = "astra-sim/measured"
+EXAMPLES = "astra-sim/examples"
+
+
+def network_of(path: Path) -> AnalyticalNetwork:
+    doc = yaml.safe_load(path.read_text())
+    return AnalyticalNetwork(tuple(Dimension(k, int(n), float(b), float(l)) for k, n, b, l in zip(doc["topology"], doc["npus_count"], doc["bandwidth"], doc["latency"])))
+
+
+def one_dim(kind: str, npus: int, bw: float = 50.0, lat: float = 500.0) -> AnalyticalNetwork:
+    return AnalyticalNetwork((Dimension(kind, npus, bw, lat),))
+
+
+def system(**keys) -> SystemConfig:
+    doc = {"preferred-dataset-splits": 1}
+    for collective in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        doc[f"{collective}-implementation"] = ["ring"]
+    doc.update({k.replace("_", "-"): v for k, v in keys.items()})
+    return SystemConfig.from_dict(doc)
+
+
+def run_micro(tmp_path, collective, npus, size, net, config, backend="aware"):
+    microbenchmark(collective, npus, size).write(tmp_path / "w")
+    return simulate(tmp_path / "w", net, config, backend=backend)
+
+
+# ---------------------------------------------------------------------------- the measured table
+def measured_rows(interop: Path) -> list[tuple[str, str, str, str, int]]:
+    """``(workload, network, system, binary, ns)`` rows of measured/README.md."""
+    rows = []
+    for line in (interop / MEASURED / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[2].endswith(".json") and cells[0] in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
+            rows.append((cells[0], cells[1], cells[2], cells[3], int(cells[4].replace(",", ""))))
+    return rows
+
+
+@pytest.mark.interop
+def test_every_measured_microbenchmark_to_the_nanosecond(interop):
+    rows = measured_rows(interop)
+    assert len(rows) == 15
+    for workload, net_file, sys_file, binary, expected in rows:
+        net_path = interop / MEASURED / net_file
+        if not net_path.exists():
+            net_path = interop / EXAMPLES / "network/analytical" / net_file
+        prefix = interop / EXAMPLES / "workload/microbenchmarks" / workload / "8npus_1MB" / workload
+        result = simulate(prefix, network_of(net_path), SystemConfig.from_file(interop / MEASURED / sys_file), backend=binary)
+        assert result.makespan_ns == expected, (workload, net_file, sys_file)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("backend", ["aware", "unaware"])
+def test_the_shipped_custom_ring_all_reduce(interop, backend):
+    base = interop / EXAMPLES / "system/custom_collectives"
+    doc = json.loads((base / "custom_collective.json").read_text())
+    doc["all-reduce-implementation-custom"] = ["custom_ring_allreduce_8npus_1MB/custom_allreduce"]
+    result = simulate(
+        interop / EXAMPLES / "workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce",
+        network_of(interop / EXAMPLES / "network/analytical/Ring_8npus.yml"),
+        SystemConfig.from_dict(doc),
+        backend=backend,
+        custom_base=base,
+    )
+    assert result.makespan_ns == 90_174
+
+
+@pytest.mark.interop
+def test_the_shipped_native_examples_run(interop):
+    """HGX-H100's LIFO, splits 4, 2 active chunks, localBWAware configuration, on Ring 8."""
+    config = SystemConfig.from_file(interop / EXAMPLES / "system/native_collectives/HGX-H100-validated.json")
+    assert (config.policy, config.splits, config.active_chunks, config.optimization) == ("LIFO", 4, 2, "localBWAware")
+    result = simulate(
+        interop / EXAMPLES / "workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce",
+        network_of(interop / EXAMPLES / "network/analytical/Ring_8npus.yml"),
+        config,
+    )
+    assert result.finished and 0 < result.makespan_ns < 96_365
+
+
+# ---------------------------------------------------------------------------- closed forms
+def hop(nbytes: int, bw: float = 50.0, lat: float = 500.0) -> int:
+    return int(lat + nbytes / bytes_per_ns(bw))
+
+
+def memory(nbytes: int, gbps: float) -> int:
+    return 3 * int(nbytes / (gbps * 1e9) * 1e9)
+
+
+@settings(max_examples=12, deadline=None)
+@given(npus=st.integers(3, 12), size=st.sampled_from([4096, 65536, 2**20, 3 * 2**20 + 40]), delay=st.integers(1, 20), lmb=st.sampled_from([50, 1600, 10**6]))
+def test_ring_collectives_follow_the_step_formulas(tmp_path_factory, npus, size, delay, lmb):
+    """Ring.cc: every step is network + endpoint, and reduce steps add 3 x size / local-mem-bw."""
+    tmp = tmp_path_factory.mktemp("ring")
+    config = system(endpoint_delay=delay, local_mem_bw=lmb)
+    net = one_dim("Ring", npus)
+    part = size // npus
+    t, p = hop(part), memory(part, lmb)
+    n = npus
+    assert run_micro(tmp, "all-reduce", n, size, net, config).makespan_ns == 2 * (n - 1) * t + (2 * n - 1) * delay + (n - 1) * p
+    assert run_micro(tmp, "reduce-scatter", n, size, net, config).makespan_ns == (n - 1) * (t + delay + p) + delay
+    assert run_micro(tmp, "all-gather", n, size, net, config).makespan_ns == (n - 1) * (hop(size) + delay) + delay  # comm_size = input shard
+    steps = n * (n - 1) // 2
+    assert run_micro(tmp, "all-to-all", n, size, net, config).makespan_ns == steps * (t + delay) + delay
+
+
+@settings(max_examples=10, deadline=None)
+@given(npus=st.integers(3, 12), size=st.sampled_from([65536, 2**20]), delay=st.integers(1, 20))
+def test_direct_all_reduce_is_two_rounds(tmp_path_factory, npus, size, delay):
+    """AllToAll.cc: all peers at once, wait for every piece, reduce once, all peers again."""
+    tmp = tmp_path_factory.mktemp("direct")
+    config = system(endpoint_delay=delay, local_mem_bw=50, all_reduce_implementation=["direct"])
+    part = size // npus
+    result = run_micro(tmp, "all-reduce", npus, size, one_dim("FullyConnected", npus), config)
+    assert result.makespan_ns == 3 * delay + 2 * hop(part) + memory(part, 50)
+
+
+# ---------------------------------------------------------------------------- unaware backend (issue 13)
+def test_unaware_backend_does_not_model_contention(tmp_path):
+    """Switch 16, direct all-reduce: 15 messages share each uplink in the aware model, none in the unaware."""
+    config = system(all_reduce_implementation=["direct"], local_mem_bw=10**6, endpoint_delay=1)
+    aware = run_micro(tmp_path, "all-reduce", 16, 2**20, one_dim("Switch", 16), config, "aware").makespan_ns
+    unaware = run_micro(tmp_path, "all-reduce", 16, 2**20, one_dim("Switch", 16), config, "unaware").makespan_ns
+    part = 2**20 // 16
+    assert unaware == 3 + 2 * int(2 * 500 + part / bytes_per_ns(50))
+    assert aware > 5 * unaware
+
+
+def test_unaware_multi_dimension_charges_the_first_differing_dimension(tmp_path):
+    """A 2-D ring all-reduce (baseline): an all-reduce in dimension 0, then one in dimension 1."""
+    net = AnalyticalNetwork((Dimension("Ring", 4, 100.0, 200.0), Dimension("Switch", 2, 25.0, 700.0)))
+    config = system(all_reduce_implementation=["ring", "ring"], local_mem_bw=10**6, endpoint_delay=1)
+    size = 2**20
+    result = run_micro(tmp_path, "all-reduce", 8, size, net, config, "unaware")
+    dim0 = 2 * 3 * hop(size // 4, 100.0, 200.0) + 7
+    dim1 = 2 * 1 * int(2 * 700.0 + (size // 2) / bytes_per_ns(25.0)) + 3
+    assert result.makespan_ns == dim0 + dim1
+
+
+# ---------------------------------------------------------------------------- scheduling
+def test_splits_pipeline_the_phases(tmp_path):
+    net = AnalyticalNetwork((Dimension("Ring", 4, 50.0, 500.0), Dimension("Ring", 2, 25.0, 500.0)))
+    model = uniform_model(layers=3, forward="20us", gradient="4MiB")
+    data_parallel(model, 8).write(tmp_path / "step")
+    times = {}
+    for policy in ("FIFO", "LIFO"):
+        for splits in (1, 4):
+            config = system(scheduling_policy=policy, preferred_dataset_splits=splits, active_chunks_per_dimension=2,
+                            collective_optimization="localBWAware", all_reduce_implementation=["ring", "ring"], local_mem_bw=1600)
+            times[policy, splits] = simulate(tmp_path / "step", net, config, backend="unaware").makespan_ns
+    assert times["FIFO", 4] < times["FIFO", 1]  # chunks of one all-reduce overlap across dimensions
+    # one collective in flight per rank (HardwareResource): no two collectives ever share a queue,
+    # so the policy cannot reorder anything in such a workload
+    assert times["LIFO", 1] == times["FIFO", 1] and times["LIFO", 4] == times["FIFO", 4]
+
+
+def test_process_groups_run_on_local_rings(tmp_path):
+    model = uniform_model(layers=2, forward="16us", gradient="2MiB", activation="1MiB")
+    workload = hybrid_parallel(model, 2, 4)
+    workload.write(tmp_path / "h")
+    groups = read_comm_groups(tmp_path / "h.json")
+    assert sorted(len(m) for m in groups.values()) == [2, 2, 2, 2, 4, 4]
+    result = simulate(tmp_path / "h", one_dim("Switch", 8), system(), comm_groups=groups)
+    assert result.finished and result.makespan_ns > 0
+
+
+# ---------------------------------------------------------------------------- what aborts ASTRA-sim
+def test_configurations_that_abort_astra_sim_are_refused(tmp_path):
+    microbenchmark("all-reduce", 8, 2**20).write(tmp_path / "w")
+    with pytest.raises(AstraSimAbort, match="time 0"):
+        simulate(tmp_path / "w", one_dim("Ring", 8), system(endpoint_delay=0))
+    microbenchmark("all-reduce", 2, 2**20).write(tmp_path / "w2")
+    with pytest.raises(InputError, match="Ring of 2"):
+        simulate(tmp_path / "w2", one_dim("Ring", 2), system())
+    assert simulate(tmp_path / "w2", one_dim("FullyConnected", 2), system()).finished
+    with pytest.raises(InputError, match="one dimension"):
+        simulate(tmp_path / "w", AnalyticalNetwork((Dimension("Ring", 4, 50, 500), Dimension("Ring", 2, 50, 500))), system())
+    with pytest.raises(InputError, match="8 ranks and the network 4"):
+        simulate(tmp_path / "w", one_dim("Ring", 4), system())
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"all-reduce-implementation": ["ring"]}, "preferred-dataset-splits is missing"),
+        ({"preferred-dataset-splits": 0}, "positive integer"),
+        ({"preferred-dataset-splits": 1, "scheduling-policy": "RANDOM"}, "FIFO, LIFO"),
+        ({"preferred-dataset-splits": 1, "all-reduce-implementation": ["ringo"]}, "unknown algorithm 'ringo'"),
+        ({"preferred-dataset-splits": 4, "all-reduce-implementation-custom": ["x"]}, "needs 1"),
+        ({"preferred-dataset-splits": 1, "all-reduce-implementation-custom": ["x", "y"]}, "exactly one"),
+        ({"preferred-dataset-splits": 1, "model-shared-bus": 1}, "not modeled"),
+    ],
+)
+def test_bad_system_files_name_the_file(tmp_path, doc, message):
+    path = tmp_path / "system.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=re.escape(message)) as info:
+        SystemConfig.from_file(path)
+    assert str(info.value).startswith(str(path))
+
+
+# ---------------------------------------------------------------------------- the feeder's order
+def test_hash_order_matches_recorded_gcc_runs():
+    """Iteration orders printed by GCC 12's std::unordered_set<unsigned long> for these inserts."""
+    s = HashOrder()
+    for k in (5, 1, 9, 2):
+        s.add(k)
+    assert list(s) == [2, 9, 1, 5]
+    s = HashOrder()
+    for k in range(20):
+        s.add(k)
+    assert list(s) == [*range(19, 12, -1), *range(13)]  # the 13th key's rehash to 29 buckets relinks 0..12
+    s.discard(7)
+    s.add(36)  # 36 % 29 = 7: the emptied bucket again, at the front
+    assert list(s) == [36, *range(19, 12, -1), *range(7), *range(8, 13)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 200)), max_size=120))
+def test_hash_order_is_a_set(ops):
+    s, reference = HashOrder(), set()
+    for add, key in ops:
+        (s.add if add else s.discard)(key)
+        (reference.add if add else reference.discard)(key)
+    assert sorted(s) == sorted(reference) and len(s) == len(reference)
