@@ -207,7 +207,8 @@ class _Run:
         self.ranks = [RankWorkload(self, r) for r in range(total)]
 
     def _custom(self, collective: str, rank: int, position: int, group: Group | None, size: int, label: str) -> CustomCollective:
-        prefix = self.systems[rank].config.custom[collective]
+        custom = self.systems[rank].config.custom
+        prefix = custom.get(f"{collective}@{size}", custom[collective])  # "@size": a copy written for that size
         program = self.library.program(prefix, position)
         return CustomCollective(program, rank, None if group is None else group.members, size)
 
