@@ -248,3 +248,39 @@ def test_hash_order_is_a_set(ops):
         (s.add if add else s.discard)(key)
         (reference.add if add else reference.discard)(key)
     assert sorted(s) == sorted(reference) and len(s) == len(reference)
+
+
+# ---------------------------------------------------------------------------- replay's ASTRA-sim mode
+def test_custom_collectives_run_at_their_written_size(tmp_path, monkeypatch):
+    """et-conventions.md: the sample step (8 and 12 MiB gradients) with a 16 MiB custom TACOS
+    all-reduce on Ring 8 takes ASTRA-sim 2,589,006 ns; rescaling each call would give 2,048,626."""
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.astra_system.report import replay_astra_sim
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+    from chakra_collectives.workload import load_model_spec
+
+    topology = load_topology("ring:8")
+    algo = synthesize(topology, "all-reduce", 16 * 2**20, algorithm="tacos").algorithm
+    write_astra_sim_dir(tmp_path / "d", topology, algo)
+    data_parallel(load_model_spec(Path(__file__).parents[1] / "sample_traces/workload/train_step.yaml"), 8).write(tmp_path / "d/step")
+    monkeypatch.chdir(tmp_path / "d")
+    as_written = replay_astra_sim("step", load_topology("network.yml"), "system.json")
+    assert as_written.total_ns == 2_589_006
+    assert any("written for 16 MiB" in w and "--rescale" in w for w in as_written.warnings)
+    assert replay_astra_sim("step", load_topology("network.yml"), "system.json", rescale=True).total_ns == 2_048_626
+
+
+def test_backend_follows_what_astra_sim_can_run(tmp_path):
+    from chakra_collectives.astra_system.report import UNAWARE_NOTE, replay_astra_sim
+    from chakra_collectives.topology import load_topology
+
+    microbenchmark("all-reduce", 8, 2**20).write(tmp_path / "w")
+    (tmp_path / "system.json").write_text(json.dumps({"preferred-dataset-splits": 1, "all-reduce-implementation": ["ring", "ring"], "local-mem-bw": 50}))
+    two_dims = replay_astra_sim(tmp_path / "w", load_topology("torus2d:4x2"), tmp_path / "system.json")
+    assert two_dims.backend == "unaware" and UNAWARE_NOTE in two_dims.warnings
+    (tmp_path / "system.json").write_text(json.dumps({"preferred-dataset-splits": 1, "all-reduce-implementation": ["ring"], "local-mem-bw": 50}))
+    ring = replay_astra_sim(tmp_path / "w", load_topology("ring:8"), tmp_path / "system.json")
+    assert (ring.backend, ring.total_ns) == ("aware", 96_365)
+    with pytest.raises(InputError, match="analytical backends need such a network"):
+        replay_astra_sim(tmp_path / "w", load_topology("mesh2d:4x2"), tmp_path / "system.json")
