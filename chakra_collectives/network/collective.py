@@ -31,7 +31,7 @@ from chakra_collectives.network.engine import LinkUse, Timing, run
 from chakra_collectives.network.graph import LOCAL, TaskGraph
 from chakra_collectives.network.model import LOCAL_OPS, Mode, NetworkModel
 from chakra_collectives.topology import Topology
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.ir.matching import match_messages
 
 
 @dataclass

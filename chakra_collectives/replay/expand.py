@@ -36,7 +36,7 @@ from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.replay.workload import BARRIER, NodeType, Workload, collective_name
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.ir.matching import match_messages, pair_in_order
 
 CONCURRENCY = ("unlimited", "astra-sim")
 GPU, CPU, COMM = 0, 1, 2
@@ -239,39 +239,49 @@ def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
 
 
 def _match_p2p(workload: Workload) -> np.ndarray:
-    """Pair workload COMM_SEND / COMM_RECV on (src, dst, tag), k-th with k-th."""
+    """Pair workload COMM_SEND / COMM_RECV on (src, dst, tag), k-th with k-th (the IR's matcher).
+
+    Errors name the first offending node: a RECV from no other rank, then the first SEND (in
+    workload order) to no other rank, without a RECV or of another size, then the first RECV
+    left over.
+    """
     partner = np.full(len(workload), -1, dtype=np.int64)
-    sends = np.flatnonzero(workload.node_type == NodeType.COMM_SEND).tolist()
-    recvs = np.flatnonzero(workload.node_type == NodeType.COMM_RECV).tolist()
-    rank, peer, tag, size = workload.rank.tolist(), workload.peer.tolist(), workload.tag.tolist(), workload.comm_size.tolist()
-    queues: dict[tuple[int, int, int], list[int]] = {}
-    for i in recvs:
-        if not 0 <= peer[i] < workload.num_ranks or peer[i] == rank[i]:
-            raise InputError(f"comm_src {peer[i]} is not another rank of the workload", **workload.where(i))
-        queues.setdefault((peer[i], rank[i], tag[i]), []).append(i)
-    positions: dict[tuple[int, int, int], int] = {}
-    for i in sends:
-        if not 0 <= peer[i] < workload.num_ranks or peer[i] == rank[i]:
-            raise InputError(f"comm_dst {peer[i]} is not another rank of the workload", **workload.where(i))
-        key = (rank[i], peer[i], tag[i])
-        k = positions.get(key, 0)
-        queue = queues.get(key, [])
-        if k >= len(queue):
-            raise InputError(f"COMM_SEND to rank {peer[i]} tag {tag[i]} has no matching COMM_RECV on rank {peer[i]}", **workload.where(i))
-        j = queue[k]
-        if size[i] != size[j]:
-            raise InputError(
-                f"COMM_SEND of {size[i]} bytes to rank {peer[i]} tag {tag[i]} meets a COMM_RECV of {size[j]} bytes "
-                f"(node {int(workload.node_id[j])} on rank {peer[i]})",
-                **workload.where(i),
-            )
-        positions[key] = k + 1
-        partner[i], partner[j] = j, i
-    for key, queue in queues.items():
-        k = positions.get(key, 0)
-        if k < len(queue):
-            j = queue[k]
-            raise InputError(f"COMM_RECV from rank {key[0]} tag {key[2]} has no matching COMM_SEND on rank {key[0]}", **workload.where(j))
+    sends = np.flatnonzero(workload.node_type == NodeType.COMM_SEND)
+    recvs = np.flatnonzero(workload.node_type == NodeType.COMM_RECV)
+    rank, peer, tag, size = workload.rank.astype(np.int64), workload.peer, workload.tag, workload.comm_size
+    valid = (peer >= 0) & (peer < workload.num_ranks) & (peer != rank)
+    bad = recvs[~valid[recvs]]
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(f"comm_src {int(peer[i])} is not another rank of the workload", **workload.where(i))
+    in_send, in_recv = pair_in_order(
+        np.column_stack([rank[sends], peer[sends], tag[sends]]), np.column_stack([peer[recvs], rank[recvs], tag[recvs]])
+    )
+    partner[sends[in_send]] = recvs[in_recv]
+    partner[recvs[in_recv]] = sends[in_send]
+    other = np.maximum(partner, 0)
+    wrong = sends[~valid[sends] | (partner[sends] < 0) | (size[sends] != size[other[sends]])]
+    if len(wrong):
+        i = int(wrong[0])
+        j = int(partner[i])
+        if not valid[i]:
+            raise InputError(f"comm_dst {int(peer[i])} is not another rank of the workload", **workload.where(i))
+        if j < 0:
+            raise InputError(f"COMM_SEND to rank {int(peer[i])} tag {int(tag[i])} has no matching COMM_RECV on rank {int(peer[i])}", **workload.where(i))
+        raise InputError(
+            f"COMM_SEND of {int(size[i])} bytes to rank {int(peer[i])} tag {int(tag[i])} meets a COMM_RECV of {int(size[j])} bytes "
+            f"(node {int(workload.node_id[j])} on rank {int(peer[i])})",
+            **workload.where(i),
+        )
+    left = recvs[partner[recvs] < 0]
+    if len(left):
+        # the first left-over RECV of the (src, dst, tag) whose first RECV comes first
+        keys = np.column_stack([peer[recvs], rank[recvs], tag[recvs]])
+        _, first_of_key, key_of = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        key_of = key_of.reshape(-1)
+        unmatched = partner[recvs] < 0
+        j = int(recvs[unmatched][np.argmin(first_of_key[key_of[unmatched]])])
+        raise InputError(f"COMM_RECV from rank {int(peer[j])} tag {int(tag[j])} has no matching COMM_SEND on rank {int(peer[j])}", **workload.where(j))
     return partner
 
 

@@ -30,9 +30,9 @@ import numpy as np
 
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.execution import describe_stuck, execute
-from chakra_collectives.verify.matching import Matching, match_messages
-from chakra_collectives.verify.structure import structural_problems
+from chakra_collectives.ir.execution import describe_stuck, execute
+from chakra_collectives.ir.matching import Matching, match_messages
+from chakra_collectives.ir.structure import structural_problems
 from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
 from chakra_collectives.converters.msccl.fusion import SEND, Group, OpColumns, form_groups
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
