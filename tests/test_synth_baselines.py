@@ -10,6 +10,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth.baselines import BASELINES, binomial_tree, direct, recursive_halving_doubling
 from chakra_collectives.topology import load_topology
 from chakra_collectives.verify import verify_algorithm
+from network_helpers import transfer_ns
 
 SUPPORTED = {
     "ring": ["all-gather", "reduce-scatter", "all-reduce"],
@@ -44,15 +45,15 @@ def test_closed_forms_on_a_fully_connected_network():
     # direct all-gather on fully-connected N: every link carries one share, all in parallel
     n, size = 8, 8 * 2**20
     topo = load_topology(f"fully-connected:{n}")
-    hop = topo.links[0].transfer_ns(size // n)
+    hop = transfer_ns(topo.links[0], size // n)
     assert predict_time(direct(Collective.ALL_GATHER, n, size_bytes=size), topo) == pytest.approx(hop)
     # recursive doubling: log2 N steps moving 1, 2, 4 shares
     rd = recursive_halving_doubling(Collective.ALL_GATHER, n, size_bytes=size)
-    expected = sum(topo.links[0].transfer_ns((size // n) * 2**i) for i in range(3))
+    expected = sum(transfer_ns(topo.links[0], (size // n) * 2**i) for i in range(3))
     assert predict_time(rd, topo) == pytest.approx(expected)
     # binomial broadcast of one chunk: ceil(log2 N) hops one after another
     tree = binomial_tree(Collective.BROADCAST, n, size_bytes=size)
-    assert predict_time(tree, topo) == pytest.approx(3 * topo.links[0].transfer_ns(size))
+    assert predict_time(tree, topo) == pytest.approx(3 * transfer_ns(topo.links[0], size))
 
 
 def test_bidirectional_ring_halves_the_ring_time():
@@ -60,5 +61,5 @@ def test_bidirectional_ring_halves_the_ring_time():
     topo = load_topology(f"ring:{n}")
     one = predict_time(BASELINES["ring"](Collective.ALL_GATHER, n, size_bytes=size), topo)
     two = predict_time(BASELINES["biring"](Collective.ALL_GATHER, n, size_bytes=size), topo)
-    assert two == pytest.approx((n - 1) * topo.links[0].transfer_ns(size / (2 * n)))
+    assert two == pytest.approx((n - 1) * transfer_ns(topo.links[0], size / (2 * n)))
     assert two < 0.55 * one

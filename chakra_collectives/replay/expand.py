@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.network.collective import _local_durations
+from chakra_collectives.ir import Collective
+from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.replay.workload import BARRIER, NodeType, Workload, collective_name
-from chakra_collectives.ir.matching import match_messages, pair_in_order
+from chakra_collectives.ir.matching import pair_in_order
 
 CONCURRENCY = ("unlimited", "astra-sim")
 GPU, CPU, COMM = 0, 1, 2
@@ -60,7 +60,9 @@ class CollectiveInstance:
 
 
 @dataclass
-class Lowered:
+class ExpandedWorkload:
+    """A workload with every collective call expanded into its algorithm's tasks: one TaskGraph."""
+
     graph: TaskGraph
     workload: Workload
     instances: list[CollectiveInstance]
@@ -71,52 +73,50 @@ class Lowered:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Template:
-    """An algorithm at one size, ready to stamp out: its tasks' columns in algorithm order."""
-
-    kind: np.ndarray
-    rank: np.ndarray
-    partner: np.ndarray
-    nbytes: np.ndarray
-    duration: np.ndarray
-    dep_ptr: np.ndarray
-    dep_idx: np.ndarray
-    sinks: np.ndarray
-    """Ops no other op of their rank waits for (the rank is done when they are)."""
+def _sinks(graph: TaskGraph) -> np.ndarray:
+    """Tasks no other task of the collective waits for (a rank is done when its sinks are)."""
+    has_successor = np.zeros(len(graph), dtype=bool)
+    has_successor[graph.dep_idx] = True
+    return np.flatnonzero(~has_successor)
 
 
-def _template(algo: CollectiveAlgorithm, size: int, model: NetworkModel) -> _Template:
-    ops = algo.ops
-    matching = match_messages(algo, limit=1)
-    if matching.problems:
-        raise InputError(f"collective algorithm {algo.name or ''}: {matching.problems[0]}".replace("  ", " "))
-    nbytes = algo.op_bytes(size)
-    kind = ops.kind.astype(np.int8)
-    local = kind > OpKind.RECV
-    kind[local] = LOCAL
-    has_successor = np.zeros(len(ops), dtype=bool)
-    has_successor[ops.dep_idx] = True
-    return _Template(
-        kind=kind,
-        rank=ops.rank.astype(np.int64),
-        partner=matching.partner,
-        nbytes=nbytes,
-        duration=_local_durations(model, ops.duration_ns, nbytes, local),
-        dep_ptr=ops.dep_ptr,
-        dep_idx=ops.dep_idx,
-        sinks=np.flatnonzero(~has_successor),
-    )
-
-
-def lower(
+def expand_workload(
     workload: Workload,
     model: NetworkModel,
     catalog: AlgorithmCatalog,
     groups: ProcessGroups,
     *,
     concurrency: str = "unlimited",
-) -> Lowered:
+) -> ExpandedWorkload:
+    """Lower ``workload`` and the algorithm of every collective call to one engine TaskGraph.
+
+    Collective calls are matched across ranks (per process group, in program order); each
+    gets its algorithm from ``catalog``, lowered by the network model's
+    :func:`~chakra_collectives.network.collective.collective_task_graph` (once per algorithm
+    and size) and placed on the group's members; see the module docstring for the layout.
+
+    >>> import tempfile, pathlib
+    >>> from chakra_collectives.replay.writer import WorkloadBuilder
+    >>> from chakra_collectives.replay.workload import read_workload
+    >>> from chakra_collectives.replay.algorithms import AlgorithmCatalog
+    >>> from chakra_collectives.topology import ring
+    >>> b = WorkloadBuilder(2)
+    >>> for r in range(2):
+    ...     _ = b.collective(r, "all-gather", 2**20, deps=[b.comp(r, duration_ns=1000)])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = b.write(pathlib.Path(tmp) / "w")
+    ...     workload = read_workload(pathlib.Path(tmp) / "w")
+    >>> expanded = expand_workload(workload, NetworkModel(ring(2)), AlgorithmCatalog({}), ProcessGroups.world(2))
+    >>> len(expanded.graph), expanded.instances[0].algorithm, expanded.instances[0].num_tasks   # 4 nodes, 2 begins, 6 ops
+    (12, 'ring (built-in)', 6)
+
+    Raises
+    ------
+    InputError
+        Collective calls or messages that do not match across ranks, too small a topology.
+    AlgorithmError
+        An algorithm whose messages do not pair.
+    """
     if concurrency not in CONCURRENCY:
         raise InputError(f"unknown concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
     if workload.num_ranks > model.topology.num_npus:
@@ -148,7 +148,7 @@ def lower(
 
     blocks: dict[str, list[np.ndarray]] = {name: [] for name in ("kind", "npu", "partner", "nbytes", "duration")}
     instances = _instances(workload, groups, catalog)
-    templates: dict[tuple[int, int], _Template] = {}
+    templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
     instance_of_task_parts = [np.full(next_task, -1, dtype=np.int64)]
     for inst in instances:
         begins = begin_task[inst.nodes]
@@ -167,19 +167,22 @@ def lower(
         algo, label = catalog.get(Collective.parse(inst.collective), inst.members, model.topology)
         inst.algorithm = label
         key = (id(algo), inst.size_bytes)
-        tpl = templates.get(key)
-        if tpl is None:
+        template = templates.get(key)
+        if template is None:
             if not algo.has_chunk_identity and inst.size_bytes != algo.size_bytes:
                 warnings.append(
                     f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
                     f"from {algo.size_bytes} to {inst.size_bytes} bytes"
                 )
-            tpl = templates[key] = _template(algo, inst.size_bytes, model)
+            tasks = collective_task_graph(algo, model, size_bytes=inst.size_bytes)  # rank r as NPU r
+            template = templates[key] = (tasks, _sinks(tasks))
+        tpl, sinks = template
+        rank_of = tpl.npu
         base = next_task
-        count = len(tpl.kind)
+        count = len(tpl)
         inst.first_task, inst.num_tasks = base, count
         blocks["kind"].append(tpl.kind)
-        blocks["npu"].append(members[tpl.rank])
+        blocks["npu"].append(members[rank_of])
         blocks["partner"].append(np.where(tpl.partner >= 0, tpl.partner + base, -1))
         blocks["nbytes"].append(tpl.nbytes)
         blocks["duration"].append(tpl.duration)
@@ -189,11 +192,11 @@ def lower(
         edge_src.append(tpl.dep_idx + base)
         edge_dst.append(op_owner + base)
         first_ops = np.flatnonzero(dep_counts == 0)
-        edge_src.append(begins[tpl.rank[first_ops]])
+        edge_src.append(begins[rank_of[first_ops]])
         edge_dst.append(first_ops + base)
-        edge_src.append(tpl.sinks + base)
-        edge_dst.append(ends[tpl.rank[tpl.sinks]])
-        idle = np.setdiff1d(np.arange(len(members)), tpl.rank)
+        edge_src.append(sinks + base)
+        edge_dst.append(ends[rank_of[sinks]])
+        idle = np.setdiff1d(np.arange(len(members)), rank_of)
         if len(idle):  # a member with no operations is done as soon as it begins
             edge_src.append(begins[idle])
             edge_dst.append(ends[idle])
@@ -216,7 +219,7 @@ def lower(
         warnings.append(
             f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"
         )
-    return Lowered(
+    return ExpandedWorkload(
         graph=graph,
         workload=workload,
         instances=instances,
@@ -227,14 +230,11 @@ def lower(
 
 
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
-    """COMP nodes take ``duration_micros`` (ASTRA-sim mode: 1 ns when 0); other nodes no time."""
+    """COMP nodes take ``duration_micros`` as the model charges it; other nodes take no time."""
     comp = workload.node_type == NodeType.COMP
-    if model.integer_time:
-        out = np.zeros(len(workload), dtype=np.int64)
-        out[comp] = np.maximum(1, workload.duration_ns[comp].astype(np.int64))
-        return out
-    out = np.zeros(len(workload), dtype=np.float64)
-    out[comp] = workload.duration_ns[comp]
+    costed = model.local_ns(workload.duration_ns[comp])
+    out = np.zeros(len(workload), dtype=costed.dtype)
+    out[comp] = costed
     return out
 
 

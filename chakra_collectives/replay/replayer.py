@@ -25,7 +25,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network.engine import Timing, run
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
-from chakra_collectives.replay.expand import Lowered, lower
+from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.replay.workload import NodeType, Workload, read_workload
 from chakra_collectives.topology import Topology
@@ -137,7 +137,7 @@ class ReplayResult:
     links: list[LinkStats]
     """Busiest first."""
     warnings: list[str] = field(default_factory=list)
-    lowered: Lowered | None = field(default=None, repr=False)
+    expanded: ExpandedWorkload | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
     def as_dict(self, *, top_links: int | None = 10, timeline: bool = False) -> dict[str, Any]:
@@ -203,25 +203,25 @@ def replay(
         workload = read_workload(workload)
     model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm)
-    lowered = lower(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
-    timing = run(lowered.graph, model, record_links=record_links)
+    expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+    timing = run(expanded.graph, model, record_links=record_links)
     if not timing.finished:
-        raise _deadlock(lowered, timing)
-    return _summarize(lowered, timing, model, concurrency)
+        raise _deadlock(expanded, timing)
+    return _summarize(expanded, timing, model, concurrency)
 
 
 # ---------------------------------------------------------------------------- results
-def _summarize(lowered: Lowered, timing: Timing, model: NetworkModel, concurrency: str) -> ReplayResult:
-    workload = lowered.workload
+def _summarize(expanded: ExpandedWorkload, timing: Timing, model: NetworkModel, concurrency: str) -> ReplayResult:
+    workload = expanded.workload
     w = len(workload)
     node_end = timing.end[:w]
-    node_start = timing.start[lowered.begin_task]
+    node_start = timing.start[expanded.begin_task]
     total = timing.makespan
     finish = np.zeros(workload.num_ranks)
     if w:
         np.maximum.at(finish, workload.rank, node_end)
     collectives = []
-    for inst in lowered.instances:
+    for inst in expanded.instances:
         nodes = np.asarray(inst.nodes)
         collectives.append(
             CollectiveStats(
@@ -244,12 +244,12 @@ def _summarize(lowered: Lowered, timing: Timing, model: NetworkModel, concurrenc
         concurrency=concurrency,
         total_ns=total,
         num_nodes=w,
-        num_tasks=len(lowered.graph),
+        num_tasks=len(expanded.graph),
         ranks=ranks,
         collectives=collectives,
         links=links,
-        warnings=list(lowered.warnings),
-        lowered=lowered,
+        warnings=list(expanded.warnings),
+        expanded=expanded,
         timing=timing,
     )
 
@@ -323,8 +323,8 @@ def _link_stats(model: NetworkModel, timing: Timing, total: float) -> list[LinkS
     ]
 
 
-def _deadlock(lowered: Lowered, timing: Timing) -> ReplayDeadlock:
-    workload = lowered.workload
+def _deadlock(expanded: ExpandedWorkload, timing: Timing) -> ReplayDeadlock:
+    workload = expanded.workload
     w = len(workload)
     stuck_nodes = timing.stuck[timing.stuck < w]
     # a collective's begin task that never ran means the node is still waiting for its deps
@@ -335,7 +335,7 @@ def _deadlock(lowered: Lowered, timing: Timing) -> ReplayDeadlock:
         if any(np.isnan(timing.end[d]) for d in deps.tolist()):
             continue  # waits behind another stuck node: show only the frontier
         label = workload.describe(i)
-        if np.isfinite(timing.start[lowered.begin_task[i]]) and workload.node_type[i] == NodeType.COMM_COLL:
+        if np.isfinite(timing.start[expanded.begin_task[i]]) and workload.node_type[i] == NodeType.COMM_COLL:
             label += " (started, waits inside the algorithm)"
         per_rank.setdefault(rank, []).append(label)
     shown = "; ".join(f"rank {r}: {', '.join(labels[:2])}" for r, labels in sorted(per_rank.items())[:6])

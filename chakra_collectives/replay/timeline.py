@@ -45,18 +45,18 @@ _KIND_OF_TYPE = {
 
 def timeline_document(result: ReplayResult, *, bins: int = 200) -> dict[str, Any]:
     """The timeline of ``result`` (see the module docstring); ``bins`` time bins per link."""
-    lowered, timing = result.lowered, result.timing
-    if lowered is None or timing is None:
+    expanded, timing = result.expanded, result.timing
+    if expanded is None or timing is None:
         raise ValueError("the replay result carries no timing")
-    workload = lowered.workload
+    workload = expanded.workload
     w = len(workload)
-    start = timing.start[lowered.begin_task]
+    start = timing.start[expanded.begin_task]
     end = timing.end[:w]
     kind = np.zeros(w, dtype=np.int64)
     for node_type, code in _KIND_OF_TYPE.items():
         kind[workload.node_type == node_type] = code
     collective = np.full(w, -1, dtype=np.int64)
-    for inst in lowered.instances:
+    for inst in expanded.instances:
         collective[inst.nodes] = inst.index
     document: dict[str, Any] = {
         "kinds": list(KINDS),

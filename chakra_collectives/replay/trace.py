@@ -24,19 +24,19 @@ RANKS_PID, LINKS_PID = 1, 2
 
 def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str, Any]]:
     """Every event of the trace (metadata first); ``result`` must come from ``replay(record_links=True)``."""
-    lowered, timing = result.lowered, result.timing
-    if lowered is None or timing is None:
+    expanded, timing = result.expanded, result.timing
+    if expanded is None or timing is None:
         raise ValueError("the replay result carries no timing")
-    workload = lowered.workload
+    workload = expanded.workload
     yield {"ph": "M", "name": "process_name", "pid": RANKS_PID, "args": {"name": "ranks"}}
     yield {"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links"}}
     for rank in range(workload.num_ranks):
         yield {"ph": "M", "name": "thread_name", "pid": RANKS_PID, "tid": rank, "args": {"name": f"rank {rank}"}}
     w = len(workload)
-    start = timing.start[lowered.begin_task]
+    start = timing.start[expanded.begin_task]
     end = timing.end[:w]
     instance_of_node = {}
-    for inst in lowered.instances:
+    for inst in expanded.instances:
         for node in inst.nodes:
             instance_of_node[node] = inst
     for i in range(w):
@@ -66,9 +66,9 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
     for link in used:
         src, dst = topology.links[link].src, topology.links[link].dst
         yield {"ph": "M", "name": "thread_name", "pid": LINKS_PID, "tid": link, "args": {"name": f"link {link}: {src}->{dst}"}}
-    names = {inst.index: f"{inst.collective} #{inst.index}" for inst in lowered.instances}
-    instance_of_task = lowered.instance_of_task
-    nbytes = lowered.graph.nbytes
+    names = {inst.index: f"{inst.collective} #{inst.index}" for inst in expanded.instances}
+    instance_of_task = expanded.instance_of_task
+    nbytes = expanded.graph.nbytes
     for link, begin, finish, task in timing.links.intervals:
         owner = int(instance_of_task[task])
         yield {

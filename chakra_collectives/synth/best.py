@@ -13,7 +13,8 @@ bound instead of a prediction. Candidates are tried in order of their bounds, TA
 >>> topo = load_topology("ring:8")
 >>> from chakra_collectives.synth.baselines import baseline_messages
 >>> src, dst, chunks = baseline_messages("ring", Collective.ALL_GATHER, 8)
->>> link_load_ns(topo, src, dst, chunks * 2**20) == 7 * topo.links[0].transfer_ns(2**20)
+>>> from chakra_collectives.network import NetworkModel
+>>> link_load_ns(topo, src, dst, chunks * 2**20) == 7 * float(NetworkModel(topo).hop_ns([0], 2**20)[0])
 True
 """
 
@@ -25,10 +26,10 @@ from typing import Callable
 import numpy as np
 
 from chakra_collectives.ir import Collective
+from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.baselines import baseline_messages
 from chakra_collectives.synth.tacos import SUPPORTED as TACOS_SUPPORTED
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.units import bytes_per_ns
 
 _COLLECTIVES = {
     "tacos": TACOS_SUPPORTED,
@@ -55,24 +56,21 @@ def applicable(collective: Collective, num_npus: int) -> list[str]:
 def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
     """The busiest link's total busy time for these messages (tacos mode): a lower bound on their makespan.
 
-    Every message holds each link of its route (:meth:`Topology.route`) for
-    ``latency + bytes / bandwidth``, and a link carries one message at a time.
+    Every message holds each link of its route (the network model's) for
+    ``latency + bytes / bandwidth`` (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`),
+    and a link carries one message at a time.
     """
+    model = NetworkModel(topology)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
     pairs, inverse = np.unique(key, return_inverse=True)
     messages = np.bincount(inverse, minlength=len(pairs))
     volume = np.bincount(inverse, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(pairs))
-    links, owner = [], []
-    for index, pair in enumerate(pairs.tolist()):
-        route = topology.route(*divmod(pair, n))
-        links.extend(route)
-        owner.extend([index] * len(route))
-    links_array, owner_array = np.array(links, dtype=np.int64), np.array(owner, dtype=np.int64)
-    latency = np.array([l.latency_ns for l in topology.links])
-    rate = np.array([bytes_per_ns(l.bandwidth_gbps) for l in topology.links])
-    load = np.zeros(len(topology.links))
-    np.add.at(load, links_array, messages[owner_array] * latency[links_array] + volume[owner_array] / rate[links_array])
+    routes = [model.route(*divmod(pair, n)) for pair in pairs.tolist()]
+    links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
+    owner = np.repeat(np.arange(len(pairs)), [len(route) for route in routes])
+    load = np.zeros(model.num_links)
+    np.add.at(load, links, model.hop_ns(links, volume[owner], messages=messages[owner]))
     return float(load.max(initial=0.0))
 
 

@@ -48,7 +48,6 @@ from chakra.src.third_party.utils import protolib
 
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.units import bytes_per_ns
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
 from chakra_collectives.converters.chakra_et.stream import length_prefix
 
@@ -84,7 +83,7 @@ def write_algorithm(
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
     nbytes = algo.op_bytes(size)
-    durations = _local_durations(algo, nbytes, reduce_bandwidth_gbps)
+    durations = algo.local_durations(nbytes, reduce_bandwidth_gbps)
     _check_astra_sim_constraints(algo, nbytes, prefix)
     encoder = _NodeEncoder()
     bounds = algo.rank_bounds()
@@ -125,16 +124,6 @@ def write_files_atomically(paths: list[Path], contents: list[bytes]) -> None:
         for temp in temps:
             temp.unlink(missing_ok=True)
         raise InputError(f"cannot write: {exc.strerror}", path=exc.filename or paths[0]) from None
-
-
-def _local_durations(algo: CollectiveAlgorithm, nbytes: np.ndarray, reduce_bandwidth_gbps: float | None) -> np.ndarray:
-    durations = algo.ops.duration_ns.copy()
-    if reduce_bandwidth_gbps is not None:
-        if not reduce_bandwidth_gbps > 0:
-            raise InputError(f"reduce bandwidth must be positive, got {reduce_bandwidth_gbps}")
-        derive = np.isnan(durations) & ((algo.ops.kind == OpKind.REDUCE) | (algo.ops.kind == OpKind.COPY))
-        durations[derive] = nbytes[derive] / bytes_per_ns(reduce_bandwidth_gbps)
-    return durations
 
 
 def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path) -> None:
