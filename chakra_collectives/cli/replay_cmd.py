@@ -10,7 +10,8 @@ from rich.table import Table
 
 from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.network.model import Mode
-from chakra_collectives.replay import ProcessGroups, load_algorithms, read_workload, replay, write_trace
+from chakra_collectives.converters.chakra_et import read_workload
+from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
 from chakra_collectives.replay.algorithms import BUILTIN
 from chakra_collectives.replay.expand import CONCURRENCY
 from chakra_collectives.topology import load_topology

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -35,7 +36,7 @@ from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.replay.workload import BARRIER, NodeType, Workload, collective_name
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name
 from chakra_collectives.ir.matching import pair_in_order
 
 CONCURRENCY = ("unlimited", "astra-sim")
@@ -96,8 +97,7 @@ def expand_workload(
     and size) and placed on the group's members; see the module docstring for the layout.
 
     >>> import tempfile, pathlib
-    >>> from chakra_collectives.replay.writer import WorkloadBuilder
-    >>> from chakra_collectives.replay.workload import read_workload
+    >>> from chakra_collectives.converters.chakra_et import WorkloadBuilder, read_workload
     >>> from chakra_collectives.replay.algorithms import AlgorithmCatalog
     >>> from chakra_collectives.topology import ring
     >>> b = WorkloadBuilder(2)
@@ -125,7 +125,7 @@ def expand_workload(
         )
     w = len(workload)
     node_type = workload.node_type
-    coll_nodes = np.flatnonzero(node_type == NodeType.COMM_COLL)
+    coll_nodes = np.flatnonzero(node_type == COMM_COLL_NODE)
     begin_task = np.arange(w, dtype=np.int64)
     begin_task[coll_nodes] = w + np.arange(len(coll_nodes))
     next_task = w + len(coll_nodes)
@@ -133,13 +133,13 @@ def expand_workload(
 
     # ---- workload tasks
     kind = np.full(w, LOCAL, dtype=np.int8)
-    kind[node_type == NodeType.COMM_SEND] = SEND
-    kind[node_type == NodeType.COMM_RECV] = RECV
+    kind[node_type == COMM_SEND_NODE] = SEND
+    kind[node_type == COMM_RECV_NODE] = RECV
     duration = _workload_durations(workload, model)
     partner = _match_p2p(workload)
     npu = workload.rank.astype(np.int32)
     nbytes = workload.comm_size.copy()
-    nbytes[node_type == NodeType.COMM_COLL] = 0
+    nbytes[node_type == COMM_COLL_NODE] = 0
 
     # dependencies of each node (or of its begin task) on its dependencies' (end) tasks
     owner = np.repeat(np.arange(w, dtype=np.int64), np.diff(workload.dep_ptr))
@@ -231,7 +231,7 @@ def expand_workload(
 
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
     """COMP nodes take ``duration_micros`` as the model charges it; other nodes take no time."""
-    comp = workload.node_type == NodeType.COMP
+    comp = workload.node_type == COMP_NODE
     costed = model.local_ns(workload.duration_ns[comp])
     out = np.zeros(len(workload), dtype=costed.dtype)
     out[comp] = costed
@@ -246,8 +246,8 @@ def _match_p2p(workload: Workload) -> np.ndarray:
     left over.
     """
     partner = np.full(len(workload), -1, dtype=np.int64)
-    sends = np.flatnonzero(workload.node_type == NodeType.COMM_SEND)
-    recvs = np.flatnonzero(workload.node_type == NodeType.COMM_RECV)
+    sends = np.flatnonzero(workload.node_type == COMM_SEND_NODE)
+    recvs = np.flatnonzero(workload.node_type == COMM_RECV_NODE)
     rank, peer, tag, size = workload.rank.astype(np.int64), workload.peer, workload.tag, workload.comm_size
     valid = (peer >= 0) & (peer < workload.num_ranks) & (peer != rank)
     bad = recvs[~valid[recvs]]
@@ -291,7 +291,7 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
     count: dict[tuple[int, str | None], int] = {}
     rank = workload.rank.tolist()
     order: list[tuple[str | None, int]] = []
-    for i in np.flatnonzero(workload.node_type == NodeType.COMM_COLL).tolist():
+    for i in np.flatnonzero(workload.node_type == COMM_COLL_NODE).tolist():
         pg = workload.pg_name[i]
         members = groups.members(pg)
         r = rank[i]
@@ -350,11 +350,11 @@ def _units(workload: Workload, coll_nodes: np.ndarray, begin_task: np.ndarray, t
         return unit, release
     rank = workload.rank.astype(np.int32)
     node_type = workload.node_type
-    comp = np.flatnonzero(node_type == NodeType.COMP)
+    comp = np.flatnonzero(node_type == COMP_NODE)
     comp_unit = rank[comp] * 3 + np.where(workload.is_cpu_op[comp], CPU, GPU)
     unit[comp] = comp_unit
     release[comp] = comp_unit
-    sends = np.flatnonzero(node_type == NodeType.COMM_SEND)
+    sends = np.flatnonzero(node_type == COMM_SEND_NODE)
     unit[sends] = rank[sends] * 3 + COMM
     release[sends] = rank[sends] * 3 + COMM
     unit[begin_task[coll_nodes]] = rank[coll_nodes] * 3 + COMM

@@ -1,7 +1,7 @@
 """Replay a workload with its collectives on a modeled topology: the library entry point.
 
 >>> import tempfile, pathlib
->>> from chakra_collectives.replay.writer import single_collective_workload
+>>> from chakra_collectives.converters.chakra_et import single_collective_workload
 >>> from chakra_collectives.topology import ring
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 4 * 2**20)
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -27,7 +28,7 @@ from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.replay.workload import NodeType, Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import gbps_from_bytes_per_ns
 
@@ -288,8 +289,8 @@ def _overlap(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray)
 
 
 def _rank_stats(workload: Workload, start: np.ndarray, end: np.ndarray, finish: np.ndarray) -> list[RankStats]:
-    comm_types = (NodeType.COMM_COLL, NodeType.COMM_SEND, NodeType.COMM_RECV)
-    comp = workload.node_type == NodeType.COMP
+    comm_types = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
+    comp = workload.node_type == COMP_NODE
     comm = np.isin(workload.node_type, comm_types)
     bounds = workload.rank_bounds()
     stats = []
@@ -335,7 +336,7 @@ def _deadlock(expanded: ExpandedWorkload, timing: Timing) -> ReplayDeadlock:
         if any(np.isnan(timing.end[d]) for d in deps.tolist()):
             continue  # waits behind another stuck node: show only the frontier
         label = workload.describe(i)
-        if np.isfinite(timing.start[expanded.begin_task[i]]) and workload.node_type[i] == NodeType.COMM_COLL:
+        if np.isfinite(timing.start[expanded.begin_task[i]]) and workload.node_type[i] == COMM_COLL_NODE:
             label += " (started, waits inside the algorithm)"
         per_rank.setdefault(rank, []).append(label)
     shown = "; ".join(f"rank {r}: {', '.join(labels[:2])}" for r, labels in sorted(per_rank.items())[:6])

@@ -14,9 +14,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
+
+from chakra_collectives.converters.chakra_et.workload_reader import node_type_name
 from chakra_collectives.errors import InputError
 from chakra_collectives.replay.replayer import ReplayResult
-from chakra_collectives.replay.workload import NodeType
 from chakra_collectives.topology import Topology
 
 RANKS_PID, LINKS_PID = 1, 2
@@ -40,22 +42,23 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
         for node in inst.nodes:
             instance_of_node[node] = inst
     for i in range(w):
-        kind = NodeType(int(workload.node_type[i]))
-        args: dict[str, Any] = {"node": int(workload.node_id[i]), "type": kind.name}
-        name = kind.name.lower()
-        if kind is NodeType.COMM_COLL:
+        kind = int(workload.node_type[i])
+        type_name = node_type_name(kind)
+        args: dict[str, Any] = {"node": int(workload.node_id[i]), "type": type_name}
+        name = type_name.lower()
+        if kind == COMM_COLL_NODE:
             inst = instance_of_node[i]
             args.update(collective=inst.collective, bytes=inst.size_bytes, algorithm=inst.algorithm, call=inst.index)
             name = f"{inst.collective} #{inst.index}"
-        elif kind in (NodeType.COMM_SEND, NodeType.COMM_RECV):
+        elif kind in (COMM_SEND_NODE, COMM_RECV_NODE):
             args.update(peer=int(workload.peer[i]), tag=int(workload.tag[i]), bytes=int(workload.comm_size[i]))
-            name = f"{'send to' if kind is NodeType.COMM_SEND else 'recv from'} {int(workload.peer[i])}"
-        elif kind is NodeType.COMP:
+            name = f"{'send to' if kind == COMM_SEND_NODE else 'recv from'} {int(workload.peer[i])}"
+        elif kind == COMP_NODE:
             args.update(cpu=bool(workload.is_cpu_op[i]))
         yield {
             "ph": "X",
             "name": name,
-            "cat": kind.name,
+            "cat": type_name,
             "pid": RANKS_PID,
             "tid": int(workload.rank[i]),
             "ts": float(start[i]) / 1000.0,

@@ -32,6 +32,7 @@ import io
 import os
 import re
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -92,14 +93,20 @@ def write_algorithm(
         for rank in range(algo.num_ranks)
     ]
     paths = [rank_path(prefix, rank, compress=compress) for rank in range(algo.num_ranks)]
-    write_files_atomically(paths, [gzip.compress(b, mtime=0) if compress else b for b in blobs])
-    _remove_stale_rank_files(prefix, paths)
+    write_rank_files(prefix, paths, [gzip.compress(b, mtime=0) if compress else b for b in blobs])
     return paths
 
 
+def write_rank_files(prefix: str | Path, paths: list[Path], contents: list[bytes], *, extra: Mapping[Path, bytes] | None = None) -> None:
+    """Write the rank files ``paths`` of ``prefix`` (and the ``extra`` files) all or nothing,
+    then remove the prefix's other rank files (an earlier, larger or differently compressed
+    write), so the prefix names exactly what was just written."""
+    extra = dict(extra or {})
+    write_files_atomically(paths + list(extra), contents + list(extra.values()))
+    _remove_stale_rank_files(prefix, paths)
+
+
 def _remove_stale_rank_files(prefix: str | Path, written: list[Path]) -> None:
-    """Delete other ``PREFIX.{rank}.et[.gz]`` files (an earlier, larger or differently compressed
-    write), so the prefix names exactly the algorithm just written."""
     prefix = Path(prefix)
     keep = {p.name for p in written}
     pattern = re.compile(rf"^{re.escape(prefix.name)}\.\d+\.et(\.gz)?$")
