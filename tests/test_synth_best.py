@@ -9,9 +9,10 @@ import pytest
 from chakra_collectives.ir import Collective, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.baselines import BASELINES, baseline_messages
+from chakra_collectives.synth.baselines import baseline_messages
+from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.best import applicable, baseline_bound_ns, link_load_ns
-from chakra_collectives.topology import load_topology
+from chakra_collectives.topology import Topology, load_topology
 from network_helpers import transfer_ns
 
 AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE
@@ -21,7 +22,7 @@ AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_RE
 @pytest.mark.parametrize("collective", [AG, RS, AR])
 @pytest.mark.parametrize("ranks, k", [(2, 1), (4, 3), (8, 2)])
 def test_message_lists_match_the_built_baselines(name, collective, ranks, k):
-    algo = BASELINES[name](collective, ranks, size_bytes=2**20, chunks_per_rank=k)
+    algo = get(name).make(Topology(ranks), collective, ranks, SynthesisOptions(size_bytes=2**20, chunks_per_npu=k)).algorithm
     ops = algo.ops
     send = ops.kind == OpKind.SEND
     built = sorted(zip(ops.rank[send].tolist(), ops.peer[send].tolist(), ops.count[send].tolist()))
@@ -34,7 +35,7 @@ def test_message_lists_match_the_built_baselines(name, collective, ranks, k):
 def test_link_load_bounds_every_baseline(spec, collective):
     topo = load_topology(spec)
     for name in ("ring", "biring", "direct", "rhd"):
-        algo = BASELINES[name](collective, topo.num_npus, size_bytes=2**22, chunks_per_rank=2)
+        algo = get(name).make(topo, collective, topo.num_npus, SynthesisOptions(size_bytes=2**22, chunks_per_npu=2)).algorithm
         bound = baseline_bound_ns(name, topo, collective, 2**22, 2)
         assert 0 < bound <= predict_time(algo, topo) * (1 + 1e-12)
 

@@ -1,4 +1,5 @@
-"""Classic collective algorithms, written in the IR.
+"""Classic collective algorithms, written in the IR, each registered by name
+(:mod:`~chakra_collectives.synth.registry`): ``ring``, ``biring``, ``direct``, ``rhd``, ``tree``.
 
 >>> from chakra_collectives.ir import Collective
 >>> ring(Collective.ALL_REDUCE, 4, size_bytes=2**20).describe()
@@ -13,6 +14,8 @@ import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm
+from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
+from chakra_collectives.topology import Topology
 
 
 def ring(
@@ -344,21 +347,11 @@ def binomial_tree(collective: Collective, num_ranks: int, *, size_bytes: int, ch
     return replace(algo, scratch_chunks=np.maximum(algo.scratch_chunks, c))
 
 
-BASELINES = {
-    "ring": ring,
-    "biring": bidirectional_ring,
-    "direct": direct,
-    "rhd": recursive_halving_doubling,
-    "tree": binomial_tree,
-}
-"""Baselines by the name ``--algorithm`` takes."""
-
-
 def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chunks_per_rank: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(src, dst, chunks)``: every message the baseline ``name`` sends, without building it.
 
     Chunks are the baseline's own (``biring`` cuts a share into ``2 * chunks_per_rank``).
-    Lets :mod:`~chakra_collectives.synth.best` bound a baseline's time before paying for it.
+    Lets ``best`` bound a baseline's time before paying for it (:attr:`~chakra_collectives.synth.registry.Synthesizer.messages`).
 
     >>> src, dst, chunks = baseline_messages("ring", Collective.ALL_REDUCE, 4)
     >>> len(src), sorted(set(zip(src.tolist(), dst.tolist())))[:2], int(chunks.sum())
@@ -383,3 +376,30 @@ def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chun
         level = np.tile(np.repeat(np.arange(levels), n), phases)
         return src, src ^ (1 << level), k * (1 << level)
     raise InputError(f"no message list for {name}")
+
+
+def _register(name: str, build, collectives: tuple[Collective, ...], summary: str, *, share_factor: int = 1, accepts=None, messages: bool = True) -> None:
+    """Register baseline ``name``; ``share_factor`` is how many of its chunks a requested chunk becomes (biring: 2)."""
+
+    def make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
+        return Synthesized(build(collective, num_ranks, options))
+
+    def message_list(collective: Collective, num_ranks: int, options: SynthesisOptions):
+        src, dst, chunks = baseline_messages(name, collective, num_ranks, chunks_per_rank=options.chunks_per_npu)
+        chunk_bytes = -(-options.size_bytes // (num_ranks * options.chunks_per_npu * share_factor))
+        return src, dst, chunks * chunk_bytes
+
+    extra = {} if accepts is None else {"accepts": accepts}
+    register(Synthesizer(name, make, collectives, summary, messages=message_list if messages else None, **extra))
+
+
+_register("ring", lambda c, n, o: ring(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+          "unidirectional ring (rank r sends to r+1)")
+_register("biring", lambda c, n, o: bidirectional_ring(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+          "two rings at once, half of every share each way", share_factor=2)
+_register("direct", lambda c, n, o: direct(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), (*_RS_AG_AR, Collective.ALL_TO_ALL),
+          "all-pairs: every rank sends each other rank what it needs")
+_register("rhd", lambda c, n, o: recursive_halving_doubling(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+          "recursive halving / doubling (powers of two)", accepts=lambda n: n & (n - 1) == 0)
+_register("tree", lambda c, n, o: binomial_tree(c, n, size_bytes=o.size_bytes, chunks=o.chunks_per_npu, root=o.root),
+          (Collective.BROADCAST, Collective.REDUCE), "binomial tree broadcast / reduce from the root", messages=False)

@@ -44,6 +44,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import Schedule, match_all_gather, message_caps
+from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -212,3 +213,34 @@ class _Search:
                 del schedule
         assert best is not None
         return best
+
+
+def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
+    """The registry's factory: TACOS for the whole topology, rank ``r`` on NPU ``r``."""
+    if num_ranks != topology.num_npus:
+        raise InputError(
+            f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {num_ranks} ranks"
+        )
+    # rescaled to other sizes: one chunk per message and one seed, a schedule whose shape does
+    # not depend on the size it was synthesized for
+    tuning = {"trials": 1, "merge_variants": (0.0,)} if options.any_size else {"trials": options.trials}
+    found = tacos(topology, collective, options.size_bytes, chunks_per_npu=options.chunks_per_npu, seed=options.seed, **tuning)
+    details = {
+        "seed": options.seed,
+        "trials": found.trials,
+        "phase_seeds": found.seeds,
+        "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
+    }
+    return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, details=details)
+
+
+register(
+    Synthesizer(
+        "tacos",
+        _make,
+        SUPPORTED,
+        "TACOS link-chunk matching on the topology's time-expanded network",
+        whole_topology=True,
+        switch_handling=SWITCH_HANDLING,
+    )
+)
