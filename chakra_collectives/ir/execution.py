@@ -43,6 +43,7 @@ from collections import deque
 from dataclasses import dataclass
 import numpy as np
 
+from chakra_collectives.errors import InputError
 from chakra_collectives.ir.algorithm import CollectiveAlgorithm
 from chakra_collectives.ir.ops import OpKind
 from chakra_collectives.ir.structure import dependents
@@ -72,9 +73,12 @@ def execute(
 
     Unpaired operations (``partner == -1``) do not wait for a partner, so passing all -1
     walks the plain dependency graph; the verifier checks pairing before it executes.
+    :class:`~chakra_collectives.errors.InputError` for an unknown ``semantics`` or ``order``.
     """
     if semantics not in ("eager", "rendezvous"):
-        raise ValueError(f"unknown send semantics {semantics!r}")
+        raise InputError(f"unknown send semantics {semantics!r} (valid: eager, rendezvous)")
+    if order not in ("fifo", "lifo"):
+        raise InputError(f"unknown execution order {order!r} (valid: fifo, lifo)")
     ops = algo.ops
     size = len(ops)
     rendezvous = semantics == "rendezvous"

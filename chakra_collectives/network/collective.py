@@ -77,8 +77,8 @@ def collective_task_graph(
 
     >>> from chakra_collectives.ir import Collective
     >>> from chakra_collectives.synth.baselines import ring
-    >>> from chakra_collectives.topology import Topology
-    >>> graph = collective_task_graph(ring(Collective.ALL_GATHER, 2, size_bytes=64), NetworkModel(Topology(2)))
+    >>> from chakra_collectives.topology import ring as ring_topology
+    >>> graph = collective_task_graph(ring(Collective.ALL_GATHER, 2, size_bytes=64), NetworkModel(ring_topology(2)))
     >>> graph.kind.tolist(), graph.partner.tolist(), graph.nbytes.tolist()   # 0 SEND, 1 RECV, 2 local
     ([0, 1, 2, 1, 0, 2], [3, 4, -1, 0, 1, -1], [32, 32, 32, 32, 32, 32])
 

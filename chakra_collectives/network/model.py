@@ -97,6 +97,9 @@ LOCAL_OPS = ("parallel", "serial")
 class NetworkModel:
     """Hop costs, routes and local-operation costs of one topology under one mode.
 
+    Raises :class:`~chakra_collectives.errors.InputError` for a topology whose NPUs do not
+    all reach each other, an unknown mode or a non-positive reduce bandwidth.
+
     Attributes
     ----------
     link_src, link_dst:
@@ -108,7 +111,7 @@ class NetworkModel:
     """
 
     def __init__(self, topology: Topology, *, mode: "str | Mode" = Mode.TACOS, reduce_bandwidth_gbps: float | None = None) -> None:
-        self.topology = topology
+        self.topology = topology.validate()
         self.mode = Mode.parse(mode)
         if reduce_bandwidth_gbps is not None and not reduce_bandwidth_gbps > 0:
             raise InputError(f"reduce bandwidth must be positive, got {reduce_bandwidth_gbps} GB/s")

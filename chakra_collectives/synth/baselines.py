@@ -35,6 +35,7 @@ def ring(
         raise InputError("a ring needs at least 2 ranks")
     if collective not in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
         raise InputError(f"ring does not implement {collective.value} (all-gather, reduce-scatter, all-reduce)")
+    _check_amounts(size_bytes, chunks_per_rank)
     k = chunks_per_rank
     builder = AlgorithmBuilder(
         collective,
@@ -218,11 +219,19 @@ def _schedule_algorithm(
     return algo
 
 
-def _check(collective: Collective, supported: tuple[Collective, ...], name: str, num_ranks: int) -> None:
+def _check(collective: Collective, supported: tuple[Collective, ...], name: str, num_ranks: int, size_bytes: int, chunks: int) -> None:
     if num_ranks < 2:
         raise InputError(f"{name} needs at least 2 ranks")
     if collective not in supported:
         raise InputError(f"{name} does not implement {collective.value} ({', '.join(c.value for c in supported)})")
+    _check_amounts(size_bytes, chunks)
+
+
+def _check_amounts(size_bytes: int, chunks: int) -> None:
+    if not size_bytes > 0:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
+    if chunks < 1:
+        raise InputError(f"chunks must be positive, got {chunks}")
 
 
 _RS_AG_AR = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -238,7 +247,7 @@ def bidirectional_ring(collective: Collective, num_ranks: int, *, size_bytes: in
     >>> verify_algorithm(bidirectional_ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)).ok
     True
     """
-    _check(collective, _RS_AG_AR, "biring", num_ranks)
+    _check(collective, _RS_AG_AR, "biring", num_ranks, size_bytes, chunks_per_rank)
     n, half = num_ranks, chunks_per_rank
     k = 2 * half
     gather, reduce = [], []
@@ -262,7 +271,7 @@ def direct(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_pe
     True
     """
     supported = (*_RS_AG_AR, Collective.ALL_TO_ALL)
-    _check(collective, supported, "direct", num_ranks)
+    _check(collective, supported, "direct", num_ranks, size_bytes, chunks_per_rank)
     n, k = num_ranks, chunks_per_rank
     if collective is Collective.ALL_TO_ALL:
         return _direct_all_to_all(n, size_bytes, k)
@@ -293,7 +302,7 @@ def recursive_halving_doubling(collective: Collective, num_ranks: int, *, size_b
     >>> verify_algorithm(recursive_halving_doubling(Collective.ALL_REDUCE, 8, size_bytes=2**20)).ok
     True
     """
-    _check(collective, _RS_AG_AR, "rhd", num_ranks)
+    _check(collective, _RS_AG_AR, "rhd", num_ranks, size_bytes, chunks_per_rank)
     n, k = num_ranks, chunks_per_rank
     if n & (n - 1):
         raise InputError(f"rhd (recursive halving/doubling) needs a power-of-two number of ranks, got {n}")
@@ -314,7 +323,7 @@ def binomial_tree(collective: Collective, num_ranks: int, *, size_bytes: int, ch
     True
     """
     supported = (Collective.BROADCAST, Collective.REDUCE)
-    _check(collective, supported, "tree", num_ranks)
+    _check(collective, supported, "tree", num_ranks, size_bytes, chunks)
     if not 0 <= root < num_ranks:
         raise InputError(f"root {root} is not a rank (0..{num_ranks - 1})")
     n, c = num_ranks, chunks

@@ -95,7 +95,7 @@ class TacosResult:
 
 def tacos(
     topology: Topology,
-    collective: Collective,
+    collective: Collective | str,
     size_bytes: int,
     *,
     chunks_per_npu: int = 1,
@@ -109,9 +109,18 @@ def tacos(
     ``ceil(size / chunks)`` bytes (the IR's padding rule). Each phase runs
     ``trials * len(merge_variants)`` matchings (fewer when variants coincide) and keeps its
     best; ``trials=None`` picks :func:`auto_trials`.
+
+    Raises
+    ------
+    InputError
+        A collective TACOS does not synthesize, a non-positive size, chunk count or trial
+        count, fewer than 2 NPUs, or a topology whose NPUs do not all reach each other.
     """
+    collective = Collective.parse(collective) if isinstance(collective, str) else collective
     if collective not in SUPPORTED:
         raise InputError(f"TACOS synthesizes {', '.join(c.value for c in SUPPORTED)}, not {collective.value}")
+    if not size_bytes > 0:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
     if chunks_per_npu < 1:
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
     if trials is None:
@@ -122,6 +131,7 @@ def tacos(
         raise InputError(f"merge variants must be non-negative latency ratios, got {merge_variants}")
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
+    topology.validate()
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)

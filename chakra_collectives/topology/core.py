@@ -59,6 +59,7 @@ class Topology:
         Builders that guarantee it set it after adding their links; adding a link clears it.
         Lower bounds use it to try one NPU instead of all."""
         self._routes: dict[int, list[list[int] | None]] = {}
+        self._connected = False
 
     # ------------------------------------------------------------------ building
     @property
@@ -90,6 +91,7 @@ class Topology:
 
     def _invalidate(self) -> None:
         self._routes.clear()
+        self._connected = False
         for cached in ("graph", "link_arrays", "out_links", "in_links"):
             self.__dict__.pop(cached, None)
 
@@ -185,7 +187,13 @@ class Topology:
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> "Topology":
-        """Every NPU must reach every other NPU; returns ``self`` for chaining."""
+        """Every NPU must reach every other NPU; returns ``self`` for chaining.
+
+        Checked once until the topology changes: every entry point that needs a connected
+        network (the network model, TACOS, replay, bounds) calls it.
+        """
+        if self._connected:
+            return self
         reach_from_0 = self._reachable(0, self.out_links, lambda i: self.links[i].dst)
         reach_to_0 = self._reachable(0, self.in_links, lambda i: self.links[i].src)
         for npu in range(self.num_npus):
@@ -193,6 +201,7 @@ class Topology:
                 raise InputError(f"{self.name}: NPU {npu} cannot be reached from NPU 0")
             if npu not in reach_to_0:
                 raise InputError(f"{self.name}: NPU {npu} cannot reach NPU 0")
+        self._connected = True
         return self
 
     def _reachable(self, start: int, adjacency: list[list[int]], other) -> set[int]:
