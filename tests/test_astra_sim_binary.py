@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from chakra_collectives.astra_sim import AnalyticalNetwork, Dimension
+from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
 from chakra_collectives.astra_system import SystemConfig, read_comm_groups, simulate
 from chakra_collectives.workload import data_parallel, groups_path, hybrid_parallel, microbenchmark
 from chakra_collectives.workload.spec import uniform_model
@@ -88,5 +88,5 @@ def test_process_groups_equal_the_binary(tmp_path, tp, dp):
     (tmp_path / "network.yml").write_text(network.to_yaml())
     (tmp_path / "system.json").write_text(json.dumps(doc))
     expected = run_binary("unaware", tmp_path, "h", groups_path(tmp_path / "h"))
-    ours = simulate(tmp_path / "h", network, SystemConfig.from_dict(doc), backend="unaware", comm_groups=read_comm_groups(groups_path(tmp_path / "h")))
+    ours = simulate(tmp_path / "h", network, SystemConfig.from_dict(doc), backend="unaware", comm_groups=read_comm_groups(groups_path(tmp_path / "h"), tp * dp))
     assert ours.finish_ns == expected

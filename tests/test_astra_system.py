@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_collectives.astra_sim import AnalyticalNetwork, Dimension
+from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
 from chakra_collectives.astra_system import AstraSimAbort, SystemConfig, read_comm_groups, simulate
 from chakra_collectives.astra_system.hashorder import HashOrder
 from chakra_collectives.errors import InputError
@@ -183,7 +183,7 @@ def test_process_groups_run_on_local_rings(tmp_path):
     model = uniform_model(layers=2, forward="16us", gradient="2MiB", activation="1MiB")
     workload = hybrid_parallel(model, 2, 4)
     workload.write(tmp_path / "h")
-    groups = read_comm_groups(tmp_path / "h.json")
+    groups = read_comm_groups(tmp_path / "h.json", 8)
     assert sorted(len(m) for m in groups.values()) == [2, 2, 2, 2, 4, 4]
     result = simulate(tmp_path / "h", one_dim("Switch", 8), system(), comm_groups=groups)
     assert result.finished and result.makespan_ns > 0

@@ -4,7 +4,7 @@ Given ASTRA-sim's own inputs -- workload ETs, the system JSON, the analytical ne
 (optionally) communicator groups -- :func:`simulate` predicts what each rank's
 ``sys[i] finished, T cycles`` line will say, for both binaries:
 
-* :mod:`~chakra_collectives.astra_system.config` -- the system JSON;
+* :class:`~chakra_collectives.converters.astra_sim.SystemConfig` -- the system JSON (a format: in converters/);
 * :mod:`~chakra_collectives.astra_system.kernel` -- event ordering, timers, send/recv matching;
 * :mod:`~chakra_collectives.astra_system.backends` -- congestion-aware and -unaware networks;
 * :mod:`~chakra_collectives.astra_system.logical` -- rings and trees per dimension;
@@ -14,7 +14,7 @@ Given ASTRA-sim's own inputs -- workload ETs, the system JSON, the analytical ne
 * :mod:`~chakra_collectives.astra_system.driver` -- the workload layer and :func:`simulate`.
 """
 
-from chakra_collectives.astra_system.config import SystemConfig
+from chakra_collectives.converters.astra_sim.system import SystemConfig
 from chakra_collectives.astra_system.driver import AstraSimRun, read_comm_groups, simulate
 from chakra_collectives.astra_system.kernel import AstraSimAbort
 

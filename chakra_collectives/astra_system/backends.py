@@ -16,7 +16,7 @@
     only that dimension: a ring's shorter distance, 1 on a fully-connected dimension, 2 on a
     switch. Messages never wait for one another, so shared links cost nothing.
 
->>> from chakra_collectives.astra_sim import AnalyticalNetwork, Dimension
+>>> from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
 >>> net = AnalyticalNetwork((Dimension("Ring", 4, 50.0, 500.0), Dimension("Switch", 2, 25.0, 700.0)))
 >>> UnawareBackend(net).delay(0, 2, 131072)        # dimension 0: 2 hops of 500 ns + 2441.4 ns
 3441
@@ -31,10 +31,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from chakra_collectives.astra_sim import AnalyticalNetwork
+from chakra_collectives.converters.astra_sim import AnalyticalNetwork
 from chakra_collectives.errors import InputError
 from chakra_collectives.network.model import NetworkModel
+from chakra_collectives.topology.loaders import network_topology
 from chakra_collectives.units import bytes_per_ns
+
 
 BACKENDS = ("aware", "unaware")
 
@@ -54,7 +56,7 @@ class AwareBackend:
         if dim.kind == "Ring" and dim.npus == 2:
             raise InputError("ASTRA-sim's congestion-aware backend aborts on a Ring of 2 NPUs (it links the pair twice); write FullyConnected 2, which has the same links")
         self.network = network
-        self.model = NetworkModel(network.topology(), mode="astra-sim")
+        self.model = NetworkModel(network_topology(network), mode="astra-sim")
         links = len(self.model.topology.links)
         self.busy = bytearray(links)
         self.waiting: list[deque] = [deque() for _ in range(links)]
@@ -66,11 +68,9 @@ class AwareBackend:
         key = (src, dst, nbytes)
         path = self._routes.get(key)
         if path is None:
-            hops = []
-            for link in self.model.route(src, dst):
-                busy, delivered = self.model.hop(link, nbytes)
-                hops.append((link, int(delivered), int(busy)))
-            path = self._routes[key] = tuple(hops)
+            links = list(self.model.route(src, dst))
+            busy, delivered = self.model.hop_times(links, [nbytes] * len(links))
+            path = self._routes[key] = tuple(zip(links, (int(d) for d in delivered), (int(b) for b in busy)))
         return path
 
     def transmit(self, src: int, dst: int, nbytes: int, key: tuple) -> None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
+
 from chakra_collectives.astra_system.hashorder import HashOrder
 from chakra_collectives.astra_system.system import native_tag
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, node_type_name, read_workload
 from chakra_collectives.errors import InputError
-from chakra_collectives.replay.workload import NodeType, Workload, read_workload
 
 
 class CustomProgram:
@@ -56,8 +58,8 @@ class CustomProgram:
                 parents[node].add(parent)
                 children[parent].add(node)
         for i, kind in enumerate(self.kind):
-            if kind not in (NodeType.COMM_SEND, NodeType.COMM_RECV, NodeType.COMP):
-                raise InputError(f"node {self.ids[i]} is {NodeType(kind).name}; a custom collective may hold only SEND, RECV and COMP (ASTRA-sim deadlocks)", path=self.path, rank=rank)
+            if kind not in (COMM_SEND_NODE, COMM_RECV_NODE, COMP_NODE):
+                raise InputError(f"node {self.ids[i]} is {node_type_name(kind)}; a custom collective may hold only SEND, RECV and COMP (ASTRA-sim deadlocks)", path=self.path, rank=rank)
         if count == 0:
             raise InputError("the file has no nodes (ASTRA-sim cannot run it)", path=self.path, rank=rank)
         self.parent_count = [len(parents[node]) for node in self.ids]
@@ -122,9 +124,9 @@ class CustomCollective:
             self.ongoing += 1
             i = program.index[node]
             kind = program.kind[i]
-            if kind == NodeType.COMM_SEND:
+            if kind == COMM_SEND_NODE:
                 kernel.send(self.rank, self._real(program.peer[i]), program.size[i], native_tag(program.tag[i]), lambda i=i: self._finished(i))
-            elif kind == NodeType.COMM_RECV:
+            elif kind == COMM_RECV_NODE:
                 kernel.recv(self.rank, self._real(program.peer[i]), program.size[i], native_tag(program.tag[i]), lambda i=i: self._finished(i))
             else:
                 runtime = int(program.duration[i]) or 1

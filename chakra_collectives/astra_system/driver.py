@@ -9,8 +9,8 @@ network. A rank is finished when it has nothing left to issue or wait for; ASTRA
 ``sys[i] finished, T cycles`` then, and the run's time is the largest T.
 
 >>> import tempfile, pathlib
->>> from chakra_collectives.astra_sim import AnalyticalNetwork, Dimension
->>> from chakra_collectives.astra_system.config import SystemConfig
+>>> from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
+>>> from chakra_collectives.converters.astra_sim.system import SystemConfig
 >>> from chakra_collectives.workload import microbenchmark
 >>> ring8 = AnalyticalNetwork((Dimension("Ring", 8, 50.0, 500.0),))
 >>> system = SystemConfig.from_dict({"preferred-dataset-splits": 1, "all-reduce-implementation": ["ring"],
@@ -24,21 +24,23 @@ network. A rank is finished when it has nothing left to issue or wait for; ASTRA
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
-from chakra_collectives.astra_sim import AnalyticalNetwork
 from chakra_collectives.astra_system.backends import make_backend
-from chakra_collectives.astra_system.config import SystemConfig
 from chakra_collectives.astra_system.custom import CustomCollective, CustomLibrary
 from chakra_collectives.astra_system.kernel import Kernel
 from chakra_collectives.astra_system.system import Group, RankSystem, native_tag
+from chakra_collectives.converters.astra_sim import AnalyticalNetwork
+from chakra_collectives.converters.astra_sim.system import SystemConfig
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name, node_type_name, read_workload
 from chakra_collectives.errors import InputError
-from chakra_collectives.replay.workload import NodeType, Workload, collective_name, read_workload
+from chakra_collectives.replay.groups import ProcessGroups
+
 
 COLLECTIVE_TYPES = {0: "all-reduce", 2: "all-gather", 6: "all-to-all", 7: "reduce-scatter"}
 BROADCAST = 5
@@ -107,9 +109,9 @@ class RankWorkload:
         if self.cpu[i]:
             return "cpu"
         kind = self.kind[i]
-        if kind == NodeType.COMP:
+        if kind == COMP_NODE:
             return "comp"
-        return None if kind == NodeType.COMM_RECV else "comm"
+        return None if kind == COMM_RECV_NODE else "comm"
 
     def _issue_free(self) -> None:
         for i in sorted(self.free, key=self.ids.__getitem__):
@@ -127,18 +129,18 @@ class RankWorkload:
         run, w, g = self.run, self.run.workload, self.lo + i
         kind = self.kind[i]
         kernel = run.kernel
-        if kind == NodeType.COMP:
+        if kind == COMP_NODE:
             runtime = int(w.duration_ns[g]) or 1
             self.compute_ns += runtime
             kernel.after(self.rank, runtime, self._done, i)
-        elif kind == NodeType.COMM_COLL:
+        elif kind == COMM_COLL_NODE:
             self._collective(i)
-        elif kind == NodeType.COMM_SEND:
+        elif kind == COMM_SEND_NODE:
             kernel.send(self.rank, int(w.peer[g]), int(w.comm_size[g]), native_tag(int(w.tag[g])), lambda: self._done(i))
-        elif kind == NodeType.COMM_RECV:
+        elif kind == COMM_RECV_NODE:
             kernel.recv(self.rank, int(w.peer[g]), int(w.comm_size[g]), native_tag(int(w.tag[g])), lambda: self._done(i))
         else:
-            raise InputError(f"{NodeType(kind).name} nodes are not modeled (ASTRA-sim's current build aborts on METADATA; MEM_LOAD/STORE need a remote-memory model)", **w.where(g))
+            raise InputError(f"{node_type_name(kind)} nodes are not modeled (ASTRA-sim's current build aborts on METADATA; MEM_LOAD/STORE need a remote-memory model)", **w.where(g))
 
     def _collective(self, i: int) -> None:
         run, w, g = self.run, self.run.workload, self.lo + i
@@ -242,27 +244,19 @@ def simulate(
     return AstraSimRun(finish_ns=finish, exposed_ns=exposed, start_ns=run.start, end_ns=run.end, backend=backend, warnings=warnings)
 
 
-def read_comm_groups(path: str | Path) -> dict[int, list[int]]:
-    """ASTRA-sim's communicator-group file: ``{"1": [ranks...], ...}`` (group "0" is reserved)."""
-    try:
-        document = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read communicator groups: {exc.strerror or exc}", path=path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg} (line {exc.lineno})", path=path) from None
+def read_comm_groups(path: str | Path, num_ranks: int) -> dict[int, list[int]]:
+    """ASTRA-sim's communicator-group file (``{"1": [ranks...], ...}``, read by
+    :class:`~chakra_collectives.replay.ProcessGroups`) keyed as ASTRA-sim keys it: by number,
+    ``0`` being reserved for all ranks."""
     groups: dict[int, list[int]] = {}
-    if not isinstance(document, dict):
-        raise InputError("communicator groups are a JSON object of name -> list of ranks", path=path)
-    for name, members in document.items():
+    for name, members in ProcessGroups.load(path, num_ranks=num_ranks).groups.items():
         try:
-            gid = int(name)
+            number = int(name)
         except ValueError:
-            raise InputError(f"group name {name!r} is not a number (ASTRA-sim keys groups by number)", path=path) from None
-        if gid <= 0:
+            raise InputError(f"group {name!r}: ASTRA-sim keys communicator groups by number", path=path) from None
+        if number <= 0:
             raise InputError(f"group {name!r}: ASTRA-sim reserves 0 for all ranks; use 1, 2, ...", path=path)
-        if not isinstance(members, list) or not all(isinstance(m, int) and not isinstance(m, bool) for m in members):
-            raise InputError(f"group {name!r} must list ranks as integers", path=path)
-        groups[gid] = members
+        groups[number] = list(members)
     return groups
 
 

@@ -17,6 +17,7 @@ message's trip through the endpoint, and a direct all-reduce sends all its messa
 
 from __future__ import annotations
 
+
 CLOCKWISE = 1
 ANTICLOCKWISE = -1
 

@@ -38,6 +38,7 @@ from typing import Any
 from chakra_collectives.astra_system.logical import CLOCKWISE, BinaryTree, RingView
 from chakra_collectives.errors import InputError
 
+
 INIT, RECEIVED, READY = "init", "received", "ready"
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = "all-reduce", "all-gather", "reduce-scatter", "all-to-all"
 

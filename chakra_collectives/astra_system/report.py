@@ -24,18 +24,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE
 
-from chakra_collectives.astra_sim import AnalyticalNetwork, NotExpressible, analytical_network
 from chakra_collectives.astra_system.backends import BACKENDS
-from chakra_collectives.astra_system.config import SystemConfig
 from chakra_collectives.astra_system.driver import COLLECTIVE_TYPES, read_comm_groups, simulate
+from chakra_collectives.converters.astra_sim import AnalyticalNetwork, NotExpressible, analytical_network
+from chakra_collectives.converters.astra_sim.system import SystemConfig
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.replay.algorithms import parse_collective_option
-from chakra_collectives.replay.workload import NodeType, read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import format_size
+
 
 UNAWARE_NOTE = "the congestion-unaware backend does not model contention: messages sharing a link do not wait for one another"
 
@@ -99,7 +101,7 @@ def replay_astra_sim(
     if chosen not in BACKENDS:
         raise InputError(f"unknown ASTRA-sim backend {chosen!r} (valid: {', '.join(BACKENDS)})")
     work = read_workload(workload)
-    groups = read_comm_groups(comm_groups) if comm_groups else None
+    groups = read_comm_groups(comm_groups, work.num_ranks) if comm_groups else None
     warnings: list[str] = []
     custom = dict(config.custom)
     system_dir = Path(system).resolve().parent
@@ -153,7 +155,7 @@ def _sized_customs(work, custom: dict[str, str], rescale: bool, scratch: Path) -
     if not custom:
         return custom, notes
     sizes: dict[str, set[int]] = {}
-    coll = work.node_type == NodeType.COMM_COLL
+    coll = work.node_type == COMM_COLL_NODE
     for t, s in zip(work.comm_type[coll].tolist(), work.comm_size[coll].tolist()):
         kind = COLLECTIVE_TYPES.get(t)
         if kind in custom:
@@ -183,7 +185,7 @@ def _collectives(work, result, config: SystemConfig) -> list[dict[str, Any]]:
     rows = []
     bounds = work.rank_bounds()
     for g in range(int(bounds[0]), int(bounds[1])):
-        if work.node_type[g] != NodeType.COMM_COLL:
+        if work.node_type[g] != COMM_COLL_NODE:
             continue
         kind = COLLECTIVE_TYPES.get(int(work.comm_type[g]), "broadcast")
         start, end = result.start_ns[g], result.end_ns[g]

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from chakra_collectives.astra_system.config import SystemConfig, direct_window
 from chakra_collectives.astra_system.logical import ANTICLOCKWISE, CLOCKWISE, DoubleBinaryTree, RingView
 from chakra_collectives.astra_system.native import (
     ALL_GATHER,
@@ -43,7 +42,9 @@ from chakra_collectives.astra_system.native import (
     HalvingDoubling,
     Ring,
 )
+from chakra_collectives.converters.astra_sim.system import SystemConfig, direct_window
 from chakra_collectives.errors import InputError
+
 
 COLLECTIVE_TAG = 500_000_000
 """ASTRA-sim's tag offset for messages of native collectives (workload and custom ones: 0)."""
