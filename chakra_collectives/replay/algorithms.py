@@ -59,11 +59,14 @@ def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]
 class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
-    def __init__(self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = "ring") -> None:
+    def __init__(self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = "ring", written_size: bool = False) -> None:
         if default is not None and default not in names():
             raise InputError(f"unknown default algorithm {default!r} (available: {', '.join(sorted(names()))})")
         self.given = given
         self.default = default
+        self.written_size = written_size
+        """Given algorithms run at the size their files were written for (ASTRA-sim's rule for
+        custom collectives) instead of being scaled to each call."""
         self._built: dict[tuple[Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
 
     def get(self, collective: Collective, members: tuple[int, ...], topology: Topology) -> tuple[CollectiveAlgorithm, str]:
@@ -97,3 +100,20 @@ class AlgorithmCatalog:
                     f"give --collective {collective.value}=PREFIX"
                 ) from None
         return built, f"{self.default} (built-in)"
+
+    def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
+        """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.
+
+        >>> from chakra_collectives.synth.baselines import ring
+        >>> algo = ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)
+        >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}, written_size=True).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")[0]
+        1048576
+        >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")
+        (2097152, None)
+        """
+        if not self.written_size or self.given.get(collective) is not algo or call_size == algo.size_bytes:
+            return call_size, None
+        return algo.size_bytes, (
+            f"{label} was written for {algo.size_bytes:,} bytes and runs at that size, as ASTRA-sim runs a custom collective, "
+            f"for a call of {call_size:,} bytes (--rescale scales it to each call)"
+        )
