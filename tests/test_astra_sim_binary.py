@@ -90,3 +90,17 @@ def test_process_groups_equal_the_binary(tmp_path, tp, dp):
     expected = run_binary("unaware", tmp_path, "h", groups_path(tmp_path / "h"))
     ours = simulate(tmp_path / "h", network, SystemConfig.from_dict(doc), backend="unaware", comm_groups=read_comm_groups(groups_path(tmp_path / "h"), tp * dp))
     assert ours.finish_ns == expected
+
+
+@pytest.mark.parametrize("spec, algorithm", [("sample_traces/topology/two_servers.yaml", "tacos"), ("torus2d:4x4", "tacos"), ("switch:16", "direct"), ("ring:8", "best"), ("ring:2", "ring")])
+def test_handoff_directories_run_with_the_binary_run_sh_picks(tmp_path, spec, algorithm):
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+
+    topology = load_topology(str(Path(__file__).parents[1] / spec) if spec.endswith(".yaml") else spec)
+    written = write_astra_sim_dir(tmp_path / "d", topology, synthesize(topology, "all-reduce", 2**20, algorithm=algorithm, chunks_per_npu=2).algorithm)
+    done = subprocess.run(["sh", str(tmp_path / "d/run.sh")], env={**os.environ, "ASTRA_SIM_BIN": AWARE}, capture_output=True, text=True, timeout=600)  # type: ignore[dict-item]
+    times = [int(t) for t in re.findall(r"finished, (\d+) cycles", done.stdout + done.stderr)]
+    assert len(times) == topology.num_npus, done.stderr[-500:]
+    assert max(times) == written.expected_ns

@@ -301,3 +301,56 @@ def test_readme_astra_sim_mode_example_predicts_what_astra_sim_reports(cli, tmp_
     assert "(96,365 ns)" in result.stdout.replace("\n", "")
     assert "96,365 ns" in part and "41,181" in part
     assert cli("replay", "out/all_reduce", "-t", "ring:8", "--mode", "astra-sim").stdout.replace("\n", "").count("(41,181 ns)") == 1
+
+
+# ---------------------------------------------------------------------------- hand-off and CLI
+@pytest.mark.parametrize(
+    "spec, backend, kinds, expected",
+    [
+        ("torus2d:4x4", "unaware", ["Ring", "Ring"], 16_210),  # issue 13: ASTRA-sim's unaware binary, TACOS 1 MiB
+        ("switch:16", "aware", ["Switch"], 41_043),  # aware binary, direct 1 MiB
+        ("ring:2", "aware", ["FullyConnected"], None),  # a Ring of 2 aborts the aware binary
+    ],
+)
+def test_handoff_writes_what_the_chosen_binary_accepts(tmp_path, spec, backend, kinds, expected):
+    from chakra_collectives.astra_sim import BINARIES, write_astra_sim_dir
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+
+    topology = load_topology(spec)
+    algorithm = "direct" if spec.startswith("switch") else "tacos" if spec.startswith("torus") else "ring"
+    written = write_astra_sim_dir(tmp_path / "d", topology, synthesize(topology, "all-reduce", 2**20, algorithm=algorithm).algorithm)
+    run = (tmp_path / "d/run.sh").read_text()
+    assert written.backend == backend and BINARIES[backend] in run
+    assert yaml.safe_load((tmp_path / "d/network.yml").read_text())["topology"] == kinds
+    assert ("does not model contention" in run) == (backend == "unaware")
+    assert ('*_Congestion_Aware) BIN="${BIN%_Congestion_Aware}_Congestion_Unaware"' in run) == (backend == "unaware")
+    if expected is not None:
+        assert written.expected_ns == expected and f"predicts: sys[*] finished, {expected} cycles" in run
+
+
+def test_cli_replay_with_a_system_file(cli, tmp_path):
+    microbenchmark("all-gather", 8, 2**20).write(tmp_path / "ag")
+    (tmp_path / "system.json").write_text(json.dumps({"preferred-dataset-splits": 1, "all-gather-implementation": ["direct"], "local-mem-bw": 50}))
+    result = cli("replay", tmp_path / "ag", "-t", "fully-connected:8", "--mode", "astra-sim", "--system", tmp_path / "system.json", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert (document["backend"], document["total_ns"]) == ("aware", 20_051)  # measured: FullyConnected 8, direct all-gather
+    assert [r["finish_ns"] for r in document["ranks"]] == [20_051] * 8
+    missing_mode = cli("replay", tmp_path / "ag", "-t", "fully-connected:8", "--system", tmp_path / "system.json")
+    assert missing_mode.exit_code == 2 and "add --mode astra-sim" in missing_mode.output
+    unknown = cli("replay", tmp_path / "ag", "-t", "fully-connected:8", "--mode", "astra-sim", "--system", tmp_path / "system.json", "--astra-sim-backend", "fast")
+    assert unknown.exit_code == 2 and "unknown ASTRA-sim backend 'fast'" in unknown.output
+    (tmp_path / "bad.json").write_text("{")
+    bad = cli("replay", tmp_path / "ag", "-t", "fully-connected:8", "--mode", "astra-sim", "--system", tmp_path / "bad.json")
+    assert bad.exit_code == 2 and str(tmp_path / "bad.json") in bad.output and "Traceback" not in bad.output
+
+
+def test_synth_chooses_under_the_astra_sim_model_when_asked(cli):
+    """switch:16, 64 KiB all-reduce: TACOS's link model charges each queued message its latency at the
+    switch port and best picks rhd; under ASTRA-sim's model direct wins (4,435 ns, as ASTRA-sim runs it)."""
+    tacos_mode = json.loads(cli("synth", "-t", "switch:16", "-c", "all-reduce", "-s", "64KiB", "--json").stdout)
+    astra_mode = json.loads(cli("synth", "-t", "switch:16", "-c", "all-reduce", "-s", "64KiB", "--network-model", "astra-sim", "--json").stdout)
+    assert (tacos_mode["network_model"], tacos_mode["algorithm"]) == ("tacos", "rhd")
+    assert (astra_mode["network_model"], astra_mode["algorithm"], astra_mode["predicted_ns"]) == ("astra-sim", "direct", 4435)
+    assert "unknown network mode" in cli("synth", "-t", "ring:4", "--network-model", "ns3").output
