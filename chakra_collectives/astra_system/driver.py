@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
@@ -59,6 +58,8 @@ class AstraSimRun:
     """Per workload node (NaN where it never started / ended)."""
     backend: str
     warnings: list[str] = field(default_factory=list)
+    events: int = 0
+    """Network events the run processed."""
 
     @property
     def makespan_ns(self) -> int:
@@ -241,7 +242,7 @@ def simulate(
     stuck = [r.rank for r in run.ranks if r.finished_at is None]
     if stuck:
         warnings.append(f"ranks {stuck[:8]}{'...' if len(stuck) > 8 else ''} never finish (ASTRA-sim prints nothing for them and exits 0)")
-    return AstraSimRun(finish_ns=finish, exposed_ns=exposed, start_ns=run.start, end_ns=run.end, backend=backend, warnings=warnings)
+    return AstraSimRun(finish_ns=finish, exposed_ns=exposed, start_ns=run.start, end_ns=run.end, backend=backend, warnings=warnings, events=run.kernel.events)
 
 
 def read_comm_groups(path: str | Path, num_ranks: int) -> dict[int, list[int]]:
@@ -258,13 +259,3 @@ def read_comm_groups(path: str | Path, num_ranks: int) -> dict[int, list[int]]:
             raise InputError(f"group {name!r}: ASTRA-sim reserves 0 for all ranks; use 1, 2, ...", path=path)
         groups[number] = list(members)
     return groups
-
-
-def run_summary(result: AstraSimRun) -> dict[str, Any]:
-    return {
-        "backend": result.backend,
-        "makespan_ns": result.makespan_ns,
-        "finish_ns": result.finish_ns,
-        "exposed_ns": result.exposed_ns,
-        "warnings": result.warnings,
-    }

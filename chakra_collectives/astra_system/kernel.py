@@ -69,6 +69,8 @@ class Kernel:
         self.recv_seq: dict[tuple, int] = {}
         self.backend = backend
         self.started = False
+        self.events = 0
+        """Network events scheduled so far (the simulation's size)."""
 
     @property
     def now(self) -> int:
@@ -103,6 +105,7 @@ class Kernel:
                 "ASTRA-sim aborts here: an event falls at time 0 (its event queue asserts the first event is later); "
                 "typically endpoint-delay 0 with a native collective issued at the start -- use endpoint-delay >= 1"
             )
+        self.events += 1
         self.loop.push(when, callback, argument)
 
     def run(self) -> None:
