@@ -49,7 +49,7 @@ def cases(large: bool):
 def main(argv: list[str]) -> None:
     repeat = int(argv[argv.index("--repeat") + 1]) if "--repeat" in argv else 3
     large = "--large" in argv
-    print(f"{'case':<48} {'ASTRA-sim ns':>14} {'median s':>9} {'events/s':>10}")
+    print(f"{'case':<48} {'predicted ns':>14} {'median s':>9} {'events/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for label, workload, network, system, backend in cases(large):
             prefix = Path(tmp) / label.split()[0]
