@@ -45,7 +45,7 @@ def replay_command(
 
     Example: [bold]chakra-coll replay sample_traces/workload/train_step -t sample_traces/topology/two_servers.yaml -c all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json[/bold]
 
-    With ASTRA-sim's own configuration: [bold]chakra-coll replay step -t network.yml --mode astra-sim --system system.json[/bold] predicts every rank's "sys[i] finished, T cycles".
+    With ASTRA-sim's own configuration: [bold]chakra-coll replay step -t network.yml --mode astra-sim --system system.json[/bold] predicts every rank's "sys\\[i] finished, T cycles".
     """
     parsed_mode = Mode.parse(mode)
     if system is not None or astra_sim_backend is not None:
