@@ -40,7 +40,7 @@ consecutive chunks; shards of consecutive NPUs over one link in one step merge i
 >>> from chakra_collectives.verify import verify_algorithm
 >>> result = bfb(load_topology("hypercube:3"), "all-reduce", 2**20)
 >>> [str(u) for u in result.all_gather.step_loads], result.all_gather.chunks_per_npu
-['1', '1', '1/3'], 3
+(['1', '1', '1/3'], 3)
 >>> verify_algorithm(result.algorithm).ok
 True
 """
