@@ -64,6 +64,7 @@ from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.expansions import expanded_distances
 from chakra_collectives.units import parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -95,7 +96,10 @@ class BfbProblem:
 
 
 def bfb_problem(topology: Topology, *, distance: np.ndarray | None = None) -> BfbProblem:
-    """The BFB problem of a direct-connect ``topology``; ``distance`` may be given (an expansion's, from its base).
+    """The BFB problem of a direct-connect ``topology``.
+
+    ``distance`` may be given; otherwise an expansion's (:mod:`~chakra_collectives.topology.expansions`)
+    is built from its base's distances, and any other topology's by BFS.
 
     Raises :class:`InputError` for topologies with switches or NPUs that cannot reach each other.
     """
@@ -104,6 +108,8 @@ def bfb_problem(topology: Topology, *, distance: np.ndarray | None = None) -> Bf
     channels = build_channels(topology, chunk_bytes=1)
     n = topology.num_npus
     if distance is None:
+        distance = expanded_distances(topology, topology_distances)
+    if distance is None:
         distance = hop_distances(n, channels.direct_src, channels.direct_dst)
     unreachable = np.argwhere(distance < 0)
     if len(unreachable):
@@ -111,6 +117,14 @@ def bfb_problem(topology: Topology, *, distance: np.ndarray | None = None) -> Bf
         raise InputError(f"{topology.name} is not strongly connected: NPU {v} cannot be reached from NPU {u}; BFB needs every NPU to reach every other")
     bandwidth = tuple(Fraction(topology.links[int(l)].bandwidth_gbps) for l in channels.direct_link)
     return BfbProblem(n, channels.direct_src.astype(np.int64), channels.direct_dst.astype(np.int64), bandwidth, distance)
+
+
+def topology_distances(topology: Topology) -> np.ndarray:
+    """Hop distances between the NPUs of ``topology`` (NPU-to-NPU links only), by BFS."""
+    arrays = topology.link_arrays
+    n = topology.num_npus
+    keep = (arrays["src"] < n) & (arrays["dst"] < n)
+    return hop_distances(n, arrays["src"][keep], arrays["dst"][keep])
 
 
 def hop_distances(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -602,6 +616,7 @@ __all__ = [
     "bfb_schedule",
     "chunk_split",
     "hop_distances",
+    "topology_distances",
     "solve_bfb",
     "solve_program",
 ]

@@ -42,11 +42,91 @@ chakra_collectives.errors.InputError: line(fully-connected:64) would have 4,032 
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
 from chakra_collectives.errors import InputError
 from chakra_collectives.topology.core import Topology
 
 NPU_LIMIT = 4096
 """Largest expansion built without ``force`` (a collective on more NPUs takes minutes to synthesize)."""
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """How an expanded topology was made: ``kind`` of ``operands`` (``copies`` for the degree expansion)."""
+
+    kind: str
+    operands: tuple[Topology, ...]
+    copies: int = 1
+
+
+_ORIGINS: "weakref.WeakKeyDictionary[Topology, Expansion]" = weakref.WeakKeyDictionary()
+
+
+def origin(topology: Topology) -> Expansion | None:
+    """The expansion ``topology`` was built by, or ``None`` (a builder's or a file's topology)."""
+    return _ORIGINS.get(topology)
+
+
+def expanded_distances(topology: Topology, base_distances) -> np.ndarray | None:
+    """Hop distances between the NPUs of an expansion, from its operands' (no search on the expansion).
+
+    ``base_distances(G)`` gives an operand's matrix (``[u, v]`` hops, -1 unreachable); the
+    result is ``None`` when ``topology`` is not an expansion. The rules:
+
+    * line graph: ``dist(u -> v, x -> y) = dist_G(v, x) + 1`` (0 for the same link);
+    * Cartesian product: ``dist((g, h), (g', h')) = dist_G(g, g') + dist_H(h, h')``;
+    * degree expansion: ``dist(u_i, v_j) = dist_G(u, v)`` for ``u != v``, and between two copies
+      of ``u`` the length of the shortest cycle through ``u``.
+
+    >>> from chakra_collectives.topology.builders import ring
+    >>> from chakra_collectives.synth.bfb import hop_distances
+    >>> def bfs(t):
+    ...     return hop_distances(t.num_npus, t.link_arrays["src"], t.link_arrays["dst"])
+    >>> product = cartesian(ring(3), ring(4))
+    >>> bool((expanded_distances(product, bfs) == bfs(product)).all())
+    True
+    """
+    found = origin(topology)
+    if found is None:
+        return None
+
+    def of(operand: Topology) -> np.ndarray:
+        derived = expanded_distances(operand, base_distances)
+        return base_distances(operand) if derived is None else derived
+
+    if found.kind == "line":
+        (base,) = found.operands
+        hops = of(base)
+        arrays = base.link_arrays
+        inner = hops[arrays["dst"][:, None], arrays["src"][None, :]]
+        result = np.where(inner < 0, -1, inner + 1)
+        np.fill_diagonal(result, 0)
+        return result.astype(np.int32)
+    if found.kind == "cartesian":
+        left, right = (of(t) for t in found.operands)
+        n_left, n_right = len(left), len(right)
+        total = right[:, None, :, None] + left[None, :, None, :]
+        unreachable = (right[:, None, :, None] < 0) | (left[None, :, None, :] < 0)
+        return np.where(unreachable, -1, total).reshape(n_left * n_right, n_left * n_right).astype(np.int32)
+    (base,) = found.operands
+    hops = of(base)
+    n, copies = base.num_npus, found.copies
+    arrays = base.link_arrays
+    cycle = np.full(n, -1, dtype=np.int64)
+    back = hops[arrays["dst"], arrays["src"]]  # a link u -> w closes a cycle of 1 + dist(w, u)
+    for u, length in zip(arrays["src"].tolist(), (back + 1).tolist()):
+        if length > 0 and (cycle[u] < 0 or length < cycle[u]):
+            cycle[u] = length
+    result = np.repeat(np.repeat(hops, copies, axis=0), copies, axis=1)
+    block = np.arange(n * copies) // copies
+    same = block[:, None] == block[None, :]
+    result = np.where(same, cycle[block][:, None], result)
+    np.fill_diagonal(result, 0)
+    return result.astype(np.int32)
 
 
 def _direct(topology: Topology, what: str) -> None:
@@ -70,6 +150,7 @@ def line_graph(topology: Topology, *, npu_limit: int | None = None, force: bool 
         for second in topology.out_links[link.dst]:
             onward = topology.links[second]
             result.add_link(first, second, onward.bandwidth_gbps, onward.latency_ns)
+    _ORIGINS[result] = Expansion("line", (topology,))
     return result
 
 
@@ -88,6 +169,7 @@ def cartesian(left: Topology, right: Topology, *, npu_limit: int | None = None, 
         for g in range(n_left):
             result.add_link(g + n_left * link.src, g + n_left * link.dst, link.bandwidth_gbps, link.latency_ns)
     result.uniform = left.uniform and right.uniform  # products of vertex-transitive graphs are vertex-transitive
+    _ORIGINS[result] = Expansion("cartesian", (left, right))
     return result
 
 
@@ -110,7 +192,8 @@ def degree_expand(topology: Topology, copies: int, *, npu_limit: int | None = No
             for j in range(copies):
                 result.add_link(link.src * copies + i, link.dst * copies + j, link.bandwidth_gbps, link.latency_ns)
     result.uniform = topology.uniform
+    _ORIGINS[result] = Expansion("degree", (topology,), copies)
     return result
 
 
-__all__ = ["NPU_LIMIT", "cartesian", "degree_expand", "line_graph"]
+__all__ = ["NPU_LIMIT", "Expansion", "cartesian", "degree_expand", "expanded_distances", "line_graph", "origin"]
