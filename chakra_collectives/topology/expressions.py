@@ -39,13 +39,13 @@ _OPERATORS = ("line", "cartesian", "degree")
 
 
 def is_expression(spec: str) -> bool:
-    """Does ``spec`` use an expansion (``line(``, ``cartesian(``, ``degree(``, ``(`` or `` x ``)?
+    """Does ``spec`` use an expansion (parentheses or `` x ``)?
 
     >>> is_expression("torus2d:4x4"), is_expression("ring:4 x ring:4"), is_expression("line(ring:3)")
     (False, True, True)
     """
     text = spec.strip()
-    return text.startswith("(") or bool(_PRODUCT.search(text)) or any(text.lower().startswith(f"{op}(") for op in _OPERATORS)
+    return "(" in text or ")" in text or bool(_PRODUCT.search(text))
 
 
 def evaluate(spec: str, *, load: Callable[[str], Topology] | None = None, force: bool = False, npu_limit: int | None = None) -> Topology:
