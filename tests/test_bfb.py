@@ -1,0 +1,130 @@
+"""BFB schedules: exact LP optima, chunk rounding, lowering that verifies, expansions built from their base."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chakra_collectives.bounds import lower_bounds
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective
+from chakra_collectives.network import predict_time
+from chakra_collectives.synth.bfb import bfb, bfb_problem, solve_bfb, topology_distances
+from chakra_collectives.topology import Topology, load_topology
+from chakra_collectives.units import bytes_per_ns
+from chakra_collectives.verify import verify_algorithm
+
+COLLECTIVES = ["all-gather", "reduce-scatter", "all-reduce"]
+
+
+@pytest.mark.parametrize("spec", ["hypercube:4", "kautz:2,3", "totientperms:16,degree=4", "hetero-mesh2d:3x3", "line(kautz:2,2)", "genkautz:10,degree=3"])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_every_bfb_result_verifies(spec, collective):
+    result = bfb(load_topology(spec), collective, 3 * 2**20)
+    report = verify_algorithm(result.algorithm)
+    assert report.ok, report
+    assert result.algorithm.collective is Collective.parse(collective)
+
+
+@pytest.mark.parametrize("dimension", [3, 4, 5, 6])
+def test_binary_hypercube_steps_are_binomial(dimension):
+    """At step t, C(d, t) shards reach each NPU over its d links: C(d, t)/d per link, exactly."""
+    solution = solve_bfb(bfb_problem(load_topology(f"hypercube:{dimension}")))
+    assert solution.step_loads == [Fraction(comb(dimension, t), dimension) for t in range(1, dimension + 1)]
+
+
+@pytest.mark.parametrize("spec, degree", [("fully-connected:9", 8), ("hypercube:6", 6), ("torus2d:8x8", 4), ("circulant:31,strides=1,5", 4), ("hypercube:4x4", 6)])
+def test_bandwidth_optimal_where_every_step_can_balance(spec, degree):
+    """sum_t U_t = (N - 1) / degree: every shard arrives over the d links in perfectly balanced steps."""
+    topo = load_topology(spec)
+    solution = solve_bfb(bfb_problem(topo))
+    assert solution.bandwidth_shards == Fraction(topo.num_npus - 1, degree)
+
+
+@pytest.mark.parametrize("spec", ["hypercube:5,lat=0", "torus2d:4x4,lat=0", "kautz:2,3,lat=0", "hetero-mesh2d:3x3,x_lat=0,y_lat=0", "totientperms:20,degree=3,lat=0"])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_model_time_is_the_chunked_bandwidth_term_without_latency(spec, collective):
+    """With zero latency, the lowered algorithm takes exactly sum_t (chunked U_t) x shard / bandwidth."""
+    topo = load_topology(spec)
+    size = 64 * 2**20
+    result = bfb(topo, collective, size)
+    chunk_bytes = result.algorithm.chunk_bytes()
+    shards = result.chunked_bandwidth_shards
+    b_max = max(l.bandwidth_gbps for l in topo.links)
+    expected = float(shards) * chunk_bytes * result.all_gather.chunks_per_npu / bytes_per_ns(b_max)
+    assert predict_time(result.algorithm, topo) == pytest.approx(expected, rel=1e-9)
+
+
+def test_bandwidth_term_is_never_below_the_cut_bound():
+    for spec in ["kautz:2,3", "genkautz:20,degree=4", "totientperms:24,degree=4", "torus2d:3x5"]:
+        topo = load_topology(spec)
+        result = bfb(topo, "all-gather", 2**30)
+        assert result.bandwidth_ns(2**30, chunked=False) >= lower_bounds(topo, Collective.ALL_GATHER, 2**30).cut_ns * (1 - 1e-12)
+
+
+def test_chunk_rounding_cost():
+    """hypercube:3 needs 3 chunks per NPU for its 1/3 step; with 1 the last step moves a whole shard."""
+    topo = load_topology("hypercube:3")
+    exact = bfb(topo, "all-gather", 2**20)
+    rounded = bfb(topo, "all-gather", 2**20, chunks_per_npu=1)
+    assert exact.all_gather.chunks_per_npu == 3 and exact.all_gather.rounding_cost == 0
+    assert rounded.all_gather.chunk_step_loads == [1, 1, 1]
+    assert rounded.all_gather.rounding_cost == Fraction(3, Fraction(7, 3)) - 1
+    assert verify_algorithm(rounded.algorithm).ok
+
+
+@pytest.mark.parametrize("spec", ["line(kautz:2,2)", "line(line(fully-connected:3))", "ring:4 x kautz:2,2", "degree(torus2d:3x3,2)", "cartesian(hypercube:2,line(fully-connected:3))"])
+def test_expansion_schedule_from_base_equals_solving_directly(spec):
+    topo = load_topology(spec)
+    from_base = bfb(topo, "all-reduce", 2**20)
+    direct = bfb(topo, "all-reduce", 2**20, distance=topology_distances(topo))
+    for a, b in zip(from_base.phases, direct.phases):
+        assert a.step_loads == b.step_loads
+        for column in ("src", "dst", "chunk", "count", "channel", "tag", "send_seq", "recv_seq"):
+            assert np.array_equal(getattr(a.schedule, column), getattr(b.schedule, column))
+
+
+def test_switches_and_disconnected_networks_are_refused():
+    with pytest.raises(InputError, match="direct-connect topologies; switch:4 has 1 switch"):
+        bfb(load_topology("switch:4"), "all-gather", 1024)
+    one_way = Topology(3, name="one-way")
+    one_way.add_link(0, 1, 50, 500)
+    one_way.add_link(1, 2, 50, 500)
+    with pytest.raises(InputError, match="one-way is not strongly connected: NPU 0 cannot be reached from NPU 1"):
+        bfb(one_way, "all-gather", 1024)
+    with pytest.raises(InputError, match="BFB schedules all-gather, reduce-scatter, all-reduce, not all-to-all"):
+        bfb(load_topology("ring:4"), "all-to-all", 1024)
+
+
+@st.composite
+def strongly_connected(draw):
+    """A ring (so every NPU reaches every other) plus random extra links, random bandwidths."""
+    n = draw(st.integers(3, 9))
+    order = draw(st.permutations(range(n)))
+    pairs = {(order[i], order[(i + 1) % n]) for i in range(n)}
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n))
+    pairs |= {(a, b) for a, b in extra if a != b}
+    topo = Topology(n, name="random")
+    for a, b in sorted(pairs):
+        topo.add_link(a, b, draw(st.sampled_from([25.0, 50.0, 100.0])), 500.0)
+    return topo
+
+
+@settings(max_examples=25, deadline=None)
+@given(strongly_connected(), st.sampled_from(COLLECTIVES))
+def test_random_strongly_connected_topologies(topo, collective):
+    result = bfb(topo, collective, 2**20, chunks_per_npu=None)
+    assert verify_algorithm(result.algorithm).ok
+    # each step's optimum is at least the step's average: NPU v's shards at distance t over its in-links
+    problem = bfb_problem(topo)
+    solution = solve_bfb(problem)
+    b_max = max(problem.bandwidth)
+    for v in range(topo.num_npus):
+        into = sum(b for b, d in zip(problem.bandwidth, problem.dst) if d == v) / b_max
+        for t, load in enumerate(solution.step_loads, start=1):
+            assert load >= Fraction(int((problem.distance[:, v] == t).sum())) / into
