@@ -421,17 +421,19 @@ def fat_tree(
 ) -> Topology:
     """The switched baseline TopoOpt compares with: ``degree`` fat-tree planes of ``radix``-port switches.
 
-    Every NPU has ``degree`` ports (the same as a direct-connect fabric of that degree), port
-    ``p`` linked both ways to plane ``p``. A plane is a full-bisection fat-tree; in the network
-    model it is one non-blocking switch node (the model routes one path per NPU pair, so the
-    tree's own links would put every message between two leaves on the same spine, which is
-    not how ECMP spreads them). Its latency is the tree's: ``2 * levels - 1`` switch hops,
-    ``2 * levels`` links of ``latency_ns``, folded into the two links of the model's path.
-    :func:`fat_tree_switches` gives the switches a real plane needs (``topo-info`` prints them).
+    Every NPU has ``degree`` ports of ``bandwidth_gbps`` (the ports of a direct-connect fabric of
+    that degree), port ``p`` on plane ``p``; a plane is a full-bisection fat-tree
+    (:func:`fat_tree_switches` gives the switches it needs; ``topo-info`` prints them).
+
+    In the network model the planes are **one non-blocking switch node, each NPU linked to it
+    both ways at ``degree x bandwidth_gbps``**: the model routes one path per NPU pair, so
+    separate planes (or the tree's own links) would put every message on plane 0 (or on one
+    spine), where multi-rail collectives and ECMP spread the traffic over all of them. The
+    latency is the tree's: ``2 * levels`` links of ``latency_ns``, folded into the model's two.
 
     >>> t = fat_tree(16, degree=2)
-    >>> t.describe(), t.links[0].latency_ns
-    ('fattree:16,degree=2,radix=64: 16 NPUs, 2 switches, 64 links', 500.0)
+    >>> t.describe(), t.links[0].bandwidth_gbps, t.links[0].latency_ns
+    ('fattree:16,degree=2,radix=64: 16 NPUs, 1 switches, 32 links', 100.0, 500.0)
     """
     n = _whole("fattree", "the NPU count", n, least=2)
     degree = _whole(f"fattree:{n}", "the degree", degree, least=1)
@@ -440,11 +442,9 @@ def fat_tree(
         raise InputError(f"fattree:{n}: the switch radix must be even (half the ports go down, half up), got {radix}")
     levels = fat_tree_levels(n, radix)
     topo = Topology(n, name=f"fattree:{n},degree={degree},radix={radix}")
-    hop_latency = latency_ns * levels  # 2 * levels links, folded into 2
-    for _ in range(degree):
-        plane = topo.add_switch()
-        for npu in range(n):
-            topo.add_link(npu, plane, bandwidth_gbps, hop_latency, bidirectional=True)
+    hub = topo.add_switch()
+    for npu in range(n):
+        topo.add_link(npu, hub, bandwidth_gbps * degree, latency_ns * levels, bidirectional=True)
     topo.uniform = True
     return topo
 

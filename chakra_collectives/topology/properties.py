@@ -118,7 +118,8 @@ def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True)
     if topology.name.startswith("fattree:"):
         ports_per_plane = n
         radix = int(topology.name.split("radix=")[1])
-        info["fat_tree"] = {"planes": topology.num_switches, "levels": fat_tree_levels(ports_per_plane, radix), "switches_per_plane": fat_tree_switches(ports_per_plane, radix), "radix": radix}
+        planes = int(topology.name.split("degree=")[1].split(",")[0])
+        info["fat_tree"] = {"planes": planes, "ports_per_npu": planes, "levels": fat_tree_levels(ports_per_plane, radix), "switches_per_plane": fat_tree_switches(ports_per_plane, radix), "radix": radix}
     for collective in SUPPORTED:
         bounds = lower_bounds(topology, collective, size_bytes)
         info["bounds"][collective.value] = {
