@@ -41,7 +41,7 @@ def bisection_gbps(topology: Topology, *, seeds: int = 3) -> tuple[float, str]:
     if n < 2:
         return 0.0, "exact"
     if topology.num_switches:
-        return _flow_between(topology, range(n // 2), range(n // 2, n)), "halves by NPU number, max-flow"
+        return _flow_between(topology, range(n // 2), range(n // 2, n)), "NPU halves by number, max-flow"
     arrays = topology.link_arrays
     src, dst, bw = arrays["src"], arrays["dst"], arrays["bandwidth_gbps"]
 
@@ -68,7 +68,7 @@ def bisection_gbps(topology: Topology, *, seeds: int = 3) -> tuple[float, str]:
         side = np.zeros(n, dtype=bool)
         side[list(left)] = True
         best = min(best, cut(side))
-    return best, f"best of {seeds} Kernighan-Lin bisections (an upper bound on the minimum)"
+    return best, f"Kernighan-Lin, best of {seeds}: an upper bound"
 
 
 def _flow_between(topology: Topology, left, right) -> float:
