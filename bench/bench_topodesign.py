@@ -8,12 +8,16 @@
    selection's seconds (median of 3). Targets: within 1 of the best; <= 1 s at 1,024.
 2. BFB bandwidth efficiency: the All-Gather cut bound over BFB's bandwidth term (the LP's,
    exact; then after rounding to chunks), and All-Reduce at 1 GiB measured by the network model
-   with zero latency against design.md's bound (Reduce-Scatter's plus All-Gather's). Target:
-   >= 0.99 where the paper proves BFB bandwidth-optimal.
+   with zero latency against design.md's bound (Reduce-Scatter's plus All-Gather's); "ideal"
+   is ``(N-1)/d`` shards over BFB's (``d`` the most in-links of an NPU): below the cut-bound
+   ratio where some NPUs have fewer ports (a generalized Kautz graph's would-be self-loops).
+   Target: >= 0.99 where the paper proves BFB bandwidth-optimal.
 3. Scaling: BFB All-Gather generation (programs + HiGHS + chunked messages) and lowering to the
    IR, for TotientPerms (degree 4), generalized Kautz (degree 4) and 2D tori from 64 to 1,024
    NPUs (median of 3; 1 run from 512). Targets: <= 2 s at 256, <= 60 s at 1,024.
-4. All-Reduce at 1 MiB and 1 GiB on 64 NPUs with 6 ports each: TotientPerms, torus 4x4x4,
+4. BFB against TACOS on the same topologies, 64 MiB, against the same bounds (All-Reduce:
+   design.md's Reduce-Scatter + All-Gather bound).
+5. All-Reduce at 1 MiB and 1 GiB on 64 NPUs with 6 ports each: TotientPerms, torus 4x4x4,
    binary hypercube, generalized Kautz, and the fat-tree planes with the same ports. Times are
    the network model's (tacos mode, 50 GB/s, 500 ns per link); per topology the best of BFB
    and ``synth``'s ``best`` (TACOS and the baselines, 1 chunk per NPU).
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from fractions import Fraction
 
 from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.ir import Collective
@@ -70,10 +75,11 @@ EFFICIENCY = [
 
 def efficiency_table() -> None:
     print("\nBFB bandwidth term against the cut bound (All-Gather: LP exact, chunked; All-Reduce 1 GiB: model, zero latency)")
-    print(f"{'topology':<44} {'N':>4} {'steps':>5} {'K':>3} {'AG LP':>6} {'chunked':>7} {'AR model':>8} {'LP s':>5}")
+    print(f"{'topology':<44} {'N':>4} {'steps':>5} {'K':>3} {'AG LP':>6} {'chunked':>7} {'AR model':>8} {'ideal':>6} {'LP s':>5}")
     for spec in EFFICIENCY:
         topo = load_topology(spec)
         zero = load_topology(spec, latency_ns=0)
+        ports = max(len(topo.in_links[v]) for v in range(topo.num_npus))
         started = time.perf_counter()
         gather = bfb(topo, "all-gather", 2**30)
         lp_s = time.perf_counter() - started
@@ -83,7 +89,8 @@ def efficiency_table() -> None:
         design = lower_bounds(zero, Collective.ALL_REDUCE, 2**30).reduce_scatter_all_gather_ns
         print(
             f"{spec:<44} {topo.num_npus:>4} {gather.steps:>5} {gather.all_gather.chunks_per_npu:>3} "
-            f"{cut / gather.bandwidth_ns(2**30, chunked=False):>6.3f} {cut / gather.bandwidth_ns(2**30):>7.3f} {design / predicted:>8.3f} {lp_s:>5.2f}"
+            f"{cut / gather.bandwidth_ns(2**30, chunked=False):>6.3f} {cut / gather.bandwidth_ns(2**30):>7.3f} {design / predicted:>8.3f} "
+            f"{float(Fraction(topo.num_npus - 1, ports) / gather.bandwidth_shards):>6.3f} {lp_s:>5.2f}"
         )
 
 
@@ -142,6 +149,25 @@ def compare_table() -> None:
         )
 
 
+VERSUS = ["torus2d:8x8", "hypercube:6", "totientperms:64,degree=4", "kautz:4,3", "genkautz:100,degree=4", "line(kautz:2,3)"]
+
+
+def versus_tacos_table() -> None:
+    print("\nBFB against TACOS (1 chunk per NPU, its default trials), 64 MiB, efficiency = bound / model time")
+    print(f"{'topology':<28} {'collective':<11} {'bound':>10} {'BFB':>10} {'eff':>6} {'TACOS':>10} {'eff':>6}")
+    for spec in VERSUS:
+        topo = load_topology(spec)
+        for collective in (Collective.ALL_GATHER, Collective.ALL_REDUCE):
+            bounds = lower_bounds(topo, collective, 64 * 2**20)
+            bound = bounds.reduce_scatter_all_gather_ns or bounds.best_ns
+            ours = predict_time(bfb(topo, collective, 64 * 2**20).algorithm, topo)
+            theirs = synthesize(topo, collective, 64 * 2**20, algorithm="tacos").predicted_ns
+            print(
+                f"{topo.name[:28]:<28} {collective.value:<11} {format_time_ns(bound):>10} {format_time_ns(ours):>10} {bound / ours:>6.3f} "
+                f"{format_time_ns(theirs):>10} {bound / theirs:>6.3f}"
+            )
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-scaling", action="store_true")
@@ -154,6 +180,7 @@ def main(argv: list[str]) -> int:
     if not args.skip_scaling:
         scaling_table(args.max_scaling)
     if not args.skip_compare:
+        versus_tacos_table()
         compare_table()
     return 0
 
