@@ -336,23 +336,26 @@ def solve_bfb(problem: BfbProblem, *, on_step: Callable[[str], None] | None = No
     return BfbSolution(problem, programs, solutions, cells, step_loads, lp_s, time.perf_counter() - started)
 
 
-def auto_chunks(step_loads: list[Fraction], rates: set[Fraction], limit: int = MAX_AUTO_CHUNKS) -> int:
-    """The smallest ``K <= limit`` making every ``U_t * K * rate`` whole; else the ``K`` rounding least.
+def auto_chunks(step_loads: list[Fraction], rates: set[Fraction], limit: int = MAX_AUTO_CHUNKS, *, base: int = 1) -> int:
+    """The smallest multiple ``K`` of ``base`` (at most ``limit x base``) making every ``U_t * K * rate`` whole;
+    else the one rounding least.
 
     >>> auto_chunks([Fraction(1), Fraction(5, 2), Fraction(10, 3)], {Fraction(1)})
+    6
+    >>> auto_chunks([Fraction(1), Fraction(5, 2)], {Fraction(1)}, base=3)
     6
     >>> auto_chunks([Fraction(1, 17)], {Fraction(1)}, limit=4)     # ceil(K/17)/K is least at K = 4
     4
     """
-    values = [u * r for u in step_loads for r in rates]
+    values = [u * r * base for u in step_loads for r in rates]
     exact = math.lcm(*(x.denominator for x in values)) if values else 1
     if exact <= limit:
-        return exact
+        return exact * base
 
     def cost(k: int) -> Fraction:
         return sum((Fraction(math.ceil(u * k), k) for u in step_loads), Fraction(0))
 
-    return min(range(1, limit + 1), key=lambda k: (cost(k), k))
+    return min((m * base for m in range(1, limit + 1)), key=lambda k: (cost(k), k))
 
 
 # ---------------------------------------------------------------------- schedule
@@ -540,12 +543,14 @@ def bfb(
     size_bytes: int | str,
     *,
     chunks_per_npu: int | None = None,
+    min_chunks_per_npu: int = 1,
     distance: np.ndarray | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> BfbResult:
     """BFB ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
-    ``chunks_per_npu=None``: the smallest ``K`` that keeps every split exact (:func:`auto_chunks`).
+    ``chunks_per_npu=None``: the smallest multiple of ``min_chunks_per_npu`` that keeps every
+    split exact (:func:`auto_chunks`); a number: exactly that many.
     ``distance``: the NPUs' hop distances when known (an expansion's, from its base's).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
@@ -567,7 +572,7 @@ def bfb(
     if k is None:  # one K for both phases, exact for both when possible
         b_max = max(problem.bandwidth)
         loads = solution.step_loads + (reverse_solution.step_loads if reverse_solution else [])
-        k = auto_chunks(loads, {b / b_max for b in problem.bandwidth})
+        k = auto_chunks(loads, {b / b_max for b in problem.bandwidth}, base=min_chunks_per_npu)
     chunk_bytes = -(-size // (problem.num_npus * k))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
     ag = bfb_schedule(forward, channels, k) if forward is not None else None
