@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from chakra_collectives.cli.app import command, console, print_json
+from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.topology import load_topology
 from chakra_collectives.topology.properties import topology_info
 from chakra_collectives.units import format_size, format_time_ns, parse_size
@@ -26,7 +26,9 @@ def topo_info(
     Example: chakra-coll topo-info totientperms:64,degree=4 --size 1GiB
     """
     nbytes = parse_size(size)
-    info = topology_info(load_topology(topology, force=force), nbytes, with_bfb=bfb)
+    topo = load_topology(topology, force=force)
+    with err_console.status("topology", spinner="dots") as status:
+        info = topology_info(topo, nbytes, with_bfb=bfb, on_step=lambda what: status.update(f"{topo.name}: {what}"))
     if as_json:
         print_json(info)
         return

@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
@@ -83,8 +83,12 @@ def _flow_between(topology: Topology, left, right) -> float:
     return float(nx.maximum_flow_value(graph, "A", "B"))
 
 
-def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True) -> dict[str, Any]:
-    """Ports, diameter, bisection, the cut bound per collective at ``size_bytes``, and BFB's point (see the module docstring)."""
+def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True, on_step: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Ports, diameter, bisection, the cut bound per collective at ``size_bytes``, and BFB's point (see the module docstring).
+
+    ``on_step(what)`` is called before each part (for progress displays).
+    """
+    step = on_step or (lambda what: None)
     from chakra_collectives.synth.bfb import bfb_problem, solve_bfb, topology_distances
 
     n = topology.num_npus
@@ -97,6 +101,7 @@ def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True)
         hops = hop_distances(topology.num_nodes, arrays["src"], arrays["dst"])[:n, :n]
     else:
         hops = topology_distances(topology)
+    step("bisection")
     bisection, method = bisection_gbps(topology)
     info: dict[str, Any] = {
         "topology": topology.name,
@@ -121,6 +126,7 @@ def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True)
         planes = int(topology.name.split("degree=")[1].split(",")[0])
         info["fat_tree"] = {"planes": planes, "ports_per_npu": planes, "levels": fat_tree_levels(ports_per_plane, radix), "switches_per_plane": fat_tree_switches(ports_per_plane, radix), "radix": radix}
     for collective in SUPPORTED:
+        step(f"{collective.value} bounds")
         bounds = lower_bounds(topology, collective, size_bytes)
         info["bounds"][collective.value] = {
             "cut_ns": bounds.cut_ns,
@@ -129,6 +135,7 @@ def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True)
             **({"reduce_scatter_all_gather_ns": bounds.reduce_scatter_all_gather_ns} if bounds.reduce_scatter_all_gather_ns is not None else {}),
         }
     if with_bfb and not topology.num_switches and n > 1:
+        step("BFB linear programs")
         solution = solve_bfb(bfb_problem(topology, distance=None if found is not None else hops))
         from chakra_collectives.units import bytes_per_ns
 
