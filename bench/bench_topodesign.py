@@ -140,7 +140,7 @@ def compare_table() -> None:
             name = min(candidates, key=candidates.get)
             row.append((candidates[name], name))
         bound = lower_bounds(topo, Collective.ALL_REDUCE, 2**30).reduce_scatter_all_gather_ns
-        from chakra_collectives.topology.properties import topology_info
+        from chakra_collectives.topology_report import topology_info
 
         diameter = topology_info(topo, 2**20, with_bfb=False)["diameter"]
         print(

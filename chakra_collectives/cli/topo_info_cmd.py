@@ -7,7 +7,7 @@ from rich.table import Table
 
 from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.topology import load_topology
-from chakra_collectives.topology.properties import topology_info
+from chakra_collectives.topology_report import topology_info
 from chakra_collectives.units import format_size, format_time_ns, parse_size
 
 
