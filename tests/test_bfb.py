@@ -15,6 +15,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.bfb import bfb, bfb_problem, solve_bfb, topology_distances
+from chakra_collectives.synth.bfb_expansions import line_graph_solution
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.units import bytes_per_ns
 from chakra_collectives.verify import verify_algorithm
@@ -128,3 +129,16 @@ def test_random_strongly_connected_topologies(topo, collective):
         into = sum(b for b, d in zip(problem.bandwidth, problem.dst) if d == v) / b_max
         for t, load in enumerate(solution.step_loads, start=1):
             assert load >= Fraction(int((problem.distance[:, v] == t).sum())) / into
+
+
+@pytest.mark.parametrize("spec", ["line(kautz:2,2)", "line(line(fully-connected:4))", "line(torus2d:3x3)", "line(hetero-mesh2d:3x3)", "line(circulant:7,strides=1,3,bidirectional=false)"])
+def test_line_graph_programs_from_the_base_equal_solving_directly(spec):
+    """Every (NPU, step) optimum of L(G) built from G's programs equals the one solved on L(G)'s own distances."""
+    topo = load_topology(spec)
+    derived = line_graph_solution(topo)
+    direct = solve_bfb(bfb_problem(topo, distance=topology_distances(topo)))
+    assert derived is not None and derived.step_loads == direct.step_loads
+    loads = lambda solution: {(v, t): solution.solutions[key].load for v, t, key, *_ in solution.cells}  # noqa: E731
+    assert loads(derived) == loads(direct)
+    result = bfb(topo, "all-reduce", 2**20)
+    assert verify_algorithm(result.algorithm).ok
