@@ -35,8 +35,9 @@ def test_topo_info_of_an_expansion_and_a_fat_tree(cli):
     info = json.loads(cli("topo-info", "line(kautz:2,2)", "--json").stdout)
     assert info["expansion"] == {"kind": "line", "of": ["kautz:2,2"], "copies": 1}
     assert info["diameter"] == 3
-    tree = json.loads(cli("topo-info", "fattree:512,degree=4,radix=32", "--json", "--no-bfb").stdout)
-    assert tree["fat_tree"] == {"planes": 4, "ports_per_npu": 4, "levels": 2, "switches_per_plane": 48, "radix": 32}
+    tree = json.loads(cli("topo-info", "fattree:128,degree=4,radix=16", "--json", "--no-bfb").stdout)
+    # leaf-spine of 16-port switches: 16 leaves (8 hosts down, 8 up) and 8 spines take 128 hosts
+    assert tree["fat_tree"] == {"planes": 4, "ports_per_npu": 4, "levels": 2, "switches_per_plane": 24, "radix": 16}
     assert "bfb" not in tree
 
 
