@@ -552,8 +552,8 @@ def bfb(
     ``chunks_per_npu=None``: the smallest multiple of ``min_chunks_per_npu`` that keeps every
     split exact (:func:`auto_chunks`); a number: exactly that many.
     ``distance``: the NPUs' hop distances, when given solved directly from them; otherwise an
-    expansion's come from its base's, and a line graph's All-Gather programs from its base's
-    programs (:mod:`~chakra_collectives.synth.bfb_expansions`).
+    expansion's All-Gather programs come from its bases' programs
+    (:mod:`~chakra_collectives.synth.bfb_expansions`).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     if collective not in SUPPORTED:
@@ -562,11 +562,11 @@ def bfb(
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
     started = time.perf_counter()
-    from chakra_collectives.synth.bfb_expansions import line_graph_solution  # it builds on this module
+    from chakra_collectives.synth.bfb_expansions import derived_solution  # it builds on this module
 
     problem = bfb_problem(topology, distance=distance)
     channels = build_channels(topology, chunk_bytes=1)
-    derived = line_graph_solution(topology) if distance is None else None
+    derived = derived_solution(topology) if distance is None else None
     solution = derived or solve_bfb(problem, on_step=on_step)
     forward = None if collective is Collective.REDUCE_SCATTER else solution
     mirror = channels.mirror()
