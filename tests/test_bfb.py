@@ -143,3 +143,15 @@ def test_expansion_programs_from_the_base_equal_solving_directly(spec):
     schedule, hops = result.all_gather.schedule, topology_distances(topo)
     owner = schedule.chunk // schedule.chunks_per_npu
     assert (hops[owner, schedule.src] + 1 == hops[owner, schedule.dst]).all()
+
+
+@settings(max_examples=15, deadline=None)
+@given(strongly_connected(), strongly_connected(), st.sampled_from(["line", "product", "degree"]))
+def test_expansions_of_random_bases_derive_the_direct_optima(first, second, kind):
+    from chakra_collectives.topology.expansions import cartesian, degree_expand, line_graph
+
+    topo = {"line": lambda: line_graph(first), "product": lambda: cartesian(first, second), "degree": lambda: degree_expand(first, 2)}[kind]()
+    derived = derived_solution(topo)
+    direct = solve_bfb(bfb_problem(topo, distance=topology_distances(topo)))
+    assert derived.step_loads == direct.step_loads
+    assert {(v, t): derived.solutions[k].load for v, t, k, *_ in derived.cells} == {(v, t): direct.solutions[k].load for v, t, k, *_ in direct.cells}

@@ -72,6 +72,8 @@ class _Collector:
 
     def add(self, v: int, t: int, program: StepProgram, into: np.ndarray, group: np.ndarray, members: np.ndarray) -> None:
         used = np.flatnonzero(program.counts)
+        if len(used) == 0:  # its only shard was the NPU itself
+            return
         if len(used) < len(program.counts):  # drop emptied groups, renumber the rest
             renumber = np.full(len(program.counts), -1)
             renumber[used] = np.arange(len(used))
@@ -86,7 +88,10 @@ class _Collector:
         self.cells.append((v, t, key, into, group, members))
 
     def solution(self, problem, started: float) -> BfbSolution:
-        return BfbSolution(problem, self.programs, self.solutions, self.cells, self.step_loads, self.lp_s, time.perf_counter() - started)
+        steps = self.step_loads
+        while steps and steps[-1] == 0:  # a bound on the steps was used; the diameter may be smaller
+            steps = steps[:-1]
+        return BfbSolution(problem, self.programs, self.solutions, self.cells, steps, self.lp_s, time.perf_counter() - started)
 
 
 def _channel_finder(problem):
@@ -251,66 +256,36 @@ def line_graph_solution(topology: Topology) -> BfbSolution | None:
         raise InputError(f"BFB from the base: {base.name} has parallel links; solve line({base.name}) directly")
     below = base_solution(base)
     problem = bfb_problem(topology)
-    n = problem.num_npus
     b_max = max(problem.bandwidth)
     link_of = {pair: index for index, pair in enumerate(pairs)}
-    channel_keys = problem.src * n + problem.dst
-    order = np.argsort(channel_keys)
-
-    def channels(sources: np.ndarray, target: int) -> np.ndarray:
-        keys = sources.astype(np.int64) * n + target
-        return order[np.searchsorted(channel_keys[order], keys)]
-
+    channels = _channel_finder(problem)
     into_node = [np.array(base.in_links[v], dtype=np.int64) for v in range(base.num_npus)]  # G-links into each NPU
-    programs: dict[tuple, StepProgram] = {}
-    solutions: dict[tuple, object] = {}
-    cells = []
-    step_loads = [0] * (len(below.step_loads) + 1)
-    lp_s = 0.0
-
-    def solve(program: StepProgram) -> tuple:
-        nonlocal lp_s
-        key = program.key()
-        if key not in solutions:
-            programs[key] = program
-            solutions[key] = solve_program(program)
-            lp_s += solutions[key].lp_s
-        return key
-
+    collector = _Collector(len(below.step_loads) + 1)
     base_src = below.problem.src
     # step 1: every in-neighbour (x -> c) of l = (c -> e) sends its own shard over its own link
     for l, (c, _) in enumerate(pairs):
         senders = np.array([link_of[(int(x), c)] for x in base_src[_into(below, c)]], dtype=np.int64)
         into = channels(senders, l)
         rates = tuple(problem.bandwidth[int(i)] / b_max for i in into)
-        key = solve(StepProgram(np.eye(len(senders), dtype=bool), np.ones(len(senders), dtype=np.int64), rates))
-        step_loads[0] = max(step_loads[0], solutions[key].load)
-        cells.append((l, 1, key, into, np.arange(len(senders)), senders))
+        identity = StepProgram(np.eye(len(senders), dtype=bool), np.ones(len(senders), dtype=np.int64), rates)
+        collector.add(l, 1, identity, into, np.arange(len(senders)), senders)
     # step t + 1 of l = (c -> e) from G's cell (c, t)
-    out_of = [[] for _ in range(base.num_npus)]
+    out_of: list[list[int]] = [[] for _ in range(base.num_npus)]
     for l, (c, _) in enumerate(pairs):
         out_of[c].append(l)
     for cell in below.cells:
         c, t, key, _, group, shards = cell
-        program = StepProgram(_canonical_masks(below, cell), below.programs[key].counts, below.programs[key].rates)
-        into_base = _into(below, c)
-        senders = np.array([link_of[(int(x), c)] for x in base_src[into_base]], dtype=np.int64)
+        masks = _canonical_masks(below, cell)
+        senders = np.array([link_of[(int(x), c)] for x in base_src[_into(below, c)]], dtype=np.int64)
         members = np.concatenate([into_node[int(b)] for b in shards])
         member_group = np.repeat(group, [len(into_node[int(b)]) for b in shards])
         for l in out_of[c]:
             keep = members != l
-            lifted_members, lifted_group = members[keep], member_group[keep]
-            counts = np.bincount(lifted_group, minlength=len(program.counts))
-            used = np.flatnonzero(counts)
-            renumber = np.full(len(counts), -1)
-            renumber[used] = np.arange(len(used))
+            counts = np.bincount(member_group[keep], minlength=len(masks))
             into = channels(senders, l)
             rates = tuple(problem.bandwidth[int(i)] / b_max for i in into)
-            lifted = StepProgram(program.masks[used], counts[used], rates)
-            lifted_key = solve(lifted)
-            step_loads[t] = max(step_loads[t], solutions[lifted_key].load)
-            cells.append((l, t + 1, lifted_key, into, renumber[lifted_group], lifted_members))
-    return BfbSolution(problem, programs, solutions, cells, step_loads, lp_s, time.perf_counter() - started)
+            collector.add(l, t + 1, StepProgram(masks, counts, rates), into, member_group[keep], members[keep])
+    return collector.solution(problem, started)
 
 
 def _into(solution: BfbSolution, v: int) -> np.ndarray:
