@@ -11,7 +11,7 @@ import pytest
 from chakra_collectives.errors import InputError
 from chakra_collectives.topology import load_topology
 from chakra_collectives.topology.builders import fully_connected, hypercube, ring, torus2d
-from chakra_collectives.topology.expansions import cartesian, degree_expand, line_graph
+from chakra_collectives.topology.expansions import cartesian, line_graph
 from chakra_collectives.topology.families import (
     best_circulant_diameter,
     circulant_diameter,

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -65,7 +65,7 @@ from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_a
 from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expansions import expanded_distances
-from chakra_collectives.units import parse_size
+from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 MAX_AUTO_CHUNKS = 16
@@ -476,7 +476,9 @@ def _schedule(n, k, step, src, dst, chunk, count, channel, channels: Channels) -
     np.add.at(busy, (step, channel), hop)
     step_end = np.cumsum(busy.max(axis=1))
     start = np.where(step > 0, step_end[np.maximum(step - 1, 0)], 0.0)
-    i32 = lambda a: np.asarray(a, dtype=np.int32)  # noqa: E731
+    def i32(values) -> np.ndarray:
+        return np.asarray(values, dtype=np.int32)
+
     return Schedule(
         num_npus=n,
         chunks_per_npu=k,
@@ -531,8 +533,6 @@ class BfbResult:
     def bandwidth_ns(self, size_bytes: int, *, chunked: bool = True) -> float:
         """The bandwidth term (no latency) of the schedule for ``size_bytes``: shards x (M/N) / b_max."""
         problem = self.phases[-1].solution.problem
-        from chakra_collectives.units import bytes_per_ns
-
         shards = self.chunked_bandwidth_shards if chunked else self.bandwidth_shards
         return float(shards) * size_bytes / problem.num_npus / bytes_per_ns(float(max(problem.bandwidth)))
 

@@ -5,6 +5,7 @@ enumeration up to 16 NPUs; above that the best of a few Kernighan-Lin bisections
 so an upper bound on the minimum; with switches, the halves are the first and last NPUs by
 number and the switches sit wherever a max-flow puts them.
 
+>>> from chakra_collectives.topology import load_topology
 >>> bisection_gbps(load_topology("hypercube:3"))
 (200.0, 'exact')
 """
@@ -17,7 +18,6 @@ import networkx as nx
 import numpy as np
 
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.topology.loaders import load_topology
 
 EXACT_BISECTION_NPUS = 16
 
