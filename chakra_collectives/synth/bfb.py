@@ -105,6 +105,7 @@ def bfb_problem(topology: Topology, *, distance: np.ndarray | None = None) -> Bf
     """
     if topology.num_switches:
         raise InputError(f"BFB schedules direct-connect topologies; {topology.name} has {topology.num_switches} switch(es)")
+    topology.validate()  # every NPU reaches every other, or a one-line error naming a pair
     channels = build_channels(topology, chunk_bytes=1)
     n = topology.num_npus
     if distance is None:
