@@ -63,6 +63,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule
+from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expansions import expanded_distances
 from chakra_collectives.units import bytes_per_ns, parse_size
@@ -611,6 +612,37 @@ def bfb(
         algo = all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size, name="bfb", provenance=provenance)
     lp_s = solution.lp_s + (reverse_solution.lp_s if reverse_solution else 0.0)
     return BfbResult(algo, phases, lp_s, generated - started, time.perf_counter() - generated)
+
+
+def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
+    """The registry's factory: BFB for the whole topology, rank ``r`` on NPU ``r``; ``-k`` is the least chunks per NPU."""
+    if num_ranks != topology.num_npus:
+        raise InputError(f"BFB schedules the whole topology ({topology.num_npus} NPUs); this collective runs over {num_ranks} ranks")
+    result = bfb(topology, collective, options.size_bytes, min_chunks_per_npu=options.chunks_per_npu)
+    details = {
+        "steps": result.steps,
+        "bfb_chunks_per_npu": result.all_gather.chunks_per_npu,
+        "step_loads": [[str(u) for u in phase.step_loads] for phase in result.phases],
+        "rounding_cost": float(max(phase.rounding_cost for phase in result.phases)),
+        "lp_s": result.lp_s,
+    }
+    return Synthesized(result.algorithm, details=details)
+
+
+def _direct_connect(topology: Topology) -> bool:
+    return topology.num_switches == 0
+
+
+register(
+    Synthesizer(
+        "bfb",
+        _make,
+        SUPPORTED,
+        "breadth-first broadcast, each step's split by linear program (direct-connect topologies)",
+        whole_topology=True,
+        fits=_direct_connect,
+    )
+)
 
 
 __all__ = [
