@@ -154,3 +154,20 @@ def test_expansions_of_random_bases_derive_the_direct_optima(first, second, kind
     direct = solve_bfb(bfb_problem(topo, distance=topology_distances(topo)))
     assert derived.step_loads == direct.step_loads
     assert {(v, t): derived.solutions[k].load for v, t, k, *_ in derived.cells} == {(v, t): direct.solutions[k].load for v, t, k, *_ in direct.cells}
+
+
+def test_bfb_is_registered_for_synth_best_and_replay(tmp_path):
+    from chakra_collectives.converters.chakra_et import single_collective_workload
+    from chakra_collectives.replay import replay
+    from chakra_collectives.synth import applicable, synthesize
+
+    torus = load_topology("torus2d:4x4")
+    assert "bfb" in applicable(Collective.ALL_REDUCE, 16, torus)
+    assert "bfb" not in applicable(Collective.ALL_REDUCE, 16, load_topology("switch:16"))
+    made = synthesize(torus, "all-reduce", "16MiB", algorithm="bfb")
+    assert made.algorithm_name == "bfb" and made.efficiency > 0.9 and verify_algorithm(made.algorithm).ok
+    single_collective_workload(tmp_path / "w", "all-reduce", 16, 2**24)
+    replayed = replay(tmp_path / "w", torus, default_algorithm="bfb")
+    assert replayed.collectives[0].algorithm == "bfb (built-in)"
+    # the call is the algorithm scaled to the call's size: the same time as synthesizing it at that size
+    assert replayed.total_ns == pytest.approx(made.predicted_ns, rel=1e-6)
