@@ -169,12 +169,19 @@ class StepSolution:
 def solve_program(program: StepProgram) -> StepSolution:
     """Minimize the most loaded link of ``program`` with HiGHS, then make the optimum exact.
 
+    A program where no shard has a choice of link (every pair of a Kautz graph has one shortest
+    path) needs no solver: its loads are fixed.
+
     >>> p = StepProgram(np.array([[True, True], [True, False]]), np.array([3, 1]), (Fraction(1), Fraction(1)))
     >>> solve_program(p).load
     Fraction(2, 1)
     """
     started = time.perf_counter()
     masks, counts = program.masks, program.counts
+    if (masks.sum(axis=1) == 1).all():  # no shard has a choice: the loads are what they are, exactly
+        per_link = (masks * counts[:, None]).sum(axis=0)
+        load = max((Fraction(int(c)) / r for c, r in zip(per_link, program.rates) if c), default=Fraction(0))
+        return StepSolution(load, time.perf_counter() - started)
     groups, links = np.nonzero(masks)
     num_vars = len(groups)
     rates = np.array([float(r) for r in program.rates])
