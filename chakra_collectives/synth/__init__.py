@@ -8,7 +8,7 @@ model (:func:`chakra_collectives.network.predict_time`), and puts it beside the 
 (:func:`chakra_collectives.bounds.lower_bounds`).
 
 >>> from chakra_collectives.topology import load_topology
->>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB")
+>>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")
 >>> result.algorithm.num_ranks, result.predicted_ns == result.schedule_ns, 0 < result.efficiency <= 1
 (16, True, True)
 """
@@ -33,13 +33,14 @@ from chakra_collectives.units import parse_size
 # Every producer module registers itself when imported; best breaks ties in registration order.
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
+import chakra_collectives.synth.bfb  # noqa: E402,F401
 
 
 def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
     """
     return ["best", *names()]
 
@@ -173,7 +174,7 @@ def synthesize(
         return made.algorithm, predicted
 
     if name == "best":
-        candidate_names = applicable(collective, topology.num_npus)
+        candidate_names = applicable(collective, topology.num_npus, topology)
         if not candidate_names:
             raise InputError(f"no algorithm implements {collective.value}")
         started = time.perf_counter()

@@ -32,14 +32,15 @@ from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
 from chakra_collectives.topology.core import Topology
 
-def applicable(collective: Collective, num_npus: int) -> list[str]:
+def applicable(collective: Collective, num_npus: int, topology: Topology | None = None) -> list[str]:
     """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
-    every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`).
+    every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`)
+    and, when ``topology`` is given, fits it.
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
-    (['tacos', 'ring', 'biring', 'direct', 'rhd'], ['tacos', 'ring', 'biring', 'direct'])
+    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb'], ['tacos', 'ring', 'biring', 'direct', 'bfb'])
     """
-    return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus)]
+    return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
 
 
 def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, mode: str = "tacos") -> float:
