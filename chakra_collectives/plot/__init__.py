@@ -2,7 +2,8 @@
 
 * :func:`plot_timeline` -- per-rank compute and communication from ``replay --json``;
 * :func:`plot_links` -- link utilization over time from ``replay --json``;
-* :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology.
+* :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology;
+* :func:`plot_iteration_vs_cost`, :func:`plot_small_vs_large` -- a search's Pareto fronts.
 
 The functions load on first use, so importing the package (e.g. for :mod:`.formats`) does not
 import matplotlib, which takes a noticeable fraction of a second.
@@ -13,7 +14,9 @@ from importlib import import_module
 _HOMES = {
     "load_replay_document": "chakra_collectives.plot.document",
     "plot_algorithm": "chakra_collectives.plot.algorithm",
+    "plot_iteration_vs_cost": "chakra_collectives.plot.pareto",
     "plot_links": "chakra_collectives.plot.links",
+    "plot_small_vs_large": "chakra_collectives.plot.pareto",
     "plot_timeline": "chakra_collectives.plot.timeline",
 }
 

@@ -1,0 +1,263 @@
+"""``chakra-coll search``: explore topologies x algorithms x workloads, ranked by simulated iteration time."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from chakra_collectives.cli.app import command, console, err_console, print_json
+from chakra_collectives.errors import InputError
+from chakra_collectives.search import ResultTable, load_space, make_executor, parse_space, plan_search, run_search
+from chakra_collectives.search.engine import SearchPlan, SearchRun
+from chakra_collectives.search.report import Group, group_document, groups
+from chakra_collectives.search.winner import write_winner
+from chakra_collectives.search.workloads import slug
+from chakra_collectives.units import format_time_ns
+
+SHOWN_SKIPPED = 6
+
+
+def _say(text: str, indent: int = 0, *, error: bool = False) -> None:
+    """Print ``text`` wrapped to the terminal (continuation lines indented two more)."""
+    target = err_console if error else console
+    lines = textwrap.wrap(text, width=max(40, target.width), initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
+                          break_on_hyphens=False)
+    target.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+
+
+def _numbers(text: Optional[str], flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"{flag} {text!r}: expected whole numbers separated by commas, e.g. 16,32,64") from None
+
+
+def _overrides(**flags: Any) -> dict[str, Any]:
+    """The space keys the flags give (a flag replaces the file's key)."""
+    found: dict[str, Any] = {}
+    if flags["npus"] is not None:
+        found["npus"] = _numbers(flags["npus"], "--npus")
+    if flags["topology"]:
+        found["topologies"] = list(flags["topology"])
+    if flags["algorithm"]:
+        found["algorithms"] = list(flags["algorithm"])
+    if flags["chunks_per_npu"]:
+        found["chunks_per_npu"] = list(flags["chunks_per_npu"])
+    if flags["ports_per_npu"] is not None:
+        found["ports_per_npu"] = flags["ports_per_npu"]
+    if flags["port_bandwidth"] is not None or flags["port_latency"] is not None:
+        found["port"] = {k: v for k, v in (("bandwidth", flags["port_bandwidth"]), ("latency", flags["port_latency"])) if v is not None}
+    if flags["network_model"] is not None:
+        found["network_model"] = flags["network_model"]
+    workload = _workload(**{k: flags[k] for k in ("workload", "model", "layers", "forward", "gradient", "tp", "collective", "sizes")})
+    if workload is not None:
+        found["workloads"] = [workload]
+    return found
+
+
+def _workload(workload, model, layers, forward, gradient, tp, collective, sizes) -> dict[str, Any] | None:
+    given = {k: v for k, v in (("model", model), ("layers", layers), ("forward", forward), ("gradient", gradient)) if v is not None}
+    if workload is None and not given and tp is None and collective is None and sizes is None:
+        return None
+    kind = workload or ("hybrid" if tp is not None else "collective" if collective or sizes else "data-parallel")
+    if kind not in ("data-parallel", "hybrid", "collective"):
+        return {"kind": "prefix", "prefix": str(Path(kind).resolve())}
+    entry: dict[str, Any] = {"kind": kind}
+    if kind in ("data-parallel", "hybrid"):
+        if "model" in given:
+            given["model"] = str(Path(given["model"]).resolve())
+        entry.update(given)
+        if kind == "hybrid" and tp is not None:
+            entry["tp"] = _numbers(tp, "--tp")
+    else:
+        entry.update({k: v for k, v in (("collective", collective), ("sizes", None if sizes is None else sizes.split(","))) if v is not None})
+    return entry
+
+
+@command("search")
+def search(
+    space_file: Optional[Path] = typer.Argument(None, metavar="[SPACE]", help="Design space YAML (see README 'Choose a fabric for your job'); flags replace its keys."),
+    npus: Optional[str] = typer.Option(None, "--npus", "-n", help="NPU counts, e.g. 16,32,64."),
+    topology: list[str] = typer.Option([], "--topology", "-t", help="A topology candidate (repeat): spec with {npus}/{grid2}/{grid3}/{log2}, expansion, or file."),
+    algorithm: list[str] = typer.Option([], "--algorithm", "-a", help="An algorithm (repeat): a registered producer or best."),
+    chunks_per_npu: list[int] = typer.Option([], "--chunks-per-npu", "-k", help="Chunks per NPU (repeat to explore several)."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w", help="data-parallel, hybrid, collective, or a workload ET prefix."),
+    model: Optional[Path] = typer.Option(None, "--model", help="Model spec YAML for data-parallel / hybrid."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Identical layers (data-parallel / hybrid)."),
+    forward: Optional[str] = typer.Option(None, "--forward", help="Forward time of a layer, e.g. 100us."),
+    gradient: Optional[str] = typer.Option(None, "--gradient", help="Gradient bytes of a layer, e.g. 32MiB."),
+    tp: Optional[str] = typer.Option(None, "--tp", help="Tensor-parallel degrees for hybrid, e.g. 2,4 (one variant each)."),
+    collective: Optional[str] = typer.Option(None, "--collective", help="The collective of a 'collective' workload."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="Sizes of a 'collective' workload, e.g. 1MiB,1GiB."),
+    ports_per_npu: Optional[float] = typer.Option(None, "--ports-per-npu", help="Skip candidates with more ports per NPU."),
+    port_bandwidth: Optional[float] = typer.Option(None, "--port-bandwidth", help="GB/s per port (default 50)."),
+    port_latency: Optional[str] = typer.Option(None, "--port-latency", help="Latency per port, e.g. 500ns (default)."),
+    network_model: Optional[str] = typer.Option(None, "--network-model", help="tacos (default) or astra-sim."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Local Dask worker processes (default: one per core); 1 runs in this process."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786) instead of a local cluster."),
+    out: Path = typer.Option(Path("search-out"), "--out", "-o", help="Folder for the table, workloads, plots and the winner's files."),
+    table_path: Optional[Path] = typer.Option(None, "--table", help="Results table (a Parquet folder; default OUT/results.parquet). Rows already there are not evaluated again."),
+    top: int = typer.Option(10, "--top", help="Rows shown per group."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw OUT/pareto.png and OUT/collectives.png."),
+    winner: bool = typer.Option(True, "--winner/--no-winner", help="Write each group's winner: topology file, algorithm ETs, ASTRA-sim folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ranking, fronts, skipped candidates and files as JSON."),
+) -> None:
+    """Choose a fabric and its collective algorithms for a job by simulating the job: every topology x algorithm x workload of a design space is synthesized (each collective once per topology), verified and replayed; the results are ranked by iteration time.
+
+    Tasks run on Dask: a local cluster of one worker per core by default, --scheduler for a running cluster, --workers 1 in this process. Each result is appended to the table as it finishes; rerunning the same space skips what is there (resume after an interruption).
+
+    Example: [bold]chakra-coll search space.yaml -o out/search[/bold]
+
+    Without a file: [bold]chakra-coll search -n 16 -t "torus2d:{grid2}" -t "totientperms:{npus},degree=4" -a tacos -a ring --layers 6 --gradient 32MiB[/bold]
+    """
+    overrides = _overrides(
+        npus=npus, topology=topology, algorithm=algorithm, chunks_per_npu=chunks_per_npu, ports_per_npu=ports_per_npu,
+        port_bandwidth=port_bandwidth, port_latency=port_latency, network_model=network_model, workload=workload, model=model,
+        layers=layers, forward=forward, gradient=gradient, tp=tp, collective=collective, sizes=sizes,
+    )
+    if space_file is None and "topologies" not in overrides:
+        raise InputError("give a space file or at least one --topology (see chakra-coll search --help)")
+    space = load_space(space_file, overrides=overrides) if space_file is not None else parse_space("", name="search", overrides=overrides)
+    table = ResultTable(table_path or out / "results.parquet")
+    with err_console.status("planning", spinner="dots") as status:
+        plan = plan_search(space, out / "workloads", on_step=lambda what: status.update(f"planning: {what}"))
+    if not plan.evaluations:
+        raise InputError(f"nothing to evaluate: every candidate was skipped ({'; '.join(f'{s.label}: {s.reason}' for s in plan.skipped[:3])})")
+    if not as_json:
+        _print_plan(plan, table)
+    executor = make_executor(workers=workers, scheduler=scheduler)
+    try:
+        with executor, _progress(not as_json) as progress:
+            task = progress.add_task("evaluating", total=None)
+            run = run_search(
+                plan, executor, table,
+                on_start=lambda total: progress.update(task, total=total),
+                on_task=lambda kind: progress.advance(task),
+            )
+    except KeyboardInterrupt:
+        done = len(table.keys() & set(plan.by_key()))
+        err_console.print(f"chakra-coll: interrupted: {done} of {len(plan.evaluations)} results are in {table.path}; run the same command again to resume")
+        raise typer.Exit(130) from None
+    rows = table.rows(set(plan.by_key()))
+    found = groups(rows)
+    outputs = _outputs(plan, found, out, plots=plots, winner=winner)
+    if as_json:
+        print_json(_document(plan, run, table, found, outputs, top))
+        return
+    _print_results(plan, run, table, found, outputs, top)
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TextColumn("tasks"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True, disable=not enabled,
+    )
+
+
+def _outputs(plan: SearchPlan, found: list[Group], out: Path, *, plots: bool, winner: bool) -> dict[str, Any]:
+    outputs: dict[str, Any] = {"plots": {}, "winners": {}}
+    if plots and any(g.ranked for g in found):
+        from chakra_collectives.plot import plot_iteration_vs_cost, plot_small_vs_large
+
+        panels = [{"title": g.label, "rows": g.ranked, "front": g.front} for g in found if g.ranked]
+        outputs["plots"]["iteration_vs_cost"] = str(plot_iteration_vs_cost(panels, out / "pareto.png"))
+        probe_panels = [{"title": g.label, "rows": g.ranked, "front": g.probe_front} for g in found if g.probe_front]
+        if probe_panels:
+            outputs["plots"]["small_vs_large"] = str(plot_small_vs_large(probe_panels, out / "collectives.png"))
+    if winner:
+        evaluations = plan.by_key()
+        for group in found:
+            if group.winner is not None:
+                directory = out / "winner" / slug(f"{group.npus}npus_{group.workload}")
+                outputs["winners"][group.label] = write_winner(evaluations[group.winner["key"]], plan.space, directory).as_dict()
+    return outputs
+
+
+def _document(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[Group], outputs: dict[str, Any], top: int) -> dict[str, Any]:
+    space = plan.space
+    return {
+        "space": space.name,
+        "table": str(table.path),
+        "evaluations": len(plan.evaluations),
+        "syntheses": plan.synthesis_count(),
+        "run": run.as_dict(),
+        "skipped": [s.as_dict() for s in plan.skipped],
+        "groups": [group_document(g, top=top) for g in found],
+        **outputs,
+    }
+
+
+def _print_plan(plan: SearchPlan, table: ResultTable) -> None:
+    space = plan.space
+    topologies = len(plan.topologies)
+    counts = sorted({t.topology.num_npus for t in plan.topologies.values()})
+    variants = len(plan.workloads)
+    _say(
+        f"search {space.name}: {', '.join(map(str, counts))} NPUs; {topologies} topologies x "
+        f"{len(space.algorithms)} algorithm set(s) x {len(space.chunks_per_npu)} chunking(s) x "
+        f"{variants} workload variant(s) = {len(plan.evaluations)} evaluations ({plan.synthesis_count()} syntheses)"
+    )
+    done = len(table.keys() & set(plan.by_key()))
+    if done:
+        _say(f"{done} already in {table.path}: not evaluated again (resume)", 2)
+    if plan.skipped:
+        _say(f"skipped {len(plan.skipped)} candidate(s):", 2)
+        for item in plan.skipped[:SHOWN_SKIPPED]:
+            where = f" ({item.npus} NPUs)" if item.npus is not None and space.npus and len(space.npus) > 1 else ""
+            _say(f"{item.label}{where}: {item.reason}", 4)
+        if len(plan.skipped) > SHOWN_SKIPPED:
+            _say(f"and {len(plan.skipped) - SHOWN_SKIPPED} more (--json lists them all)", 4)
+
+
+def _print_results(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[Group], outputs: dict[str, Any], top: int) -> None:
+    failed = sum(len(g.failed) for g in found)
+    _say(
+        f"ran {run.evaluated} evaluation(s) and {run.syntheses} synthes{'is' if run.syntheses == 1 else 'es'} in {run.seconds:.1f} s "
+        f"({run.executor}); {failed} failed"
+    )
+    for lost in run.lost:
+        _say(f"chakra-coll: warning: not evaluated (the engine lost it; rerun to retry): {lost}", error=True)
+    for group in found:
+        console.print()
+        _say(f"{group.label}: {len(group.ranked)} ranked, {len(group.failed)} failed")
+        if group.ranked:
+            console.print(_ranking(group, top))
+            front = "; ".join(f"{r['topology']} / {r['algorithm']} (cost {r['cost']:g})" for r in group.front)
+            _say(f"Pareto front, time vs cost: {front}")
+        for row in group.failed[:SHOWN_SKIPPED]:
+            _say(f"failed: {row['topology']} / {row['algorithm']}: {row['error']}", 2)
+        if len(group.failed) > SHOWN_SKIPPED:
+            _say(f"and {len(group.failed) - SHOWN_SKIPPED} more failures (--json lists them)", 2)
+        written = outputs["winners"].get(group.label)
+        if written is not None:
+            _say(f"winner's files: {written['directory']}/ (topology.yaml, collectives/, astra-sim/)")
+            if written["note"]:
+                _say(written["note"], 2)
+    console.print()
+    for name, path in outputs["plots"].items():
+        _say(f"plot ({name.replace('_', ' ')}): {path}")
+    _say(f"table: {table.path} (pandas.read_parquet reads the folder)")
+
+
+def _ranking(group: Group, top: int) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in (("#", "right"), ("topology", "left"), ("algorithm", "left"), ("iteration", "right"),
+                          ("exposed", "right"), ("diam", "right"), ("cost", "right")):
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis", max_width={"topology": 28, "algorithm": 20}.get(name))
+    several_chunkings = len({r["chunks_per_npu"] for r in group.ranked}) > 1
+    for rank, row in enumerate(group.ranked[:top], start=1):
+        algorithm = row["algorithm"] + (f" k={row['chunks_per_npu']}" if several_chunkings else "")
+        if row["algorithm"] == "best":
+            algorithm += f" ({row['algorithm_used']})"
+        table.add_row(
+            str(rank), row["topology"], algorithm, format_time_ns(row["iteration_ns"]), format_time_ns(row["exposed_comm_ns"]),
+            str(row["diameter"]), f"{row['cost']:g}",
+        )
+    return table
