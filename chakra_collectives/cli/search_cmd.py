@@ -124,27 +124,37 @@ def search(
     )
     if space_file is None and "topologies" not in overrides:
         raise InputError("give a space file or at least one --topology (see chakra-coll search --help)")
-    space = load_space(space_file, overrides=overrides) if space_file is not None else parse_space("", name="search", overrides=overrides)
-    table = ResultTable(table_path or out / "results.parquet")
-    with err_console.status("planning", spinner="dots") as status:
-        plan = plan_search(space, out / "workloads", on_step=lambda what: status.update(f"planning: {what}"))
-    if not plan.evaluations:
-        raise InputError(f"nothing to evaluate: every candidate was skipped ({'; '.join(f'{s.label}: {s.reason}' for s in plan.skipped[:3])})")
-    if not as_json:
-        _print_plan(plan, table)
-    executor = make_executor(workers=workers, scheduler=scheduler)
+    # a scheduler is reached first (an unreachable one fails fast); a local cluster starts once the space is read
+    executor = make_executor(workers=workers, scheduler=scheduler) if scheduler is not None else None
     try:
-        with executor, _progress(not as_json) as progress:
-            task = progress.add_task("evaluating", total=None)
-            run = run_search(
-                plan, executor, table,
-                on_start=lambda total: progress.update(task, total=total),
-                on_task=lambda kind: progress.advance(task),
-            )
+        space = load_space(space_file, overrides=overrides) if space_file is not None else parse_space("", name="search", overrides=overrides)
+    except InputError:
+        if executor is not None:
+            executor.close()
+        raise
+    executor = executor or make_executor(workers=workers)
+    table = ResultTable(table_path or out / "results.parquet")
+    try:
+        with executor:
+            with err_console.status("planning", spinner="dots") as status:
+                plan = plan_search(space, out / "workloads", on_step=lambda what: status.update(f"planning: {what}"))
+            if not plan.evaluations:
+                reasons = "; ".join(f"{s.label}: {s.reason}" for s in plan.skipped[:3])
+                raise InputError(f"nothing to evaluate: every candidate was skipped ({reasons})")
+            if not as_json:
+                _print_plan(plan, table)
+            with _progress(not as_json) as progress:
+                task = progress.add_task("evaluating", total=None)
+                run = run_search(
+                    plan, executor, table,
+                    on_start=lambda total: progress.update(task, total=total),
+                    on_task=lambda kind: progress.advance(task),
+                )
     except KeyboardInterrupt:
-        done = len(table.keys() & set(plan.by_key()))
-        err_console.print(f"chakra-coll: interrupted: {done} of {len(plan.evaluations)} results are in {table.path}; run the same command again to resume")
+        err_console.print(f"chakra-coll: interrupted: the results so far are in {table.path}; run the same command again to resume")
         raise typer.Exit(130) from None
+    except InputError as error:
+        raise error if space_file is None else error.located(path=space_file) from None
     rows = table.rows(set(plan.by_key()))
     found = groups(rows)
     outputs = _outputs(plan, found, out, plots=plots, winner=winner)
@@ -196,13 +206,12 @@ def _document(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[
 
 def _print_plan(plan: SearchPlan, table: ResultTable) -> None:
     space = plan.space
-    topologies = len(plan.topologies)
     counts = sorted({t.topology.num_npus for t in plan.topologies.values()})
-    variants = len(plan.workloads)
+    variants = len({w.variant.label for w in plan.workloads})
     _say(
-        f"search {space.name}: {', '.join(map(str, counts))} NPUs; {topologies} topologies x "
-        f"{len(space.algorithms)} algorithm set(s) x {len(space.chunks_per_npu)} chunking(s) x "
-        f"{variants} workload variant(s) = {len(plan.evaluations)} evaluations ({plan.synthesis_count()} syntheses)"
+        f"search {space.name}: {len(plan.evaluations)} evaluations = {len(plan.topologies)} topologies "
+        f"(at {', '.join(map(str, counts))} NPUs) x {len(space.algorithms)} algorithm set(s) x "
+        f"{len(space.chunks_per_npu)} chunking(s) x {variants} workload(s); {plan.synthesis_count()} syntheses"
     )
     done = len(table.keys() & set(plan.by_key()))
     if done:

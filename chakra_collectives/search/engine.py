@@ -90,6 +90,7 @@ class Evaluation:
             "space": space.name,
             "npus": self.npus,
             "topology": self.topology.label,
+            "candidate": self.topology.choice.entry,
             "topology_name": self.topology.topology.name,
             "family": self.topology.family,
             "algorithm": self.algorithms.label,
@@ -147,10 +148,11 @@ def plan_search(space: SearchSpace, workload_folder: Path, *, on_step: Callable[
                 continue
             topologies[key] = built
             by_npus.setdefault(built.topology.num_npus, []).append((key, built))
+    variants = {npus: workload_variants(space, npus) for npus in by_npus}  # every mistake found before a file is written
     workloads: list[PreparedWorkload] = []
     evaluations: list[Evaluation] = []
     for npus, candidates in by_npus.items():
-        for variant in workload_variants(space, npus):
+        for variant in variants[npus]:
             if isinstance(variant, Skipped):
                 skipped.append(variant)
                 continue

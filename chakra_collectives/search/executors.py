@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from chakra_collectives.errors import InputError
 
-CONNECT_TIMEOUT_S = 5
+CONNECT_TIMEOUT_S = 3
 """How long to try reaching a scheduler before giving up."""
 WORKER_TIMEOUT_S = 60
 """How long to wait for a scheduler without workers to get one."""

@@ -215,6 +215,9 @@ class TopologyChoice:
 
     label: str
     """What reports call it: the filled spec (or file name), or the entry's ``label``."""
+    entry: str
+    """The entry it comes from, unfilled (``totientperms:{npus},degree=4``, or its label): the
+    same at every NPU count, so pictures give each entry one colour."""
     spec: str | None
     file: Path | None
     cost_equivalent_to: str | None
@@ -246,7 +249,8 @@ class TopologyEntry:
                 label = fill(self.label, values, npus=npus) if self.label else (spec or self.file.name)  # type: ignore[union-attr]
             except InputError as error:
                 raise InputError(error.message, line=self.line) from None
-            found.append(TopologyChoice(label, spec, self.file, reference, self.line))
+            entry = self.label or self.spec or self.file.name  # type: ignore[union-attr]
+            found.append(TopologyChoice(label, entry, spec, self.file, reference, self.line))
         return found
 
     def uses_npus(self) -> bool:

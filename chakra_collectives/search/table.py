@@ -31,6 +31,7 @@ SCHEMA = pa.schema(
         ("space", pa.string()),
         ("npus", pa.int64()),
         ("topology", pa.string()),
+        ("candidate", pa.string()),
         ("topology_name", pa.string()),
         ("family", pa.string()),
         ("algorithm", pa.string()),

@@ -78,7 +78,7 @@ def synthesize_collective(
         verify_s = time.perf_counter() - started
         if not report.ok:
             failed = next(c for c in report.checks if c.status.value == "failed")
-            raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failed.name}: {failed.message}")
+            raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failed.name}: {failed.summary}")
         verified = True
         probes = tuple(predict_time(algo, topology, size_bytes=size, mode=mode) for size in probe_sizes)
     except Exception as error:  # noqa: BLE001 -- a failing candidate is recorded, never fatal

@@ -82,7 +82,10 @@ def _model(entry: WorkloadEntry, kind: str) -> ModelSpec:
     values = {k: entry.get(k, MODEL_DEFAULTS.get(k)) for k in keys}
     if kind == "data-parallel" and entry.get("activation") is None:
         values["activation"] = None
-    return uniform_model(**values)
+    try:
+        return uniform_model(**values)
+    except InputError as error:  # it names the flags of 'chakra-coll workload'; here they are keys
+        raise InputError(error.message.removeprefix("--")) from None
 
 
 def _model_identity(entry: WorkloadEntry) -> dict:
@@ -122,7 +125,11 @@ def _variants(entry: WorkloadEntry, npus: int) -> list[WorkloadVariant | Skipped
             if npus % tp:
                 found.append(Skipped(f"{entry.label or 'hybrid'} tp={tp}", npus, f"{tp} does not divide {npus} NPUs (tp must divide the NPU count)", entry.line))
                 continue
-            generated = hybrid_parallel(model, tp, npus // tp)
+            try:
+                generated = hybrid_parallel(model, tp, npus // tp)
+            except InputError as error:  # e.g. compute not a whole number of microseconds once divided by tp
+                found.append(Skipped(f"{entry.label or 'hybrid'} tp={tp}", npus, error.message, entry.line))
+                continue
             found.append(WorkloadVariant(label, kind, npus, {"kind": kind, "tp": tp, **_model_identity(entry)}, generated, line=entry.line))
         return found
     if kind == "collective":
