@@ -26,7 +26,7 @@ def _say(text: str, indent: int = 0, *, error: bool = False) -> None:
     """Print ``text`` wrapped to the terminal (continuation lines indented two more)."""
     target = err_console if error else console
     lines = textwrap.wrap(text, width=max(40, target.width), initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
-                          break_on_hyphens=False)
+                          break_on_hyphens=False, break_long_words=False)
     target.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 

@@ -131,8 +131,12 @@ class DaskExecutor:
         self.close()
 
     def share(self, value: Any) -> Any:
-        """Put ``value`` on the cluster once; tasks that take the handle fetch it from there."""
-        return self.client.scatter(value, hash=False)
+        """Put ``value`` on the cluster once; tasks that take the handle fetch it from there.
+
+        It is a task that returns the value, not scattered data: if the worker holding it dies,
+        the scheduler makes it again elsewhere (scattered data would be lost with the worker).
+        """
+        return self.client.submit(_same, value, pure=False, priority=2)
 
     def submit(self, function: Callable[..., Any], *args: Any, priority: int = 0, key: str | None = None) -> Any:
         return self.client.submit(function, *args, priority=priority, key=key, pure=False)
@@ -156,6 +160,10 @@ class DaskExecutor:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> InProcess | DaskExecutor:
