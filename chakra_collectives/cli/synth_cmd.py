@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from chakra_collectives import progress
 from chakra_collectives.astra_sim import write_astra_sim_dir
 from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.cli.handoff import print_astra_sim_dir
+from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -22,45 +22,15 @@ from chakra_collectives.topology import load_topology
 from chakra_collectives.units import format_size, format_time_ns, parse_size
 
 
-class _LateProgress:
-    """A rich progress display that appears only once the work has taken more than ``delay`` s."""
-
-    def __init__(self, enabled: bool, delay: float = 1.0) -> None:
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console, transient=True)
-        self.task = self.progress.add_task("starting", total=None)
-        self.started = False
-        self.lock = threading.Lock()
-        self.timer = threading.Timer(delay, self._start) if enabled else None
-
-    def _start(self) -> None:
-        with self.lock:
-            if not self.started:
-                self.started = True
-                self.progress.start()
-
-    def __enter__(self) -> "_LateProgress":
-        if self.timer:
-            self.timer.start()
-        return self
-
-    def step(self, name: str) -> None:
-        self.progress.update(self.task, description=name)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.timer:
-            self.timer.cancel()
-            with self.lock:
-                if self.started:
-                    self.progress.stop()
-                self.started = True  # a timer firing late must not start it now
-
-
 @command("synth")
 def synth(
     topology: str = typer.Option(..., "--topology", "-t", help="Builder spec (torus3d:4x4x4, dgx:4x8, ...) or topology file (YAML/JSON, ASTRA-sim YAML, GraphML, edge list)."),
     collective: str = typer.Option("all-reduce", "--collective", "-c", help="all-gather, reduce-scatter, all-reduce (tacos); baselines also all-to-all, broadcast, reduce."),
     size: str = typer.Option("64MiB", "--size", "-s", help="Collective size (bytes of the larger per-rank buffer), e.g. 64MiB, 1GB, 4096."),
-    chunks_per_npu: int = typer.Option(1, "--chunks-per-npu", "-k", help="Chunks each NPU's share is cut into (chunk = ceil(size / (NPUs * k)) bytes)."),
+    chunks_per_npu: Optional[int] = typer.Option(
+        None, "--chunks-per-npu", "-k",
+        help="Chunks each NPU's share is cut into (chunk = ceil(size / (NPUs * k)) bytes). Default: the fastest (predicted) of k = 1, 2, 4, ... (up to 16; fewer above 32 NPUs).",
+    ),
     algorithm: str = typer.Option(
         DEFAULT_ALGORITHM, "--algorithm", "-a",
         help=f"One of: {', '.join(algorithm_names())}. 'best' runs every applicable one (TACOS and the baselines) and keeps the fastest (predicted).",
@@ -85,22 +55,19 @@ def synth(
     """
     coll = Collective.parse(collective)
     size_bytes = parse_size(size)
-    if chunks_per_npu < 1:
+    if chunks_per_npu is not None and chunks_per_npu < 1:
         raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
     if trials is not None and trials < 1:
         raise InputError(f"--trials must be positive, got {trials}")
     topo = load_topology(topology)
-    with _LateProgress(enabled=not as_json) as progress:
-        result = synthesize(
-            topo, coll, size_bytes, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            on_step=progress.step,
-        )
+    with showing_progress(err_console, "synth", enabled=not as_json):
+        result = synthesize(topo, coll, size_bytes, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root)
         write_s = None
         if output is not None:
-            progress.step("write ETs")
-            started = time.perf_counter()
-            write_algorithm(result.algorithm, output)
-            write_s = time.perf_counter() - started
+            with progress.task("write ETs"):
+                started = time.perf_counter()
+                write_algorithm(result.algorithm, output)
+                write_s = time.perf_counter() - started
     summary = result.to_json()
     summary["et_write_s"] = write_s
     summary["output"] = None if output is None else f"{output}.{{rank}}.et"
