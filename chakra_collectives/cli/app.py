@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import textwrap
 from typing import Any, Callable
 
 import typer
@@ -64,6 +65,37 @@ def command(name: str, *, group: typer.Typer | None = None, **options: Any) -> C
 def fail(error: ChakraCollError) -> None:
     err_console.print(f"chakra-coll: error: {error}", markup=False, soft_wrap=True)
     raise typer.Exit(error.exit_code)
+
+
+def say(text: str, *, prefix: str = "", indent: int | None = None, style: str | None = None, to: Console | None = None) -> None:
+    """Print ``text`` wrapped at the terminal's width on spaces only: a path or any other word
+    longer than a line is never broken (it runs on, and the terminal's copy keeps it whole).
+
+    ``prefix`` (rich markup, e.g. a coloured mark) starts the first line; continuation lines
+    are indented by ``indent`` (default: the prefix's width). ``text`` is plain (no markup).
+
+    >>> import io
+    >>> out = Console(file=io.StringIO(), width=30)
+    >>> say("wrote /a/very/long/path/that/does/not/fit/in/thirty/columns.et and more", prefix="  ", to=out)
+    >>> print(out.file.getvalue(), end="")
+      wrote
+      /a/very/long/path/that/does/not/fit/in/thirty/columns.et
+      and more
+    """
+    from rich.text import Text
+
+    target = to or console
+    stripped = text.lstrip(" ")
+    lead = Text.from_markup(prefix) + " " * (len(text) - len(stripped))
+    text = stripped
+    hang = lead.cell_len if indent is None else indent
+    lines = textwrap.wrap(
+        text, width=max(target.width - lead.cell_len, 20), subsequent_indent=" " * max(hang - lead.cell_len, 0),
+        break_long_words=False, break_on_hyphens=False,
+    ) or [""]
+    for number, line in enumerate(lines):
+        head = lead.copy() if number == 0 else Text(" " * min(hang, lead.cell_len))
+        target.print(head + Text(line, style=style or ""), soft_wrap=True, highlight=False)
 
 
 def print_json(document: Any) -> None:
