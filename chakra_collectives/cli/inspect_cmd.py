@@ -6,57 +6,55 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from chakra_collectives.cli.app import command, console, print_json
-from chakra_collectives.cli.options import size_option
-from chakra_collectives.converters.chakra_et import read_algorithm
-from chakra_collectives.ir import OpKind
-from chakra_collectives.summary import summarize
-from chakra_collectives.units import format_size
+from chakra_collectives.cli.app import command, print_json, say
+from chakra_collectives.cli.options import JSON, size_option
+from chakra_collectives.cli.tables import print_table
+
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll inspect --json`` (``schemas/inspect.schema.json``)."""
+
+MAX_RANK_ROWS = 16
+"""Ranks listed one per row; above this, the first and last 8 (the JSON has all)."""
+
+KINDS = ("SEND", "RECV", "REDUCE", "COPY", "COMPUTE")
 
 
 @command("inspect")
 def inspect(
-    prefix: Path = typer.Argument(..., help="Algorithm files PREFIX.{rank}.et (or one of them)."),
-    size: Optional[str] = typer.Option(None, "--size", help="Report bytes for this collective size instead of the files' own."),
-    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
+    prefix: Path = typer.Argument(..., metavar="PREFIX", help="Algorithm files PREFIX.{rank}.et (or one of them)."),
+    size: Optional[str] = typer.Option(None, "--size", "-s", metavar="SIZE", help="Report bytes for this collective size instead of the files' own."),
+    as_json: bool = JSON,
 ) -> None:
-    """Nodes by type, bytes sent and received, longest dependency chain: per rank and in total.
+    """Per-rank statistics of an algorithm's files.
 
-    Example: [bold]chakra-coll inspect out/ar --json[/bold]
+    Operations by kind, bytes sent and received, and the longest dependency chain, per rank
+    and in total; and the critical path through messages.
+
+    \b
+    Example:
+      chakra-coll inspect sample_traces/collectives/all_reduce_tacos
     """
+    from chakra_collectives.converters.chakra_et import read_algorithm
+    from chakra_collectives.summary import summarize
+    from chakra_collectives.units import format_size
+
     algo = read_algorithm(prefix)
     stats = summarize(algo, size_option(size))
     if as_json:
-        print_json(stats)
+        print_json({"schema_version": SCHEMA_VERSION, "source": str(prefix), **stats})
         return
-    console.print(f"[bold]{prefix}[/bold]: {algo.describe()}, {format_size(stats['size_bytes'])}")
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("rank", justify="right")
-    for kind in OpKind:
-        table.add_column(kind.name, justify="right")
-    for column in ("sent", "received", "longest chain"):
-        table.add_column(column, justify="right")
-    rows = stats["ranks"] if len(stats["ranks"]) <= 64 else stats["ranks"][:32] + stats["ranks"][-32:]
-    for row in rows:
-        table.add_row(
-            str(row["rank"]),
-            *(str(row["ops"][k.name]) for k in OpKind),
-            format_size(row["bytes_sent"]),
-            format_size(row["bytes_received"]),
-            str(row["longest_chain"]),
-        )
-    totals = stats["totals"]
-    table.add_row(
-        "total",
-        *(str(totals["ops"][k.name]) for k in OpKind),
-        format_size(totals["bytes_sent"]),
-        format_size(totals["bytes_received"]),
-        str(totals["longest_chain"]),
-        style="bold",
-    )
-    console.print(table)
-    if len(stats["ranks"]) > 64:
-        console.print(f"(showing the first and last 32 of {len(stats['ranks'])} ranks; --json has all)")
-    console.print(f"critical path through messages: {totals['critical_path_ops']} operations")
+    say(f"{prefix}: {algo.describe()}, {format_size(stats['size_bytes'])}", style="bold")
+    kinds = [k for k in KINDS if stats["totals"]["ops"][k]]
+    ranks = stats["ranks"]
+    shown = ranks if len(ranks) <= MAX_RANK_ROWS else ranks[:8] + [None] + ranks[-8:]
+
+    def row(label: str, values: dict) -> list[str]:
+        return [label, *(f"{values['ops'][k]:,}" for k in kinds), format_size(values["bytes_sent"]), format_size(values["bytes_received"]), f"{values['longest_chain']:,}"]
+
+    rows = [row(str(r["rank"]), r) if r is not None else ["...", *([""] * (len(kinds) + 3))] for r in shown]
+    rows.append(row("total", stats["totals"]))
+    print_table(["rank", *(k.lower() for k in kinds), "sent", "received", "longest chain"], rows, right=("rank", "sent", "received"))
+    if len(ranks) > MAX_RANK_ROWS:
+        say(f"(the first and last 8 of {len(ranks)} ranks; --json has all)", style="dim")
+    say(f"critical path through messages: {stats['totals']['critical_path_ops']:,} operations")

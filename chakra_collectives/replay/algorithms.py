@@ -1,6 +1,6 @@
 """Which collective algorithm each COMM_COLL node runs: given ones, or a built-in default.
 
-``--collective all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--collective out/ar`` takes
+``--algorithm all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--algorithm out/ar`` takes
 the collective from the files' metadata (files chakra-collectives wrote record it). Without an
 algorithm for a collective type, the built-in ``--default-algorithm`` -- any producer of the
 synthesizer registry (:mod:`~chakra_collectives.synth.registry`) -- is generated for each group
@@ -32,12 +32,12 @@ def parse_collective_option(text: str) -> tuple[Collective | None, str]:
     if not sep:
         return None, text
     if not prefix:
-        raise InputError(f"--collective {text!r}: expected COLLECTIVE=PREFIX such as all-reduce=out/ar")
+        raise InputError(f"--algorithm {text!r}: expected COLLECTIVE=PREFIX such as all-reduce=out/ar")
     return Collective.parse(name), prefix
 
 
 def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]:
-    """Read every ``--collective`` option; one algorithm per collective type."""
+    """Read every ``--algorithm`` option; one algorithm per collective type."""
     found: dict[Collective, CollectiveAlgorithm] = {}
     for text in options:
         collective, prefix = parse_collective_option(text)
@@ -48,7 +48,7 @@ def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]
             collective = algo.collective
             if collective is Collective.CUSTOM:
                 raise InputError(
-                    f"{prefix}: the files do not say which collective they implement; use --collective NAME={prefix}"
+                    f"{prefix}: the files do not say which collective they implement; use --algorithm NAME={prefix}"
                 )
         if collective in found:
             raise InputError(f"two algorithms given for {collective.value}")
@@ -77,7 +77,7 @@ class AlgorithmCatalog:
                 )
             return algo, algo.name or "given"
         if self.default is None:
-            raise InputError(f"no algorithm for {collective.value}: give --collective {collective.value}=PREFIX or --default-algorithm")
+            raise InputError(f"no algorithm for {collective.value}: give --algorithm {collective.value}=PREFIX or --default-algorithm")
         synthesizer = get(self.default)
         key = (collective, members if synthesizer.whole_topology else group_size)
         built = self._built.get(key)
@@ -94,6 +94,6 @@ class AlgorithmCatalog:
             except InputError as error:
                 raise InputError(
                     f"no algorithm for {collective.value}: the built-in {self.default} cannot make one ({error.message}); "
-                    f"give --collective {collective.value}=PREFIX"
+                    f"give --algorithm {collective.value}=PREFIX"
                 ) from None
         return built, f"{self.default} (built-in)"

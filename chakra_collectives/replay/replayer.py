@@ -147,8 +147,9 @@ class ReplayResult:
         document = {
             "workload": self.workload,
             "topology": self.topology,
-            "mode": self.mode,
+            "network_model": self.mode,
             "concurrency": self.concurrency,
+            "num_ranks": len(self.ranks),
             "total_ns": self.total_ns,
             "num_nodes": self.num_nodes,
             "num_tasks": self.num_tasks,
@@ -156,6 +157,8 @@ class ReplayResult:
             "collectives": [c.as_dict() for c in self.collectives],
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
+            "mode": self.mode,  # deprecated spelling of network_model, kept for one release
+            "deprecated": {"mode": "network_model"},
         }
         if timeline:
             from chakra_collectives.replay.timeline import timeline_document

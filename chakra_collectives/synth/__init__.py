@@ -96,16 +96,17 @@ class SynthesisResult:
         bounds = self.bounds
         return {
             "topology": self.topology.name,
-            "npus": self.topology.num_npus,
-            "switches": self.topology.num_switches,
-            "links": len(self.topology.links),
+            "num_npus": self.topology.num_npus,
+            "num_switches": self.topology.num_switches,
+            "num_links": len(self.topology.links),
+            "num_ranks": algo.num_ranks,
             "collective": algo.collective.value,
             "algorithm": self.algorithm_name,
             "requested_algorithm": self.requested or self.algorithm_name,
             "candidates": {c.name: {"predicted_ns": c.predicted_ns, "at_least_ns": c.at_least_ns} for c in self.candidates},
             "size_bytes": algo.size_bytes,
             "chunks_per_npu": self.chunks_per_npu,
-            "chunks": algo.chunk_count,
+            "chunk_count": algo.chunk_count,
             "chunk_bytes": algo.chunk_bytes(),
             "operations": algo.num_ops,
             "predicted_ns": self.predicted_ns,
@@ -121,6 +122,12 @@ class SynthesisResult:
             "phase_latency_ratios": list(self.phase_latency_ratios),
             "chunks_per_npu_tried": {str(k): t for k, t in self.chunks_tried.items()},
             "switch_handling": self.switch_handling,
+            # deprecated spellings, kept for one release
+            "npus": self.topology.num_npus,
+            "switches": self.topology.num_switches,
+            "links": len(self.topology.links),
+            "chunks": algo.chunk_count,
+            "deprecated": {"npus": "num_npus", "switches": "num_switches", "links": "num_links", "chunks": "chunk_count"},
         }
 
 

@@ -123,7 +123,7 @@ class Report:
             return f"verified: {claim} -- {', '.join(proved)}"
         if verdict is Verdict.WRONG:
             failed = next(c for c in self.checks if c.status is Status.FAILED)
-            return f"NOT verified: {claim} -- {failed.name} check failed"
+            return f"NOT verified: {claim} -- {failed.name} check failed: {failed.summary}"
         missing = next(c for c in self.checks if c.status is Status.SKIPPED and c.required)
         return f"NOT PROVED: {claim} -- {missing.summary}; proved only: {', '.join(proved) or 'nothing'}"
 

@@ -77,7 +77,7 @@ class GeneratedWorkload:
         return {
             "kind": self.kind,
             "name": self.name,
-            "ranks": self.num_ranks,
+            "num_ranks": self.num_ranks,
             "nodes_per_rank": len(nodes),
             "compute_ns_per_rank": compute,
             "collectives": [
@@ -85,6 +85,8 @@ class GeneratedWorkload:
             ],
             "collective_bytes_per_rank": sum(s * n for (_, s, _), n in calls.items()),
             "groups": self.groups,
+            "ranks": self.num_ranks,  # deprecated spelling of num_ranks, kept for one release
+            "deprecated": {"ranks": "num_ranks"},
         }
 
 

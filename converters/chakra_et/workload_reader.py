@@ -36,6 +36,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
 from chakra_collectives.converters.chakra_et.reader import rank_files
+from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_nodes, split_records
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 
@@ -190,4 +191,25 @@ def read_workload(prefix: str | Path) -> Workload:
     )
 
 
-__all__ = ["NO_COLLECTIVE", "Workload", "collective_name", "node_type_name", "read_workload"]
+def read_node_names(paths: list[Path]) -> list[str]:
+    """The ``name`` of every node of the rank files ``paths``, in the order :func:`read_workload`
+    numbers them (pictures and traces label nodes with it; reading the columns skips names).
+
+    >>> import tempfile, pathlib
+    >>> from chakra_collectives.converters.chakra_et.workload_writer import single_collective_workload
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-reduce", 2, 2**20)
+    ...     names = read_node_names(read_workload(pathlib.Path(tmp) / "w").paths)
+    >>> names
+    ['all-reduce', 'all-reduce']
+    """
+    names: list[str] = []
+    for path in paths:
+        data = load_bytes(path)
+        records = split_records(data, path)
+        view = parse_nodes(data, records[1:]) if len(records) > 1 else []
+        names += [node.name.decode("utf-8", "replace") for node in view]
+    return names
+
+
+__all__ = ["NO_COLLECTIVE", "Workload", "collective_name", "node_type_name", "read_node_names", "read_workload"]
