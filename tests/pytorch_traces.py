@@ -174,6 +174,18 @@ class ScriptedRun:
                 with self.op(tid, f"nccl:{nccl}", 2, values=[inp], types=[tensor_type]):
                     self.launch(tid, kernel, kernel_us, NCCL_STREAM, kernel_args)
 
+    def p2p(self, tid: int, kind: str, numel: int, peer: int, *, seq: int, kernel_us: float, tag: int = 0) -> None:
+        """``dist.send`` / ``dist.recv`` of ``numel`` floats to / from global rank ``peer``."""
+        tensor = self.new_tensor(numel)
+        op = "c10d::send" if kind == "send" else "c10d::recv_"
+        pg_value = 94594108284448 if self.schema == "1.0.1" else (BACKEND_ID if self.schema.startswith("1.0.2") else ["0", "default_pg"])
+        values = [[tensor], seq, pg_value, self.rank, kind, [], []]
+        types = ["GenericList[Tensor(float)]", "Int", "Int", "Int", "String", "GenericList[]", "GenericList[]"]
+        with self.op(tid, op, 4, values=[[tensor], "<Object>", peer, tag], types=["GenericList[Tensor(float)]", "Object", "Int", "Int"]):
+            with self.op(tid, "record_param_comms", 3, values=values, types=types):
+                with self.op(tid, f"nccl:{kind}", 2, values=[tensor], types=["Tensor(float)"]):
+                    self.launch(tid, "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", kernel_us, NCCL_STREAM)
+
     def wait(self, tid: int, seq: int) -> None:
         if self.schema == "1.0.1":
             values, types = [seq, 0, 0, "wait", [], []], ["Int", "Int", "Int", "String", "GenericList[]", "GenericList[]"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE, GlobalMetadata, Node
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata, Node
 from chakra.src.third_party.utils import protolib
 
 from chakra_collectives.converters.pytorch.convert import convert_pytorch
@@ -171,6 +171,20 @@ def test_collectives_the_replayer_cannot_run_are_left_out_with_a_warning(tmp_pat
     assert any("gather" in w and "left out" in w for w in result.warnings)
 
 
+def test_point_to_point_calls_become_sends_and_receives(tmp_path):
+    runs = []
+    for r in range(2):
+        run = ScriptedRun(rank=r, world=2)
+        with run.op(1, "step", 2):
+            run.p2p(1, "send" if r == 0 else "recv", 4096, peer=1 - r, seq=1, kernel_us=20, tag=3)
+        runs.append(run)
+    _, (sender, receiver) = convert_runs(tmp_path, runs)
+    (send,) = [n for n in sender if n.type == COMM_SEND_NODE]
+    (recv,) = [n for n in receiver if n.type == COMM_RECV_NODE]
+    assert (attr(send, "comm_dst"), attr(send, "comm_size"), attr(send, "comm_tag")) == (1, 16384, 3)
+    assert (attr(recv, "comm_src"), attr(recv, "comm_size"), attr(recv, "comm_tag")) == (0, 16384, 3)
+
+
 def test_replicate_copies_one_rank(tmp_path):
     result, _ = convert_runs(tmp_path, [ddp_step(0, 4)], replicate=4)
     assert [p.name for p in result.paths] == [f"w.{r}.et" for r in range(4)]
@@ -229,3 +243,28 @@ def test_real_host_trace_1_0_2_finds_its_all_gathers(interop, tmp_path):
         assert [attr(n, "comm_type") for n in nodes] == [Collective.ALL_GATHER.chakra_comm_type] * 10
         assert [list(n.data_deps) for n in nodes[1:]] == [[i] for i in range(9)]  # one NCCL stream: call order
     assert any("no Kineto trace" in w for w in result.warnings)
+
+
+# ---------------------------------------------------------------------- command line
+def test_command_takes_globs_and_prints_json(cli, tmp_path):
+    for r in range(2):
+        write_pair(ddp_step(r, 2), tmp_path, f"rank{r}")
+    result = cli("workload", "from-pytorch", str(tmp_path / "rank*_host.json"), "--kineto", str(tmp_path / "rank*_kineto.json"),
+                 "-o", tmp_path / "out" / "step", "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [c["collective"] for c in document["collectives"]] == [kind for kind, _ in DDP_COLLECTIVES]
+    assert document["files"] == [str(tmp_path / "out" / f"step.{r}.et") for r in range(2)]
+    assert [r["linked_by"] for r in document["ranks"]] == ["rf_id", "rf_id"]
+
+
+def test_command_summary_and_errors(cli, tmp_path):
+    host, kineto = write_pair(ddp_step(0, 1), tmp_path, "r0")
+    result = cli("workload", "from-pytorch", host, "-k", kineto, "-o", tmp_path / "w")
+    assert result.exit_code == 0
+    assert "all-reduce" in result.stdout and "written:" in result.stdout and "next: chakra-coll replay" in result.stdout
+    missing = cli("workload", "from-pytorch", str(tmp_path / "nothing*.json"), "-o", tmp_path / "x")
+    assert missing.exit_code == 2 and "no execution trace matches" in missing.stderr and "Traceback" not in missing.stderr
+    swapped = cli("workload", "from-pytorch", kineto, "-o", tmp_path / "x")
+    assert swapped.exit_code == 2 and "give it with --kineto" in swapped.stderr
+    assert not list(tmp_path.glob("x.*"))

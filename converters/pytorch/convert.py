@@ -265,6 +265,8 @@ def _write_rank(
         if node.kind in (SEND, RECV):
             size = max(1, call.size_bytes)
             peer = call.peer if call.peer is not None else 0
+            if call.pg_ranks and 0 <= peer < len(call.pg_ranks):  # a group rank -> the global rank
+                peer = call.pg_ranks[peer]
             make = builder.send if node.kind == SEND else builder.recv
             make(rank, peer, size, tag=call.tag, deps=deps)
             continue
