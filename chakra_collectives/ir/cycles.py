@@ -1,0 +1,66 @@
+"""Dependency cycles in a graph stored as CSR (node ``i`` waits for ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``).
+
+A node on a cycle, or behind one, can never run: the replayer names the cycle when a workload
+deadlocks, and the workload reader uses it to tell call-tree ``ctrl_deps`` (which older Chakra
+converters wrote and which close cycles with the data dependencies) from real orderings.
+
+>>> import numpy as np
+>>> dep_ptr, dep_idx = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 0, 0])  # 0 -> 1 -> 2 -> 0; 3 -> 0
+>>> find_cycle(dep_ptr, dep_idx)
+[0, 1, 2]
+>>> find_cycle(np.array([0, 0, 1]), np.array([0])) is None
+True
+>>> find_cycle(np.array([0, 1]), np.array([0]))  # a node waiting for itself
+[0]
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+
+def find_cycle(dep_ptr: np.ndarray, dep_idx: np.ndarray, among: np.ndarray | None = None) -> list[int] | None:
+    """One cycle as ``[a, b, ..., z]`` (a waits for b, ..., z waits for a), or ``None`` if acyclic.
+
+    ``among`` (node indices) restricts the search to the subgraph they induce, e.g. the nodes
+    a replay left stuck. Negative entries of ``dep_idx`` (absent nodes) are ignored.
+    """
+    size = len(dep_ptr) - 1
+    inside = np.zeros(size, dtype=bool)
+    inside[np.arange(size) if among is None else np.asarray(among, dtype=np.int64)] = True
+    owner = np.repeat(np.arange(size), np.diff(dep_ptr))
+    keep = (dep_idx >= 0) & inside[owner]
+    keep[keep] = inside[dep_idx[keep]]
+    waiter, waited = owner[keep], dep_idx[keep]
+    if not len(waiter):
+        return None
+    if not np.any(waited >= waiter) and not np.any(waiter == waited):
+        return None  # every dependency points to an earlier node: acyclic
+    # Kahn: peel off nodes whose dependencies (inside the subgraph) have all been peeled
+    pending = np.bincount(waiter, minlength=size)
+    order = np.argsort(waited, kind="stable")
+    waiters_of = np.split(waiter[order], np.cumsum(np.bincount(waited, minlength=size))[:-1])
+    pending_list = pending.tolist()
+    queue = deque(np.flatnonzero(inside & (pending == 0)).tolist())
+    while queue:
+        node = queue.popleft()
+        for w in waiters_of[node].tolist():
+            pending_list[w] -= 1
+            if pending_list[w] == 0:
+                queue.append(w)
+    left = [i for i in np.flatnonzero(inside).tolist() if pending_list[i] > 0]
+    if not left:
+        return None
+    alive = np.zeros(size, dtype=bool)
+    alive[left] = True
+    path: list[int] = []
+    seen: dict[int, int] = {}
+    node = left[0]
+    while node not in seen:  # every remaining node waits for a remaining node: walk until one repeats
+        seen[node] = len(path)
+        path.append(node)
+        deps = dep_idx[dep_ptr[node] : dep_ptr[node + 1]]
+        node = int(next(d for d in deps.tolist() if d >= 0 and alive[d]))
+    return path[seen[node] :]
