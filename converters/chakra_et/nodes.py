@@ -197,6 +197,8 @@ class EtFile:
     path: Path | str
     rank: int | None
     metadata: dict[str, Any]
+    same_as: int | None = None
+    """Index of an earlier file with the same bytes (this one's columns are its copy)."""
 
 
 @dataclass
@@ -285,7 +287,8 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
             decoded = _decode_paths(shares[0], missing) + [part for future in others for part in future.result()]
     by_rank = {part.file.rank: part for part in decoded}
     parts = [
-        by_rank[rank] if same[rank] == rank else replace(by_rank[same[rank]], file=replace(by_rank[same[rank]].file, path=path, rank=rank))
+        by_rank[rank] if same[rank] == rank
+        else replace(by_rank[same[rank]], file=replace(by_rank[same[rank]].file, path=path, rank=rank, same_as=same[rank]))
         for rank, path in enumerate(paths)
     ]
     return _combine(parts)
@@ -346,13 +349,13 @@ class _FileColumns:
     attr_distinct: list[bytes]
 
 
-def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]]) -> NodeColumns:
+def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, missing: str = "error") -> NodeColumns:
     """Decode several ET streams ``(data, path, rank)`` into one :class:`NodeColumns`.
 
     Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
     then freed); everything that can be done for all files at once is done once.
     """
-    return _combine([_decode_file(data, path, rank) for data, path, rank in sources])
+    return _combine([_decode_file(data, path, rank, missing) for data, path, rank in sources])
 
 
 def _combine(parts: list[_FileColumns]) -> NodeColumns:
