@@ -28,6 +28,7 @@ the ranks are put together:
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -41,8 +42,7 @@ from chakra_collectives.converters.pytorch.link import LinkedTrace, link_traces
 from chakra_collectives.converters.pytorch.timeline import COLL, CPU, GPU, RECV, SEND, RankGraph, build_rank_graph
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.replay.writer import WorkloadBuilder
-from chakra_collectives.workload import GeneratedWorkload
+from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder
 
 BARRIER_COMM_TYPE = 9
 
@@ -117,8 +117,10 @@ def convert_pytorch(
         _write_rank(builder, rank, source.graph, names, sizes, warnings)
     if replicate:
         builder.replicate(0)
-    generated = GeneratedWorkload(kind="pytorch", name=str(prefix), builder=builder, groups=groups)
-    paths = generated.write(prefix)
+    extra = {}
+    if groups:  # ASTRA-sim's communicator-group file, where `chakra-coll workload` writes it too
+        extra[Path(f"{prefix}.json")] = (json.dumps(groups, indent=2) + "\n").encode()
+    paths = builder.write(prefix, extra=extra) + list(extra)
     return Conversion(
         paths=paths,
         ranks=[_rank_summary(i, s) for i, s in enumerate(sources)],
