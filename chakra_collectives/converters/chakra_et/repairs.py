@@ -35,7 +35,7 @@ import numpy as np
 
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns
 from chakra_collectives.errors import AlgorithmError, InputError
-from chakra_collectives.ir.cycles import find_cycle
+from chakra_collectives.ir.dag import find_cycle
 
 DANGLING = ("drop", "error")
 SELF_DEPS = ("drop", "keep")
@@ -73,9 +73,11 @@ class DependencyRepairs:
             parts.append(f"dropped {' and '.join(kinds)}{plural} to absent nodes")
         if self.self_deps:
             parts.append(f"dropped {self.self_deps:,} self-dependenc{'ies' if self.self_deps > 1 else 'y'}")
-        if self.ignored_ctrl:
+        if self.ignored_ctrl and self.cycle:
             shown = " -> ".join(self.cycle)
             parts.append(f"ignored {self.ignored_ctrl:,} ctrl_deps (call-tree links: with them {shown} is a cycle)")
+        elif self.ignored_ctrl:
+            parts.append(f"ignored {self.ignored_ctrl:,} ctrl_deps (--ctrl-deps ignore)")
         return parts
 
 

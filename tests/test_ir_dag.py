@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_collectives.ir.cycles import find_cycle
+from chakra_collectives.ir.dag import find_cycle, longest_path
 
 
 @st.composite
@@ -35,3 +36,29 @@ def test_find_cycle_matches_networkx(case):
         assert cycle and set(cycle) <= nodes and len(set(cycle)) == len(cycle)
         for a, b in zip(cycle, cycle[1:] + cycle[:1]):
             assert b in deps[a]  # a waits for b
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
+    st.just(n),
+    st.lists(st.lists(st.integers(0, n - 1), max_size=3), min_size=n, max_size=n),
+    st.lists(st.floats(0, 100), min_size=n, max_size=n),
+)))
+def test_longest_path_matches_networkx(case):
+    size, deps, weights = case
+    deps = [[d for d in ds if d < i] for i, ds in enumerate(deps)]  # a DAG: dependencies on earlier nodes
+    dep_ptr = np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64)
+    dep_idx = np.array([d for ds in deps for d in ds], dtype=np.int64)
+    finish = longest_path(dep_ptr, dep_idx, np.array(weights))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(size))
+    graph.add_edges_from((d, i) for i in range(size) for d in deps[i])
+    for node in range(size):
+        best = max((sum(weights[v] for v in path) for source in nx.ancestors(graph, node) | {node}
+                    for path in nx.all_simple_paths(graph, source, node)), default=weights[node])
+        assert finish[node] == pytest.approx(max(best, weights[node]))
+
+
+def test_longest_path_leaves_cycles_unfinished():
+    finish = longest_path(np.array([0, 1, 2, 2]), np.array([1, 0]), np.array([1.0, 1.0, 4.0]))
+    assert np.isnan(finish[:2]).all() and finish[2] == 4.0

@@ -1,8 +1,11 @@
-"""Dependency cycles in a graph stored as CSR (node ``i`` waits for ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``).
+"""Dependency graphs stored as CSR (node ``i`` waits for ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``).
 
-A node on a cycle, or behind one, can never run: the replayer names the cycle when a workload
-deadlocks, and the workload reader uses it to tell call-tree ``ctrl_deps`` (which older Chakra
-converters wrote and which close cycles with the data dependencies) from real orderings.
+* :func:`find_cycle` -- a node on a cycle, or behind one, can never run: the replayer names the
+  cycle when a workload deadlocks, and the workload reader uses it to tell call-tree
+  ``ctrl_deps`` (which older Chakra converters wrote and which close cycles with the data
+  dependencies) from real orderings;
+* :func:`longest_path` -- when each node finishes if it starts as soon as its dependencies
+  have finished and takes its weight: the critical path of a workload's compute.
 
 >>> import numpy as np
 >>> dep_ptr, dep_idx = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 0, 0])  # 0 -> 1 -> 2 -> 0; 3 -> 0
@@ -12,6 +15,8 @@ converters wrote and which close cycles with the data dependencies) from real or
 True
 >>> find_cycle(np.array([0, 1]), np.array([0]))  # a node waiting for itself
 [0]
+>>> longest_path(np.array([0, 0, 1, 2, 4]), np.array([0, 0, 1, 2]), np.array([5.0, 1, 2, 3])).tolist()
+[5.0, 6.0, 7.0, 10.0]
 """
 
 from __future__ import annotations
@@ -64,3 +69,31 @@ def find_cycle(dep_ptr: np.ndarray, dep_idx: np.ndarray, among: np.ndarray | Non
         deps = dep_idx[dep_ptr[node] : dep_ptr[node + 1]]
         node = int(next(d for d in deps.tolist() if d >= 0 and alive[d]))
     return path[seen[node] :]
+
+
+def longest_path(dep_ptr: np.ndarray, dep_idx: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``finish[i] = weight[i] + max(finish[d] for d in deps(i))`` (0 without deps), in topological
+    levels with numpy; nodes on or behind a cycle get NaN. Negative ``dep_idx`` are ignored."""
+    size = len(dep_ptr) - 1
+    owner = np.repeat(np.arange(size), np.diff(dep_ptr))
+    valid = dep_idx >= 0
+    waiter, waited = owner[valid], dep_idx[valid]
+    pending = np.bincount(waiter, minlength=size)
+    order = np.argsort(waited, kind="stable")
+    successors = waiter[order]
+    succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(waited, minlength=size))])
+    start = np.zeros(size)
+    finish = np.full(size, np.nan)
+    frontier = np.flatnonzero(pending == 0)
+    while len(frontier):
+        finish[frontier] = start[frontier] + weight[frontier]
+        lengths = succ_ptr[frontier + 1] - succ_ptr[frontier]
+        if not lengths.sum():
+            break
+        firsts = np.repeat(succ_ptr[frontier] - np.cumsum(lengths) + lengths, lengths)
+        edges = firsts + np.arange(int(lengths.sum()))
+        targets = successors[edges]
+        np.maximum.at(start, targets, np.repeat(finish[frontier], lengths))
+        np.subtract.at(pending, targets, 1)
+        frontier = np.unique(targets[pending[targets] == 0])
+    return finish
