@@ -215,7 +215,7 @@ def test_cli_replay_json_and_trace(tmp_path, cli):
     ("setup", "args", "message"),
     [
         ("missing-rank", [], "missing rank file"),
-        ("all-to-all", [], "no algorithm for all-to-all"),
+        ("all-to-all", ["--default-algorithm", "all-to-all=ring"], "no algorithm for all-to-all: the built-in ring cannot make one (ring does not implement all-to-all)"),
         ("plain", ["-c", "all-reduce={algo}"], "has 2 ranks but the collective runs over a group of 4"),
         ("lonely-send", [], "has no matching COMM_RECV"),
         ("plain", ["-t", "ring:2"], "has only 2 NPUs"),

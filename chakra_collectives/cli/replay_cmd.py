@@ -8,10 +8,12 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
+from chakra_collectives.cli import options
 from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.converters.chakra_et import read_workload
 from chakra_collectives.network.model import Mode
 from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
+from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS
 from chakra_collectives.replay.expand import CONCURRENCY
 from chakra_collectives.synth.registry import names as synthesizer_names
 from chakra_collectives.topology import load_topology
@@ -26,7 +28,7 @@ def replay_command(
     workload: Path = typer.Argument(..., help="Workload ETs PREFIX.{rank}.et (or one of them)."),
     topology: str = typer.Option(..., "--topology", "-t", help="Topology spec (ring:8, torus2d:4x4, switch:16...) or file (ASTRA-sim network YAML, our YAML/JSON, GraphML, edge list)."),
     collective: Optional[List[str]] = typer.Option(None, "--collective", "-c", help="Algorithm for a collective type: all-reduce=out/ar (repeatable); a bare PREFIX takes the type from its metadata."),
-    default_algorithm: str = typer.Option("ring", "--default-algorithm", help=f"Built-in algorithm for collectives without --collective: {', '.join(synthesizer_names())}, synthesized for the group."),
+    default_algorithm: str = typer.Option(DEFAULT_ALGORITHMS, "--default-algorithm", help=f"Built-in algorithms for collectives without --collective, per type: TYPE=NAME entries and *=NAME, each NAME one of {', '.join(synthesizer_names())} or a fallback chain tacos|ring; over the default, and *=NAME serves only the types NAME implements."),
     comm_groups: Optional[Path] = typer.Option(None, "--comm-groups", help="ASTRA-sim communicator-group JSON: {pg_name: [ranks...]}."),
     mode: str = typer.Option("tacos", "--mode", help="Network model: tacos (exact ns, link busy latency + size/bw) or astra-sim (ASTRA-sim's congestion-aware model, to the ns)."),
     concurrency: str = typer.Option("unlimited", "--concurrency", help="unlimited (dependencies only) or astra-sim (per rank one GPU COMP, one CPU op, one communication in flight)."),
@@ -35,8 +37,19 @@ def replay_command(
     top_links: int = typer.Option(5, "--top-links", help="How many of the busiest links to list."),
     timeline: Optional[bool] = typer.Option(None, "--timeline/--no-timeline", help=f"With --json: include every node's interval and the links' utilization over time (for chakra-coll plot); default: on up to {TIMELINE_AUTO_NODES:,} nodes."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    strict: bool = options.STRICT,
+    dangling: Optional[str] = options.DANGLING,
+    self_deps: Optional[str] = options.SELF_DEPS,
+    ctrl_deps: Optional[str] = options.CTRL_DEPS,
+    cpu_comm: Optional[str] = options.CPU_COMM,
+    int_bools: Optional[str] = options.INT_BOOLS,
+    invalid_nodes: Optional[str] = options.INVALID_NODES,
+    incomplete: Optional[str] = options.INCOMPLETE,
+    other_times: Optional[bool] = options.OTHER_TIMES,
 ) -> None:
     """Replay a workload: every COMM_COLL node runs its collective algorithm on the topology.
+
+    Files other tools wrote are repaired as the policy flags say (one line tells what was repaired; --strict refuses instead).
 
     Example: [bold]chakra-coll replay sample_traces/workload/train_step -t sample_traces/topology/two_servers.yaml -c all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json[/bold]
     """
@@ -46,7 +59,9 @@ def replay_command(
 
         raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
     with err_console.status("reading the workload...") as status:
-        work = read_workload(workload)
+        policy = options.read_policy(strict, dangling=dangling, self_deps=self_deps, ctrl_deps=ctrl_deps, cpu_comm=cpu_comm,
+                                     int_bools=int_bools, invalid_nodes=invalid_nodes, incomplete=incomplete, other_times=other_times)
+        work = read_workload(workload, policy)
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
         algorithms = load_algorithms(list(collective or []))
@@ -66,10 +81,15 @@ def replay_command(
         if trace is not None:
             status.update(f"writing {trace}...")
             write_trace(result, topo, trace)
+    summary = work.repairs.summary()
+    if summary:
+        err_console.print(f"chakra-coll: {summary}", markup=False, soft_wrap=True)
     for warning in result.warnings:
         err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)
     if as_json:
-        print_json(result.as_dict(top_links=top_links, timeline=with_timeline))
+        document = result.as_dict(top_links=top_links, timeline=with_timeline)
+        document["repairs"] = work.repairs.describe()
+        print_json(document)
         return
     _print(result, top_links)
     if trace is not None:

@@ -46,9 +46,10 @@ from chakra.schema.protobuf.et_def_pb2 import (
     MEM_LOAD_NODE,
     MEM_STORE_NODE,
     METADATA_NODE,
+    NodeType,
 )
 
-from chakra_collectives.converters.chakra_et.nodes import NodeColumns, as_integer
+from chakra_collectives.converters.chakra_et.nodes import NodeColumns, as_integer, decode_rank_files
 from chakra_collectives.converters.chakra_et.repairs import CTRL_DEPS, DANGLING, SELF_DEPS, DependencyPolicy, DependencyRepairs
 from chakra_collectives.errors import InputError
 
@@ -61,10 +62,10 @@ CHOICES = {
     "invalid_nodes": ("skip", "error"),
     "incomplete": ("error", "skip"),
 }
-TYPE_NAMES = {
-    INVALID_NODE: "INVALID", METADATA_NODE: "METADATA", MEM_LOAD_NODE: "MEM_LOAD", MEM_STORE_NODE: "MEM_STORE",
-    COMP_NODE: "COMP", COMM_SEND_NODE: "COMM_SEND", COMM_RECV_NODE: "COMM_RECV", COMM_COLL_NODE: "COMM_COLL",
-}
+
+
+def _name(code: int) -> str:
+    return NodeType.Name(code).removesuffix("_NODE")
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Repairs:
         return "repaired: " + "; ".join(parts) if parts else None
 
 
-_KNOWN_TYPES = np.array(list(TYPE_NAMES))
+_KNOWN_TYPES = np.array(list(NodeType.values()))
 _COMM = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
 OTHER_TIMED = (MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE)
 
@@ -177,7 +178,7 @@ def node_kinds(nodes: NodeColumns, policy: ReadPolicy, cpu: np.ndarray, repairs:
                 chosen = cpu_side & (types == code) & (has_type == carries if code == COMM_COLL_NODE else carries)
                 count = int(np.count_nonzero(chosen))
                 if count:
-                    label = f"{TYPE_NAMES[code]}{suffix if code == COMM_COLL_NODE else ''}"
+                    label = f"{_name(code)}{suffix if code == COMM_COLL_NODE else ''}"
                     repairs.cpu_comm[label] = repairs.cpu_comm.get(label, 0) + count
         types[cpu_side] = COMP_NODE
     return types
@@ -201,9 +202,22 @@ def incomplete_comm(nodes: NodeColumns, types: np.ndarray, required: dict[str, n
             continue
         if policy.incomplete == "error":
             position = int(np.flatnonzero(absent)[0])
-            raise nodes.error(position, f"{TYPE_NAMES[int(types[position])]} node has no attribute {name} (--incomplete skip replays it as a no-op)")
+            raise nodes.error(position, f"{_name(int(types[position]))} node has no attribute {name} (--incomplete skip replays it as a no-op)")
         for code in np.unique(types[absent]).tolist():
-            label = f"{TYPE_NAMES[code]} without {name}"
+            label = f"{_name(code)} without {name}"
             repairs.incomplete[label] = repairs.incomplete.get(label, 0) + int(np.count_nonzero(absent & (types == code)))
         skipped |= absent
     return skipped
+
+
+def is_workload(paths: list) -> bool:
+    """Whether rank files hold a workload rather than a collective algorithm: any COMM_COLL,
+    MEM, METADATA or INVALID node, any CPU node, or no message at all (read from rank 0)."""
+    nodes = decode_rank_files(paths[:1], missing="keep")
+    types = nodes.types
+    if np.any(~np.isin(types, (COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE))):
+        return True
+    if not np.any(np.isin(types, (COMM_SEND_NODE, COMM_RECV_NODE))):
+        return True
+    _, _, flag = nodes.attributes.converted("is_cpu_op", _as_flag, fill=0, dtype=np.int8)
+    return bool(np.any(flag % 2 == 1))
