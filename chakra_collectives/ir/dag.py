@@ -21,16 +21,17 @@ True
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 
 def find_cycle(dep_ptr: np.ndarray, dep_idx: np.ndarray, among: np.ndarray | None = None) -> list[int] | None:
     """One cycle as ``[a, b, ..., z]`` (a waits for b, ..., z waits for a), or ``None`` if acyclic.
 
     ``among`` (node indices) restricts the search to the subgraph they induce, e.g. the nodes
-    a replay left stuck. Negative entries of ``dep_idx`` (absent nodes) are ignored.
+    a replay left stuck. Negative entries of ``dep_idx`` (absent nodes) are ignored. Strongly
+    connected components (scipy) find where the cycles are; a walk inside one names a cycle.
     """
     size = len(dep_ptr) - 1
     inside = np.zeros(size, dtype=bool)
@@ -39,35 +40,26 @@ def find_cycle(dep_ptr: np.ndarray, dep_idx: np.ndarray, among: np.ndarray | Non
     keep = (dep_idx >= 0) & inside[owner]
     keep[keep] = inside[dep_idx[keep]]
     waiter, waited = owner[keep], dep_idx[keep]
-    if not len(waiter):
-        return None
-    if not np.any(waited >= waiter) and not np.any(waiter == waited):
+    if not len(waiter) or not np.any(waited >= waiter):
         return None  # every dependency points to an earlier node: acyclic
-    # Kahn: peel off nodes whose dependencies (inside the subgraph) have all been peeled
-    pending = np.bincount(waiter, minlength=size)
-    order = np.argsort(waited, kind="stable")
-    waiters_of = np.split(waiter[order], np.cumsum(np.bincount(waited, minlength=size))[:-1])
-    pending_list = pending.tolist()
-    queue = deque(np.flatnonzero(inside & (pending == 0)).tolist())
-    while queue:
-        node = queue.popleft()
-        for w in waiters_of[node].tolist():
-            pending_list[w] -= 1
-            if pending_list[w] == 0:
-                queue.append(w)
-    left = [i for i in np.flatnonzero(inside).tolist() if pending_list[i] > 0]
-    if not left:
+    loops = waiter[waiter == waited]
+    if len(loops):
+        return [int(loops[0])]
+    graph = csr_matrix((np.ones(len(waiter), dtype=np.int8), (waiter, waited)), shape=(size, size))
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    sizes = np.bincount(labels)
+    cyclic = np.flatnonzero(sizes > 1)
+    if not len(cyclic):
         return None
-    alive = np.zeros(size, dtype=bool)
-    alive[left] = True
+    member = labels == cyclic[0]
     path: list[int] = []
     seen: dict[int, int] = {}
-    node = left[0]
-    while node not in seen:  # every remaining node waits for a remaining node: walk until one repeats
+    node = int(np.argmax(member))
+    while node not in seen:  # inside a strongly connected component every node waits for another member
         seen[node] = len(path)
         path.append(node)
         deps = dep_idx[dep_ptr[node] : dep_ptr[node + 1]]
-        node = int(next(d for d in deps.tolist() if d >= 0 and alive[d]))
+        node = int(next(d for d in deps.tolist() if d >= 0 and member[d]))
     return path[seen[node] :]
 
 
