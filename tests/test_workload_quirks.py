@@ -227,3 +227,19 @@ def test_critical_path_is_nan_free_and_marks_cycles(tmp_path):
 
     stats = summarize_workload(read_workload(w))
     assert stats["ranks"][0]["blocked_by_cycles"] == 3 and not np.isnan(stats["ranks"][0]["critical_path_ns"])
+
+
+def test_each_file_decides_its_own_ctrl_deps_and_alike_files_share_the_decision(tmp_path):
+    w = chain(tmp_path, ranks=3)
+    edit(w.parent / "w.0.et", lambda nodes: nodes[0].ctrl_deps.append(2))  # a call-tree cycle
+
+    def same_structure_other_times(nodes):
+        nodes[0].ctrl_deps.append(2)
+        nodes[2].duration_micros = 99
+
+    edit(w.parent / "w.1.et", same_structure_other_times)
+    edit(w.parent / "w.2.et", lambda nodes: nodes[2].ctrl_deps.append(0))  # an ordering: kept
+    workload = read_workload(w)
+    assert workload.repairs.dependencies.ignored_ctrl == 2
+    deps = [workload.dep_idx[workload.dep_ptr[i] : workload.dep_ptr[i + 1]].tolist() for i in range(len(workload))]
+    assert deps == [[], [0], [1], [], [3], [4], [], [6], [7, 6]]

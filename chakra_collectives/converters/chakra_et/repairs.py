@@ -29,6 +29,7 @@ Files that are byte-identical copies of another are decided once.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,22 +86,41 @@ def repair_dependencies(nodes: NodeColumns, policy: DependencyPolicy) -> tuple[n
     """The dependencies to replay (CSR over node positions) and what was repaired.
 
     ``nodes`` must be decoded with ``missing="keep"`` unless the policy refuses dangling ids.
-    Each distinct file is repaired once; its byte-identical copies reuse the result.
+    Each distinct dependency structure is repaired once: byte-identical copies, and ranks whose
+    files differ only in durations or attributes (SPMD ranks), reuse the result.
     """
     repairs = DependencyRepairs()
     done: dict[int, tuple[np.ndarray, np.ndarray, _FileRepairs]] = {}
+    structures: dict[tuple, tuple[int, tuple[np.ndarray, ...]]] = {}
     counts, positions = [], []
     for index, file in enumerate(nodes.files):
         first = int(nodes.file_ptr[index])
         source = file.same_as if file.same_as is not None and file.same_as in done else index
         if source == index:
-            done[index] = _repair_file(nodes, index, policy)
+            key, arrays = _structure(nodes, index)
+            source, seen = structures.setdefault(key, (index, arrays))
+            if source != index and not all(np.array_equal(a, b) for a, b in zip(seen, arrays)):
+                source = index  # the checksums collided
+            if source == index:
+                done[index] = _repair_file(nodes, index, policy)
         kept_counts, kept_local, stats = done[source]
         stats.add_to(repairs)
         counts.append(kept_counts)
         positions.append(kept_local + first)
     dep_ptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
     return dep_ptr, np.concatenate(positions).astype(np.int64), repairs
+
+
+def _structure(nodes: NodeColumns, index: int) -> tuple[tuple, tuple[np.ndarray, ...]]:
+    """A checksum of one file's dependency structure and the structure itself: dependency
+    counts, positions in the file, kinds."""
+    first, last = int(nodes.file_ptr[index]), int(nodes.file_ptr[index + 1])
+    lo, hi = int(nodes.dep_ptr[first]), int(nodes.dep_ptr[last])
+    local = np.where(nodes.dep_pos[lo:hi] >= 0, nodes.dep_pos[lo:hi] - first, -1)
+    counts = np.diff(nodes.dep_ptr[first : last + 1])
+    ctrl = nodes.dep_ctrl[lo:hi]
+    key = (last - first, hi - lo, zlib.crc32(counts.tobytes()), zlib.crc32(local.tobytes()), zlib.crc32(ctrl.tobytes()))
+    return key, (counts, local, ctrl)
 
 
 @dataclass
