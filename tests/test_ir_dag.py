@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_collectives.ir.dag import find_cycle, longest_path
+from chakra_collectives.ir.dag import find_cycle, longest_path, transitive_reduction
 
 
 @st.composite
@@ -62,3 +62,23 @@ def test_longest_path_matches_networkx(case):
 def test_longest_path_leaves_cycles_unfinished():
     finish = longest_path(np.array([0, 1, 2, 2]), np.array([1, 0]), np.array([1.0, 1.0, 4.0]))
     assert np.isnan(finish[:2]).all() and finish[2] == 4.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 14).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.lists(st.integers(0, n - 1), max_size=5), min_size=n, max_size=n))))
+def test_transitive_reduction_keeps_exactly_the_edges_networkx_keeps(case):
+    size, deps = case
+    deps = [[d for d in ds if d < i] for i, ds in enumerate(deps)]
+    dep_ptr = np.concatenate([[0], np.cumsum([len(d) for d in deps])]).astype(np.int64)
+    dep_idx = np.array([d for ds in deps for d in ds], dtype=np.int64)
+    keep = transitive_reduction(dep_ptr, dep_idx)
+    kept = {(int(d), i) for i in range(size) for d, k in zip(dep_idx[dep_ptr[i]:dep_ptr[i + 1]], keep[dep_ptr[i]:dep_ptr[i + 1]]) if k}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(size))
+    graph.add_edges_from((d, i) for i in range(size) for d in deps[i])
+    assert kept == set(nx.transitive_reduction(graph).edges)
+    assert sum(keep) == len(kept)  # no edge twice
+
+
+def test_transitive_reduction_leaves_cyclic_graphs_alone():
+    assert transitive_reduction(np.array([0, 1, 2]), np.array([1, 0])) is None

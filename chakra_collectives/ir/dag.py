@@ -89,3 +89,66 @@ def longest_path(dep_ptr: np.ndarray, dep_idx: np.ndarray, weight: np.ndarray) -
         np.subtract.at(pending, targets, 1)
         frontier = np.unique(targets[pending[targets] == 0])
     return finish
+
+
+REDUCTION_MAX_NODES = 16384
+""":func:`transitive_reduction` keeps one bit per (node, ancestor): n^2/8 bytes, 32 MiB here."""
+
+
+def transitive_reduction(dep_ptr: np.ndarray, dep_idx: np.ndarray) -> np.ndarray | None:
+    """Which dependencies to keep so that no node waits for a dependency another of its
+    dependencies already waits for (directly or not), and no dependency twice: the same
+    readiness for every node, with the fewest edges. ``None`` when the graph has a cycle or
+    more than :data:`REDUCTION_MAX_NODES` nodes (nothing is dropped then).
+
+    >>> keep = transitive_reduction(np.array([0, 0, 1, 3]), np.array([0, 1, 0]))  # 2 waits for 1 and 0; 1 for 0
+    >>> keep.tolist()
+    [True, True, False]
+    """
+    size = len(dep_ptr) - 1
+    if size == 0 or size > REDUCTION_MAX_NODES or np.any(dep_idx < 0):
+        return None
+    order = topological_order(dep_ptr, dep_idx)
+    if order is None:
+        return None
+    words = (size + 63) // 64
+    owner = np.repeat(np.arange(size), np.diff(dep_ptr))
+    word, bit = dep_idx >> 6, (dep_idx & 63).astype(np.uint64)
+    one = np.uint64(1)
+    direct = np.zeros((size, words), dtype=np.uint64)
+    np.bitwise_or.at(direct, (owner, word), one << bit)
+    _, first = np.unique(owner * size + dep_idx, return_index=True)
+    keep = np.zeros(len(dep_idx), dtype=bool)
+    keep[first] = True  # a dependency listed twice is kept once
+    ancestors = np.zeros((size, words), dtype=np.uint64)
+    for node in order:
+        lo, hi = dep_ptr[node], dep_ptr[node + 1]
+        if lo == hi:
+            continue
+        reach = np.bitwise_or.reduce(ancestors[dep_idx[lo:hi]], axis=0)
+        keep[lo:hi] &= ((reach[word[lo:hi]] >> bit[lo:hi]) & one) == 0
+        ancestors[node] = reach | direct[node]
+    return keep
+
+
+def topological_order(dep_ptr: np.ndarray, dep_idx: np.ndarray) -> list[int] | range | None:
+    """Nodes in an order where every node comes after its dependencies (``None``: a cycle).
+
+    >>> list(topological_order(np.array([0, 1, 1]), np.array([1])))
+    [1, 0]
+    """
+    size = len(dep_ptr) - 1
+    owner = np.repeat(np.arange(size), np.diff(dep_ptr))
+    if np.all(dep_idx < owner):
+        return range(size)  # the file order already is one
+    pending = np.diff(dep_ptr).tolist()
+    by_dep = np.argsort(dep_idx, kind="stable")
+    waiters = owner[by_dep].tolist()
+    first = np.concatenate([[0], np.cumsum(np.bincount(dep_idx, minlength=size))]).tolist()
+    order = [i for i in range(size) if pending[i] == 0]
+    for node in order:  # grows while it is walked (Kahn)
+        for waiter in waiters[first[node] : first[node + 1]]:
+            pending[waiter] -= 1
+            if pending[waiter] == 0:
+                order.append(waiter)
+    return order if len(order) == size else None

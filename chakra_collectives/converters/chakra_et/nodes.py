@@ -297,8 +297,9 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
 def _identical_files(paths: list[Path]) -> list[int]:
     """For each file, the index of the first file with the same bytes (itself if none).
 
-    Only files of a size that occurs more than once are read: bucketed by a CRC-32, then
-    compared byte for byte with the bucket's first file.
+    Only files of a size that occurs more than once are read. Each is compared byte for byte
+    with the first file of its size (replicated ranks: one comparison each); the others are
+    bucketed by a CRC-32 and compared with their bucket's first file.
     """
     sizes: dict[int, int] = {}
     for index, path in enumerate(paths):
@@ -307,6 +308,7 @@ def _identical_files(paths: list[Path]) -> list[int]:
         except OSError:
             pass  # decoding reports it
     counts = Counter(sizes.values())
+    first_of_size: dict[int, tuple[int, bytes]] = {}
     first_of: dict[tuple[int, int], int] = {}
     same = list(range(len(paths)))
     for index, size in sizes.items():
@@ -314,10 +316,14 @@ def _identical_files(paths: list[Path]) -> list[int]:
             continue
         try:
             data = paths[index].read_bytes()
-            key = (size, zlib.crc32(data))
-            first = first_of.setdefault(key, index)
-            if first != index and paths[first].read_bytes() == data:
+            first, first_data = first_of_size.setdefault(size, (index, data))
+            if first != index and data == first_data:
                 same[index] = first
+                continue
+            key = (size, zlib.crc32(data))
+            earlier = first_of.setdefault(key, index)
+            if earlier != index and paths[earlier].read_bytes() == data:
+                same[index] = earlier
         except OSError:
             continue
     return same

