@@ -9,9 +9,10 @@ import pytest
 from chakra_collectives.converters.chakra_et import read_workload
 from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder, single_collective_workload
 from chakra_collectives.converters.pytorch.convert import convert_pytorch
-from chakra_collectives.errors import InputError
+from chakra_collectives.converters.chakra_et.read_policy import ReadPolicy
+from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.replay import replay
+from chakra_collectives.replay import ReplayDeadlock, replay
 from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, DefaultAlgorithms
 from chakra_collectives.topology import load_topology
 
@@ -89,6 +90,16 @@ def test_feeder_trace_replays_with_the_defaults(interop):
     result = replay(workload, load_topology("switch:1"))
     assert result.total_ns == 46_140_000
     assert [(c.collective, c.size_bytes) for c in result.collectives] == FEEDER_COLLECTIVES
+
+
+@pytest.mark.interop
+def test_feeder_trace_as_astra_sim_reads_it_deadlocks_with_the_cycle_named(interop):
+    """Waiting for its ctrl_deps (ASTRA-sim's feeder does) it cannot run: the report says why."""
+    workload = read_workload(interop / "chakra" / "feeder_chakra.0.et", ReadPolicy(ctrl_deps="wait"))
+    with pytest.raises(ReplayDeadlock, match=r"never complete; cycle on rank 0: node 3317 -> node 3318 -> node 3317"):
+        replay(workload, load_topology("switch:1"))
+    with pytest.raises(AlgorithmError, match="node 216: depends on node 3, which is not in the file"):
+        read_workload(interop / "chakra" / "feeder_chakra.0.et", ReadPolicy.strict())
 
 
 @pytest.mark.interop
