@@ -35,8 +35,8 @@ from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.best import baseline_bound_ns, choose
+from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from chakra_collectives.converters.chakra_et import single_collective_workload
