@@ -87,4 +87,4 @@ def from_pytorch_command(
     extra = f" and {groups_path(output)}" if result.groups else ""
     console.print(f"written: {output}.{{rank}}.et ({num_ranks} files){extra}")
     groups = f" --comm-groups {groups_path(output)}" if result.groups else ""
-    console.print(f"next: chakra-coll replay {output} -t switch:{max(2, num_ranks)}{groups}", soft_wrap=True)
+    console.print(f"next: chakra-coll replay {output} -t switch:{num_ranks}{groups}", soft_wrap=True)
