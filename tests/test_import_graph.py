@@ -16,13 +16,19 @@ import pytest
 
 import chakra_collectives
 
-PACKAGE_DIR = Path(chakra_collectives.__file__).parent
 REPO = Path(__file__).resolve().parents[1]
+SOURCE_ROOTS = {"chakra_collectives": REPO / "chakra_collectives", "chakra_collectives.converters": REPO / "converters"}
+"""Package name -> folder: ``converters/`` is mapped into the package by pyproject's package-dir."""
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
-    return ".".join(p for p in parts if p != "__init__")
+    package, root = max(((p, r) for p, r in SOURCE_ROOTS.items() if path.is_relative_to(r)), key=lambda pr: len(pr[1].parts))
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(p for p in (package, *parts) if p != "__init__")
+
+
+def _source_files() -> list[Path]:
+    return sorted({p for root in SOURCE_ROOTS.values() for p in root.rglob("*.py")})
 
 
 def _package(module: str) -> str:
@@ -50,7 +56,7 @@ def _runtime_nodes(tree: ast.AST):
 def _imports() -> list[tuple[str, str, list[str]]]:
     """``(importer, imported module, names)`` for every import of the package by the package."""
     found = []
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+    for path in _source_files():
         importer = _module_name(path)
         for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("chakra_collectives"):
@@ -114,9 +120,17 @@ def test_tacos_internals_stay_in_synth(internal):
     assert users == set()
 
 
-def test_this_checkout_tests_its_own_converters():
-    """The package layout is plain: chakra_collectives.converters is the one inside this checkout."""
+def test_this_checkout_tests_its_own_package():
+    """The installed package is this checkout's: chakra_collectives and its converters/ folder."""
     import chakra_collectives.converters as converters
 
-    assert Path(converters.__file__).resolve().is_relative_to(REPO)
-    assert Path(converters.__file__).resolve().parent.parent == PACKAGE_DIR.resolve()
+    assert Path(chakra_collectives.__file__).resolve().parent == SOURCE_ROOTS["chakra_collectives"]
+    assert Path(converters.__file__).resolve().parent == SOURCE_ROOTS["chakra_collectives.converters"]
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """pyproject lists packages explicitly (converters/ is mapped): a new folder must be listed to ship."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {_module_name(init) for root in SOURCE_ROOTS.values() for init in root.rglob("__init__.py")}
+    assert folders == listed
