@@ -268,3 +268,16 @@ def test_command_summary_and_errors(cli, tmp_path):
     swapped = cli("workload", "from-pytorch", kineto, "-o", tmp_path / "x")
     assert swapped.exit_code == 2 and "give it with --kineto" in swapped.stderr
     assert not list(tmp_path.glob("x.*"))
+
+
+def test_gpu_work_of_iterations_the_execution_trace_does_not_cover_is_left_out(tmp_path):
+    host, kineto = ddp_step(0, 1).documents()
+    kineto["traceEvents"] += [  # an earlier iteration's launch and kernel
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "tid": 4100, "ts": 10.0, "dur": 2.0, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "earlier_step", "tid": 7, "ts": 20.0, "dur": 500.0, "args": {"stream": 7, "correlation": 1}},
+    ]
+    (tmp_path / "h.json").write_text(json.dumps(host))
+    (tmp_path / "k.json").write_text(json.dumps(kineto))
+    result = convert_pytorch([tmp_path / "h.json"], [tmp_path / "k.json"], tmp_path / "w")
+    assert result.ranks[0]["gpu_events_of_other_iterations"] == 1
+    assert "earlier_step" not in {n.name for n in read_nodes(tmp_path / "w.0.et")}

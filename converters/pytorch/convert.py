@@ -291,6 +291,7 @@ def _rank_summary(rank: int, source: RankSource) -> dict[str, Any]:
         "linked_by": source.linked.method,
         "host_ops": len(source.host.ops),
         "host_ops_timed": source.linked.matched,
+        "gpu_events_of_other_iterations": source.linked.outside,
         "nodes": len(graph.nodes),
         "cpu_nodes": kinds.get(CPU, 0),
         "gpu_nodes": kinds.get(GPU, 0),

@@ -23,8 +23,6 @@ top-level operators). Some writers add timing (``dur``, ``inclusive_dur``, ``exc
 ...      "outputs": [], "output_types": [], "output_shapes": []}]}, "h.json")
 >>> [(op.id, op.name, op.parent, op.tid) for op in trace.ops]
 [(3, 'aten::mm', 2, 1)]
->>> trace.thread_roots
-{2: 1}
 """
 
 from __future__ import annotations
@@ -76,11 +74,8 @@ class HostOp:
 class HostTrace:
     path: Path
     schema: str
-    pid: int | None
     ops: list[HostOp]
     """Operators by id, without the process/thread root nodes."""
-    thread_roots: dict[int, int]
-    """Thread root node id -> its tid."""
     process_groups: list[dict[str, Any]]
     """Entries of ``## process_group:init ##`` (``pg_name``, ``ranks``, ``group_size``...)."""
     by_id: dict[int, HostOp] = field(default_factory=dict)
@@ -91,10 +86,6 @@ class HostTrace:
             parent = self.by_id.get(op.parent)
             if parent is not None and parent is not op:
                 parent.children.append(op)
-
-    @property
-    def has_durations(self) -> bool:
-        return any(op.dur is not None or op.exclusive_dur is not None for op in self.ops if not op.is_gpu)
 
     def threads(self) -> dict[int, list[HostOp]]:
         """Top-level operators (children of a thread root, or orphans) per tid, in id order."""
@@ -145,13 +136,10 @@ def parse_host_trace(document: Any, path: str | Path) -> HostTrace:
         raise InputError("'nodes' is not a list", path=path)
     schema = str(document.get("schema", ""))
     ops: list[HostOp] = []
-    roots: dict[int, int] = {}
     groups: list[dict[str, Any]] = []
     for position, raw in enumerate(nodes):
         op = _parse_node(raw, position, path)
         if op.name in ROOT_NAMES:
-            if "thread" in op.name:
-                roots[op.id] = op.tid
             continue
         if op.name == PROCESS_GROUP_INIT:
             groups.extend(_process_groups(op, path))
@@ -160,8 +148,7 @@ def parse_host_trace(document: Any, path: str | Path) -> HostTrace:
     for earlier, later in zip(ops, ops[1:]):
         if earlier.id == later.id:
             raise InputError(f"node id {later.id} appears twice", path=path)
-    pid = document.get("pid")
-    return HostTrace(path=path, schema=schema, pid=pid if isinstance(pid, int) else None, ops=ops, thread_roots=roots, process_groups=groups)
+    return HostTrace(path=path, schema=schema, ops=ops, process_groups=groups)
 
 
 def _number(value: Any) -> float | None:

@@ -77,7 +77,6 @@ class KinetoTrace:
     gpu_ops: list[GpuEvent]
     syncs: list[tuple[Any, float, float]]
     """Blocking runtime calls as ``(tid, ts, dur)``."""
-    runtime_count: int = 0
 
 
 def read_kineto(path: str | Path) -> KinetoTrace:
@@ -119,7 +118,6 @@ def parse_kineto(document: Any, path: str | Path) -> KinetoTrace:
     syncs: list[tuple[Any, float, float]] = []
     launches: dict[int, tuple[Any, float]] = {}
     flow_starts: dict[int, tuple[Any, float]] = {}
-    runtime_count = 0
     for event in document["traceEvents"]:
         if not isinstance(event, dict):
             continue
@@ -141,7 +139,6 @@ def parse_kineto(document: Any, path: str | Path) -> KinetoTrace:
         if category in CPU_CATEGORIES:
             cpu_ops.append(CpuEvent(name, event.get("tid"), ts, dur, _int(args.get("External id")), _int(args.get("Record function id"))))
         elif category in RUNTIME_CATEGORIES:
-            runtime_count += 1
             correlation = _int(args.get("correlation"))
             if correlation is not None:
                 launches[correlation] = (event.get("tid"), ts)
@@ -164,7 +161,6 @@ def parse_kineto(document: Any, path: str | Path) -> KinetoTrace:
         cpu_ops=cpu_ops,
         gpu_ops=gpu_ops,
         syncs=sorted(syncs, key=lambda s: s[1]),
-        runtime_count=runtime_count,
     )
     if not cpu_ops and not gpu_ops:
         raise InputError("the Kineto trace has no CPU operators and no GPU events", path=path)

@@ -77,8 +77,8 @@ def link_traces(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     times = {op.id: (event.ts, event.dur) for op, event in pairs}
     host_of_event = {id(event): op for op, event in pairs}
     gpu_events, outside = _in_window(kineto.gpu_ops, [event for _, event in pairs])
-    linked = LinkedTrace(host=host, times=times, launched={}, gpu_events=gpu_events, syncs={}, matched=len(pairs), method=method)
-    linked.outside = outside
+    linked = LinkedTrace(host=host, times=times, launched={}, gpu_events=gpu_events, syncs={}, matched=len(pairs), method=method,
+                         outside=outside)
     launches = [(op.launch, op) for op in gpu_events if op.launch is not None]
     owners = _innermost_owners(kineto.cpu_ops, host_of_event, [launch for launch, _ in launches])
     for (_, gpu), owner in zip(launches, owners):
