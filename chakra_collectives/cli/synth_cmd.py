@@ -72,6 +72,7 @@ def synth(
     ),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
+    network_model: str = typer.Option("tacos", "--network-model", help="Mode every candidate is timed (and best chooses) under: tacos (TACOS's link model: a link is held for latency + size/bw) or astra-sim (ASTRA-sim's congestion-aware model: latency pipelined, whole ns) -- on switches the two can pick different algorithms."),
     astra_sim: Optional[Path] = typer.Option(None, "--astra-sim", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -93,7 +94,7 @@ def synth(
     with _LateProgress(enabled=not as_json) as progress:
         result = synthesize(
             topo, coll, size_bytes, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            on_step=progress.step,
+            on_step=progress.step, network_model=network_model,
         )
         write_s = None
         if output is not None:
@@ -125,7 +126,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     table.add_row("network", f"{topo.num_npus} NPUs{switches}, {len(topo.links)} links; {result.switch_handling}")
     per_npu = f"{algo.chunk_count // algo.num_ranks} per NPU" if algo.chunk_count % algo.num_ranks == 0 else "pipelined pieces"
     table.add_row("chunks", f"{algo.chunk_count} ({per_npu}) of {format_size(algo.chunk_bytes())}; {algo.num_ops:,} operations")
-    table.add_row("predicted", format_time_ns(result.predicted_ns) + " (network model, tacos mode)")
+    table.add_row("predicted", format_time_ns(result.predicted_ns) + f" (network model, {result.network_model} mode)")
     if result.bounds is not None:
         b = result.bounds
         table.add_row("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}")

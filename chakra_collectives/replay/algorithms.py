@@ -113,9 +113,14 @@ class DefaultAlgorithms:
 class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
-    def __init__(self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = DEFAULT_ALGORITHMS) -> None:
+    def __init__(
+        self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = DEFAULT_ALGORITHMS, written_size: bool = False,
+    ) -> None:
         self.given = given
         self.default = None if default is None else DefaultAlgorithms(default)
+        self.written_size = written_size
+        """Given algorithms run at the size their files were written for (ASTRA-sim's rule for
+        custom collectives) instead of being scaled to each call."""
         self._built: dict[tuple[str, Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
         self.warnings: list[str] = []
 
@@ -172,3 +177,20 @@ class AlgorithmCatalog:
             options = SynthesisOptions(size_bytes=group_size, any_size=True)
             built = self._built[key] = synthesizer.make(topology, collective, group_size, options).algorithm
         return built
+
+    def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
+        """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.
+
+        >>> from chakra_collectives.synth.baselines import ring
+        >>> algo = ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)
+        >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}, written_size=True).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")[0]
+        1048576
+        >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")
+        (2097152, None)
+        """
+        if not self.written_size or self.given.get(collective) is not algo or call_size == algo.size_bytes:
+            return call_size, None
+        return algo.size_bytes, (
+            f"{label} was written for {algo.size_bytes:,} bytes and runs at that size, as ASTRA-sim runs a custom collective, "
+            f"for a call of {call_size:,} bytes (--rescale scales it to each call)"
+        )

@@ -14,6 +14,13 @@ The k-th COMM_COLL of a process group on one rank is the same collective as the 
 group on every other member (program order, as ASTRA-sim matches them). Point-to-point
 COMM_SEND / COMM_RECV pair on ``(src, dst, tag)`` in program order.
 
+A COMM_COLL's ``comm_size`` is what ASTRA-sim reads it as: each rank's *input*. For an
+all-gather that is the rank's shard, so the algorithm runs at ``group size x comm_size`` (the
+output buffer, the IR's size); for all-reduce, reduce-scatter and all-to-all it is the whole
+per-rank buffer. An algorithm given with ``--collective`` runs at that size, or -- with the
+catalog's ``written_size`` (``--mode astra-sim`` without ``--rescale``) -- at the size its files
+were written for, as ASTRA-sim runs a custom collective, with a warning where the two differ.
+
 Per-rank limits (``concurrency="astra-sim"``): each rank has three units -- GPU compute, CPU,
 communication -- each held by one task at a time: a COMP node holds its unit while it runs, a
 workload SEND holds the communication unit until its message arrives, a collective holds it
@@ -27,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
+from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -165,17 +172,21 @@ def expand_workload(
             instance_of_task_parts.append(np.array([inst.index]))
             next_task += 1
             continue
-        algo, label = catalog.get(Collective.parse(inst.collective), inst.members, model.topology)
+        collective = Collective.parse(inst.collective)
+        algo, label = catalog.get(collective, inst.members, model.topology)
         inst.algorithm = label
-        key = (id(algo), inst.size_bytes)
+        size, note = catalog.run_size(collective, inst.size_bytes, algo, label)
+        key = (id(algo), size)
         template = templates.get(key)
         if template is None:
-            if not algo.has_chunk_identity and inst.size_bytes != algo.size_bytes:
+            if note is not None:
+                warnings.append(note)
+            if not algo.has_chunk_identity and size != algo.size_bytes:
                 warnings.append(
                     f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
-                    f"from {algo.size_bytes} to {inst.size_bytes} bytes"
+                    f"from {algo.size_bytes} to {size} bytes"
                 )
-            tasks = collective_task_graph(algo, model, size_bytes=inst.size_bytes)  # rank r as NPU r
+            tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r as NPU r
             template = templates[key] = (tasks, _sinks(tasks))
         tpl, sinks = template
         rank_of = tpl.npu
@@ -338,6 +349,8 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
                     **workload.where(i),
                 )
         trivial = comm_type == BARRIER or len(members) == 1
+        if comm_type == ALL_GATHER:
+            size *= len(members)  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
         instances.append(
             CollectiveInstance(
                 index=index,

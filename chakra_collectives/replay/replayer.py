@@ -4,7 +4,7 @@
 >>> from chakra_collectives.converters.chakra_et import single_collective_workload
 >>> from chakra_collectives.topology import ring
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 4 * 2**20)
+...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 2**20)  # 1 MiB per rank
 ...     result = replay(pathlib.Path(tmp) / "w", ring(4, bidirectional=False))
 >>> result.total_ns == 3 * (500 + 2**20 / (50 * 2**30 / 1e9))
 True
@@ -178,6 +178,7 @@ def replay(
     reduce_bandwidth_gbps: float | None = None,
     concurrency: str = "unlimited",
     record_links: bool = False,
+    rescale: bool | None = None,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
 
@@ -196,6 +197,10 @@ def replay(
         :mod:`~chakra_collectives.replay.expand`.
     record_links:
         Keep every hop's interval (needed for a trace's link tracks).
+    rescale:
+        Scale given ``algorithms`` to each call's size (default: yes, except in ``astra-sim``
+        mode, where they run at the size their files were written for, as ASTRA-sim runs a
+        custom collective, with a warning where a call differs).
 
     Raises
     ------
@@ -207,7 +212,9 @@ def replay(
     if not isinstance(workload, Workload):
         workload = read_workload(workload)
     model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
-    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm)
+    if rescale is None:
+        rescale = model.mode is not Mode.ASTRA_SIM
+    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
     expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
     timing = run(expanded.graph, model, record_links=record_links)
     if not timing.finished:

@@ -81,6 +81,8 @@ class Workload:
     """SEND: ``comm_dst``; RECV: ``comm_src``; -1 elsewhere."""
     tag: np.ndarray
     pg_name: list[str | None]
+    involved_dim: list[tuple[bool, ...] | None]
+    """COMM_COLL: the ``involved_dim`` bool list (which network dimensions take part), if any."""
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
     """Dependencies (data and control, after the read policy's repairs, without those implied by
@@ -125,6 +127,10 @@ def _as_string(kind: str | None, value: Any) -> str | None:
     return str(value) if kind == "string_val" else None
 
 
+def _as_bool_list(kind: str | None, value: Any) -> tuple[bool, ...] | None:
+    return tuple(bool(v) for v in value) if kind == "bool_list" else None
+
+
 _COLLECTIVE_TYPES = np.array([c.chakra_comm_type for c in Collective if c.chakra_comm_type is not None] + [BARRIER])
 
 
@@ -154,6 +160,10 @@ def _decode_nodes(nodes: NodeColumns, policy: ReadPolicy, repairs: Repairs) -> d
     peer[recv] = attrs.integer("comm_src", nodes)[recv]
     tag = np.where(send | recv, np.maximum(attrs.integer("comm_tag", nodes), 0), -1)
     _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object)
+    present, ok, dims = attrs.converted("involved_dim", _as_bool_list, fill=None, dtype=object)
+    if np.any(present & ~ok & coll):
+        position = int(np.flatnonzero(present & ~ok & coll)[0])
+        raise nodes.error(position, f"attribute involved_dim is {attrs.kind_of('involved_dim', position)}; ASTRA-sim needs a bool_list")
     return {
         "node_type": types.astype(np.int8),
         "duration_ns": durations_ns(nodes, types, policy),
@@ -163,6 +173,7 @@ def _decode_nodes(nodes: NodeColumns, policy: ReadPolicy, repairs: Repairs) -> d
         "peer": peer,
         "tag": tag,
         "pg_name": [None if (not c or v in (None, "")) else v for c, v in zip(coll.tolist(), pg.tolist())],
+        "involved_dim": [v if c else None for c, v in zip(coll.tolist(), dims.tolist())],
     }
 
 
@@ -192,6 +203,7 @@ def read_workload(prefix: str | Path, policy: ReadPolicy | None = None) -> Workl
         peer=columns["peer"],
         tag=columns["tag"].astype(np.int64),
         pg_name=columns["pg_name"],
+        involved_dim=columns["involved_dim"],
         dep_ptr=dep_ptr,
         dep_idx=dep_idx,
         paths=paths,
