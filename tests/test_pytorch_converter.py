@@ -146,7 +146,7 @@ def test_subgroups_are_written_with_their_ranks(tmp_path):
         colls = [n for n in nodes if n.type == COMM_COLL_NODE]
         assert attr(colls[0], "pg_name") == ("1" if r < 2 else "2")
         assert attr(colls[1], "pg_name") is None
-        assert attr(colls[1], "comm_size") == 256 * 4 * 4  # all-gather: the output, 4 x 1 KiB
+        assert attr(colls[1], "comm_size") == 256 * 4  # all-gather: each rank's shard, as ASTRA-sim reads it
 
 
 def test_uneven_all_to_all_is_replayed_at_its_largest_size(tmp_path):
@@ -237,7 +237,7 @@ def test_real_host_trace_1_0_2_finds_its_all_gathers(interop, tmp_path):
     """Chakra's test trace: ten c10d::allgather_ of one float each in a group of two ranks."""
     host = interop / "chakra" / "pytorch_host_1.0.2-chakra.0.0.4.json"
     result = convert_pytorch([host], None, tmp_path / "w", replicate=2)
-    assert [(c["collective"], c["size_bytes"]) for c in result.collectives] == [("all-gather", 8)] * 10
+    assert [(c["collective"], c["size_bytes"]) for c in result.collectives] == [("all-gather", 4)] * 10
     for rank in range(2):
         nodes = read_nodes(tmp_path / f"w.{rank}.et")
         assert [attr(n, "comm_type") for n in nodes] == [Collective.ALL_GATHER.chakra_comm_type] * 10

@@ -76,7 +76,8 @@ def test_a_data_parallel_step_with_broadcasts_replays_with_the_defaults(tmp_path
 def test_every_astra_sim_microbenchmark_replays_with_the_defaults(interop, workload):
     n = 16 if "16npus" in workload else 8
     result = replay(interop / MICRO / workload, load_topology(f"switch:{n}"))
-    assert len(result.collectives) == 1 and result.collectives[0].size_bytes == 2**20 and result.total_ns > 0
+    runs_at = n * 2**20 if "all_gather" in workload else 2**20  # an all-gather's comm_size is each rank's shard
+    assert len(result.collectives) == 1 and result.collectives[0].size_bytes == runs_at and result.total_ns > 0
     assert result.warnings == []
 
 
@@ -118,5 +119,6 @@ def test_feeder_trace_on_eight_ranks_expands_its_collectives(interop, tmp_path):
 def test_host_trace_1_0_2_converts_and_replays_with_the_defaults(interop, tmp_path):
     convert_pytorch([interop / "chakra" / "pytorch_host_1.0.2-chakra.0.0.4.json"], None, tmp_path / "w", replicate=2)
     result = replay(tmp_path / "w", load_topology("switch:2"))
+    # comm_size 4 (one float per rank): the all-gather runs at 2 x 4 bytes
     assert [(c.collective, c.size_bytes, c.algorithm) for c in result.collectives] == [("all-gather", 8, "ring (built-in)")] * 10
     assert "every COMP node has duration 0" not in " ".join(result.warnings)  # no COMP nodes at all: nothing to warn about

@@ -16,8 +16,8 @@ record function around the NCCL launch). The outermost of these is the call; the
   mark where a stream waits for a collective.
 
 Bytes are ``numel x itemsize`` of the tensors (or ``nelems x dtype`` from the attributes). The
-size written is the larger per-rank buffer, which is what the replayer scales algorithms to:
-all-gather's output (``N`` x the input), reduce-scatter's input, the buffer otherwise.
+size written is ``comm_size`` as ASTRA-sim reads it, each rank's input: an all-gather's shard
+(the replayer runs it at ``N`` x that), reduce-scatter's whole input, the buffer otherwise.
 
 >>> from chakra_collectives.converters.pytorch.host_trace import parse_host_trace
 >>> t = [14, 15, 0, 256, 4, "cuda:0"]
@@ -107,12 +107,12 @@ class CollectiveCall:
 
     @property
     def size_bytes(self) -> int:
-        """The larger per-rank buffer (what the replayer scales an algorithm to)."""
+        """``comm_size`` as ASTRA-sim reads it: each rank's input (an all-gather's shard)."""
         inp, out, n = self.in_bytes, self.out_bytes, self.group_size
         if self.kind == "barrier":
             return 0
         if self.kind == "all-gather":
-            return out if out else (inp or 0) * (n or 1)
+            return inp if inp else (out or 0) // (n or 1)
         if self.kind == "reduce-scatter":
             return inp if inp else (out or 0) * (n or 1)
         if self.kind == "all-to-all":
