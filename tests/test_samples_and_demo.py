@@ -97,6 +97,6 @@ def test_demo_cli_summary(cli, tmp_path):
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     for phrase in ("two-servers: 8 NPUs", "tacos", "ring", "biring", "direct", "✓ verified", "speedup", "faster than ring",
-                   "trace ", "timeline.png", "AstraSim_Analytical_Congestion_Aware", "Next, try:"):
+                   "trace ", "timeline.png", "AstraSim_Analytical_Congestion_Unaware", "Next, try:"):
         assert phrase in text, phrase
     assert "NOT verified" not in result.stdout

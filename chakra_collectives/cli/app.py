@@ -27,19 +27,21 @@ from rich.console import Console
 from chakra_collectives.cli.helpformat import Command, Group
 from chakra_collectives.errors import ChakraCollError
 
-COMMANDS: tuple[tuple[str, str, str], ...] = (
+COMMANDS: tuple[tuple[str, str | tuple[str, ...], str], ...] = (
     ("demo", "demo_cmd", "The main job on a built-in example: synthesize, verify, replay, compare, draw."),
     ("synth", "synth_cmd", "Synthesize a collective for a topology (TACOS or a baseline) and write its ETs."),
     ("verify", "verify_cmd", "Prove an algorithm's files well-formed, deadlock-free and correct."),
     ("replay", "replay_cmd", "Time a workload's ETs with its collectives expanded, on a topology."),
-    ("workload", "workload_cmd", "Write workload ETs: a microbenchmark, data-parallel or hybrid training."),
+    ("workload", ("workload_cmd", "pytorch_cmd"), "Write workload ETs: a microbenchmark, training steps, or from PyTorch traces."),
     ("plot", "plot_cmd", "Draw a replay's timeline or link utilization, or an algorithm's chunks."),
-    ("inspect", "inspect_cmd", "Per-rank statistics of an algorithm's files."),
+    ("inspect", "inspect_cmd", "Per-rank statistics of an algorithm's or a workload's files."),
+    ("topo-info", "topo_info_cmd", "What a topology offers collectives: ports, diameter, bisection, bounds, BFB."),
     ("import-msccl", "msccl_cmd", "Convert MSCCL-IR XML into Chakra ET files ASTRA-sim runs."),
     ("export-msccl", "msccl_cmd", "Write an algorithm's files as MSCCL-IR XML the MSCCL runtime loads."),
 )
-"""Every command, in the order a user meets them: name, module in this package, one line of help
-(each command's docstring starts with the same line; a test keeps them equal)."""
+"""Every command, in the order a user meets them: name, module(s) in this package that register
+it (a group's subcommands may come from several), one line of help (each command's docstring
+starts with the same line; a test keeps them equal)."""
 
 _REGISTERED: dict[str, typer.Typer] = {}
 """The Typer app of every command whose module has been imported."""
@@ -55,10 +57,11 @@ class _Commands(Mapping):
         return len(COMMANDS)
 
     def __getitem__(self, name: str) -> Any:
-        module = next((m for n, m, _ in COMMANDS if n == name), None)
-        if module is None:
+        modules = next((m for n, m, _ in COMMANDS if n == name), None)
+        if modules is None:
             raise KeyError(name)
-        importlib.import_module(f"chakra_collectives.cli.{module}")
+        for module in (modules,) if isinstance(modules, str) else modules:
+            importlib.import_module(f"chakra_collectives.cli.{module}")
         return typer.main.get_command(_REGISTERED[name])
 
 

@@ -16,6 +16,6 @@ def print_astra_sim_dir(written: AstraSimDir) -> None:
     say("run it (one line):", prefix="  ")
     console.print(f"    {written.command()}", soft_wrap=True, markup=False, highlight=False)
     if written.expected_ns is not None:
-        say(f"sys[*] finished, {written.expected_ns:,.0f} cycles ({format_time_ns(written.expected_ns)}, our astra-sim network model)", prefix="  expect: ")
+        say(f"sys[*] finished, {written.expected_ns:,.0f} cycles ({format_time_ns(written.expected_ns)}, our model of ASTRA-sim)", prefix="  expect: ")
     for warning in written.warnings:
         warn(warning)

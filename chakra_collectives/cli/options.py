@@ -24,6 +24,7 @@ print a deprecation warning (:func:`deprecated`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import typer
@@ -104,3 +105,26 @@ REDUCE_BANDWIDTH = typer.Option(
     None, "--reduce-bandwidth-gbps", metavar="GBPS",
     help="Reductions and copies that carry no duration take bytes / this bandwidth (GB/s, 1 GB = 2^30 bytes). Default: no time.",
 )
+
+
+# ---------------------------------------------------------------------- workload read policy
+STRICT = typer.Option(False, "--strict", help="Refuse every quirk the defaults repair (ASTRA-sim's acceptance rules): today's refusals.")
+DANGLING = typer.Option(None, "--dangling", metavar="drop|error", help="Dependencies on node ids not in the file: drop (default) or error.")
+SELF_DEPS = typer.Option(None, "--self-deps", metavar="drop|keep", help="A node depending on itself: drop (default) or keep (it never runs: deadlock).")
+CTRL_DEPS = typer.Option(
+    None, "--ctrl-deps", metavar="auto|wait|ignore",
+    help="auto (default: wait for ctrl_deps unless they close a cycle the data_deps do not, as call-tree links from older Chakra converters do; then ignore that file's), wait (ASTRA-sim) or ignore.",
+)
+CPU_COMM = typer.Option(None, "--cpu-comm", metavar="cpu|error", help="COMM nodes with is_cpu_op = true: cpu (default: timed as CPU ops by their duration) or error.")
+INT_BOOLS = typer.Option(None, "--int-bools", metavar="accept|error", help="is_cpu_op written as an integer: accept (default) or error.")
+INVALID_NODES = typer.Option(None, "--invalid-nodes", metavar="skip|error", help="INVALID_NODE (type 0): skip (default, as ASTRA-sim does) or error.")
+INCOMPLETE = typer.Option(None, "--incomplete", metavar="error|skip", help="COMM nodes without comm_type / comm_size / peer: error (default) or skip (replayed as no-ops).")
+OTHER_TIMES = typer.Option(None, "--other-times/--no-other-times", help="MEM_LOAD/STORE and METADATA nodes take their duration_micros (default on; --strict: 0 ns).")
+
+
+def read_policy(strict: bool, **choices: Any) -> Any:
+    """The read policy of the flags: ``--strict`` or the defaults, then each flag given."""
+    from chakra_collectives.converters.chakra_et.read_policy import ReadPolicy
+
+    base = ReadPolicy.strict() if strict else ReadPolicy()
+    return replace(base, **{name: value for name, value in choices.items() if value is not None})

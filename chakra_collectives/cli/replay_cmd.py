@@ -9,11 +9,13 @@ from typing import Any, List, Optional
 
 import typer
 
+from chakra_collectives.cli import options
 from chakra_collectives.cli.app import command, console, err_console, print_json, say
 from chakra_collectives.cli.options import JSON, NETWORK_MODEL, OLD_MODE, REDUCE_BANDWIDTH, TOPOLOGY, merged, network_model_option, warn
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.cli.tables import print_table
 from chakra_collectives.errors import InputError
+from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS
 from chakra_collectives.synth.registry import names as synthesizer_names
 from chakra_collectives.units import format_size, format_time_ns
 
@@ -37,14 +39,26 @@ def replay_command(
     ),
     old_algorithm: Optional[List[str]] = typer.Option(None, "--collective", "-c", hidden=True, help="Deprecated: --algorithm."),
     default_algorithm: str = typer.Option(
-        "ring", "--default-algorithm", metavar="NAME",
-        help=f"What collectives without --algorithm run: {', '.join(synthesizer_names())}, made for each group size (tacos: only over every NPU).",
+        DEFAULT_ALGORITHMS, "--default-algorithm", metavar="TYPE=NAME,...",
+        help=f"What collectives without --algorithm run, per type: TYPE=NAME entries and *=NAME, each NAME one of {', '.join(synthesizer_names())} "
+        "or a fallback chain tacos|ring, made for each group size; over the default, and *=NAME serves only the types NAME implements.",
     ),
     comm_groups: Optional[Path] = typer.Option(
         None, "--comm-groups", metavar="FILE", help="ASTRA-sim's communicator-group JSON: {\"pg_name\": [ranks, ...], ...}."
     ),
     network_model: Optional[str] = NETWORK_MODEL,
     old_mode: Optional[str] = OLD_MODE,
+    system: Optional[Path] = typer.Option(
+        None, "--system", metavar="FILE",
+        help="With --network-model astra-sim: ASTRA-sim's system JSON; models ASTRA-sim as a whole -- native collectives (splits, phases, queues, endpoint and local-memory delays), custom ones, both backends.",
+    ),
+    astra_sim_backend: Optional[str] = typer.Option(
+        None, "--astra-sim-backend", metavar="aware|unaware",
+        help="With --system: aware (congestion-aware, one dimension) or unaware (any dimensions, no contention); default: what ASTRA-sim can run for the network.",
+    ),
+    rescale: bool = typer.Option(
+        False, "--rescale", help="In the astra-sim network model, scale --algorithm files to each call's size (ASTRA-sim runs a custom collective at the size it was written for)."
+    ),
     concurrency: str = typer.Option(
         "unlimited", "--concurrency", metavar="RULE",
         help="unlimited (dependencies only) or astra-sim (per rank one GPU COMP, one CPU op, one communication in flight).",
@@ -60,18 +74,33 @@ def replay_command(
         help=f"With --json: include every node's interval and the links' utilization over time (for chakra-coll plot). Default: on up to {TIMELINE_AUTO_NODES:,} nodes.",
     ),
     as_json: bool = JSON,
+    strict: bool = options.STRICT,
+    dangling: Optional[str] = options.DANGLING,
+    self_deps: Optional[str] = options.SELF_DEPS,
+    ctrl_deps: Optional[str] = options.CTRL_DEPS,
+    cpu_comm: Optional[str] = options.CPU_COMM,
+    int_bools: Optional[str] = options.INT_BOOLS,
+    invalid_nodes: Optional[str] = options.INVALID_NODES,
+    incomplete: Optional[str] = options.INCOMPLETE,
+    other_times: Optional[bool] = options.OTHER_TIMES,
 ) -> None:
     """Time a workload's ETs with its collectives expanded, on a topology.
 
     Every COMM_COLL node runs the sends, receives and reductions of its collective's
     algorithm, scaled to the node's size, beside compute; prints the total time, per-rank
-    finish and exposed communication, per-collective bandwidth and the busiest links.
+    finish and exposed communication, per-collective bandwidth and the busiest links. Files
+    other tools wrote are repaired as the policy flags say (one line tells what was
+    repaired; --strict refuses instead).
 
     \b
     Example:
       chakra-coll replay sample_traces/workload/train_step \
         -t sample_traces/topology/two_servers.yaml \
         -a all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json
+
+    \b
+    With ASTRA-sim's own configuration (predicts every rank's "sys[i] finished, T cycles"):
+      chakra-coll replay step -t network.yml --network-model astra-sim --system system.json
     """
     from chakra_collectives.converters.chakra_et import read_workload
     from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
@@ -84,10 +113,19 @@ def replay_command(
     if old_algorithm:
         warn("-c/--collective TYPE=PREFIX is deprecated for replay and will be removed in the next release; use -a/--algorithm TYPE=PREFIX (-c names a collective type in every other command)")
         given += old_algorithm
+    if system is not None or astra_sim_backend is not None:
+        if model != "astra-sim":
+            raise InputError("--system and --astra-sim-backend model ASTRA-sim: add --network-model astra-sim")
+        if system is None:
+            raise InputError("--astra-sim-backend needs --system (ASTRA-sim's system JSON)")
+        _replay_astra_sim(workload, topology, system, astra_sim_backend, comm_groups, given, rescale, as_json)
+        return
     if concurrency not in CONCURRENCY:
         raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
+    policy = options.read_policy(strict, dangling=dangling, self_deps=self_deps, ctrl_deps=ctrl_deps, cpu_comm=cpu_comm,
+                                 int_bools=int_bools, invalid_nodes=invalid_nodes, incomplete=incomplete, other_times=other_times)
     with showing_progress(err_console, "replay", enabled=not as_json):
-        work = read_workload(workload)
+        work = read_workload(workload, policy)
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
         algorithms = load_algorithms(given)
@@ -102,22 +140,65 @@ def replay_command(
             reduce_bandwidth_gbps=reduce_gbps,
             concurrency=concurrency,
             record_links=trace is not None or with_timeline,
+            rescale=True if rescale else None,
         )
         if trace is not None:
             write_trace(result, topo, trace)
+    summary = work.repairs.summary()
+    if summary:
+        err_console.print(f"chakra-coll: {summary}", markup=False, soft_wrap=True)
     for message in result.warnings:
         warn(message)
     if as_json:
-        print_json({"schema_version": SCHEMA_VERSION, **result.as_dict(top_links=top_links, timeline=with_timeline)})
+        document = {"schema_version": SCHEMA_VERSION, **result.as_dict(top_links=top_links, timeline=with_timeline)}
+        document["repairs"] = work.repairs.describe()
+        print_json(document)
         return
     _print(result, top_links)
     if trace is not None:
         say(f"trace: {trace} (open it in https://ui.perfetto.dev)")
 
 
+def _replay_astra_sim(workload: Path, topology: str, system: Path, backend: str | None, comm_groups: Path | None, collectives: list[str], rescale: bool, as_json: bool) -> None:
+    from chakra_collectives.astra_system.report import replay_astra_sim
+    from chakra_collectives.topology import load_topology
+
+    with showing_progress(err_console, "ASTRA-sim model", enabled=not as_json):
+        result = replay_astra_sim(workload, load_topology(topology), system, backend=backend, comm_groups=comm_groups, collectives=collectives, rescale=rescale)
+    for message in result.warnings:
+        warn(message)
+    if as_json:
+        print_json({"schema_version": SCHEMA_VERSION, **result.as_dict()})
+        return
+    say(f"{result.workload} as ASTRA-sim's {result.backend} binary runs it: {format_time_ns(result.total_ns)} ({result.total_ns:,} ns)", style="bold")
+    say(f"network {result.network}")
+    say(f"system {result.system}")
+    if result.collectives:
+        console.print()
+        calls = result.collectives if len(result.collectives) <= 40 else result.collectives[:20] + result.collectives[-20:]
+        rows = [
+            [str(c["node"]), c["collective"], format_size(c["size_bytes"]), c["implementation"], format_time_ns(c["start_ns"]),
+             "-" if c["end_ns"] is None else format_time_ns(c["end_ns"] - c["start_ns"])]
+            for c in calls
+        ]
+        print_table(["node", "collective", "size", "implementation", "start", "time"], rows, title="collectives of rank 0", right=("size",))
+        if len(calls) < len(result.collectives):
+            say(f"(the first and last 20 of {len(result.collectives)} calls; --json has all)", style="dim")
+    console.print()
+    ranks = result.ranks if len(result.ranks) <= 32 else result.ranks[:16] + result.ranks[-16:]
+    rows = [
+        [str(r["rank"]), "never" if r["finish_ns"] is None else f"{r['finish_ns']:,}", "-" if r["exposed_communication_ns"] is None else format_time_ns(r["exposed_communication_ns"])]
+        for r in ranks
+    ]
+    print_table(["rank", "finish (cycles)", "exposed comm"], rows, title="ranks: what ASTRA-sim prints as sys[i] finished, T cycles (1 cycle = 1 ns)", right=("finish (cycles)",))
+    if len(ranks) < len(result.ranks):
+        say(f"(the first and last 16 of {len(result.ranks)} ranks; --json has all)", style="dim")
+
+
 def _print(result: Any, top_links: int) -> None:
+    exact = f" ({result.total_ns:,.0f} ns)" if result.mode == "astra-sim" else ""  # to hold beside ASTRA-sim's cycles
     say(
-        f"{result.workload} on {result.topology}: {format_time_ns(result.total_ns)} "
+        f"{result.workload} on {result.topology}: {format_time_ns(result.total_ns)}{exact} "
         f"({result.mode} network model, {result.concurrency} concurrency; {len(result.ranks)} ranks, "
         f"{result.num_nodes:,} workload nodes, {result.num_tasks:,} tasks simulated)",
         style="bold",

@@ -10,7 +10,7 @@ import typer
 
 from chakra_collectives import progress
 from chakra_collectives.cli.app import command, err_console, print_json, say
-from chakra_collectives.cli.options import JSON, TOPOLOGY
+from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.errors import InputError
 from chakra_collectives.synth import DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
@@ -35,6 +35,11 @@ def synth(
     algorithm: str = typer.Option(
         DEFAULT_ALGORITHM, "--algorithm", "-a", metavar="NAME",
         help=f"One of: {', '.join(algorithm_names())}. best runs every applicable one and keeps the fastest (predicted).",
+    ),
+    network_model: Optional[str] = typer.Option(
+        None, "--network-model", metavar="MODEL",
+        help="The model every candidate is timed (and best chooses) under: default (a hop holds its link for latency + bytes/bandwidth; "
+        "what TACOS plans with) or astra-sim (ASTRA-sim's congestion-aware model: latency pipelined, whole ns); on switches the two can pick different algorithms.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of TACOS's random tie-breaking."),
     trials: Optional[int] = typer.Option(
@@ -65,9 +70,12 @@ def synth(
         raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
     if trials is not None and trials < 1:
         raise InputError(f"--trials must be positive, got {trials}")
+    model = network_model_option(network_model)
     topo = load_topology(topology)
     with showing_progress(err_console, "synth", enabled=not as_json):
-        result = synthesize(topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root)
+        result = synthesize(
+            topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root, network_model=model
+        )
         write_s = None
         if output is not None:
             from chakra_collectives.converters.chakra_et import write_algorithm
@@ -107,7 +115,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     if result.chunks_tried:
         tried = ", ".join(f"K={k} {format_time_ns(t)}" for k, t in result.chunks_tried.items())
         rows.append(("", f"K chosen by predicted time: {tried}"))
-    rows.append(("predicted", f"{format_time_ns(result.predicted_ns)} (default network model)"))
+    rows.append(("predicted", f"{format_time_ns(result.predicted_ns)} ({result.network_model} network model)"))
     if result.bounds is not None:
         b = result.bounds
         rows.append(("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}"))

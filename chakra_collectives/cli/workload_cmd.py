@@ -17,10 +17,10 @@ SCHEMA_VERSION = 1
 
 workload_app = command_group(
     "workload",
-    "Write workload ETs: a microbenchmark, data-parallel or hybrid training. The files are "
+    "Write workload ETs: a microbenchmark, training steps, or from PyTorch traces. The files are "
     "PREFIX.{rank}.et, as ASTRA-sim's workload feeder reads them: one collective (ASTRA-sim's "
-    "microbenchmarks), a data-parallel training iteration, or tensor + data parallelism over "
-    "process groups.",
+    "microbenchmarks), a data-parallel training iteration, tensor + data parallelism over "
+    "process groups, or what PyTorch's profiler recorded.",
 )
 
 _DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}

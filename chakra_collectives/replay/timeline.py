@@ -86,7 +86,7 @@ def timeline_document(result: ReplayResult, *, bins: int = 200) -> dict[str, Any
     phase = np.full(w, -1, dtype=np.int64)
     compute = np.flatnonzero(kind == 0)
     if len(compute):
-        names = read_node_names(workload.paths)
+        names = read_node_names(workload)
         phase[compute] = [phase_of(names[i]) for i in compute.tolist()]
     document: dict[str, Any] = {
         "kinds": list(KINDS),

@@ -46,7 +46,7 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
         raise ValueError("the replay result carries no timing")
     workload = expanded.workload
     w = len(workload)
-    names = read_node_names(workload.paths)
+    names = read_node_names(workload)
     start = timing.start[expanded.begin_task]
     end = timing.end[:w]
     kind = workload.node_type

@@ -8,7 +8,7 @@ model (:func:`chakra_collectives.network.predict_time`), and puts it beside the 
 (:func:`chakra_collectives.bounds.lower_bounds`).
 
 >>> from chakra_collectives.topology import load_topology
->>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB")
+>>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")
 >>> result.algorithm.num_ranks, result.predicted_ns == result.schedule_ns, 0 < result.efficiency <= 1
 (16, True, True)
 """
@@ -25,6 +25,7 @@ from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
+from chakra_collectives.network.model import Mode
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
@@ -33,13 +34,14 @@ from chakra_collectives.units import parse_size
 # Every producer module registers itself when imported; best breaks ties in registration order.
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
+import chakra_collectives.synth.bfb  # noqa: E402,F401
 
 
 def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
     """
     return ["best", *names()]
 
@@ -57,7 +59,7 @@ class SynthesisResult:
     """The algorithm produced (for ``best``: the one that won)."""
     chunks_per_npu: int
     predicted_ns: float
-    """Time under the network model (tacos mode), for ``algorithm.size_bytes``."""
+    """Time under the network model (:attr:`network_model` mode), for ``algorithm.size_bytes``."""
     schedule_ns: float | None
     """The producer's own estimate of its time, when it plans with the network model (TACOS)."""
     bounds: LowerBounds | None
@@ -74,6 +76,8 @@ class SynthesisResult:
     phase_latency_ratios: tuple[float, ...] = ()
     chunks_tried: dict[int, float] = field(default_factory=dict)
     """When the chunks per NPU were chosen (none given): the predicted time with each ``K`` tried."""
+    network_model: str = "default"
+    """The network model the candidates were timed (and ``best`` chose) under: default or astra-sim."""
 
     @property
     def efficiency(self) -> float | None:
@@ -110,6 +114,7 @@ class SynthesisResult:
             "chunk_bytes": algo.chunk_bytes(),
             "operations": algo.num_ops,
             "predicted_ns": self.predicted_ns,
+            "network_model": self.network_model,
             "schedule_ns": self.schedule_ns,
             "bounds": None if bounds is None else {k: v for k, v in bounds.as_dict().items() if k.endswith("_ns")},
             "efficiency": self.efficiency,
@@ -158,6 +163,7 @@ def synthesize(
     trials: int | None = None,
     root: int = 0,
     on_step: Callable[[str], None] | None = None,
+    network_model: str = "default",
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -173,11 +179,15 @@ def synthesize(
     ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
     Progress is reported through :mod:`chakra_collectives.progress`; ``on_step(name)`` (deprecated)
     is called before each phase.
+    ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
+    model; ``tacos`` is its old name) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a
+    switch, messages queued at a port overlap their latencies).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
+    network_model = Mode.parse(network_model).value
     nbytes = parse_size(size_bytes)
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(topology.num_npus)
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root)  # validates
@@ -188,7 +198,7 @@ def synthesize(
     with progress.task("synthesize"):
         for k in counts:
             label = f"K={k}" if chunks_per_npu is None else ""
-            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label)
+            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model)
             tried[k] = attempt.predicted_ns
             spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
             if found is not None and attempt.predicted_ns >= found.predicted_ns:
@@ -215,6 +225,7 @@ def _synthesize_with(
     root: int,
     on_step: Callable[[str], None] | None,
     label: str,
+    network_model: str,
 ) -> SynthesisResult:
     """:func:`synthesize` for one chunk count, without the bounds."""
     step = on_step or (lambda name: None)
@@ -230,18 +241,18 @@ def _synthesize_with(
             step("predict")
             started = time.perf_counter()
             with progress.task("predict"):
-                predicted = predict_time(made.algorithm, topology)
+                predicted = predict_time(made.algorithm, topology, mode=network_model)
             produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
         return made.algorithm, predicted
 
-    candidate_names = applicable(collective, topology.num_npus) if name == "best" else [name]
+    candidate_names = applicable(collective, topology.num_npus, topology) if name == "best" else [name]
     if not candidate_names:
         raise InputError(f"no algorithm implements {collective.value}")
     with progress.task(label or "candidates"):
         if name == "best":
             started = time.perf_counter()
             chosen, algo, candidates = choose(
-                candidate_names, lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu), produce
+                candidate_names, lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model), produce
             )
             bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
         else:
@@ -266,6 +277,7 @@ def _synthesize_with(
         candidates=candidates,
         phase_seeds=tuple(details.get("phase_seeds", ())),
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
+        network_model=network_model,
     )
 
 
