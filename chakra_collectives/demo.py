@@ -77,7 +77,8 @@ class DemoResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "out": str(self.out),
+            "output": str(self.out),
+            "out": str(self.out),  # deprecated spelling of output, kept for one release
             "topology": {
                 "name": self.topology.name,
                 "num_npus": self.topology.num_npus,
@@ -109,7 +110,7 @@ class DemoResult:
             "pictures": [str(p) for p in self.pictures],
             "astra_sim": self.astra_sim.as_dict(),
             "elapsed_s": self.elapsed_s,
-            "deprecated": {"topology.npus": "topology.num_npus", "topology.links": "topology.num_links"},
+            "deprecated": {"out": "output", "topology.npus": "topology.num_npus", "topology.links": "topology.num_links"},
         }
 
 

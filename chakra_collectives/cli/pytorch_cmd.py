@@ -34,6 +34,10 @@ def expand(patterns: list[str], what: str) -> list[Path]:
     return found
 
 
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll workload from-pytorch --json`` (``schemas/from-pytorch.schema.json``)."""
+
+
 @command("from-pytorch", group=workload_app)
 def from_pytorch_command(
     host: List[str] = typer.Argument(..., help="PyTorch execution traces (ExecutionTraceObserver JSON, .json or .json.gz), one per rank; globs allowed."),
@@ -58,7 +62,8 @@ def from_pytorch_command(
     for warning in result.warnings:
         err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)
     if as_json:
-        print_json(result.as_dict())
+        num_ranks = len(result.paths) - (1 if result.groups else 0)
+        print_json({"schema_version": SCHEMA_VERSION, "num_ranks": num_ranks, **result.as_dict()})
         return
     num_ranks = len(result.paths) - (1 if result.groups else 0)
     first = result.ranks[0]

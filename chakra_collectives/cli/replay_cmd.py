@@ -168,7 +168,11 @@ def _replay_astra_sim(workload: Path, topology: str, system: Path, backend: str 
     for message in result.warnings:
         warn(message)
     if as_json:
-        print_json({"schema_version": SCHEMA_VERSION, **result.as_dict()})
+        document = {"schema_version": SCHEMA_VERSION, **result.as_dict()}
+        document["network_model"] = document.pop("mode")
+        document["mode"] = document["network_model"]  # deprecated spelling, kept for one release
+        document["deprecated"] = {"mode": "network_model"}
+        print_json(document)
         return
     say(f"{result.workload} as ASTRA-sim's {result.backend} binary runs it: {format_time_ns(result.total_ns)} ({result.total_ns:,} ns)", style="bold")
     say(f"network {result.network}")

@@ -11,6 +11,10 @@ from chakra_collectives.topology_report import topology_info
 from chakra_collectives.units import format_size, format_time_ns, parse_size
 
 
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll topo-info --json`` (``schemas/topo-info.schema.json``)."""
+
+
 @command("topo-info")
 def topo_info(
     topology: str = typer.Argument(..., help="Builder spec, expansion (line(G), G x H, degree(G,n)) or topology file."),
@@ -36,7 +40,11 @@ def topo_info(
     with err_console.status("topology", spinner="dots") as status:
         info = topology_info(topo, nbytes, with_bfb=bfb, on_step=lambda what: status.update(f"{topo.name}: {what}"))
     if as_json:
-        print_json(info)
+        print_json({
+            "schema_version": SCHEMA_VERSION, **info,
+            "num_npus": info["npus"], "num_switches": info["switches"], "num_links": info["links"],
+            "deprecated": {"npus": "num_npus", "switches": "num_switches", "links": "num_links"},
+        })
         return
     switches = f", {info['switches']} switch(es)" if info["switches"] else ""
     console.print(f"[bold]{info['topology']}[/bold]: {info['npus']} NPUs{switches}, {info['links']} links")
