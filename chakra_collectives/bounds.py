@@ -69,7 +69,7 @@ from networkx.algorithms.flow import preflow_push
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.topology import Topology
-from chakra_collectives.units import bytes_per_ns
+from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 _SOURCE = -1
@@ -125,8 +125,8 @@ class LowerBounds:
 
 def lower_bounds(
     topology: Topology,
-    collective: Collective,
-    size_bytes: int,
+    collective: Collective | str,
+    size_bytes: int | str,
     *,
     sinks: Iterable[int] | None = None,
 ) -> LowerBounds:
@@ -137,9 +137,14 @@ def lower_bounds(
     alike, as in the ring, torus, hypercube, fully-connected, switch and DGX-like builders, so
     one max-flow per round replaces ``N``). Any subset still gives a valid, possibly weaker, bound.
 
+    ``collective`` and ``size_bytes`` take what :func:`~chakra_collectives.synth.synthesize`
+    takes: ``"all-reduce"`` or a :class:`Collective`, ``"12MiB"`` or bytes.
+
     Raises :class:`InputError` for other collectives, a non-positive size, or a topology in
     which some NPU cannot reach another.
     """
+    collective = Collective.parse(collective) if isinstance(collective, str) else collective
+    size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
     if collective not in SUPPORTED:
         raise InputError(
             f"lower bounds are defined for {', '.join(c.value for c in SUPPORTED)}, not {collective.value}"

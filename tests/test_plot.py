@@ -51,7 +51,7 @@ def replay_json(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("replay") / "replay.json"
     result = CliRunner().invoke(app, ["replay", str(SAMPLES / "workload/train_step"), "-t", str(TOPOLOGY),
-                                      "-c", f"all-reduce={SAMPLES / 'collectives/all_reduce_tacos'}", "--json"])
+                                      "-a", f"all-reduce={SAMPLES / 'collectives/all_reduce_tacos'}", "--json"])
     assert result.exit_code == 0, result.output
     out.write_text(result.stdout)
     return out

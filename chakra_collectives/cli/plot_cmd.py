@@ -13,7 +13,7 @@ from chakra_collectives.plot.formats import output_format
 
 plot_app = command_group(
     "plot",
-    "Draw a replay's timeline or link utilization, or an algorithm's chunks. PNG or SVG, by the "
+    "Draw a replay's timeline or link utilization, or an algorithm's chunks.\n\nPNG or SVG, by the "
     "output's suffix. timeline and links draw what chakra-coll replay --json printed; algorithm "
     "times an algorithm's files alone on a small topology.",
 )

@@ -39,9 +39,10 @@ def replay_command(
     ),
     old_algorithm: Optional[List[str]] = typer.Option(None, "--collective", "-c", hidden=True, help="Deprecated: --algorithm."),
     default_algorithm: str = typer.Option(
-        DEFAULT_ALGORITHMS, "--default-algorithm", metavar="TYPE=NAME,...",
+        DEFAULT_ALGORITHMS, "--default-algorithm", metavar="TYPE=NAME,...", show_default=False,
         help=f"What collectives without --algorithm run, per type: TYPE=NAME entries and *=NAME, each NAME one of {', '.join(synthesizer_names())} "
-        "or a fallback chain tacos|ring, made for each group size; over the default, and *=NAME serves only the types NAME implements.",
+        "or a fallback chain tacos|ring, made for each group size; over the default, and *=NAME serves only the types NAME implements. "
+        f"Default: {DEFAULT_ALGORITHMS.replace(',', ', ')}.",
     ),
     comm_groups: Optional[Path] = typer.Option(
         None, "--comm-groups", metavar="FILE", help="ASTRA-sim's communicator-group JSON: {\"pg_name\": [ranks, ...], ...}."
@@ -94,13 +95,15 @@ def replay_command(
 
     \b
     Example:
-      chakra-coll replay sample_traces/workload/train_step \
-        -t sample_traces/topology/two_servers.yaml \
+      chakra-coll replay sample_traces/workload/train_step \\
+        -t sample_traces/topology/two_servers.yaml \\
         -a all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json
 
+    With ASTRA-sim's own configuration, it predicts every rank's "sys[i] finished, T cycles":
+
     \b
-    With ASTRA-sim's own configuration (predicts every rank's "sys[i] finished, T cycles"):
-      chakra-coll replay step -t network.yml --network-model astra-sim --system system.json
+      chakra-coll replay step -t network.yml --network-model astra-sim \\
+        --system system.json
     """
     from chakra_collectives.converters.chakra_et import read_workload
     from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace

@@ -24,25 +24,29 @@ MAX_DETAIL_LINES = 6
 
 @command("verify")
 def verify(
-    prefix: Path = typer.Argument(..., help="Algorithm files PREFIX.{rank}.et (or one of them)."),
-    collective: Optional[str] = typer.Option(None, "--collective", "-c", help="Collective to prove (default: what the files claim)."),
-    root: Optional[int] = typer.Option(None, "--root", help="Root rank of a broadcast or reduce (default: what the files say)."),
+    prefix: Path = typer.Argument(..., metavar="PREFIX", help="Algorithm files PREFIX.{rank}.et (or one of them)."),
+    collective: Optional[str] = typer.Option(None, "--collective", "-c", metavar="NAME", help="Collective to prove (default: what the files claim)."),
+    root: Optional[int] = typer.Option(None, "--root", metavar="R", help="Root rank of a broadcast or reduce (default: what the files say)."),
     send_semantics: str = typer.Option(
-        "eager", "--send-semantics", help="Sends that must not deadlock: eager (ASTRA-sim), rendezvous, or both."
+        "eager", "--send-semantics", metavar="SEMANTICS", help="Sends that must not deadlock: eager (ASTRA-sim), rendezvous, or both."
     ),
-    size: Optional[str] = typer.Option(None, "--size", help="Collective size of foreign files (bytes only), e.g. 1MiB."),
+    size: Optional[str] = typer.Option(None, "--size", "-s", metavar="SIZE", help="Collective size of foreign files (bytes only), e.g. 1MiB."),
     allow_unproved: bool = typer.Option(
         False, "--allow-unproved", help="Exit 0 when nothing is wrong but the postcondition cannot be proved (files without chunk identity)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (schemas/verify.schema.json)."),
 ) -> None:
-    """Check structure, send/recv matching, deadlock freedom and the collective's postcondition.
+    """Prove an algorithm's files well-formed, deadlock-free and correct.
 
-    Exit code 0: verified (everything the collective asks was proved); 1: the algorithm is wrong
-    (with a counterexample); 2: unreadable input or bad arguments; 3: nothing wrong found, but
-    the postcondition could not be proved (files without chunk identity; 0 with --allow-unproved).
+    Checks the structure, send/recv matching, deadlock freedom and the collective's
+    postcondition in every execution order. Exit code 0: verified (everything the collective
+    asks was proved); 1: the algorithm is wrong (with a counterexample); 2: unreadable input or
+    bad arguments; 3: nothing wrong found, but the postcondition could not be proved (files
+    without chunk identity; 0 with --allow-unproved).
 
-    Example: [bold]chakra-coll verify out/ar --collective all-reduce[/bold]
+    \b
+    Example:
+      chakra-coll verify out/ar --collective all-reduce
     """
     semantics = {"eager": ("eager",), "rendezvous": ("rendezvous",), "both": ("eager", "rendezvous")}.get(send_semantics)
     if semantics is None:

@@ -17,7 +17,7 @@ SCHEMA_VERSION = 1
 
 workload_app = command_group(
     "workload",
-    "Write workload ETs: a microbenchmark, training steps, or from PyTorch traces. The files are "
+    "Write workload ETs: a microbenchmark, training steps, or from PyTorch traces.\n\nThe files are "
     "PREFIX.{rank}.et, as ASTRA-sim's workload feeder reads them: one collective (ASTRA-sim's "
     "microbenchmarks), a data-parallel training iteration, tensor + data parallelism over "
     "process groups, or what PyTorch's profiler recorded.",
@@ -60,7 +60,7 @@ def microbenchmark_command(
 
     \b
     Example:
-      chakra-coll workload microbenchmark -c all-reduce -s 1MiB -n 8 -o out/all_reduce
+      chakra-coll workload microbenchmark -c all-reduce -s 1MiB -n 8 -o out/ar
     """
     from chakra_collectives.units import parse_size
     from chakra_collectives.workload import microbenchmark

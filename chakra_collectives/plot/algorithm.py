@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from chakra_collectives.errors import InputError
@@ -26,6 +27,7 @@ from chakra_collectives.ir.chunks import sent_chunks
 from chakra_collectives.ir.execution import execute
 from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.network import simulate_collective
+from chakra_collectives.plot.formats import output_format
 from chakra_collectives.plot.output import new_figure, save_figure, time_unit
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import format_size, format_time_ns
@@ -53,7 +55,13 @@ def _text_color(color) -> str:
 
 
 def plot_algorithm(algo: CollectiveAlgorithm, topology: Topology, path: str | Path, *, size_bytes: int | None = None, mode: str = "default") -> Path:
-    """Draw ``algo`` on ``topology`` (see the module docstring); PNG or SVG by suffix."""
+    """Draw ``algo`` on ``topology`` (see the module docstring) into ``path``; PNG or SVG by suffix."""
+    output_format(path)
+    return save_figure(algorithm_figure(algo, topology, size_bytes=size_bytes, mode=mode), path)
+
+
+def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_bytes: int | None = None, mode: str = "default") -> Figure:
+    """The figure :func:`plot_algorithm` writes."""
     if topology.num_npus > MAX_NPUS:
         raise InputError(
             f"plot algorithm draws every message on every link; {topology.name} has {topology.num_npus} NPUs, "
@@ -122,7 +130,7 @@ def plot_algorithm(algo: CollectiveAlgorithm, topology: Topology, path: str | Pa
     if any(first[h[3]] < 0 for h in hops):
         handles.append(Patch(color=unknown_color, label="unknown chunk"))
     axes.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=8)
-    return save_figure(figure, path)
+    return figure
 
 
 def _node(topology: Topology, node: int) -> str:

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
+from chakra_collectives.plot.formats import output_format
 from chakra_collectives.plot.output import new_figure, save_figure, time_unit
 from chakra_collectives.units import format_time_ns
 
@@ -14,7 +16,13 @@ MAX_LINKS = 64
 
 
 def plot_links(document: dict[str, Any], path: str | Path) -> Path:
-    """Draw link utilization from a replay JSON document (``replay --json`` with its timeline).
+    """Draw link utilization from a replay JSON document (``replay --json`` with its timeline) into ``path``."""
+    output_format(path)
+    return save_figure(links_figure(document), path)
+
+
+def links_figure(document: dict[str, Any]) -> Figure:
+    """The figure :func:`plot_links` writes.
 
     The title counts every link that carried traffic and gives their mean utilization over the
     whole run; with more than :data:`MAX_LINKS` of them, the busiest are drawn (and it says so).
@@ -45,4 +53,4 @@ def plot_links(document: dict[str, Any], path: str | Path) -> Path:
         f"{len(every)} links carried traffic ({shown}); their mean utilization over the run: {mean_all:.0%}",
         fontsize=10,
     )
-    return save_figure(figure, path)
+    return figure

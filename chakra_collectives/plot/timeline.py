@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.plot.formats import output_format
 from chakra_collectives.plot.output import new_figure, save_figure, time_unit
 from chakra_collectives.replay.lanes import assign_lanes
 from chakra_collectives.units import format_time_ns
@@ -92,7 +94,13 @@ def _spans(ranks: list[int]) -> str:
 
 
 def plot_timeline(document: dict[str, Any], path: str | Path, *, ranks: str | Sequence[int] | None = None) -> Path:
-    """Draw the timeline of a replay JSON document (``replay --json`` with its timeline)."""
+    """Draw the timeline of a replay JSON document (``replay --json`` with its timeline) into ``path``."""
+    output_format(path)
+    return save_figure(timeline_figure(document, ranks=ranks), path)
+
+
+def timeline_figure(document: dict[str, Any], *, ranks: str | Sequence[int] | None = None) -> Figure:
+    """The figure :func:`plot_timeline` writes."""
     timeline = document["timeline"]
     kinds = timeline["kinds"]
     nodes = {k: np.asarray(v) for k, v in timeline["nodes"].items()}
@@ -171,7 +179,7 @@ def plot_timeline(document: dict[str, Any], path: str | Path, *, ranks: str | Se
     if has_messages:
         handles.append(Patch(color=MESSAGE_COLOR, label="send / recv"))
     figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5), frameon=False, fontsize=9)
-    return save_figure(figure, path)
+    return figure
 
 
 def _bars(axes, start: np.ndarray, end: np.ndarray, bottom: float, height: float, color: str, compact: bool, alpha: float = 1.0) -> None:
