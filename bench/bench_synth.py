@@ -5,7 +5,7 @@
 Suite: All-Gather and All-Reduce of 64 MiB, 1 and 4 chunks per NPU, on the issue's topologies
 (the default skips mesh 16x16 and torus 8x8x8 and scales to 1024 NPUs; ``--full`` runs
 everything, about 15 minutes). Columns: TACOS's predicted time (network model, tacos mode),
-the best lower bound, TACOS's efficiency (bound / predicted; then against design.md's bound, for
+the best lower bound, TACOS's efficiency (bound / predicted; then against the reduce-scatter + all-gather bound (docs/bounds.md), for
 All-Reduce Reduce-Scatter's plus All-Gather's, which the targets use), the ring baseline's time and
 TACOS's speedup over it, the best baseline of ring/biring/direct/rhd, then ``--algorithm best``
 (the fastest of all: which, its efficiency), TACOS's synthesis seconds (matching + IR, median)
@@ -61,7 +61,7 @@ def timed(run, repeat: int) -> tuple[float, object]:
 
 
 def design_bound_ns(bounds) -> float:
-    """design.md's bound: the library's, except All-Reduce's, which is Reduce-Scatter's plus
+    """the reduce-scatter + all-gather bound (docs/bounds.md): the library's, except All-Reduce's, which is Reduce-Scatter's plus
     All-Gather's (the bound of reduce-scatter-then-all-gather algorithms; see bounds.py)."""
     return bounds.reduce_scatter_all_gather_ns or bounds.best_ns
 

@@ -252,7 +252,7 @@ def test_hash_order_is_a_set(ops):
 
 # ---------------------------------------------------------------------------- replay's ASTRA-sim mode
 def test_custom_collectives_run_at_their_written_size(tmp_path, monkeypatch):
-    """et-conventions.md: the sample step (8 and 12 MiB gradients) with a 16 MiB custom TACOS
+    """docs/et-conventions.md: the sample step (8 and 12 MiB gradients) with a 16 MiB custom TACOS
     all-reduce on Ring 8 takes ASTRA-sim 2,589,006 ns; rescaling each call would give 2,048,626."""
     from chakra_collectives.astra_sim import write_astra_sim_dir
     from chakra_collectives.astra_system.report import replay_astra_sim
@@ -289,7 +289,7 @@ def test_backend_follows_what_astra_sim_can_run(tmp_path):
 def test_readme_astra_sim_mode_example_predicts_what_astra_sim_reports(cli, tmp_path, monkeypatch):
     """README's example: ASTRA-sim's 8-NPU 1 MiB ring all-reduce microbenchmark, 96,365 ns."""
     text = (Path(__file__).parents[1] / "README.md").read_text()
-    part = text[text.index("### What `--mode astra-sim` reproduces") :]
+    part = text[text.index("### What `--network-model astra-sim` reproduces") :]
     part = part[: part.index("\n### ", 5)]
     system_json = re.search(r"```json\n(.*?)```", part, flags=re.S).group(1)
     commands = [line for block in re.findall(r"```sh\n(.*?)```", part, flags=re.S) for line in block.splitlines() if line.strip()]
@@ -300,7 +300,7 @@ def test_readme_astra_sim_mode_example_predicts_what_astra_sim_reports(cli, tmp_
         assert result.exit_code == 0, result.output
     assert "(96,365 ns)" in result.stdout.replace("\n", "")
     assert "96,365 ns" in part and "41,181" in part
-    assert cli("replay", "out/all_reduce", "-t", "ring:8", "--mode", "astra-sim").stdout.replace("\n", "").count("(41,181 ns)") == 1
+    assert cli("replay", "out/all_reduce", "-t", "ring:8", "--network-model", "astra-sim").stdout.replace("\n", "").count("(41,181 ns)") == 1
 
 
 # ---------------------------------------------------------------------------- hand-off and CLI

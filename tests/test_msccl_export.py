@@ -105,7 +105,7 @@ def _assert_same_result(algo, again):
 
 
 def _assert_runtime_rules(program: Program) -> None:
-    """What msccl-ir.md says the runtime requires of a program."""
+    """What docs/msccl-ir.md says the runtime requires of a program."""
     channels = set()
     for gpu in program.gpus:
         tbs = gpu.threadblocks

@@ -86,7 +86,7 @@ class SynthesisResult:
 
     @property
     def reduce_scatter_all_gather_efficiency(self) -> float | None:
-        """All-Reduce only: design.md's efficiency, against the bound of reduce-scatter-then-all-gather algorithms."""
+        """All-Reduce only: the reduce-scatter + all-gather efficiency (docs/bounds.md), against the bound of reduce-scatter-then-all-gather algorithms."""
         return None if self.bounds is None else self.bounds.reduce_scatter_all_gather_efficiency(self.predicted_ns)
 
     @property
