@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
-from chakra_collectives.cli.app import command, console, err_console, print_json
+from chakra_collectives.cli.app import command, console, err_console, print_json, say
+from chakra_collectives.cli.tables import print_table
 from chakra_collectives.topology import load_topology
 from chakra_collectives.topology_report import topology_info
 from chakra_collectives.units import format_size, format_time_ns, parse_size
@@ -47,32 +47,32 @@ def topo_info(
         })
         return
     switches = f", {info['switches']} switch(es)" if info["switches"] else ""
-    console.print(f"[bold]{info['topology']}[/bold]: {info['npus']} NPUs{switches}, {info['links']} links")
+    say(f"{info['topology']}: {info['npus']} NPUs{switches}, {info['links']} links", style="bold")
+    rows = []
     if "fat_tree" in info:
         tree = info["fat_tree"]
-        console.print(f"ports per NPU      {tree['ports_per_npu']} (one per plane; modeled as one link of {tree['ports_per_npu']}x the bandwidth)")
+        rows.append(("ports per NPU", f"{tree['ports_per_npu']} (one per plane; modeled as one link of {tree['ports_per_npu']}x the bandwidth)"))
     else:
-        console.print(f"ports per NPU      {_span(info['out_ports'])} out, {_span(info['in_ports'])} in")
-    console.print(f"diameter           {info['diameter']} hops (mean {info['mean_distance']:.2f})")
-    console.print(f"bisection          {info['bisection_gbps']:,.0f} GB/s ({info['bisection_method']})", soft_wrap=True)
+        rows.append(("ports per NPU", f"{_span(info['out_ports'])} out, {_span(info['in_ports'])} in"))
+    rows.append(("diameter", f"{info['diameter']} hops (mean {info['mean_distance']:.2f})"))
+    rows.append(("bisection", f"{info['bisection_gbps']:,.0f} GB/s ({info['bisection_method']})"))
     if "expansion" in info:
         expansion = info["expansion"]
         copies = f", {expansion['copies']} copies" if expansion["kind"] == "degree" else ""
-        console.print(f"expansion          {expansion['kind']} of {', '.join(expansion['of'])}{copies}")
+        rows.append(("expansion", f"{expansion['kind']} of {', '.join(expansion['of'])}{copies}"))
     if "fat_tree" in info:
         tree = info["fat_tree"]
-        console.print(f"fat-tree planes    {tree['planes']} x ({tree['levels']} level(s), {tree['switches_per_plane']} switch(es) of {tree['radix']} ports)")
-    table = Table(title=f"lower bounds at {format_size(nbytes)}", title_justify="left")
-    for column in ("collective", "cut", "latency", "best"):
-        table.add_column(column, justify="left" if column == "collective" else "right")
-    for name, bounds in info["bounds"].items():
-        table.add_row(name, format_time_ns(bounds["cut_ns"]), format_time_ns(bounds["latency_ns"]), format_time_ns(bounds["best_ns"]))
-    console.print(table)
+        rows.append(("fat-tree planes", f"{tree['planes']} x ({tree['levels']} level(s), {tree['switches_per_plane']} switch(es) of {tree['radix']} ports)"))
+    for label, text in rows:
+        say(text, prefix=f"{label:<17}  ")
+    console.print()
+    table = [[name, format_time_ns(b["cut_ns"]), format_time_ns(b["latency_ns"]), format_time_ns(b["best_ns"])] for name, b in info["bounds"].items()]
+    print_table(["collective", "cut", "latency", "best"], table, title=f"lower bounds at {format_size(nbytes)}")
     if "bfb" in info:
         point = info["bfb"]
-        console.print(f"BFB                {point['steps']} steps; All-Gather bandwidth term {format_time_ns(point['all_gather_bandwidth_ns'])}")
-        console.print(f"                   = {point['all_gather_efficiency']:.3f} of the cut bound")
-        console.print(f"                   busiest link per step (shards): {' '.join(point['step_loads'])}", soft_wrap=True)
+        console.print()
+        say(f"{point['steps']} steps; All-Gather bandwidth term {format_time_ns(point['all_gather_bandwidth_ns'])} = "
+            f"{point['all_gather_efficiency']:.3f} of the cut bound; busiest link per step (shards): {' '.join(point['step_loads'])}", prefix=f"{'BFB':<17}  ")
 
 
 def _span(pair: list[int]) -> str:
