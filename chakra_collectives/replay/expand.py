@@ -18,7 +18,7 @@ A COMM_COLL's ``comm_size`` is what ASTRA-sim reads it as: each rank's *input*. 
 all-gather that is the rank's shard, so the algorithm runs at ``group size x comm_size`` (the
 output buffer, the IR's size); for all-reduce, reduce-scatter and all-to-all it is the whole
 per-rank buffer. An algorithm given with ``--collective`` runs at that size, or -- with the
-catalog's ``written_size`` (``--mode astra-sim`` without ``--rescale``) -- at the size its files
+catalog's ``written_size`` (``--network-model astra-sim`` without ``--rescale``) -- at the size its files
 were written for, as ASTRA-sim runs a custom collective, with a warning where the two differ.
 
 Per-rank limits (``concurrency="astra-sim"``): each rank has three units -- GPU compute, CPU,
