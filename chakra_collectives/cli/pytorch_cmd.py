@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from chakra_collectives.cli.app import command, console, err_console, invocation, print_json, say
+from chakra_collectives.cli.options import warn
 from chakra_collectives.cli.tables import print_table
 from chakra_collectives.cli.workload_cmd import workload_app
 from chakra_collectives.converters.pytorch.convert import convert_pytorch
@@ -60,7 +61,7 @@ def from_pytorch_command(
     with err_console.status(f"converting {len(hosts)} trace(s)..."):
         result = convert_pytorch(hosts, kinetos, output, replicate=replicate)
     for warning in result.warnings:
-        err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)
+        warn(warning)
     if as_json:
         num_ranks = len(result.paths) - (1 if result.groups else 0)
         print_json({"schema_version": SCHEMA_VERSION, "num_ranks": num_ranks, **result.as_dict()})
