@@ -206,7 +206,7 @@ def _print(result: Any, top_links: int) -> None:
     exact = f" ({result.total_ns:,.0f} ns)" if result.mode == "astra-sim" else ""  # to hold beside ASTRA-sim's cycles
     say(
         f"{result.workload} on {result.topology}: {format_time_ns(result.total_ns)}{exact} "
-        f"({result.mode} network model, {result.concurrency} concurrency; {len(result.ranks)} ranks, "
+        f"({result.mode} network model, {result.concurrency} concurrency; {len(result.ranks)} rank{'s' if len(result.ranks) != 1 else ''}, "
         f"{result.num_nodes:,} workload nodes, {result.num_tasks:,} tasks simulated)",
         style="bold",
     )
