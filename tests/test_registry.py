@@ -28,7 +28,7 @@ def test_a_registered_synthesizer_appears_in_synth_best_and_replay(scratch_regis
 
     def make(topology, collective, num_ranks, options):
         calls.append((num_ranks, options.size_bytes, options.any_size))
-        return Synthesized(ring(collective, num_ranks, size_bytes=options.size_bytes, chunks_per_rank=options.chunks_per_npu))
+        return Synthesized(ring(collective, num_ranks, size_bytes=options.size_bytes, chunks_per_npu=options.chunks_per_npu))
 
     register(Synthesizer("myring", make, (Collective.ALL_GATHER,), "a test producer"))
     topo = load_topology("ring:4")

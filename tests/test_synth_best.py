@@ -26,7 +26,7 @@ def test_message_lists_match_the_built_baselines(name, collective, ranks, k):
     ops = algo.ops
     send = ops.kind == OpKind.SEND
     built = sorted(zip(ops.rank[send].tolist(), ops.peer[send].tolist(), ops.count[send].tolist()))
-    src, dst, chunks = baseline_messages(name, collective, ranks, chunks_per_rank=k)
+    src, dst, chunks = baseline_messages(name, collective, ranks, chunks_per_npu=k)
     assert built == sorted(zip(src.tolist(), dst.tolist(), chunks.tolist()))
 
 

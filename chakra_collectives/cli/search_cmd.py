@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
-from chakra_collectives.cli.app import command, console, err_console, print_json
+from chakra_collectives.cli.app import command, console, err_console, print_json, say
+from chakra_collectives.cli.options import JSON, NETWORK_MODEL, network_model_option, warn
+from chakra_collectives.cli.progress_view import showing_progress
+from chakra_collectives.cli.tables import print_table
 from chakra_collectives.errors import InputError
 from chakra_collectives.search import ResultTable, load_space, make_executor, parse_space, plan_search, run_search
 from chakra_collectives.search.engine import SearchPlan, SearchRun
@@ -19,15 +19,15 @@ from chakra_collectives.search.winner import write_winner
 from chakra_collectives.search.workloads import slug
 from chakra_collectives.units import format_time_ns
 
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll search --json`` (``schemas/search.schema.json``)."""
+
 SHOWN_SKIPPED = 6
 
 
-def _say(text: str, indent: int = 0, *, error: bool = False) -> None:
-    """Print ``text`` wrapped to the terminal (continuation lines indented two more)."""
-    target = err_console if error else console
-    lines = textwrap.wrap(text, width=max(40, target.width), initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
-                          break_on_hyphens=False, break_long_words=False)
-    target.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+def _say(text: str, indent: int = 0) -> None:
+    """Print ``text`` wrapped at the terminal's width, ``indent`` spaces in (continuation lines two more)."""
+    say(text, prefix=" " * indent, indent=indent + 2)
 
 
 def _numbers(text: Optional[str], flag: str) -> list[int] | None:
@@ -83,43 +83,55 @@ def _workload(workload, model, layers, forward, gradient, tp, collective, sizes)
 
 @command("search")
 def search(
-    space_file: Optional[Path] = typer.Argument(None, metavar="[SPACE]", help="Design space YAML (see README 'Choose a fabric for your job'); flags replace its keys."),
-    npus: Optional[str] = typer.Option(None, "--npus", "-n", help="NPU counts, e.g. 16,32,64."),
-    topology: list[str] = typer.Option([], "--topology", "-t", help="A topology candidate (repeat): spec with {npus}/{grid2}/{grid3}/{log2}, expansion, or file."),
-    algorithm: list[str] = typer.Option([], "--algorithm", "-a", help="An algorithm (repeat): a registered producer or best."),
-    chunks_per_npu: list[int] = typer.Option([], "--chunks-per-npu", "-k", help="Chunks per NPU (repeat to explore several)."),
-    workload: Optional[str] = typer.Option(None, "--workload", "-w", help="data-parallel, hybrid, collective, or a workload ET prefix."),
-    model: Optional[Path] = typer.Option(None, "--model", help="Model spec YAML for data-parallel / hybrid."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="Identical layers (data-parallel / hybrid)."),
-    forward: Optional[str] = typer.Option(None, "--forward", help="Forward time of a layer, e.g. 100us."),
-    gradient: Optional[str] = typer.Option(None, "--gradient", help="Gradient bytes of a layer, e.g. 32MiB."),
-    tp: Optional[str] = typer.Option(None, "--tp", help="Tensor-parallel degrees for hybrid, e.g. 2,4 (one variant each)."),
-    collective: Optional[str] = typer.Option(None, "--collective", help="The collective of a 'collective' workload."),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="Sizes of a 'collective' workload, e.g. 1MiB,1GiB."),
-    ports_per_npu: Optional[float] = typer.Option(None, "--ports-per-npu", help="Skip candidates with more ports per NPU."),
-    port_bandwidth: Optional[float] = typer.Option(None, "--port-bandwidth", help="GB/s per port (default 50)."),
-    port_latency: Optional[str] = typer.Option(None, "--port-latency", help="Latency per port, e.g. 500ns (default)."),
-    network_model: Optional[str] = typer.Option(None, "--network-model", help="tacos (default) or astra-sim."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Local Dask worker processes (default: one per core); 1 runs in this process."),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786) instead of a local cluster."),
-    out: Path = typer.Option(Path("search-out"), "--out", "-o", help="Folder for the table, workloads, plots and the winner's files."),
-    table_path: Optional[Path] = typer.Option(None, "--table", help="Results table (a Parquet folder; default OUT/results.parquet). Rows already there are not evaluated again."),
-    top: int = typer.Option(10, "--top", help="Rows shown per group."),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw OUT/pareto.png and OUT/collectives.png."),
+    space_file: Optional[Path] = typer.Argument(None, metavar="SPACE", help="Design space YAML (docs/search.md lists every key); flags replace its keys."),
+    npus: Optional[str] = typer.Option(None, "--npus", "-n", metavar="N,N", help="NPU counts, e.g. 16,32,64."),
+    topology: list[str] = typer.Option(
+        [], "--topology", "-t", metavar="SPEC|FILE",
+        help="A topology candidate (repeat): a builder spec with {npus}, {grid2}, {grid3} or {log2} filled in per NPU count, an expansion, or a topology file.",
+    ),
+    algorithm: list[str] = typer.Option([], "--algorithm", "-a", metavar="NAME", help="An algorithm (repeat): a registered producer (tacos, bfb, ring, ...) or best."),
+    chunks_per_npu: list[int] = typer.Option([], "--chunks-per-npu", "-k", metavar="K", help="Chunks each NPU's share is cut into (repeat to explore several). Default: 1."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w", metavar="KIND|PREFIX", help="data-parallel (default), hybrid, collective, or a workload ET prefix."),
+    model: Optional[Path] = typer.Option(None, "--model", metavar="FILE", help="Model spec YAML for data-parallel / hybrid."),
+    layers: Optional[int] = typer.Option(None, "--layers", metavar="N", help="Identical layers (data-parallel / hybrid)."),
+    forward: Optional[str] = typer.Option(None, "--forward", metavar="TIME", help="Forward time of a layer, e.g. 100us."),
+    gradient: Optional[str] = typer.Option(None, "--gradient", metavar="SIZE", help="Gradient bytes of a layer, e.g. 32MiB."),
+    tp: Optional[str] = typer.Option(None, "--tp", metavar="N,N", help="Tensor-parallel degrees for hybrid, e.g. 2,4 (one variant each)."),
+    collective: Optional[str] = typer.Option(None, "--collective", "-c", metavar="NAME", help="The collective of a 'collective' workload, e.g. all-reduce."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", metavar="SIZE,SIZE", help="Sizes of a 'collective' workload, e.g. 1MiB,1GiB."),
+    ports_per_npu: Optional[float] = typer.Option(None, "--ports-per-npu", metavar="P", help="Skip candidates with more ports per NPU (weighted by bandwidth)."),
+    port_bandwidth: Optional[float] = typer.Option(None, "--port-bandwidth-gbps", metavar="GBPS", help="Bandwidth of one port (GB/s, 1 GB = 2^30 bytes). Default: 50."),
+    port_latency: Optional[str] = typer.Option(None, "--port-latency", metavar="TIME", help="Latency of one port, e.g. 500ns (the default)."),
+    network_model: Optional[str] = NETWORK_MODEL,
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Local Dask worker processes (default: one per core); 1 runs in this process."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="ADDRESS", help="A running Dask scheduler (tcp://host:8786) instead of a local cluster."),
+    output: Path = typer.Option(Path("search-out"), "--output", "-o", metavar="DIR", help="Folder for the table, workloads, plots and the winner's files."),
+    table_path: Optional[Path] = typer.Option(
+        None, "--table", metavar="PATH", help="Results table (a Parquet folder; default DIR/results.parquet). Rows already there are not evaluated again."
+    ),
+    top: int = typer.Option(10, "--top", metavar="N", help="Rows shown per group."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw DIR/pareto.png and DIR/collectives.png."),
     winner: bool = typer.Option(True, "--winner/--no-winner", help="Write each group's winner: topology file, algorithm ETs, ASTRA-sim folder."),
-    as_json: bool = typer.Option(False, "--json", help="Print the ranking, fronts, skipped candidates and files as JSON."),
+    as_json: bool = JSON,
 ) -> None:
-    """Choose a fabric and its collective algorithms for a job by simulating the job: every topology x algorithm x workload of a design space is synthesized (each collective once per topology), verified and replayed; the results are ranked by iteration time.
+    """Choose a fabric and its collective algorithms for a job by simulating the job.
 
-    Tasks run on Dask: a local cluster of one worker per core by default, --scheduler for a running cluster, --workers 1 in this process. Each result is appended to the table as it finishes; rerunning the same space skips what is there (resume after an interruption).
+    Every topology x algorithm x workload of a design space is evaluated: each collective the
+    workload needs is synthesized once per topology, verified, and the workload replayed with
+    it. Results are ranked by iteration time, with Pareto fronts (time vs cost) and the
+    winner's files. Tasks run on Dask: a local cluster of one worker per core by default,
+    --scheduler for a running cluster, --workers 1 in this process. Each result is appended to
+    the table as it finishes; the same command again skips what is there (resume).
 
-    Example: [bold]chakra-coll search space.yaml -o out/search[/bold]
-
-    Without a file: [bold]chakra-coll search -n 16 -t "torus2d:{grid2}" -t "totientperms:{npus},degree=4" -a tacos -a ring --layers 6 --gradient 32MiB[/bold]
+    \b
+    Examples:
+      chakra-coll search docs/search/fabric_for_dp.yaml -o out/fabric
+      chakra-coll search -n 16 -t "torus2d:{grid2}" -t "ring:{npus}" -o out/s
     """
     overrides = _overrides(
         npus=npus, topology=topology, algorithm=algorithm, chunks_per_npu=chunks_per_npu, ports_per_npu=ports_per_npu,
-        port_bandwidth=port_bandwidth, port_latency=port_latency, network_model=network_model, workload=workload, model=model,
+        port_bandwidth=port_bandwidth, port_latency=port_latency, network_model=None if network_model is None else network_model_option(network_model),
+        workload=workload, model=model,
         layers=layers, forward=forward, gradient=gradient, tp=tp, collective=collective, sizes=sizes,
     )
     if space_file is None and "topologies" not in overrides:
@@ -133,59 +145,45 @@ def search(
             executor.close()
         raise
     executor = executor or make_executor(workers=workers)
-    table = ResultTable(table_path or out / "results.parquet")
+    table = ResultTable(table_path or output / "results.parquet")
     try:
-        with executor:
-            with err_console.status("planning", spinner="dots") as status:
-                plan = plan_search(space, out / "workloads", on_step=lambda what: status.update(f"planning: {what}"))
+        with executor, showing_progress(err_console, "search", enabled=not as_json):
+            plan = plan_search(space, output / "workloads")
             if not plan.evaluations:
                 reasons = "; ".join(f"{s.label}: {s.reason}" for s in plan.skipped[:3])
                 raise InputError(f"nothing to evaluate: every candidate was skipped ({reasons})")
             if not as_json:
                 _print_plan(plan, table)
-            with _progress(not as_json) as progress:
-                task = progress.add_task("evaluating", total=None)
-                run = run_search(
-                    plan, executor, table,
-                    on_start=lambda total: progress.update(task, total=total),
-                    on_task=lambda kind: progress.advance(task),
-                )
+            run = run_search(plan, executor, table)
     except KeyboardInterrupt:
-        err_console.print(f"chakra-coll: interrupted: the results so far are in {table.path}; run the same command again to resume")
+        err_console.print(f"chakra-coll: interrupted: the results so far are in {table.path}; run the same command again to resume", markup=False)
         raise typer.Exit(130) from None
     except InputError as error:
         raise error if space_file is None else error.located(path=space_file) from None
     rows = table.rows(set(plan.by_key()))
     found = groups(rows)
-    outputs = _outputs(plan, found, out, plots=plots, winner=winner)
+    outputs = _outputs(plan, found, output, plots=plots, winner=winner)
     if as_json:
         print_json(_document(plan, run, table, found, outputs, top))
         return
     _print_results(plan, run, table, found, outputs, top)
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TextColumn("tasks"),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True, disable=not enabled,
-    )
-
-
-def _outputs(plan: SearchPlan, found: list[Group], out: Path, *, plots: bool, winner: bool) -> dict[str, Any]:
+def _outputs(plan: SearchPlan, found: list[Group], output: Path, *, plots: bool, winner: bool) -> dict[str, Any]:
     outputs: dict[str, Any] = {"plots": {}, "winners": {}}
     if plots and any(g.ranked for g in found):
         from chakra_collectives.plot import plot_iteration_vs_cost, plot_small_vs_large
 
         panels = [{"title": g.label, "rows": g.ranked, "front": g.front} for g in found if g.ranked]
-        outputs["plots"]["iteration_vs_cost"] = str(plot_iteration_vs_cost(panels, out / "pareto.png"))
+        outputs["plots"]["iteration_vs_cost"] = str(plot_iteration_vs_cost(panels, output / "pareto.png"))
         probe_panels = [{"title": g.label, "rows": g.ranked, "front": g.probe_front} for g in found if g.probe_front]
         if probe_panels:
-            outputs["plots"]["small_vs_large"] = str(plot_small_vs_large(probe_panels, out / "collectives.png"))
+            outputs["plots"]["small_vs_large"] = str(plot_small_vs_large(probe_panels, output / "collectives.png"))
     if winner:
         evaluations = plan.by_key()
         for group in found:
             if group.winner is not None:
-                directory = out / "winner" / slug(f"{group.npus}npus_{group.workload}")
+                directory = output / "winner" / slug(f"{group.npus}npus_{group.workload}")
                 outputs["winners"][group.label] = write_winner(evaluations[group.winner["key"]], plan.space, directory).as_dict()
     return outputs
 
@@ -193,6 +191,7 @@ def _outputs(plan: SearchPlan, found: list[Group], out: Path, *, plots: bool, wi
 def _document(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[Group], outputs: dict[str, Any], top: int) -> dict[str, Any]:
     space = plan.space
     return {
+        "schema_version": SCHEMA_VERSION,
         "space": space.name,
         "table": str(table.path),
         "evaluations": len(plan.evaluations),
@@ -232,12 +231,12 @@ def _print_results(plan: SearchPlan, run: SearchRun, table: ResultTable, found: 
         f"({run.executor}); {failed} failed"
     )
     for lost in run.lost:
-        _say(f"chakra-coll: warning: not evaluated (the engine lost it; rerun to retry): {lost}", error=True)
+        warn(f"not evaluated (the engine lost it; rerun to retry): {lost}")
     for group in found:
         console.print()
         _say(f"{group.label}: {len(group.ranked)} ranked, {len(group.failed)} failed")
         if group.ranked:
-            console.print(_ranking(group, top))
+            _print_ranking(group, top)
             front = "; ".join(f"{r['topology']} / {r['algorithm']} (cost {r['cost']:g})" for r in group.front)
             _say(f"Pareto front, time vs cost: {front}")
         for row in group.failed[:SHOWN_SKIPPED]:
@@ -255,18 +254,15 @@ def _print_results(plan: SearchPlan, run: SearchRun, table: ResultTable, found: 
     _say(f"table: {table.path} (pandas.read_parquet reads the folder)")
 
 
-def _ranking(group: Group, top: int) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (("#", "right"), ("topology", "left"), ("algorithm", "left"), ("iteration", "right"),
-                          ("exposed", "right"), ("diam", "right"), ("cost", "right")):
-        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis", max_width={"topology": 28, "algorithm": 20}.get(name))
+def _print_ranking(group: Group, top: int) -> None:
     several_chunkings = len({r["chunks_per_npu"] for r in group.ranked}) > 1
+    rows = []
     for rank, row in enumerate(group.ranked[:top], start=1):
         algorithm = row["algorithm"] + (f" k={row['chunks_per_npu']}" if several_chunkings else "")
         if row["algorithm"] == "best":
             algorithm += f" ({row['algorithm_used']})"
-        table.add_row(
+        rows.append([
             str(rank), row["topology"], algorithm, format_time_ns(row["iteration_ns"]), format_time_ns(row["exposed_comm_ns"]),
             str(row["diameter"]), f"{row['cost']:g}",
-        )
-    return table
+        ])
+    print_table(["#", "topology", "algorithm", "iteration", "exposed", "diam", "cost"], rows, right=("iteration", "exposed"))

@@ -18,10 +18,12 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 from matplotlib.transforms import ScaledTranslation
 
+from chakra_collectives.plot.formats import output_format
 from chakra_collectives.plot.output import new_figure, save_figure, time_unit
 from chakra_collectives.units import format_size
 
@@ -88,7 +90,13 @@ def _draw(axes, rows, front, x_key, y_key, x_scale, y_scale, style) -> None:
 
 
 def plot_iteration_vs_cost(panels: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Iteration time against cost, one panel per ``{"title", "rows", "front"}``."""
+    """Draw iteration time against cost, one panel per ``{"title", "rows", "front"}``, into ``path``."""
+    output_format(path)
+    return save_figure(iteration_vs_cost_figure(panels), path)
+
+
+def iteration_vs_cost_figure(panels: Sequence[dict[str, Any]]) -> Figure:
+    """The figure :func:`plot_iteration_vs_cost` writes."""
     style = _styles(panels)
     rows_n, columns = _grid(len(panels))
     figure = new_figure(5.2 * columns + 2.6, 3.8 * rows_n)
@@ -106,11 +114,17 @@ def plot_iteration_vs_cost(panels: Sequence[dict[str, Any]], path: str | Path) -
         else:
             axes.set_ylim(bottom=0)
     _legend(figure, *style)
-    return save_figure(figure, path)
+    return figure
 
 
 def plot_small_vs_large(panels: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Collective time at the small probe size against the large one (log-log), one panel per group."""
+    """Draw collective time at the small probe size against the large one (log-log), one panel per group, into ``path``."""
+    output_format(path)
+    return save_figure(small_vs_large_figure(panels), path)
+
+
+def small_vs_large_figure(panels: Sequence[dict[str, Any]]) -> Figure:
+    """The figure :func:`plot_small_vs_large` writes."""
     style = _styles(panels)
     rows_n, columns = _grid(len(panels))
     figure = new_figure(5.2 * columns + 2.6, 3.8 * rows_n)
@@ -131,7 +145,7 @@ def plot_small_vs_large(panels: Sequence[dict[str, Any]], path: str | Path) -> P
         axes.set_ylabel(f"{collective} of {large} ({y_unit})")
         axes.set_title(f"{panel['title']}: latency vs bandwidth", fontsize=10)
     _legend(figure, *style)
-    return save_figure(figure, path)
+    return figure
 
 
-__all__ = ["plot_iteration_vs_cost", "plot_small_vs_large"]
+__all__ = ["iteration_vs_cost_figure", "plot_iteration_vs_cost", "plot_small_vs_large", "small_vs_large_figure"]

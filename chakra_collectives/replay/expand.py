@@ -18,7 +18,7 @@ A COMM_COLL's ``comm_size`` is what ASTRA-sim reads it as: each rank's *input*. 
 all-gather that is the rank's shard, so the algorithm runs at ``group size x comm_size`` (the
 output buffer, the IR's size); for all-reduce, reduce-scatter and all-to-all it is the whole
 per-rank buffer. An algorithm given with ``--collective`` runs at that size, or -- with the
-catalog's ``written_size`` (``--mode astra-sim`` without ``--rescale``) -- at the size its files
+catalog's ``written_size`` (``--network-model astra-sim`` without ``--rescale``) -- at the size its files
 were written for, as ASTRA-sim runs a custom collective, with a warning where the two differ.
 
 Per-rank limits (``concurrency="astra-sim"``): each rank has three units -- GPU compute, CPU,
@@ -42,6 +42,7 @@ from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
+from chakra_collectives.replay.caveats import caveats
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name
 from chakra_collectives.ir.matching import pair_in_order
@@ -230,6 +231,9 @@ def expand_workload(
         warnings.append(
             f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"
         )
+    warnings.extend(catalog.warnings)
+    collapsed = sum(1 for inst in instances if len(inst.members) == 1 and inst.collective != "barrier")
+    warnings.extend(caveats(workload, num_npus=model.topology.num_npus, topology=model.topology.name, collapsed=collapsed))
     return ExpandedWorkload(
         graph=graph,
         workload=workload,
@@ -241,12 +245,17 @@ def expand_workload(
 
 
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
-    """COMP nodes take ``duration_micros`` as the model charges it; other nodes take no time."""
-    comp = workload.node_type == COMP_NODE
-    costed = model.local_ns(workload.duration_ns[comp])
+    """COMP nodes take ``duration_micros`` as the model charges it, and so do MEM / METADATA
+    nodes the read policy gave a duration; other nodes take no time."""
+    timed = (workload.node_type == COMP_NODE) | ((workload.duration_ns > 0) & ~_COMM_TYPES[workload.node_type])
+    costed = model.local_ns(workload.duration_ns[timed])
     out = np.zeros(len(workload), dtype=costed.dtype)
-    out[comp] = costed
+    out[timed] = costed
     return out
+
+
+_COMM_TYPES = np.zeros(8, dtype=bool)
+_COMM_TYPES[[COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE]] = True
 
 
 def _match_p2p(workload: Workload) -> np.ndarray:

@@ -102,7 +102,7 @@ class Skipped:
     line: int | None = None
 
     def as_dict(self) -> dict:
-        return {"candidate": self.label, "npus": self.npus, "reason": self.reason, "line": self.line}
+        return {"candidate": self.label, "num_npus": self.npus, "reason": self.reason, "line": self.line}
 
 
 def file_digest(path: Path) -> str:

@@ -34,8 +34,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from chakra_collectives import progress
 from chakra_collectives.ir import Collective
 from chakra_collectives.search.candidates import BuiltTopology, Skipped, build_choice, identity_key
 from chakra_collectives.search.space import AlgorithmSet, SearchSpace
@@ -43,7 +44,7 @@ from chakra_collectives.search.table import ResultTable
 from chakra_collectives.search.tasks import evaluate, synthesize_collective
 from chakra_collectives.search.workloads import PreparedWorkload, prepare, workload_variants
 
-SEARCH_VERSION = 1
+SEARCH_VERSION = 2
 """Part of every key: bump it when a change to the evaluation changes results."""
 
 
@@ -88,7 +89,7 @@ class Evaluation:
         return {
             "key": self.key,
             "space": space.name,
-            "npus": self.npus,
+            "num_npus": self.npus,
             "topology": self.topology.label,
             "candidate": self.topology.choice.entry,
             "topology_name": self.topology.topology.name,
@@ -97,8 +98,8 @@ class Evaluation:
             "chunks_per_npu": self.chunks_per_npu,
             "workload": self.workload.variant.label,
             "diameter": facts.diameter,
-            "links": facts.links,
-            "switches": facts.switches,
+            "num_links": facts.links,
+            "num_switches": facts.switches,
             "ports_per_npu": facts.ports_per_npu,
             "cost": facts.cost,
             "bandwidth_scale": facts.bandwidth_scale,
@@ -124,21 +125,25 @@ class SearchPlan:
         return {e.key: e for e in self.evaluations}
 
 
-def plan_search(space: SearchSpace, workload_folder: Path, *, on_step: Callable[[str], None] | None = None) -> SearchPlan:
+def plan_search(space: SearchSpace, workload_folder: Path) -> SearchPlan:
     """Build every topology candidate, write every workload variant, and list the evaluations.
 
     Raises :class:`InputError` for mistakes in the space (unknown families, a workload whose
     rank count differs from the NPU count); candidates that cannot be built or break a
-    constraint are :class:`Skipped`.
+    constraint are :class:`Skipped`. Reports its steps through :mod:`chakra_collectives.progress`.
     """
-    step = on_step or (lambda what: None)
+    with progress.task("plan"):
+        return _plan(space, workload_folder)
+
+
+def _plan(space: SearchSpace, workload_folder: Path) -> SearchPlan:
     skipped: list[Skipped] = []
     topologies: dict[str, BuiltTopology] = {}
     by_npus: dict[int, list[tuple[str, BuiltTopology]]] = {}
     for npus in space.npus or (None,):
         for choice in space.topology_choices(npus):
-            step(f"topology {choice.label}")
-            built = build_choice(choice, space, npus)
+            with progress.task(f"topology {choice.label}"):
+                built = build_choice(choice, space, npus)
             if isinstance(built, Skipped):
                 skipped.append(built)
                 continue
@@ -156,8 +161,8 @@ def plan_search(space: SearchSpace, workload_folder: Path, *, on_step: Callable[
             if isinstance(variant, Skipped):
                 skipped.append(variant)
                 continue
-            step(f"workload {variant.label} ({npus} NPUs)")
-            prepared = prepare(variant, workload_folder)
+            with progress.task(f"workload {variant.label} ({npus} NPUs)"):
+                prepared = prepare(variant, workload_folder)
             workloads.append(prepared)
             for topology_key, built in candidates:
                 for algorithms in space.algorithms:
@@ -209,14 +214,11 @@ def run_search(
     plan: SearchPlan,
     executor: Any,
     table: ResultTable,
-    *,
-    on_start: Callable[[int], None] | None = None,
-    on_task: Callable[[str], None] | None = None,
 ) -> SearchRun:
     """Run every evaluation of ``plan`` not yet in ``table``; each row is appended as it finishes.
 
-    ``on_start(tasks)`` is called once the tasks are known, ``on_task(kind)`` after each
-    (``"synthesis"`` or ``"evaluation"``), for progress bars.
+    Progress (:mod:`chakra_collectives.progress`): a task ``evaluate`` over the engine's tasks
+    (syntheses and evaluations), advanced as each finishes.
     """
     started = time.perf_counter()
     space = plan.space
@@ -253,25 +255,23 @@ def run_search(
         )
         handles.append(("evaluation", handle, evaluation))
     run.syntheses = len(syntheses)
-    if on_start is not None:
-        on_start(len(handles))
     evaluation_of = {id(h): e for kind, h, e in handles if kind == "evaluation"}
-    for handle, error in executor.as_completed([h for _, h, _ in handles]):
-        evaluation = evaluation_of.get(id(handle))
-        if on_task is not None:
-            on_task("synthesis" if evaluation is None else "evaluation")
-        if evaluation is None:
-            continue
-        if error is not None:
-            run.lost.append(f"{evaluation.topology.label} / {evaluation.algorithms.label} / {evaluation.workload.variant.label}: {type(error).__name__}: {error}")
-        else:
-            table.append(executor.fetch(handle))
-            run.evaluated += 1
-        executor.release(handle)
-        for need in evaluation.needs:
-            waiting[need.key] -= 1
-            if waiting[need.key] == 0:
-                executor.release(syntheses.pop(need.key))
+    with progress.task("evaluate", total=len(handles), unit="tasks") as tasks:
+        for handle, error in executor.as_completed([h for _, h, _ in handles]):
+            tasks.advance()
+            evaluation = evaluation_of.get(id(handle))
+            if evaluation is None:
+                continue
+            if error is not None:
+                run.lost.append(f"{evaluation.topology.label} / {evaluation.algorithms.label} / {evaluation.workload.variant.label}: {type(error).__name__}: {error}")
+            else:
+                table.append(executor.fetch(handle))
+                run.evaluated += 1
+            executor.release(handle)
+            for need in evaluation.needs:
+                waiting[need.key] -= 1
+                if waiting[need.key] == 0:
+                    executor.release(syntheses.pop(need.key))
     run.seconds = time.perf_counter() - started
     return run
 

@@ -8,7 +8,7 @@ the small probe size, time at the large one) for the collective alone.
 
 >>> pareto_front([(1, 5), (2, 2), (3, 3), (1, 6), (4, 1)])
 [0, 1, 4]
->>> rows = [{"npus": 8, "workload": "w", "status": "ok", "iteration_ns": t, "cost": c, "topology": n, "algorithm": "a", "key": n}
+>>> rows = [{"num_npus": 8, "workload": "w", "status": "ok", "iteration_ns": t, "cost": c, "topology": n, "algorithm": "a", "key": n}
 ...         for t, c, n in [(2.0, 16, "ring"), (1.0, 32, "torus"), (1.5, 64, "full")]]
 >>> [(g.label, [r["topology"] for r in g.ranked], [r["topology"] for r in g.front]) for g in groups(rows)]
 [('8 NPUs, w', ['torus', 'full', 'ring'], ['torus', 'ring'])]
@@ -64,7 +64,7 @@ def groups(rows: list[dict[str, Any]]) -> list[Group]:
     """Rows by (NPU count, workload), each ranked, with its fronts (groups in NPU, then first-seen order)."""
     found: dict[tuple[int, str], Group] = {}
     for row in rows:
-        group = found.setdefault((row["npus"], row["workload"]), Group(row["npus"], row["workload"]))
+        group = found.setdefault((row["num_npus"], row["workload"]), Group(row["num_npus"], row["workload"]))
         (group.ranked if row["status"] == "ok" else group.failed).append(row)
     for group in found.values():
         group.ranked.sort(key=_rank_key)
@@ -87,7 +87,7 @@ def group_document(group: Group, *, top: int | None = None) -> dict[str, Any]:
     """One group for ``--json``: ranked rows, fronts (as topology/algorithm pairs), failures."""
     pair = lambda r: {"topology": r["topology"], "algorithm": r["algorithm"], "chunks_per_npu": r["chunks_per_npu"]}  # noqa: E731
     return {
-        "npus": group.npus,
+        "num_npus": group.npus,
         "workload": group.workload,
         "ranked": [row_summary(r) for r in group.ranked[:top]],
         "pareto_iteration_vs_cost": [pair(r) for r in group.front],

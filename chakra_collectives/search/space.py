@@ -7,7 +7,7 @@ A space file is YAML (or JSON)::
     port: {bandwidth: 50, latency: 500}  # per port: GB/s and ns (defaults 50, 500)
     ports_per_npu: 4                     # optional constraint: more ports (x the port bandwidth) -> skipped
     cost: {switch_port: 1.0}             # price of a switch port relative to an NPU port
-    network_model: tacos                 # or astra-sim
+    network_model: default               # or astra-sim (tacos: the old name of default)
     topologies:
       - totientperms:{npus},degree=4     # any builder spec or expansion; {npus} and friends filled in
       - torus2d:{grid2}
@@ -94,7 +94,7 @@ SPACE_SCHEMA: dict[str, Any] = {
         },
         "ports_per_npu": {"type": "number", "exclusiveMinimum": 0},
         "cost": {"type": "object", "additionalProperties": False, "properties": {"switch_port": {"type": "number", "minimum": 0}}},
-        "network_model": {"enum": ["tacos", "astra-sim"]},
+        "network_model": {"enum": ["default", "astra-sim", "tacos"]},
         "topologies": {
             "type": "array",
             "minItems": 1,
@@ -309,7 +309,7 @@ class SearchSpace:
     port_latency_ns: float = DEFAULT_PORT_LATENCY_NS
     ports_per_npu: float | None = None
     switch_port_cost: float = 1.0
-    network_model: str = "tacos"
+    network_model: str = "default"
     probe_sizes: tuple[int, int] = DEFAULT_PROBE_SIZES
     group_algorithm: str = "ring"
     source: str | None = None
@@ -429,7 +429,7 @@ def _build(document: dict[str, Any], text: str, name: str, base: Path, overridde
         port_latency_ns=checked(("port", "latency"), parse_duration, port.get("latency", DEFAULT_PORT_LATENCY_NS)),
         ports_per_npu=document.get("ports_per_npu"),
         switch_port_cost=float(document.get("cost", {}).get("switch_port", 1.0)),
-        network_model=Mode.parse(document.get("network_model", "tacos")).value,
+        network_model=Mode.parse(document.get("network_model", "default")).value,
         probe_sizes=DEFAULT_PROBE_SIZES if probes is None else tuple(checked(("probe_sizes", i), parse_size, p) for i, p in enumerate(probes)),  # type: ignore[arg-type]
         group_algorithm=group_algorithm,
     )

@@ -8,7 +8,7 @@ already there.
 
 >>> import tempfile, pathlib
 >>> table = ResultTable(pathlib.Path(tempfile.mkdtemp()) / "results.parquet")
->>> table.append({"key": "abc", "status": "ok", "iteration_ns": 1.5e6, "npus": 8})
+>>> table.append({"key": "abc", "status": "ok", "iteration_ns": 1.5e6, "num_npus": 8})
 >>> table.keys(), table.rows()[0]["iteration_ns"], table.rows()[0]["error"]
 ({'abc'}, 1500000.0, None)
 """
@@ -29,7 +29,7 @@ SCHEMA = pa.schema(
     [
         ("key", pa.string()),
         ("space", pa.string()),
-        ("npus", pa.int64()),
+        ("num_npus", pa.int64()),
         ("topology", pa.string()),
         ("candidate", pa.string()),
         ("topology_name", pa.string()),
@@ -46,8 +46,8 @@ SCHEMA = pa.schema(
         ("comm_ns", pa.float64()),
         ("collectives", pa.string()),
         ("diameter", pa.int64()),
-        ("links", pa.int64()),
-        ("switches", pa.int64()),
+        ("num_links", pa.int64()),
+        ("num_switches", pa.int64()),
         ("ports_per_npu", pa.float64()),
         ("cost", pa.float64()),
         ("bandwidth_scale", pa.float64()),

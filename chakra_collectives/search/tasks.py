@@ -6,10 +6,10 @@ candidate: an error (a producer that cannot build the collective, an algorithm t
 verify, a replay that deadlocks, or a bug) becomes part of the result, so the search goes on.
 
 >>> from chakra_collectives.topology import load_topology
->>> made = synthesize_collective(load_topology("ring:4"), "ring", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "tacos")
+>>> made = synthesize_collective(load_topology("ring:4"), "ring", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "default")
 >>> made.error, made.verified, made.produced_by, made.probe_ns[1] > made.probe_ns[0]
 (None, True, 'ring', True)
->>> synthesize_collective(load_topology("switch:4"), "bfb", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "tacos").error
+>>> synthesize_collective(load_topology("switch:4"), "bfb", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "default").error
 'BFB schedules direct-connect topologies; switch:4 has 1 switch(es)'
 """
 
