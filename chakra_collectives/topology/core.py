@@ -26,12 +26,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.units import bytes_per_ns
+
+if TYPE_CHECKING:
+    from chakra_collectives.topology.symmetry import NpuSymmetry
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class Topology:
         """Every NPU looks alike (some symmetry of the network maps any NPU to any other).
         Builders that guarantee it set it after adding their links; adding a link clears it.
         Lower bounds use it to try one NPU instead of all."""
+        self.symmetry: "NpuSymmetry | None" = None
+        """Automorphisms acting freely on the NPUs (:mod:`~chakra_collectives.topology.symmetry`),
+        set by builders that know them; adding a link clears it."""
         self._routes: dict[int, list[list[int] | None]] = {}
 
     # ------------------------------------------------------------------ building
@@ -72,6 +79,7 @@ class Topology:
     def add_switch(self) -> int:
         """Add a switch node and return its id."""
         self.num_switches += 1
+        self.symmetry = None
         self._invalidate()
         return self.num_nodes - 1
 
@@ -88,6 +96,7 @@ class Topology:
             raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive")
         self.links.append(Link(src, dst, float(bandwidth_gbps), float(latency_ns)))
         self.uniform = False
+        self.symmetry = None
         if bidirectional:
             self.links.append(Link(dst, src, float(bandwidth_gbps), float(latency_ns)))
         self._invalidate()

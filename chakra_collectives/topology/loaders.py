@@ -13,6 +13,8 @@ accepted for ``bandwidth_gbps`` and ``latency_ns`` (also as suffixes: ``nic_bw``
     hypercube:4x4x4             generalized hypercube (hypercube:6 = binary 6-cube, 64 NPUs)
     hetero-mesh2d:8x8           2D mesh, x links 100 GB/s and y links 50 GB/s by default
     dgx:4x8                     4 servers x 8 GPUs: NVLink inside, per-GPU NICs to a switch
+    a100:2                      ForestColl's DGX A100 boxes: NVSwitch inside, per-GPU NICs, even/odd IB switches
+    mi250:2                     ForestColl's MI250 boxes: 16 GPUs on xGMI, a 16 GB/s IB port each
     torus2d:8x8,bw=100,lat=250  any builder with other link parameters
 
 Files
@@ -35,7 +37,7 @@ each other NPU) before it is returned.
 >>> load_topology("donut:4")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown topology 'donut' (valid: dgx, fully-connected, hetero-mesh2d, hypercube, mesh2d, mesh3d, ring, switch, torus2d, torus3d; or a topology file path)
+chakra_collectives.errors.InputError: unknown topology 'donut' (valid: a100, dgx, fully-connected, hetero-mesh2d, hypercube, mesh2d, mesh3d, mi250, ring, switch, torus2d, torus3d; or a topology file path)
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ BUILDERS: dict[str, _Builder] = {
     "hypercube": _Builder(_hypercube, tuple(range(1, 17)), "hypercube:4x4x4"),
     "hetero-mesh2d": _Builder(builders.hetero_mesh2d, (2,), "hetero-mesh2d:8x8"),
     "dgx": _Builder(builders.dgx, (2,), "dgx:4x8"),
+    "a100": _Builder(builders.a100, (1,), "a100:2"),
+    "mi250": _Builder(builders.mi250, (1,), "mi250:2"),
 }
 _ALIASES = {"fc": "fully-connected", "fullyconnected": "fully-connected", "mesh": "mesh2d", "torus": "torus2d", "hetero-mesh": "hetero-mesh2d", "heteromesh2d": "hetero-mesh2d"}
 
