@@ -55,11 +55,19 @@ def exact_bandwidth(gbps: float) -> Fraction:
 
 def integer_array(values: list[int]) -> np.ndarray:
     """Python integers as an ``int64`` array, or an object array when one does not fit."""
-    if values and max(abs(v) for v in values) >= 2**62:
-        array = np.empty(len(values), dtype=object)
-        array[:] = values
-        return array
-    return np.asarray(values, dtype=np.int64)
+    try:
+        array = np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        return integer_array_object(values)
+    if len(array) and (array.max() >= 2**62 or array.min() <= -(2**62)):
+        return integer_array_object(values)
+    return array
+
+
+def integer_array_object(values) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = [int(v) for v in values]
+    return array
 
 
 def scaled(values: np.ndarray, factor: int) -> np.ndarray:

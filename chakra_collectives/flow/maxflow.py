@@ -32,15 +32,31 @@ INT32_LIMIT = 2**31 - 1
 class FlowNetwork:
     """A directed graph with integer capacities on nodes ``0 .. num_nodes-1``."""
 
-    def __init__(self, num_nodes: int, *, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray, cap: Sequence[int] | np.ndarray) -> None:
+    def __init__(
+        self,
+        num_nodes: int,
+        *,
+        src: Sequence[int] | np.ndarray,
+        dst: Sequence[int] | np.ndarray,
+        cap: Sequence[int] | np.ndarray,
+        flow_bound: int | None = None,
+    ) -> None:
+        """``flow_bound``: a bound on every flow value that will be asked for (default: the sum
+        of all capacities); with it and every capacity within 32 bits, scipy runs."""
         self.num_nodes = num_nodes
         src_array = np.asarray(src, dtype=np.int64)
         dst_array = np.asarray(dst, dtype=np.int64)
         cap_array = np.asarray(cap)
         if cap_array.dtype != object and len(cap_array) and cap_array.dtype.kind not in "iu":
             raise TypeError("capacities must be integers")
-        total = int(sum(cap_array.tolist())) if cap_array.dtype == object else int(cap_array.sum(dtype=np.int64)) if len(cap_array) else 0
-        self.fits_int32 = total <= INT32_LIMIT and (cap_array.dtype != object or total <= INT32_LIMIT)
+        if cap_array.dtype == object:
+            values = cap_array.tolist()
+            largest, total = max(values, default=0), sum(values)
+        else:
+            largest = int(cap_array.max()) if len(cap_array) else 0
+            total = int(cap_array.sum(dtype=np.int64)) if len(cap_array) else 0
+        bound = total if flow_bound is None else min(total, int(flow_bound))
+        self.fits_int32 = largest <= INT32_LIMIT and bound <= INT32_LIMIT
         if self.fits_int32:
             self._matrix = csr_array(
                 (cap_array.astype(np.int32), (src_array, dst_array)), shape=(num_nodes, num_nodes)

@@ -1,0 +1,542 @@
+"""Trees to IR: every tree carries its share of its root's data, pipelined along the tree.
+
+A forest (:mod:`~chakra_collectives.synth.forestcoll.packing`) gives each root trees whose
+weights (units) sum to ``k`` per unit of demand. With ``P`` pieces per tree, the IR cuts every
+root's data into ``K = k * P`` chunks; a tree of weight ``w`` owns ``w * P`` consecutive chunks
+of its root's data and moves them as ``P`` pieces of ``w`` chunks, each piece along every edge
+of the tree. A tree edge that stands for several switch paths (edge splitting may give one
+NPU pair more than one) sends each piece as one message per path, of the units that path
+carries.
+
+Two directions, one layout:
+
+* **down** (All-Gather, broadcast): a node forwards a piece to its children once the piece has
+  arrived (the root sends from its input);
+* **up** (Reduce-Scatter, reduce; the trees of the reversed network): a node sends its partial
+  sum of a piece to its parent once every child's partial sum has been reduced into it -- a
+  leaf sends its input, an inner node first copies its input into a scratch accumulator, the
+  root reduces into its output;
+* **All-Reduce** = up, then down: a down piece leaves its root once the up phase has finished
+  every chunk it carries.
+
+Every message has its own tag (per pair of ranks) and its switch path: :attr:`Lowered.routes`
+holds, per operation, the link ids a SEND's message crosses (``()`` for other operations).
+Each rank's program is ordered by (piece, tree level, tree), so dependencies point backwards
+and the first pieces of every tree go first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.synth.forestcoll.packing import Forest
+
+_I32 = np.int32
+WINDOW = True
+
+
+@dataclass
+class Lowered:
+    algorithm: CollectiveAlgorithm
+    routes: list[tuple[int, ...]]
+    """Per operation of ``algorithm.ops``: the link ids of a SEND's message (empty for others)."""
+
+
+@dataclass
+class _Messages:
+    """One row per message of one piece direction: tree, piece, sender, receiver, chunks, route."""
+
+    tree: np.ndarray
+    piece: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    level: np.ndarray
+    """Depth of the tree edge's child (down) -- the edge's level."""
+    position: np.ndarray
+    """Place of the tree edge's child in its tree's breadth-first order (images of one grown
+    tree share it, so at every step different roots send to different children)."""
+    first: np.ndarray
+    """First chunk (global chunk index) the message carries."""
+    count: np.ndarray
+    route: np.ndarray
+    """Index into the route list."""
+
+
+class _Layout:
+    """Trees as arrays and the chunk range each tree owns."""
+
+    def __init__(self, forest: Forest, pieces: int, chunk_base_of_root) -> None:
+        trees = forest.trees
+        n = forest.num_npus
+        self.n = n
+        self.pieces = pieces
+        self.root = np.array([t.root for t in trees], dtype=np.int64)
+        self.weight = np.array([t.weight for t in trees], dtype=np.int64)
+        parent = np.stack([t.parent for t in trees]) if trees else np.zeros((0, n), dtype=np.int64)
+        order = np.stack([t.order for t in trees]) if trees else np.zeros((0, n), dtype=np.int64)
+        self.parent = parent
+        depth = np.zeros_like(parent)
+        rows = np.arange(len(trees))
+        for i in range(1, n):
+            nodes = order[:, i]
+            depth[rows, nodes] = depth[rows, parent[rows, nodes]] + 1
+        self.depth = depth
+        self.position = np.zeros_like(parent)
+        self.position[rows[:, None], order] = np.arange(n)[None, :]
+        # chunk ranges: a root's trees in order, each weight * pieces chunks
+        offset = np.zeros(len(trees), dtype=np.int64)
+        seen: dict[int, int] = {}
+        for i, r in enumerate(self.root.tolist()):
+            offset[i] = seen.get(r, 0)
+            seen[r] = offset[i] + self.weight[i]
+        self.chunk_base = chunk_base_of_root(self.root) + offset * pieces
+
+
+def _tree_edges(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(tree, parent, child)`` of every tree edge."""
+    tree, child = np.nonzero(layout.parent >= 0)
+    return tree, layout.parent[tree, child], child
+
+
+def _assign_paths(layout: _Layout, paths, topology, *, reverse: bool):
+    """Split every tree edge over the switch paths of its logical edge.
+
+    Returns per part ``(tree, parent, child, unit offset, units, route index)`` and the routes
+    (tuples of link ids). ``reverse``: the forest is of the reversed network, messages go
+    child -> parent along the reversed paths.
+    """
+    tree, parent, child = _tree_edges(layout)
+    weight = layout.weight[tree]
+    links = _LinkChooser(topology)
+    route_index: dict[tuple[int, ...], int] = {}
+    routes: list[tuple[int, ...]] = []
+    order = np.lexsort((tree, child, parent))
+    tree, parent, child, weight = tree[order], parent[order], child[order], weight[order]
+    parts = ([], [], [], [], [], [])
+    boundaries = np.flatnonzero(np.diff(parent * layout.n + child)) + 1
+    starts = np.concatenate([[0], boundaries])
+    ends = np.concatenate([boundaries, [len(tree)]])
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        key = (int(parent[s]), int(child[s]))
+        pieces = paths[key]
+        if len(pieces) == 1:
+            node_path = pieces[0][0]
+            route = links.route(node_path[::-1] if reverse else node_path, float(weight[s:e].sum()))
+            index = route_index.setdefault(route, len(routes))
+            if index == len(routes):
+                routes.append(route)
+            parts[0].append(tree[s:e])
+            parts[1].append(parent[s:e])
+            parts[2].append(child[s:e])
+            parts[3].append(np.zeros(e - s, dtype=np.int64))
+            parts[4].append(weight[s:e])
+            parts[5].append(np.full(e - s, index, dtype=np.int64))
+            continue
+        # several paths: fill them in turn with the trees' units
+        piece_index, left = 0, pieces[0][1]
+        for i in range(s, e):
+            need, done = int(weight[i]), 0
+            while need > 0:
+                while left == 0:
+                    piece_index += 1
+                    left = pieces[piece_index][1]
+                units = min(need, left)
+                node_path = pieces[piece_index][0]
+                route = links.route(node_path[::-1] if reverse else node_path, float(units))
+                index = route_index.setdefault(route, len(routes))
+                if index == len(routes):
+                    routes.append(route)
+                for column, value in zip(parts, (tree[i], parent[i], child[i], done, units, index)):
+                    column.append(np.array([value], dtype=np.int64))
+                need -= units
+                done += units
+                left -= units
+    columns = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in parts]
+    return columns, routes
+
+
+class _LinkChooser:
+    """Link ids of a node path; among parallel links, the least loaded (relative to bandwidth)."""
+
+    def __init__(self, topology) -> None:
+        self.parallel: dict[tuple[int, int], list[int]] = {}
+        for index, link in enumerate(topology.links):
+            self.parallel.setdefault((link.src, link.dst), []).append(index)
+        self.bandwidth = [link.bandwidth_gbps for link in topology.links]
+        self.load = [0.0] * len(topology.links)
+
+    def route(self, node_path: tuple[int, ...], units: float) -> tuple[int, ...]:
+        chosen = []
+        for a, b in zip(node_path, node_path[1:]):
+            options = self.parallel[(a, b)]
+            best = min(options, key=lambda l: (self.load[l] / self.bandwidth[l], l)) if len(options) > 1 else options[0]
+            self.load[best] += units
+            chosen.append(best)
+        return tuple(chosen)
+
+
+def _messages(layout: _Layout, parts, *, up: bool) -> _Messages:
+    """Every part of every tree edge, once per piece."""
+    tree, parent, child, unit_offset, units, route = parts
+    p = layout.pieces
+    m = len(tree)
+    piece = np.tile(np.arange(p, dtype=np.int64), m)
+    rep = lambda a: np.repeat(a, p)
+    tree_r = rep(tree)
+    first = layout.chunk_base[tree_r] + piece * layout.weight[tree_r] + rep(unit_offset)
+    src, dst = (rep(child), rep(parent)) if up else (rep(parent), rep(child))
+    level = rep(layout.depth[tree, child])
+    position = rep(layout.position[tree, child])
+    return _Messages(tree_r, piece, src, dst, level, position, first, rep(units), rep(route))
+
+
+class _Program:
+    """Operations gathered per kind, then laid out rank by rank in sort-key order."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[np.ndarray]] = {name: [] for name in ("rank", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "key0", "key1", "key2", "key3", "route")}
+        self.size = 0
+
+    def add(self, **values) -> np.ndarray:
+        """Append operations (arrays or scalars broadcast to the length of ``rank``); return their ids."""
+        length = len(values["rank"])
+        for name in self.cols:
+            value = values.get(name, -1)
+            self.cols[name].append(np.broadcast_to(np.asarray(value, dtype=np.int64), (length,)).copy())
+        ids = np.arange(self.size, self.size + length)
+        self.size += length
+        return ids
+
+    def freeze(self, deps_owner: list[np.ndarray], deps_target: list[np.ndarray]):
+        """``(columns, position)``: operations sorted by rank then key; ``position[id]`` is the new index."""
+        cols = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64) for name, parts in self.cols.items()}
+        order = np.lexsort((np.arange(self.size), cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))
+        position = np.empty(self.size, dtype=np.int64)
+        position[order] = np.arange(self.size)
+        sorted_cols = {name: column[order] for name, column in cols.items()}
+        owner = np.concatenate(deps_owner) if deps_owner else np.zeros(0, dtype=np.int64)
+        target = np.concatenate(deps_target) if deps_target else np.zeros(0, dtype=np.int64)
+        owner, target = position[owner], position[target]
+        if np.any(target >= owner):
+            raise AssertionError("a dependency points forward in program order")
+        key = np.unique(owner * self.size + target)
+        owner, target = key // max(self.size, 1), key % max(self.size, 1)
+        dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, minlength=self.size), out=dep_ptr[1:])
+        return sorted_cols, dep_ptr, target
+
+
+def _tags(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """A distinct tag per message between each pair of ranks."""
+    pair = src * n + dst
+    order = np.argsort(pair, kind="stable")
+    sorted_pair = pair[order]
+    tag = np.empty(len(pair), dtype=np.int64)
+    tag[order] = np.arange(len(pair)) - np.searchsorted(sorted_pair, sorted_pair, side="left")
+    return tag
+
+
+def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, starts, ends)`` grouping equal keys."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(keys)]]).astype(np.int64)
+    return order, starts, ends
+
+
+def _window(deps: tuple[list, list], sends: np.ndarray, msgs: _Messages, hops: np.ndarray) -> None:
+    """Each stream of pieces (one tree edge, one path) keeps at most as many messages in flight
+    as its path has hops: the send of piece ``p`` waits for the send of piece ``p - hops``.
+
+    Without it a root would queue all its pieces on its links at once and every forwarded piece
+    would wait behind them; with it the links interleave the trees' pieces and the pipeline
+    drains quickly (messages are laid out piece by piece, ``P`` per stream)."""
+    index = np.arange(len(sends))
+    window = hops[msgs.route]
+    later = msgs.piece >= window
+    deps[0].append(sends[later])
+    deps[1].append(sends[index[later] - window[later]])
+
+
+def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None) -> None:
+    """SEND/RECV pairs of a down phase. ``source(rank, first)`` -> (buffer, offset) a root sends from;
+    receivers write ``output[first]``. ``ready(rank, first, count)``: ops a root's send waits for."""
+    n = layout.n
+    tags = _tags(msgs.src, msgs.dst, n) + tag_offset(msgs.src, msgs.dst)
+    at_root = layout.root[msgs.tree] == msgs.src
+    src_buf = np.where(at_root, source(msgs.src, msgs.first)[0], int(Buffer.OUTPUT))
+    src_off = np.where(at_root, source(msgs.src, msgs.first)[1], msgs.first)
+    common = dict(key0=phase, key1=msgs.piece, key2=msgs.level, key3=msgs.position)
+    sends = prog.add(rank=msgs.src, kind=int(OpKind.SEND), peer=msgs.dst, tag=tags, src_buf=src_buf, src_off=src_off, count=msgs.count, route=msgs.route, **common)
+    recvs = prog.add(rank=msgs.dst, kind=int(OpKind.RECV), peer=msgs.src, tag=tags, dst_buf=int(Buffer.OUTPUT), dst_off=msgs.first, count=msgs.count, **common)
+    # a forwarded piece waits for every part of that piece arriving at the sender
+    stride = layout.pieces * n
+    arrive_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.dst
+    need_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.src
+    order, starts, ends = _group_first(arrive_key)
+    sorted_keys = arrive_key[order]
+    forwarded = np.flatnonzero(~at_root)
+    lo = np.searchsorted(sorted_keys, need_key[forwarded], side="left")
+    hi = np.searchsorted(sorted_keys, need_key[forwarded], side="right")
+    counts = hi - lo
+    owners = np.repeat(sends[forwarded], counts)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    targets = recvs[order[np.repeat(lo, counts) + within]]
+    deps[0].append(owners)
+    deps[1].append(targets)
+    if hops is not None:
+        _window(deps, sends, msgs, hops)
+    if ready is not None:
+        rooted = np.flatnonzero(at_root)
+        owner, target = ready(msgs.src[rooted], msgs.first[rooted], msgs.count[rooted], sends[rooted])
+        deps[0].append(owner)
+        deps[1].append(target)
+    del stride
+
+
+def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, result, phase: int, tag_offset, hops=None) -> dict:
+    """A reducing up phase; ``result(rank, first)`` -> (buffer, offset) where a root's sum goes.
+
+    Returns ``final``: per (root rank, first chunk of a piece) the op that completes that piece's sum."""
+    n, p = layout.n, layout.pieces
+    tags = _tags(msgs.src, msgs.dst, n) + tag_offset(msgs.src, msgs.dst)
+    # accumulator of a (tree, piece, node): root -> result; inner node -> scratch; leaf -> none
+    node_key = lambda tree, piece, node: (tree * p + piece) * n + node
+    recv_key = node_key(msgs.tree, msgs.piece, msgs.dst)
+    send_key = node_key(msgs.tree, msgs.piece, msgs.src)
+    has_children = np.zeros(0, dtype=bool)
+    inner_keys = np.unique(recv_key)
+    is_root_key = lambda keys: layout.root[keys // (p * n)] == keys % n
+    # scratch: every received part gets fresh slots; every inner non-root accumulator w slots
+    order_recv = np.lexsort((np.arange(len(msgs.tree)), msgs.dst))
+    slot = np.empty(len(msgs.tree), dtype=np.int64)
+    sizes = msgs.count[order_recv]
+    sorted_dst = msgs.dst[order_recv]
+    cumulative = np.cumsum(sizes) - sizes
+    first_of_rank = np.searchsorted(sorted_dst, sorted_dst, side="left")
+    slot[order_recv] = cumulative - (cumulative[first_of_rank] if len(cumulative) else 0)
+    used = np.bincount(msgs.dst, weights=msgs.count, minlength=n).astype(np.int64)
+    acc_keys = inner_keys[~is_root_key(inner_keys)]
+    acc_rank = acc_keys % n
+    acc_tree = acc_keys // (p * n)
+    acc_piece = (acc_keys // n) % p
+    acc_w = layout.weight[acc_tree]
+    order_acc = np.lexsort((np.arange(len(acc_keys)), acc_rank))
+    acc_slot = np.empty(len(acc_keys), dtype=np.int64)
+    cum = np.cumsum(acc_w[order_acc]) - acc_w[order_acc]
+    first_acc = np.searchsorted(acc_rank[order_acc], acc_rank[order_acc], side="left")
+    acc_slot[order_acc] = used[acc_rank[order_acc]] + cum - (cum[first_acc] if len(cum) else 0)
+    scratch = used + np.bincount(acc_rank, weights=acc_w, minlength=n).astype(np.int64)
+    acc_first = layout.chunk_base[acc_tree] + acc_piece * acc_w
+    acc_level = layout.depth[acc_tree, acc_rank]
+    # COPY input -> accumulator (inner nodes), input -> result (roots with children)
+    copies = prog.add(
+        rank=acc_rank, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=acc_first, dst_buf=int(Buffer.SCRATCH),
+        dst_off=acc_slot, count=acc_w, key0=phase, key1=acc_piece, key2=-acc_level - 1, key3=-1,
+    )
+    root_keys = inner_keys[is_root_key(inner_keys)]
+    root_rank = root_keys % n
+    root_tree = root_keys // (p * n)
+    root_piece = (root_keys // n) % p
+    root_w = layout.weight[root_tree]
+    root_first = layout.chunk_base[root_tree] + root_piece * root_w
+    res_buf, res_off = result(root_rank, root_first)
+    root_copies = prog.add(
+        rank=root_rank, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=root_first, dst_buf=res_buf,
+        dst_off=res_off, count=root_w, key0=phase, key1=root_piece, key2=-1, key3=-1,
+    )
+    all_keys = np.concatenate([acc_keys, root_keys])
+    all_init = np.concatenate([copies, root_copies])
+    key_sort = np.argsort(all_keys)
+    sorted_all = all_keys[key_sort]
+    # receives and reductions
+    common = dict(key0=phase, key1=msgs.piece, key3=msgs.position)
+    recvs = prog.add(rank=msgs.dst, kind=int(OpKind.RECV), peer=msgs.src, tag=tags, dst_buf=int(Buffer.SCRATCH), dst_off=slot, count=msgs.count, key2=-msgs.level, **common)
+    at = np.searchsorted(sorted_all, recv_key)
+    init_of_recv = all_init[key_sort[at]]
+    recv_is_root = is_root_key(recv_key)
+    within = msgs.first - (layout.chunk_base[msgs.tree] + msgs.piece * layout.weight[msgs.tree])
+    acc_index = key_sort[at]
+    target_off_acc = np.where(acc_index < len(acc_keys), acc_slot[np.minimum(acc_index, len(acc_keys) - 1)] if len(acc_keys) else 0, 0) + within
+    r_buf, r_off = result(msgs.dst, msgs.first)
+    reduces = prog.add(
+        rank=msgs.dst, kind=int(OpKind.REDUCE), src_buf=int(Buffer.SCRATCH), src_off=slot,
+        dst_buf=np.where(recv_is_root, r_buf, int(Buffer.SCRATCH)), dst_off=np.where(recv_is_root, r_off, target_off_acc),
+        count=msgs.count, key2=-msgs.level, **common,
+    )
+    # each reduction waits for its receive and for the previous writer of its accumulator
+    deps[0].append(reduces)
+    deps[1].append(recvs)
+    order = np.lexsort((np.arange(len(recv_key)), msgs.position, recv_key))  # program order within each accumulator
+    sorted_keys = recv_key[order]
+    bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
+    previous = np.empty(len(reduces), dtype=np.int64)
+    sorted_reduces = reduces[order]
+    previous[order] = np.concatenate([[0], sorted_reduces[:-1]]) if len(order) else previous[order]
+    group_start = np.zeros(len(order), dtype=bool)
+    group_start[starts] = True
+    previous_sorted = previous[order]
+    previous_sorted[group_start] = init_of_recv[order][group_start]
+    previous[order] = previous_sorted
+    deps[0].append(reduces)
+    deps[1].append(previous)
+    last_writer = {int(k): int(sorted_reduces[e - 1]) for k, e in zip(recv_key[order][starts].tolist(), ends.tolist())} if len(order) else {}
+    # sends: leaves from the input, inner nodes from the accumulator after its last reduction
+    has_acc = np.isin(send_key, acc_keys)
+    at_acc = np.searchsorted(acc_keys, send_key)
+    send_acc_slot = np.where(has_acc, acc_slot[np.minimum(at_acc, max(len(acc_keys) - 1, 0))] if len(acc_keys) else 0, 0)
+    sends = prog.add(
+        rank=msgs.src, kind=int(OpKind.SEND), peer=msgs.dst, tag=tags,
+        src_buf=np.where(has_acc, int(Buffer.SCRATCH), int(Buffer.INPUT)), src_off=np.where(has_acc, send_acc_slot + within, msgs.first),
+        count=msgs.count, route=msgs.route, key2=-msgs.level + 0, **common,
+    )
+    waited = np.array([last_writer.get(int(k), -1) for k in send_key[has_acc].tolist()], dtype=np.int64)
+    deps[0].append(sends[has_acc])
+    deps[1].append(waited)
+    if hops is not None:
+        _window(deps, sends, msgs, hops)
+    # final writer of every root piece
+    final = {}
+    for key, init in zip(root_keys.tolist(), root_copies.tolist()):
+        final[key] = last_writer.get(key, init)
+    del has_children
+    return {"final": final, "scratch": scratch, "root_keys": root_keys}
+
+
+def lower_forest(
+    collective: Collective,
+    forest: Forest,
+    paths,
+    topology,
+    *,
+    units_per_root: int,
+    pieces: int,
+    size_bytes: int,
+    root: int | None = None,
+    up_forest: Forest | None = None,
+    up_paths=None,
+    name: str = "forestcoll",
+    provenance: dict[str, str] | None = None,
+) -> Lowered:
+    """The IR of ``collective`` from ``forest`` (and ``up_forest``, the reversed network's
+    trees, for All-Reduce); ``units_per_root`` is ``k`` (per unit of demand)."""
+    n = forest.num_npus
+    K = units_per_root * pieces
+    rooted = collective in (Collective.BROADCAST, Collective.REDUCE)
+    chunk_count = K if rooted else n * K
+    base = (lambda roots: np.zeros(len(roots), dtype=np.int64)) if rooted else (lambda roots: roots * K)
+    prog = _Program()
+    deps: tuple[list, list] = ([], [])
+    scratch = np.zeros(n, dtype=np.int64)
+    zero_tags = lambda a, b: 0
+    down_forest = forest if collective in (Collective.ALL_GATHER, Collective.BROADCAST, Collective.ALL_REDUCE) else None
+    if collective is Collective.ALL_REDUCE:
+        if up_forest is None:
+            raise ValueError("All-Reduce needs the reversed network's trees too")
+    else:
+        up_forest = forest if down_forest is None else None
+        up_paths = paths if down_forest is None else None
+    routes_all: list[tuple[int, ...]] = []
+    route_shift = 0
+    up_final = None
+    up_tag_counts = None
+    if up_forest is not None:
+        layout = _Layout(up_forest, pieces, base)
+        parts, routes = _assign_paths(layout, up_paths, topology, reverse=True)
+        routes_all += routes
+        msgs = _messages(layout, parts, up=True)
+        if collective is Collective.REDUCE_SCATTER:
+            result = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first - rank * K)
+        else:
+            result = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first)
+        hops = np.array([len(r) for r in routes_all], dtype=np.int64) if WINDOW else None
+        info = _emit_up(prog, deps, layout, msgs, result=result, phase=0, tag_offset=zero_tags, hops=hops)
+        scratch = scratch + info["scratch"]
+        up_final = (info, layout)
+        pair = msgs.src * n + msgs.dst
+        up_tag_counts = np.bincount(pair, minlength=n * n)
+        route_shift = len(routes_all)
+    if down_forest is not None:
+        layout = _Layout(down_forest, pieces, base)
+        parts, routes = _assign_paths(layout, paths, topology, reverse=False)
+        routes_all += routes
+        msgs = _messages(layout, parts, up=False)
+        msgs.route = msgs.route + route_shift
+        if collective is Collective.ALL_GATHER:
+            source = lambda rank, first: (np.full(len(first), int(Buffer.INPUT)), first - rank * K)
+        elif collective is Collective.BROADCAST:
+            source = lambda rank, first: (np.full(len(first), int(Buffer.INPUT)), first)
+        else:
+            source = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first)
+        tag_offset = zero_tags if up_tag_counts is None else (lambda a, b: up_tag_counts[a * n + b])
+        ready = None
+        if up_final is not None:
+            ready = _after_up(up_final, pieces, n, K)
+        hops = np.array([len(r) for r in routes_all], dtype=np.int64) if WINDOW else None
+        _emit_down(prog, deps, layout, msgs, source=source, phase=1, tag_offset=tag_offset, ready=ready, hops=hops)
+        # every rank's own data: roots copy their input to their output (All-Gather, broadcast)
+        if collective is Collective.ALL_GATHER:
+            ranks = np.arange(n)
+            prog.add(rank=ranks, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=0, dst_buf=int(Buffer.OUTPUT), dst_off=ranks * K, count=K, key0=-1, key1=0, key2=0, key3=0)
+        elif collective is Collective.BROADCAST:
+            prog.add(rank=np.array([root]), kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=0, dst_buf=int(Buffer.OUTPUT), dst_off=0, count=K, key0=-1, key1=0, key2=0, key3=0)
+    cols, dep_ptr, dep_idx = prog.freeze(*deps)
+    routes_column = cols.pop("route")
+    for name in ("key0", "key1", "key2", "key3"):
+        cols.pop(name)
+    table = OpTable.from_columns(
+        rank=cols.pop("rank").astype(_I32), dep_ptr=dep_ptr, dep_idx=dep_idx.astype(_I32),
+        kind=cols["kind"].astype(np.int8), peer=cols["peer"].astype(_I32), tag=cols["tag"].astype(_I32),
+        src_buf=cols["src_buf"].astype(np.int8), src_off=cols["src_off"].astype(_I32),
+        dst_buf=cols["dst_buf"].astype(np.int8), dst_off=cols["dst_off"].astype(_I32), count=cols["count"].astype(_I32),
+    )
+    sizes = [collective.buffer_chunks(rank=r, num_ranks=n, chunk_count=chunk_count, root=root) for r in range(n)]
+    algorithm = CollectiveAlgorithm(
+        collective=collective,
+        num_ranks=n,
+        chunk_count=chunk_count,
+        ops=table,
+        input_chunks=np.array([s[0] for s in sizes], dtype=np.int64),
+        output_chunks=np.array([s[1] for s in sizes], dtype=np.int64),
+        scratch_chunks=scratch,
+        size_bytes=size_bytes,
+        root=root,
+        name=name,
+        provenance=dict(provenance or {}),
+    )
+    routes = [routes_all[r] if r >= 0 else () for r in routes_column.tolist()]
+    return Lowered(algorithm, routes)
+
+
+def _after_up(up_final, pieces: int, n: int, K: int):
+    """Dependencies of a down piece's root sends on the up phase's sums of the chunks it carries."""
+    info, layout = up_final
+    final = info["final"]
+    # per owner rank and chunk: the op completing that chunk's sum
+    chunk_final = np.full(n * K, -1, dtype=np.int64)
+    for key, op in final.items():
+        tree = key // (pieces * n)
+        piece = (key // n) % pieces
+        w = int(layout.weight[tree])
+        first = int(layout.chunk_base[tree]) + piece * w
+        chunk_final[first : first + w] = op
+
+    def ready(rank, first, count, sends):
+        owners, targets = [], []
+        for send, f, c in zip(sends.tolist(), first.tolist(), count.tolist()):
+            for op in np.unique(chunk_final[f : f + c]).tolist():
+                owners.append(send)
+                targets.append(op)
+        return np.asarray(owners, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+
+    return ready
+
+
+__all__ = ["Lowered", "lower_forest"]
