@@ -55,7 +55,7 @@ def check_trees(result, topology: Topology) -> None:
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_every_collective_verifies_and_meets_the_cut_bound(spec, collective):
     topology = load_topology(spec)
-    result = forestcoll(topology, collective, "1MiB", chunks_per_tree=2, root=1)
+    result = forestcoll(topology, collective, "1MiB", chunks_per_tree=2, root=1, trees_per_npu="optimal")
     report = verify_algorithm(result.algorithm)
     assert report.ok, report
     check_trees(result, topology)
@@ -67,7 +67,19 @@ def test_every_collective_verifies_and_meets_the_cut_bound(spec, collective):
     expected = max_cut_ratio(topology, reverse=reverse, demand=demand).ratio
     if collective == "all-reduce":
         expected = max_cut_ratio(topology, reverse=True).ratio + max_cut_ratio(topology).ratio
-    assert result.ratio_gbps == expected
+    assert result.ratio_gbps == result.optimal_ratio_gbps == expected
+
+
+@pytest.mark.parametrize("spec", ["a100:2", "mi250:1", "torus2d:3x4"])
+@pytest.mark.parametrize("collective", ["all-gather", "all-reduce"])
+def test_default_may_trade_trees_for_messages_but_reports_the_optimum(spec, collective):
+    topology = load_topology(spec)
+    result = forestcoll(topology, collective, "1MiB")
+    assert verify_algorithm(result.algorithm).ok
+    optimal = forestcoll(topology, collective, "1MiB", trees_per_npu="optimal", chunks_per_tree=1)
+    assert result.optimal_ratio_gbps == optimal.ratio_gbps <= result.ratio_gbps
+    assert result.optimal_k == optimal.k and result.k in (1, optimal.k)
+    assert result.predicted_ns is not None and result.chunks_per_tree >= 1
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -78,7 +90,7 @@ def test_random_topologies_with_switches(data):
     symmetric = data.draw(st.booleans())
     topology = random_topology(data.draw, st, max_npus=5, max_switches=3, symmetric=symmetric)
     collective = data.draw(st.sampled_from(["all-gather", "reduce-scatter", "all-reduce"]))
-    result = forestcoll(topology, collective, 4096, chunks_per_tree=data.draw(st.integers(1, 3)))
+    result = forestcoll(topology, collective, 4096, chunks_per_tree=data.draw(st.integers(1, 3)), trees_per_npu="optimal")
     assert verify_algorithm(result.algorithm).ok
     check_trees(result, topology)
     for phase in result.trees:
@@ -92,7 +104,7 @@ def test_random_topologies_with_switches(data):
 
 @pytest.mark.parametrize(("spec", "algbw"), [("a100:1", "342.857"), ("a100:2", "346.667"), ("mi250:1", "342.857"), ("mi250:2", "354.133")])
 def test_forestcolls_own_figures(spec, algbw):
-    result = forestcoll(load_topology(spec), "all-gather", "1GiB")
+    result = forestcoll(load_topology(spec), "all-gather", "1GiB", trees_per_npu="optimal", chunks_per_tree=1)
     assert f"{result.algorithm_bandwidth_gbps:.3f}" == algbw
 
 
@@ -100,8 +112,8 @@ def test_symmetric_and_plain_packing_agree_on_the_optimum():
     symmetric = load_topology("torus2d:4x4")
     plain = load_topology("torus2d:4x4")
     plain.symmetry = None
-    a = forestcoll(symmetric, "all-gather", "1MiB")
-    b = forestcoll(plain, "all-gather", "1MiB")
+    a = forestcoll(symmetric, "all-gather", "1MiB", trees_per_npu="optimal")
+    b = forestcoll(plain, "all-gather", "1MiB", trees_per_npu="optimal")
     assert a.ratio_gbps == b.ratio_gbps == Fraction(15, 200)
     assert a.forest.base_trees < b.forest.base_trees  # one root's trees moved to the others
     assert verify_algorithm(a.algorithm).ok and verify_algorithm(b.algorithm).ok
@@ -111,7 +123,7 @@ def test_fixed_trees_per_npu():
     topology = load_topology("a100:2")
     one = forestcoll(topology, "all-gather", "1MiB", trees_per_npu=1)
     assert one.k == 1 and len(one.forest.trees) == 16
-    assert one.ratio_gbps == Fraction(7, 150) > forestcoll(topology, "all-gather", "1MiB").ratio_gbps
+    assert one.ratio_gbps == Fraction(7, 150) > forestcoll(topology, "all-gather", "1MiB", trees_per_npu="optimal").ratio_gbps
     assert verify_algorithm(one.algorithm).ok
     with pytest.raises(InputError, match="more than the optimum needs"):
         forestcoll(topology, "all-gather", "1MiB", trees_per_npu=14)
@@ -119,7 +131,7 @@ def test_fixed_trees_per_npu():
 
 def test_bandwidth_time_is_the_cut_bound():
     topology = load_topology("dgx:2x4")
-    result = forestcoll(topology, "all-gather", "8MiB")
+    result = forestcoll(topology, "all-gather", "8MiB", trees_per_npu="optimal")
     assert result.bandwidth_time_ns() == pytest.approx(max_cut_ratio(topology).time_ns(2**20), rel=1e-12)
 
 
@@ -131,6 +143,7 @@ def test_bandwidth_time_is_the_cut_bound():
         (dict(size_bytes=0), "must be positive"),
         (dict(collective="broadcast", root=9), "root 9 is not an NPU"),
         (dict(trees_per_npu=0), "trees per NPU must be positive"),
+        (dict(trees_per_npu="many"), "must be a positive integer, 'optimal' or 'auto'"),
     ],
 )
 def test_bad_arguments(arguments, message):
@@ -149,13 +162,13 @@ def test_unreachable_npu():
 
 def test_routes_follow_switch_paths():
     topology = load_topology("a100:2")
-    result = forestcoll(topology, "all-gather", "1MiB")
+    result = forestcoll(topology, "all-gather", "1MiB", trees_per_npu="optimal")
     ops = result.algorithm.ops
     sends = np.flatnonzero(ops.kind == 0)
     for i in sends.tolist():
-        route = result.routes[i]
+        route = result.route(i)
         assert route, "every send has a route"
         path = [topology.links[route[0]].src] + [topology.links[l].dst for l in route]
         assert path[0] == ops.rank[i] and path[-1] == ops.peer[i]
         assert all(v >= topology.num_npus for v in path[1:-1])
-    assert all(result.routes[i] == () for i in np.flatnonzero(ops.kind != 0).tolist())
+    assert all(result.route(i) == () for i in np.flatnonzero(ops.kind != 0).tolist())

@@ -20,8 +20,8 @@ All-Gather of ``M`` bytes over ``N`` NPUs.
 
 >>> from chakra_collectives.topology import load_topology
 >>> result = forestcoll(load_topology("a100:2"), "all-gather", "1GiB")
->>> result.k, len(result.forest.trees), round(result.algorithm_bandwidth_gbps, 3)
-(13, 64, 346.667)
+>>> result.optimal_k, round(float(16 * result.optimal_k / result.optimal_U), 3)   # ForestColl's algbw
+(13, 346.667)
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ from chakra_collectives.flow import CapacityGraph
 from chakra_collectives.flow.capacity import integer_array
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.network import predict_time
 from chakra_collectives.synth.forestcoll.lowering import lower_forest
 from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
+from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, estimate_ns, forest_shape
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns, parse_size
 
@@ -69,12 +71,24 @@ class Trees:
 @dataclass
 class ForestCollResult:
     algorithm: CollectiveAlgorithm
-    routes: list[tuple[int, ...]]
-    """Per operation: the link ids a SEND's message crosses (its switch path)."""
+    route_of: np.ndarray
+    """Per operation: index of a SEND's route in :attr:`route_table` (-1 for other operations)."""
+    route_table: list[tuple[int, ...]]
+    """The link ids each route crosses (a logical edge's switch path)."""
     trees: list[Trees]
     """The down trees (All-Gather, broadcast, All-Reduce's second half) and/or the up trees."""
     chunks_per_tree: int
     timings: dict[str, float] = field(default_factory=dict)
+    optimal_k: int = 0
+    """The optimum's trees per NPU (``k`` may be fewer when that predicted faster)."""
+    optimal_U: Fraction = Fraction(0)
+    predicted_ns: float | None = None
+    """The network model's time, when choosing ``k`` or ``P`` predicted it."""
+
+    def route(self, op: int) -> tuple[int, ...]:
+        """The link ids operation ``op``'s message crosses (``()`` when it sends nothing)."""
+        index = int(self.route_of[op])
+        return self.route_table[index] if index >= 0 else ()
 
     @property
     def k(self) -> int:
@@ -83,6 +97,11 @@ class ForestCollResult:
     @property
     def forest(self) -> Forest:
         return self.trees[-1].forest
+
+    @property
+    def optimal_ratio_gbps(self) -> Fraction:
+        """The cut bound's ``U/k`` summed over phases (equal to :attr:`ratio_gbps` when optimal)."""
+        return sum((t.optimum.optimal_ratio_gbps for t in self.trees), Fraction(0))
 
     @property
     def ratio_gbps(self) -> Fraction:
@@ -236,21 +255,28 @@ def _solve_factors(scaled, src, dst, bandwidth, out, n) -> dict[int, Fraction]:
     return {w: rows[index[w]][size] for w in scaled}
 
 
+PREDICTION_BUDGET = 400_000
+"""Operations up to which choosing ``k`` and ``P`` may predict candidates (above: the model alone)."""
+
+
 def forestcoll(
     topology: Topology,
     collective: Collective | str,
     size_bytes: int | str,
     *,
-    trees_per_npu: int | None = None,
-    chunks_per_tree: int = 1,
+    trees_per_npu: int | str | None = None,
+    chunks_per_tree: int | None = None,
     root: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> ForestCollResult:
     """ForestColl's schedule of ``collective`` on ``topology`` as IR (see the module docstring).
 
     ``trees_per_npu`` fixes ``k`` (the best ``U`` for it; at most the optimum's ``k``);
-    ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree; ``root`` is the root of
-    broadcast and reduce.
+    ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the optimum's
+    ``k`` -- and, when that is more than one, also one tree per NPU, whichever the network
+    model predicts faster (many trees cost many messages).
+    ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree (default: chosen by
+    :mod:`~chakra_collectives.synth.forestcoll.tuning`). ``root``: broadcast's and reduce's.
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     if collective not in COLLECTIVES:
@@ -258,7 +284,7 @@ def forestcoll(
     size = parse_size(size_bytes)
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
-    if chunks_per_tree < 1:
+    if chunks_per_tree is not None and chunks_per_tree < 1:
         raise InputError(f"chunks per tree must be positive, got {chunks_per_tree}")
     topology.validate()
     n = topology.num_npus
@@ -266,50 +292,89 @@ def forestcoll(
         raise InputError(f"{topology.name}: ForestColl needs at least two NPUs")
     if collective.has_root and not 0 <= root < n:
         raise InputError(f"root {root} is not an NPU of {topology.name} (0..{n - 1})")
-    demand = [0] * n
-    if collective.has_root:
-        demand[root] = 1
-    else:
-        demand = [1] * n
+    demand = [1 if (v == root or not collective.has_root) else 0 for v in range(n)]
     timings: dict[str, float] = {}
+    auto = trees_per_npu is None or trees_per_npu == "auto"
+    if isinstance(trees_per_npu, str) and trees_per_npu not in ("auto", "optimal"):
+        raise InputError(f"trees per NPU must be a positive integer, 'optimal' or 'auto', not {trees_per_npu!r}")
+    fixed = trees_per_npu if isinstance(trees_per_npu, int) else None
+    options = [_phases(topology, collective, demand, fixed, progress, timings)]
+    if auto and options[0][-1].optimum.k > 1:
+        options.append(_phases(topology, collective, demand, 1, progress, timings))
+    share = size if collective.has_root else size / n
+    best = None
+    for phases in options:
+        k = phases[-1].optimum.k
+        shapes = [forest_shape(p, topology) for p in phases]
+        if chunks_per_tree is not None:
+            pieces = [chunks_per_tree]
+        else:
+            pieces = candidate_pieces(shapes, share_bytes=share, k=k, affordable=PREDICTION_BUDGET)
+        bandwidth_ns = [share * float(p.optimum.ratio_gbps) / bytes_per_ns(1.0) for p in phases]
+        for P in pieces:
+            estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
+            if best is not None and len(pieces) == 1 and len(options) > 1 and estimate >= best[0]:
+                continue
+            started = time.perf_counter()
+            if progress is not None:
+                progress(f"lower to IR (k={k}, P={P})")
+            lowered = _lower(topology, collective, phases, P, size, root)
+            timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
+            predicted = None
+            if (len(pieces) > 1 or len(options) > 1) and lowered.algorithm.num_ops <= PREDICTION_BUDGET:
+                started = time.perf_counter()
+                predicted = predict_time(lowered.algorithm, topology)
+                timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
+            score = estimate if predicted is None else predicted
+            if best is None or score < best[0]:
+                best = (score, phases, P, lowered, predicted)
+    _, phases, P, lowered, predicted = best
+    optimal = options[0][-1].optimum
+    return ForestCollResult(
+        lowered.algorithm, lowered.route_of, lowered.route_table, phases, P, timings,
+        optimal_k=optimal.k, optimal_U=optimal.U, predicted_ns=predicted,
+    )
+
+
+def _phases(topology, collective, demand, trees_per_npu, progress, timings) -> list[Trees]:
+    """The trees each phase of ``collective`` needs (up before down), with one ``k`` for both."""
     phases = []
     if collective in (Collective.REDUCE_SCATTER, Collective.REDUCE, Collective.ALL_REDUCE):
         phases.append(build_trees(topology, demand, reverse=True, trees_per_npu=trees_per_npu, progress=progress, timings=timings))
     if collective in (Collective.ALL_GATHER, Collective.BROADCAST, Collective.ALL_REDUCE):
         phases.append(build_trees(topology, demand, reverse=False, trees_per_npu=trees_per_npu, progress=progress, timings=timings))
-    if collective is Collective.ALL_REDUCE and phases[0].optimum.k != phases[1].optimum.k:
+    if len(phases) == 2 and phases[0].optimum.k != phases[1].optimum.k:
         # both halves must cut the data the same way: scale both to the least common k
         k = math.lcm(*(p.optimum.k for p in phases))
         if k > MAX_TREES_PER_NPU:
             raise InputError(f"{topology.name}: All-Reduce's two halves need {k} units per NPU together; fix --trees-per-npu")
         phases = [_scaled(p, k // p.optimum.k) for p in phases]
-    started = time.perf_counter()
-    if progress is not None:
-        progress("lower to IR")
+    return phases
+
+
+def _lower(topology, collective, phases, pieces, size, root):
     down = next((p for p in phases if not p.reverse), None)
     up = next((p for p in phases if p.reverse), None)
     k = phases[-1].optimum.k
     provenance = {
         "synthesizer": "forestcoll",
         "trees_per_npu": str(k),
-        "chunks_per_tree": str(chunks_per_tree),
+        "chunks_per_tree": str(pieces),
         "U": str(phases[-1].optimum.U),
     }
-    lowered = lower_forest(
+    return lower_forest(
         collective,
         (down or up).forest,
         (down or up).logical.paths,
         topology,
         units_per_root=k,
-        pieces=chunks_per_tree,
+        pieces=pieces,
         size_bytes=size,
         root=root if collective.has_root else None,
         up_forest=up.forest if (up is not None and down is not None) else None,
         up_paths=up.logical.paths if (up is not None and down is not None) else None,
         provenance=provenance,
     )
-    timings["lower_s"] = time.perf_counter() - started
-    return ForestCollResult(lowered.algorithm, lowered.routes, phases, chunks_per_tree, timings)
 
 
 def _scaled(phase: Trees, factor: int) -> Trees:

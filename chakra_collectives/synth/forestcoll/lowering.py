@@ -19,8 +19,9 @@ Two directions, one layout:
 * **All-Reduce** = up, then down: a down piece leaves its root once the up phase has finished
   every chunk it carries.
 
-Every message has its own tag (per pair of ranks) and its switch path: :attr:`Lowered.routes`
-holds, per operation, the link ids a SEND's message crosses (``()`` for other operations).
+Every message has its own tag (per pair of ranks) and its switch path: :attr:`Lowered.route_of`
+gives, per operation, an index into :attr:`Lowered.route_table` (the link ids a SEND's message
+crosses; ``-1`` for other operations).
 Each rank's program is ordered by (piece, tree level, tree), so dependencies point backwards
 and the first pieces of every tree go first.
 """
@@ -41,8 +42,15 @@ WINDOW = True
 @dataclass
 class Lowered:
     algorithm: CollectiveAlgorithm
-    routes: list[tuple[int, ...]]
-    """Per operation of ``algorithm.ops``: the link ids of a SEND's message (empty for others)."""
+    route_of: np.ndarray
+    """Per operation of ``algorithm.ops``: index of a SEND's route in :attr:`route_table` (-1 for others)."""
+    route_table: list[tuple[int, ...]]
+    """Distinct routes: the link ids a message crosses, in order."""
+
+    def route(self, op: int) -> tuple[int, ...]:
+        """The link ids operation ``op``'s message crosses (``()`` when it sends nothing)."""
+        index = int(self.route_of[op])
+        return self.route_table[index] if index >= 0 else ()
 
 
 @dataclass
@@ -66,13 +74,20 @@ class _Messages:
 
 
 class _Layout:
-    """Trees as arrays and the chunk range each tree owns."""
+    """Trees as arrays, and where each tree's pieces sit among its root's chunks.
 
-    def __init__(self, forest: Forest, pieces: int, chunk_base_of_root) -> None:
+    A root's ``K = k * P`` chunks are laid out piece by piece: piece ``p`` of every tree of the
+    root lies in chunks ``p*k .. p*k + k - 1`` (each tree ``weight`` of them, the root's trees in
+    lineage order), so the pieces of trees that split from one another sit side by side and a
+    message can carry several of them at once.
+    """
+
+    def __init__(self, forest: Forest, pieces: int, root_base, units_per_root: int) -> None:
         trees = forest.trees
         n = forest.num_npus
         self.n = n
         self.pieces = pieces
+        self.k = units_per_root
         self.root = np.array([t.root for t in trees], dtype=np.int64)
         self.weight = np.array([t.weight for t in trees], dtype=np.int64)
         parent = np.stack([t.parent for t in trees]) if trees else np.zeros((0, n), dtype=np.int64)
@@ -86,13 +101,18 @@ class _Layout:
         self.depth = depth
         self.position = np.zeros_like(parent)
         self.position[rows[:, None], order] = np.arange(n)[None, :]
-        # chunk ranges: a root's trees in order, each weight * pieces chunks
         offset = np.zeros(len(trees), dtype=np.int64)
-        seen: dict[int, int] = {}
-        for i, r in enumerate(self.root.tolist()):
-            offset[i] = seen.get(r, 0)
-            seen[r] = offset[i] + self.weight[i]
-        self.chunk_base = chunk_base_of_root(self.root) + offset * pieces
+        used: dict[int, int] = {}
+        for i in sorted(range(len(trees)), key=lambda i: (trees[i].root, trees[i].lineage, i)):
+            r = trees[i].root
+            offset[i] = used.get(r, 0)
+            used[r] = offset[i] + self.weight[i]
+        self.offset = offset
+        self.root_base = root_base(self.root)
+
+    def piece_start(self, tree: np.ndarray, piece: np.ndarray) -> np.ndarray:
+        """First chunk of a tree's piece."""
+        return self.root_base[tree] + piece * self.k + self.offset[tree]
 
 
 def _tree_edges(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -186,7 +206,7 @@ def _messages(layout: _Layout, parts, *, up: bool) -> _Messages:
     piece = np.tile(np.arange(p, dtype=np.int64), m)
     rep = lambda a: np.repeat(a, p)
     tree_r = rep(tree)
-    first = layout.chunk_base[tree_r] + piece * layout.weight[tree_r] + rep(unit_offset)
+    first = layout.piece_start(tree_r, piece) + rep(unit_offset)
     src, dst = (rep(child), rep(parent)) if up else (rep(parent), rep(child))
     level = rep(layout.depth[tree, child])
     position = rep(layout.position[tree, child])
@@ -249,54 +269,102 @@ def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, starts, ends
 
 
-def _window(deps: tuple[list, list], sends: np.ndarray, msgs: _Messages, hops: np.ndarray) -> None:
-    """Each stream of pieces (one tree edge, one path) keeps at most as many messages in flight
-    as its path has hops: the send of piece ``p`` waits for the send of piece ``p - hops``.
+def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, dst, route, first, piece, hops: np.ndarray) -> None:
+    """Each stream of pieces (the same chunks of every piece over one path) keeps at most as
+    many messages in flight as its path has hops: the send of piece ``p`` waits for the send of
+    piece ``p - hops``.
 
     Without it a root would queue all its pieces on its links at once and every forwarded piece
     would wait behind them; with it the links interleave the trees' pieces and the pipeline
-    drains quickly (messages are laid out piece by piece, ``P`` per stream)."""
-    index = np.arange(len(sends))
-    window = hops[msgs.route]
-    later = msgs.piece >= window
-    deps[0].append(sends[later])
-    deps[1].append(sends[index[later] - window[later]])
+    drains quickly."""
+    within = first - piece * layout.k  # the same for every piece of a stream
+    keys = np.stack([src, dst, route, within], axis=1)
+    _, stream = np.unique(keys, axis=0, return_inverse=True)
+    stream = stream.reshape(-1)
+    streams = int(stream.max()) + 1 if len(stream) else 0
+    at = np.full((streams, layout.pieces), -1, dtype=np.int64)
+    at[stream, piece] = np.arange(len(sends))
+    window = hops[route]
+    later = np.flatnonzero(piece >= window)
+    earlier = at[stream[later], piece[later] - window[later]]
+    keep = earlier >= 0
+    deps[0].append(sends[later[keep]])
+    deps[1].append(sends[earlier[keep]])
+
+
+def _runs(layout: _Layout, msgs: _Messages) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the messages of one root's trees that cross the same path in the same piece with
+    adjacent chunks: ``(run of each message, first message of each run)``."""
+    root = layout.root[msgs.tree]
+    order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, msgs.piece, root))
+    fresh = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        same = (
+            (root[order][1:] == root[order][:-1])
+            & (msgs.piece[order][1:] == msgs.piece[order][:-1])
+            & (msgs.src[order][1:] == msgs.src[order][:-1])
+            & (msgs.dst[order][1:] == msgs.dst[order][:-1])
+            & (msgs.route[order][1:] == msgs.route[order][:-1])
+            & (msgs.first[order][1:] == msgs.first[order][:-1] + msgs.count[order][:-1])
+        )
+        fresh[1:] = ~same
+    run_sorted = np.cumsum(fresh) - 1
+    run_of = np.empty(len(order), dtype=np.int64)
+    run_of[order] = run_sorted
+    return run_of, order[fresh]
 
 
 def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None) -> None:
     """SEND/RECV pairs of a down phase. ``source(rank, first)`` -> (buffer, offset) a root sends from;
-    receivers write ``output[first]``. ``ready(rank, first, count)``: ops a root's send waits for."""
+    receivers write ``output[first]``. ``ready(rank, first, count, sends)``: deps of a root's sends.
+
+    Messages of one root's trees that share a path, a piece and adjacent chunks go as one
+    (:func:`_runs`): trees split from one another share their first edges."""
     n = layout.n
-    tags = _tags(msgs.src, msgs.dst, n) + tag_offset(msgs.src, msgs.dst)
-    at_root = layout.root[msgs.tree] == msgs.src
-    src_buf = np.where(at_root, source(msgs.src, msgs.first)[0], int(Buffer.OUTPUT))
-    src_off = np.where(at_root, source(msgs.src, msgs.first)[1], msgs.first)
-    common = dict(key0=phase, key1=msgs.piece, key2=msgs.level, key3=msgs.position)
-    sends = prog.add(rank=msgs.src, kind=int(OpKind.SEND), peer=msgs.dst, tag=tags, src_buf=src_buf, src_off=src_off, count=msgs.count, route=msgs.route, **common)
-    recvs = prog.add(rank=msgs.dst, kind=int(OpKind.RECV), peer=msgs.src, tag=tags, dst_buf=int(Buffer.OUTPUT), dst_off=msgs.first, count=msgs.count, **common)
-    # a forwarded piece waits for every part of that piece arriving at the sender
-    stride = layout.pieces * n
+    run_of, heads = _runs(layout, msgs)
+    runs = len(heads)
+    count = np.bincount(run_of, weights=msgs.count, minlength=runs).astype(np.int64)
+    level = np.zeros(runs, dtype=np.int64)
+    np.maximum.at(level, run_of, msgs.level)
+    position = np.full(runs, np.iinfo(np.int64).max)
+    np.minimum.at(position, run_of, msgs.position)
+    src, dst, first, piece, route = msgs.src[heads], msgs.dst[heads], msgs.first[heads], msgs.piece[heads], msgs.route[heads]
+    # a forwarded piece waits for every message that brought that tree's piece to the sender
     arrive_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.dst
     need_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.src
-    order, starts, ends = _group_first(arrive_key)
+    order, _, _ = _group_first(arrive_key)
     sorted_keys = arrive_key[order]
-    forwarded = np.flatnonzero(~at_root)
+    forwarded = np.flatnonzero(layout.root[msgs.tree] != msgs.src)
     lo = np.searchsorted(sorted_keys, need_key[forwarded], side="left")
     hi = np.searchsorted(sorted_keys, need_key[forwarded], side="right")
     counts = hi - lo
-    owners = np.repeat(sends[forwarded], counts)
+    owner_run = np.repeat(run_of[forwarded], counts)
     within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    targets = recvs[order[np.repeat(lo, counts) + within]]
-    deps[0].append(owners)
-    deps[1].append(targets)
+    target_run = run_of[order[np.repeat(lo, counts) + within]]
+    # program order: a merged message comes after every message it waits for (its level is its
+    # depth in the graph of waits, at least its trees' level)
+    while True:
+        raised = level.copy()
+        np.maximum.at(raised, owner_run, level[target_run] + 1)
+        if np.array_equal(raised, level):
+            break
+        level = raised
+    tags = _tags(src, dst, n) + tag_offset(src, dst)
+    at_root = layout.root[msgs.tree[heads]] == src
+    src_buf = np.where(at_root, source(src, first)[0], int(Buffer.OUTPUT))
+    src_off = np.where(at_root, source(src, first)[1], first)
+    common = dict(key0=phase, key1=piece, key2=level, key3=position)
+    sends = prog.add(rank=src, kind=int(OpKind.SEND), peer=dst, tag=tags, src_buf=src_buf, src_off=src_off, count=count, route=route, **common)
+    recvs = prog.add(rank=dst, kind=int(OpKind.RECV), peer=src, tag=tags, dst_buf=int(Buffer.OUTPUT), dst_off=first, count=count, **common)
+    deps[0].append(sends[owner_run])
+    deps[1].append(recvs[target_run])
     if hops is not None:
-        _window(deps, sends, msgs, hops)
+        _window(deps, sends, layout, src, dst, route, first, piece, hops)
     if ready is not None:
         rooted = np.flatnonzero(at_root)
-        owner, target = ready(msgs.src[rooted], msgs.first[rooted], msgs.count[rooted], sends[rooted])
+        owner, target = ready(src[rooted], first[rooted], count[rooted], sends[rooted])
         deps[0].append(owner)
         deps[1].append(target)
-    del stride
 
 
 def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, result, phase: int, tag_offset, hops=None) -> dict:
@@ -332,7 +400,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     first_acc = np.searchsorted(acc_rank[order_acc], acc_rank[order_acc], side="left")
     acc_slot[order_acc] = used[acc_rank[order_acc]] + cum - (cum[first_acc] if len(cum) else 0)
     scratch = used + np.bincount(acc_rank, weights=acc_w, minlength=n).astype(np.int64)
-    acc_first = layout.chunk_base[acc_tree] + acc_piece * acc_w
+    acc_first = layout.piece_start(acc_tree, acc_piece)
     acc_level = layout.depth[acc_tree, acc_rank]
     # COPY input -> accumulator (inner nodes), input -> result (roots with children)
     copies = prog.add(
@@ -344,7 +412,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     root_tree = root_keys // (p * n)
     root_piece = (root_keys // n) % p
     root_w = layout.weight[root_tree]
-    root_first = layout.chunk_base[root_tree] + root_piece * root_w
+    root_first = layout.piece_start(root_tree, root_piece)
     res_buf, res_off = result(root_rank, root_first)
     root_copies = prog.add(
         rank=root_rank, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=root_first, dst_buf=res_buf,
@@ -360,7 +428,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     at = np.searchsorted(sorted_all, recv_key)
     init_of_recv = all_init[key_sort[at]]
     recv_is_root = is_root_key(recv_key)
-    within = msgs.first - (layout.chunk_base[msgs.tree] + msgs.piece * layout.weight[msgs.tree])
+    within = msgs.first - layout.piece_start(msgs.tree, msgs.piece)
     acc_index = key_sort[at]
     target_off_acc = np.where(acc_index < len(acc_keys), acc_slot[np.minimum(acc_index, len(acc_keys) - 1)] if len(acc_keys) else 0, 0) + within
     r_buf, r_off = result(msgs.dst, msgs.first)
@@ -401,7 +469,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     deps[0].append(sends[has_acc])
     deps[1].append(waited)
     if hops is not None:
-        _window(deps, sends, msgs, hops)
+        _window(deps, sends, layout, msgs.src, msgs.dst, msgs.route, msgs.first, msgs.piece, hops)
     # final writer of every root piece
     final = {}
     for key, init in zip(root_keys.tolist(), root_copies.tolist()):
@@ -448,7 +516,7 @@ def lower_forest(
     up_final = None
     up_tag_counts = None
     if up_forest is not None:
-        layout = _Layout(up_forest, pieces, base)
+        layout = _Layout(up_forest, pieces, base, units_per_root)
         parts, routes = _assign_paths(layout, up_paths, topology, reverse=True)
         routes_all += routes
         msgs = _messages(layout, parts, up=True)
@@ -464,7 +532,7 @@ def lower_forest(
         up_tag_counts = np.bincount(pair, minlength=n * n)
         route_shift = len(routes_all)
     if down_forest is not None:
-        layout = _Layout(down_forest, pieces, base)
+        layout = _Layout(down_forest, pieces, base, units_per_root)
         parts, routes = _assign_paths(layout, paths, topology, reverse=False)
         routes_all += routes
         msgs = _messages(layout, parts, up=False)
@@ -511,8 +579,7 @@ def lower_forest(
         name=name,
         provenance=dict(provenance or {}),
     )
-    routes = [routes_all[r] if r >= 0 else () for r in routes_column.tolist()]
-    return Lowered(algorithm, routes)
+    return Lowered(algorithm, routes_column.astype(_I32), routes_all)
 
 
 def _after_up(up_final, pieces: int, n: int, K: int):
@@ -525,7 +592,7 @@ def _after_up(up_final, pieces: int, n: int, K: int):
         tree = key // (pieces * n)
         piece = (key // n) % pieces
         w = int(layout.weight[tree])
-        first = int(layout.chunk_base[tree]) + piece * w
+        first = int(layout.piece_start(np.array([tree]), np.array([piece]))[0])
         chunk_final[first : first + w] = op
 
     def ready(rank, first, count, sends):

@@ -49,6 +49,9 @@ class Tree:
     parent: np.ndarray
     order: np.ndarray
     """Nodes in the order they joined (the root first): every parent before its children."""
+    lineage: tuple[int, ...] = ()
+    """Where the tree came from when trees split (0: took the edge, 1: the copy without it):
+    trees of one root in lineage order share the most edges with their neighbours."""
 
     def edges(self) -> list[tuple[int, int]]:
         return [(int(self.parent[v]), int(v)) for v in self.order[1:].tolist()]
@@ -91,12 +94,21 @@ class _Growing:
     order: list[int]
     dead: set[tuple[int, int]] = field(default_factory=set)
     depth: dict[int, int] = field(default_factory=dict)
+    lineage: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         self.depth.setdefault(self.root, 0)
 
     def copy(self, weight: int) -> "_Growing":
-        return _Growing(self.root, weight, dict(self.parent), list(self.order), set(self.dead), dict(self.depth))
+        return _Growing(self.root, weight, dict(self.parent), list(self.order), set(self.dead), dict(self.depth), self.lineage)
+
+    def fork(self, units: int) -> "_Growing":
+        """Keep ``units`` of the weight here, return a copy with the rest (lineages tell them apart)."""
+        rest = self.copy(self.weight - units)
+        rest.lineage = self.lineage + (1,)
+        self.lineage = self.lineage + (0,)
+        self.weight = units
+        return rest
 
 
 class _Packer:
@@ -217,8 +229,7 @@ class _Packer:
                 high = middle - 1
         if low == 0:
             return False
-        rest = tree.copy(tree.weight - low)
-        tree.weight = low
+        rest = tree.fork(low)
         self.add(tree, edge)
         self.pending.append(rest)
         return True
@@ -293,8 +304,7 @@ class _Packer:
                     tree.dead.add((x, y))
                     continue
                 if units < tree.weight:
-                    self.pending.append(tree.copy(tree.weight - units))
-                    tree.weight = units
+                    self.pending.append(tree.fork(units))
                 self.add(tree, (x, y))
                 inside.add(y)
                 queue.append(y)
@@ -348,7 +358,7 @@ def pack_trees(
         for element in elements:
             image = np.full(n, -1, dtype=np.int64)
             image[element] = np.where(parent >= 0, element[np.maximum(parent, 0)], -1)
-            trees.append(Tree(int(element[tree.root]), tree.weight, image, element[order]))
+            trees.append(Tree(int(element[tree.root]), tree.weight, image, element[order], tree.lineage))
     return Forest(n, trees, tests=packer.tests, base_trees=len(grown))
 
 
