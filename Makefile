@@ -8,10 +8,14 @@ STAMP  := $(VENV)/.installed-stamp
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The stamp records the checkout the editable install points at: a venv copied or moved with
+# the checkout is reinstalled, so tests always import this checkout's files.
+$(STAMP): pyproject.toml $(if $(filter $(CURDIR),$(shell cat $(STAMP) 2>/dev/null)),,FORCE)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	touch $(STAMP)
+	echo $(CURDIR) > $(STAMP)
+
+FORCE:
 
 test: install  ## run the test suite (what CI runs)
 	$(BIN)/python -m pytest

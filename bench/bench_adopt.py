@@ -23,7 +23,8 @@ from timing import median_seconds
 from chakra_collectives.converters.chakra_et import read_algorithm
 from chakra_collectives.demo import run_demo
 from chakra_collectives.plot import load_replay_document, plot_algorithm, plot_links, plot_timeline
-from chakra_collectives.replay import read_workload, replay
+from chakra_collectives.converters.chakra_et import read_workload
+from chakra_collectives.replay import replay
 from chakra_collectives.replay.timeline import timeline_document
 from chakra_collectives.samples import write_samples
 from chakra_collectives.topology import load_topology

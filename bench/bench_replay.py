@@ -23,9 +23,9 @@ from pathlib import Path
 
 from timing import median_seconds, peak_memory_mb
 
-from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.converters.chakra_et import read_algorithm, read_workload, single_collective_workload, write_algorithm
 from chakra_collectives.ir import Collective
-from chakra_collectives.replay import read_workload, replay, single_collective_workload
+from chakra_collectives.replay import replay
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.topology import ring as ring_topology
 
@@ -34,7 +34,8 @@ SIZES = [72, 160, 320, 512, 724, 1024]
 _CHILD = """
 import resource, sys, tempfile, pathlib
 from chakra_collectives.ir import Collective
-from chakra_collectives.replay import read_workload, replay, single_collective_workload
+from chakra_collectives.converters.chakra_et import read_workload, single_collective_workload
+from chakra_collectives.replay import replay
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.topology import ring as ring_topology
 n = int(sys.argv[1])

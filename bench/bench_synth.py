@@ -35,8 +35,8 @@ from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.baselines import BASELINES
 from chakra_collectives.synth.best import baseline_bound_ns, choose
+from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
 
@@ -69,10 +69,10 @@ def design_bound_ns(bounds) -> float:
 def baselines(topo, collective, k) -> tuple[float, str, float]:
     """(ring time, best baseline, its time): exact predictions; baselines that provably lose are skipped."""
     n = topo.num_npus
-    names = [b for b in BASELINE_NAMES if b != "rhd" or n & (n - 1) == 0]
+    names = [b for b in BASELINE_NAMES if get(b).supports(collective, n)]
 
     def produce(name):
-        algo = BASELINES[name](collective, n, size_bytes=SIZE, chunks_per_rank=k)
+        algo = get(name).make(topo, collective, n, SynthesisOptions(size_bytes=SIZE, chunks_per_npu=k)).algorithm
         return None, predict_time(algo, topo)
 
     ring = produce("ring")[1]

@@ -7,11 +7,11 @@ import sys
 from chakra_collectives.ir import Collective
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.verify import verify_algorithm
-from chakra_collectives.verify.execution import execute
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.ir.execution import execute
+from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.verify.races import find_race
 from chakra_collectives.verify.semantics import run_symbolically
-from chakra_collectives.verify.structure import structural_problems
+from chakra_collectives.ir.structure import structural_problems
 
 from timing import median_seconds
 

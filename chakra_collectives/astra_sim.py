@@ -1,28 +1,32 @@
 """Hand collectives to ASTRA-sim: a directory it runs with no hand edits.
 
 :func:`write_astra_sim_dir` writes, under one directory, everything ASTRA-sim's analytical
-backend takes on its command line (``AstraSim_Analytical_Congestion_Aware
+backend takes on its command line (``AstraSimDir.command``: ``AstraSim_Analytical_Congestion_Aware
 --workload-configuration=... --system-configuration=... --remote-memory-configuration=...
 --network-configuration=... [--comm-group-configuration=...]``):
 
 * ``collectives/NAME.{rank}.et`` -- the algorithms, as custom collectives;
-* ``system.json`` -- ``all-reduce-implementation-custom`` (etc.) pointing at them,
-  ``preferred-dataset-splits: 1`` (ASTRA-sim divides by it, and custom collectives need 1: with
-  more splits no rank finishes; ``et-conventions.md``), native ``ring`` for the other types;
+* ``system.json`` -- ``all-reduce-implementation-custom`` (etc.) pointing at them
+  (:func:`~chakra_collectives.converters.astra_sim.system_config`);
 * ``network.yml`` -- the analytical network, when the topology is a product of Ring /
-  FullyConnected / Switch dimensions (:func:`analytical_network` says why not otherwise);
+  FullyConnected / Switch dimensions (:func:`~chakra_collectives.converters.astra_sim.analytical_network`
+  says why not otherwise);
 * ``remote_memory.json`` -- no memory expansion;
 * ``workload/NAME.{rank}.et`` -- by default one collective of the algorithm's type and size
   (ASTRA-sim runs a custom collective at the size it was written for, whatever the workload's
   ``comm_size``); ``run.sh`` -- the command line, run from the directory (paths are relative).
 
+The file formats are :mod:`chakra_collectives.converters`' (``chakra_et``, ``astra_sim``);
+this module only assembles the directory and predicts what ASTRA-sim will report.
+
+>>> import tempfile, pathlib
+>>> from chakra_collectives.synth.baselines import ring
 >>> from chakra_collectives.topology import load_topology
->>> analytical_network(load_topology("torus2d:4x4")).to_yaml().splitlines()[0]
-'topology: [ Ring, Ring ]'
->>> analytical_network(load_topology("mesh2d:3x3"))
-Traceback (most recent call last):
-...
-chakra_collectives.astra_sim.NotExpressible: mesh2d:3x3 is not a product of Ring / FullyConnected / Switch dimensions (NPU 0's links fit no such decomposition, as in meshes without wrap-around links or dimensions of mixed bandwidths)
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     written = write_astra_sim_dir(pathlib.Path(tmp) / "astra", load_topology("ring:4"), ring(Collective.ALL_GATHER, 4, size_bytes=2**20))
+...     files = sorted(p.name for p in (pathlib.Path(tmp) / "astra").iterdir())
+>>> files, written.expected_ns         # 3 steps of int(500 + 256 KiB / 50 GB/s) ns
+(['collectives', 'network.yml', 'remote_memory.json', 'run.sh', 'system.json', 'workload'], 16146.0)
 """
 
 from __future__ import annotations
@@ -31,178 +35,21 @@ import json
 import os
 import shutil
 import stat
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from chakra_collectives.converters.astra_sim import CUSTOM_KEYS, REMOTE_MEMORY, AnalyticalNetwork, NotExpressible, analytical_network, system_config
 from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.converters.chakra_et.workload_reader import collective_name
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
-from chakra_collectives.replay.workload import collective_name
-from chakra_collectives.topology import Topology, astra_sim_network
+from chakra_collectives.topology import Topology
 from chakra_collectives.workload import GeneratedWorkload, groups_path, microbenchmark
 
 BINARY = "AstraSim_Analytical_Congestion_Aware"
 BINARY_PATH = f"build/astra_analytical/build/bin/{BINARY}"
 """Where ASTRA-sim's build script puts the analytical binary, inside an astra-sim checkout."""
-
-CUSTOM_KEYS = {
-    Collective.ALL_REDUCE: "all-reduce-implementation-custom",
-    Collective.ALL_GATHER: "all-gather-implementation-custom",
-    Collective.REDUCE_SCATTER: "reduce-scatter-implementation-custom",
-    Collective.ALL_TO_ALL: "all-to-all-implementation-custom",
-}
-"""The collectives ASTRA-sim runs from Chakra ETs, and their system-configuration keys."""
-
-REMOTE_MEMORY = {"memory-type": "NO_MEMORY_EXPANSION"}
-
-
-class NotExpressible(InputError):
-    """The topology has no ASTRA-sim analytical-network form; the message says why."""
-
-
-# --------------------------------------------------------------------------- network
-@dataclass(frozen=True)
-class Dimension:
-    kind: str
-    """``Ring``, ``FullyConnected`` or ``Switch``."""
-    npus: int
-    bandwidth_gbps: float
-    latency_ns: float
-
-
-@dataclass(frozen=True)
-class AnalyticalNetwork:
-    """ASTRA-sim's analytical network: dimensions, the first one's NPUs numbered fastest."""
-
-    dimensions: tuple[Dimension, ...]
-
-    def document(self) -> dict[str, list[Any]]:
-        return {
-            "topology": [d.kind for d in self.dimensions],
-            "npus_count": [d.npus for d in self.dimensions],
-            "bandwidth": [d.bandwidth_gbps for d in self.dimensions],
-            "latency": [d.latency_ns for d in self.dimensions],
-        }
-
-    def to_yaml(self) -> str:
-        """The file, in the layout of ASTRA-sim's shipped examples."""
-        doc = self.document()
-        items = lambda key: ", ".join(str(v) for v in doc[key])  # noqa: E731
-        return (
-            f"topology: [ {items('topology')} ]\n"
-            f"npus_count: [ {items('npus_count')} ]\n"
-            f"bandwidth: [ {items('bandwidth')} ]  # GB/s\n"
-            f"latency: [ {items('latency')} ]  # ns\n"
-        )
-
-    def topology(self) -> Topology:
-        """The network as chakra-coll reads such a file."""
-        return astra_sim_network(self.document())
-
-
-def analytical_network(topology: Topology) -> AnalyticalNetwork:
-    """The ASTRA-sim network with exactly ``topology``'s links, or :class:`NotExpressible`.
-
-    Dimensions are searched from NPU 0's links (dimension ``i`` joins NPUs ``stride_i`` apart)
-    and every candidate is checked by building it back and comparing every link -- bandwidth,
-    latency, direction, and which NPUs each switch joins.
-    """
-    reason = _obvious_reason(topology)
-    if reason is None:
-        target = _canonical(topology)
-        for dims in _decompositions(topology):
-            candidate = AnalyticalNetwork(tuple(dims))
-            if _canonical(candidate.topology()) == target:
-                return candidate
-        reason = "NPU 0's links fit no such decomposition, as in meshes without wrap-around links or dimensions of mixed bandwidths"
-    raise NotExpressible(f"{topology.name} is not a product of Ring / FullyConnected / Switch dimensions ({reason})")
-
-
-def _obvious_reason(topology: Topology) -> str | None:
-    pairs = Counter((l.src, l.dst, l.bandwidth_gbps, l.latency_ns) for l in topology.links)
-    for (src, dst, bw, lat), count in pairs.items():
-        if pairs[(dst, src, bw, lat)] != count:
-            return f"link {_node(topology, src)}->{_node(topology, dst)} has no reverse link of the same bandwidth and latency; ASTRA-sim's dimensions are bidirectional"
-        if topology.is_switch(src) and topology.is_switch(dst):
-            return f"switches {_node(topology, src)} and {_node(topology, dst)} are linked; ASTRA-sim's switches join NPUs only"
-    for switch in range(topology.num_npus, topology.num_nodes):
-        members = {topology.links[i].src for i in topology.in_links[switch]}
-        direct = [n for n in members if any(not topology.is_switch(topology.links[i].dst) for i in topology.out_links[n])]
-        if len(members) == topology.num_npus and direct and topology.num_npus > 2:
-            return (
-                f"switch {_node(topology, switch)} joins all {topology.num_npus} NPUs that also have direct links; "
-                "an ASTRA-sim Switch dimension has one switch per group of the dimension"
-            )
-    return None
-
-
-def _node(topology: Topology, node: int) -> str:
-    return f"s{node - topology.num_npus}" if topology.is_switch(node) else str(node)
-
-
-def _canonical(topology: Topology) -> Counter:
-    """Links as a multiset, each switch named by the NPUs it joins (switch ids do not matter)."""
-    joins = {
-        s: frozenset(topology.links[i].src for i in topology.in_links[s]) | frozenset(topology.links[i].dst for i in topology.out_links[s])
-        for s in range(topology.num_npus, topology.num_nodes)
-    }
-    key = lambda node: ("switch", joins[node]) if node in joins else ("npu", node)  # noqa: E731
-    return Counter((key(l.src), key(l.dst), l.bandwidth_gbps, l.latency_ns) for l in topology.links)
-
-
-def _decompositions(topology: Topology) -> Iterator[list[Dimension]]:
-    n = topology.num_npus
-    out_of_zero = {topology.links[i].dst: topology.links[i] for i in topology.out_links[0]}
-
-    def dimension(stride: int, size: int) -> Dimension | None:
-        members = {k * stride for k in range(1, size)}
-        for node, link in out_of_zero.items():
-            if topology.is_switch(node):
-                joined = {topology.links[i].dst for i in topology.out_links[node]}
-                if joined == members | {0}:
-                    return Dimension("Switch", size, link.bandwidth_gbps, link.latency_ns)
-        first = out_of_zero.get(stride)
-        if first is None:
-            return None
-        if size > 3 and members <= set(out_of_zero):
-            return Dimension("FullyConnected", size, first.bandwidth_gbps, first.latency_ns)
-        if (size - 1) * stride in out_of_zero:
-            return Dimension("Ring", size, first.bandwidth_gbps, first.latency_ns)
-        return None
-
-    def search(stride: int, remaining: int, dims: list[Dimension]) -> Iterator[list[Dimension]]:
-        if remaining == 1:
-            yield dims
-            return
-        for size in range(2, remaining + 1):
-            if remaining % size == 0:
-                found = dimension(stride, size)
-                if found is not None:
-                    yield from search(stride * size, remaining // size, dims + [found])
-
-    if n == 1:
-        return
-    yield from search(1, n, [])
-
-
-# --------------------------------------------------------------------------- system
-def system_config(custom: dict[Collective, str], *, dimensions: int = 1) -> dict[str, Any]:
-    """ASTRA-sim's system configuration: custom collectives from ``custom`` (collective ->
-    ET prefix, as written in the file), native ``ring`` per dimension for the other types.
-
-    >>> system_config({Collective.ALL_REDUCE: "collectives/all_reduce"})["all-reduce-implementation-custom"]
-    ['collectives/all_reduce']
-    """
-    config: dict[str, Any] = {"scheduling-policy": "FIFO", "preferred-dataset-splits": 1}
-    for collective, key in CUSTOM_KEYS.items():
-        if collective in custom:
-            config[key] = [custom[collective]]
-        else:
-            config[key.removesuffix("-custom")] = ["ring"] * dimensions
-    config["local-mem-bw"] = 50
-    return config
 
 
 # --------------------------------------------------------------------------- directory
@@ -381,7 +228,8 @@ def _size_warnings(workload: GeneratedWorkload, algos: list[CollectiveAlgorithm]
 
 
 def _expected_ns(root: Path, workload_prefix: str, comm_groups: str | None, topology: Topology, algos: list[CollectiveAlgorithm]) -> float | None:
-    from chakra_collectives.replay import ProcessGroups, read_workload, replay
+    from chakra_collectives.converters.chakra_et import read_workload
+    from chakra_collectives.replay import ProcessGroups, replay
 
     if comm_groups:
         return None
@@ -418,14 +266,4 @@ def _run_script(result: AstraSimDir, topology: Topology) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = [
-    "AnalyticalNetwork",
-    "AstraSimDir",
-    "BINARY",
-    "CUSTOM_KEYS",
-    "Dimension",
-    "NotExpressible",
-    "analytical_network",
-    "system_config",
-    "write_astra_sim_dir",
-]
+__all__ = ["AstraSimDir", "BINARY", "write_astra_sim_dir"]

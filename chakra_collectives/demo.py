@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from chakra_collectives.astra_sim import AstraSimDir, write_astra_sim_dir
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
-from chakra_collectives.replay import ReplayResult, read_workload, replay, write_trace
+from chakra_collectives.converters.chakra_et import read_workload
+from chakra_collectives.replay import ReplayResult, replay, write_trace
 from chakra_collectives.samples import MODEL_SPEC, RANKS, TACOS_CHUNKS_PER_NPU, TACOS_SIZE, sample_topology
 from chakra_collectives.synth import SynthesisResult, synthesize
 from chakra_collectives.topology import Topology, dump_topology, load_topology

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.execution import execute
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.ir.execution import execute
+from chakra_collectives.ir.matching import match_messages
 
 
 def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[str, Any]:

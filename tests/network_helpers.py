@@ -8,10 +8,15 @@ from __future__ import annotations
 import itertools
 
 from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm
-from chakra_collectives.topology import Topology
+from chakra_collectives.topology import Link, Topology
 
 ONE_BYTE_PER_NS = 1e9 / 2**30
 """A bandwidth (GB/s) of exactly 1 byte/ns: times in tests come out as exact floats."""
+
+
+def transfer_ns(link: Link, nbytes: float) -> float:
+    """The tests' own statement of design.md's hop cost: ``latency + bytes / bandwidth``, 1 GB = 2^30 B."""
+    return link.latency_ns + nbytes / (link.bandwidth_gbps * 2**30 / 1e9)
 
 
 def ring_topology(n: int, bandwidth: float = 50.0, latency: float = 500.0, *, bidirectional: bool = True) -> Topology:

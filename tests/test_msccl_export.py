@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from chakra_collectives.converters.chakra_et import write_algorithm
-from chakra_collectives.converters.msccl import MscclWarning, export_msccl, read_msccl, write_msccl
+from chakra_collectives.converters.msccl import MscclOptions, MscclWarning, read_msccl, write_msccl
 from chakra_collectives.converters.msccl.lift import lift_algorithm
 from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.converters.msccl.program import Program, StepType
@@ -89,7 +89,7 @@ def direct(collective: Collective, n: int, k: int, rng: random.Random):
 def _roundtrip(algo, *, fuse: bool = True):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MscclWarning)
-        lifted = lift_algorithm(algo, fuse=fuse)
+        lifted = lift_algorithm(algo, MscclOptions(fuse=fuse))
     again = lower_program(lifted.program, size_bytes=algo.size_bytes).algorithm
     return lifted.program, again
 
@@ -160,8 +160,8 @@ def test_ring_exports_to_msccls_own_shape_and_back(collective, n, k):
 
 def test_threadblock_step_limit_boundary():
     # 2N - 1 steps in the single threadblock of a fused ring all-reduce: 63 at N=32, 65 at N=33
-    assert not lift_algorithm(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20), fit_limits=False).warnings
-    warned = lift_algorithm(ring(Collective.ALL_REDUCE, 33, size_bytes=2**20), fit_limits=False).warnings
+    assert not lift_algorithm(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20), MscclOptions(fit_limits=False)).warnings
+    warned = lift_algorithm(ring(Collective.ALL_REDUCE, 33, size_bytes=2**20), MscclOptions(fit_limits=False)).warnings
     assert len(warned) == 33 and all("has 65 steps (the MSCCL runtime allows 64 per threadblock)" in w for w in warned)
 
 
@@ -182,7 +182,7 @@ def test_many_peers_are_spread_over_channels_of_at_most_32_threadblocks():
     program = lift_algorithm(algo).program
     for gpu in program.gpus:
         assert max(Counter(tb.chan for tb in gpu.threadblocks).values()) <= 32
-    crowded = lift_algorithm(algo, fit_limits=False)
+    crowded = lift_algorithm(algo, MscclOptions(fit_limits=False))
     assert crowded.program.nchannels == 1 and len(crowded.warnings) == 40
 
 
@@ -270,7 +270,7 @@ def test_dependencies_on_other_threadblocks_become_depid_and_nops():
 def test_written_file_has_what_the_runtime_requires(tmp_path):
     algo = ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)
     path = tmp_path / "ar.xml"
-    write_msccl(algo, path, proto="LL128", min_bytes=1024, max_bytes=2**30)
+    write_msccl(algo, path, MscclOptions(proto="LL128", min_bytes=1024, max_bytes=2**30))
     root = etree.parse(str(path)).getroot()
     assert root.tag == "algo" and root.get("coll") == "allreduce" and root.get("proto") == "LL128"
     assert (root.get("inplace"), root.get("outofplace"), root.get("minBytes"), root.get("maxBytes")) == ("0", "1", "1024", str(2**30))
@@ -293,7 +293,7 @@ def test_what_msccl_cannot_express_is_refused_and_nothing_is_written(tmp_path):
     r1 = deadlock.recv(1, 0, tag=0, dst=(O, 0), count=1)
     deadlock.send(1, 0, tag=0, src=(I, 0), count=1, deps=[r1])
     with pytest.raises(AlgorithmError, match="deadlocks"):
-        export_msccl(deadlock.build(input_chunks=[1, 1], output_chunks=[1, 1]), tmp_path / "x.xml")
+        write_msccl(deadlock.build(input_chunks=[1, 1], output_chunks=[1, 1]), tmp_path / "x.xml")
     assert not list(tmp_path.iterdir())
 
 
@@ -309,7 +309,7 @@ def test_cli_export_then_import_then_verify(cli, tmp_path):
     assert "verified" in imported.stdout
     assert cli("verify", tmp_path / "back").exit_code == 0
     bad = cli("export-msccl", tmp_path / "rs", "-o", tmp_path / "x.xml", "--proto", "Fast")
-    assert bad.exit_code == 2 and "--proto must be Simple, LL or LL128" in bad.stderr and not (tmp_path / "x.xml").exists()
+    assert bad.exit_code == 2 and "proto must be Simple, LL or LL128, not 'Fast'" in bad.stderr and not (tmp_path / "x.xml").exists()
 
 
 def test_cli_import_refuses_to_write_what_it_cannot_verify(cli, interop, tmp_path):

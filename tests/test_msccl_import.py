@@ -12,7 +12,8 @@ import pytest
 from lxml import etree
 
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
-from chakra_collectives.converters.msccl import MscclWarning, import_msccl, read_msccl, read_programs
+from chakra_collectives.converters.msccl import MscclWarning, read_msccl, read_programs
+from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, OpKind
 from chakra_collectives.ir.algorithm import _empty
@@ -355,16 +356,16 @@ def test_runtime_limits_and_hangs_are_warned(tmp_path):
     text = _dependency_program(step(0, "cpy", src="i2", dst="o2", dep=(1, 0)))
     path = tmp_path / "a.xml"
     path.write_text(text.replace('hasdep="1"', 'hasdep="0"'))
-    imported = import_msccl(path, 1024)
+    imported = lower_program(read_programs(path)[0], size_bytes=1024, path=path)
     assert len(imported.warnings) == 1 and "hasdep=0" in imported.warnings[0]
     dependent = line_of(text, 'depid="1"')
     assert imported.warnings[0].startswith(f"{path}:{dependent}:")
     big = _two_rank([step(0, "r", dst="o0", cnt=80)], o1=80, nchunks=80, peer_steps=[step(0, "s", src="o0", cnt=80)])
     path.write_text(big.replace('<gpu id="0" i_chunks="4" o_chunks="4"', '<gpu id="0" i_chunks="4" o_chunks="80"'))
-    assert any("cnt=80" in w for w in import_msccl(path, 2**20).warnings)
+    assert any("cnt=80" in w for w in lower_program(read_programs(path)[0], size_bytes=2**20, path=path).warnings)
     long = _two_rank([step(k, "r", dst="o0") for k in range(65)])
     path.write_text(long)
-    assert any("65 steps" in w for w in import_msccl(path, 2**20).warnings)
+    assert any("65 steps" in w for w in lower_program(read_programs(path)[0], size_bytes=2**20, path=path).warnings)
 
 
 # ---------------------------------------------------------------------------- the IR's aliasing rules

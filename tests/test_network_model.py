@@ -198,7 +198,7 @@ def uncontended_algorithms(draw):
 
 def _longest_path_times(algo, hop_ns):
     """Earliest completion of every op by fixed-point relaxation (no contention); None if cyclic."""
-    from chakra_collectives.verify.matching import match_messages
+    from chakra_collectives.ir.matching import match_messages
 
     ops, partner = algo.ops, match_messages(algo).partner
     end = [None] * len(ops)

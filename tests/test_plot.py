@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from chakra_collectives.replay import replay, single_collective_workload
+from chakra_collectives.converters.chakra_et import single_collective_workload
+from chakra_collectives.replay import replay
 from chakra_collectives.replay.timeline import timeline_document
 from chakra_collectives.topology import load_topology
 from chakra_collectives.workload import data_parallel, uniform_model

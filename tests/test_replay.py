@@ -9,7 +9,8 @@ import pytest
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
-from chakra_collectives.replay import ProcessGroups, ReplayDeadlock, WorkloadBuilder, replay, single_collective_workload
+from chakra_collectives.converters.chakra_et import WorkloadBuilder, single_collective_workload
+from chakra_collectives.replay import ProcessGroups, ReplayDeadlock, replay
 from chakra_collectives.synth.baselines import direct, ring
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import fully_connected, load_topology, torus2d

@@ -7,9 +7,10 @@ import pytest
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
-from chakra_collectives.synth.baselines import BASELINES, binomial_tree, direct, recursive_halving_doubling
+from chakra_collectives.synth.baselines import bidirectional_ring, binomial_tree, direct, recursive_halving_doubling, ring
 from chakra_collectives.topology import load_topology
 from chakra_collectives.verify import verify_algorithm
+from network_helpers import transfer_ns
 
 SUPPORTED = {
     "ring": ["all-gather", "reduce-scatter", "all-reduce"],
@@ -18,6 +19,7 @@ SUPPORTED = {
     "rhd": ["all-gather", "reduce-scatter", "all-reduce"],
     "tree": ["broadcast", "reduce"],
 }
+BUILD = {"ring": ring, "biring": bidirectional_ring, "direct": direct, "rhd": recursive_halving_doubling, "tree": binomial_tree}
 
 
 @pytest.mark.parametrize("name, collective", [(n, c) for n, cs in SUPPORTED.items() for c in cs])
@@ -26,7 +28,7 @@ def test_every_baseline_verifies(name, collective, ranks):
     if name == "rhd" and ranks & (ranks - 1):
         pytest.skip("power of two only")
     kwargs = {"chunks": 2, "root": ranks - 1} if name == "tree" else {"chunks_per_rank": 2}
-    algo = BASELINES[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
+    algo = BUILD[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
     report = verify_algorithm(algo)
     assert report.ok, report.checks
 
@@ -44,21 +46,21 @@ def test_closed_forms_on_a_fully_connected_network():
     # direct all-gather on fully-connected N: every link carries one share, all in parallel
     n, size = 8, 8 * 2**20
     topo = load_topology(f"fully-connected:{n}")
-    hop = topo.links[0].transfer_ns(size // n)
+    hop = transfer_ns(topo.links[0], size // n)
     assert predict_time(direct(Collective.ALL_GATHER, n, size_bytes=size), topo) == pytest.approx(hop)
     # recursive doubling: log2 N steps moving 1, 2, 4 shares
     rd = recursive_halving_doubling(Collective.ALL_GATHER, n, size_bytes=size)
-    expected = sum(topo.links[0].transfer_ns((size // n) * 2**i) for i in range(3))
+    expected = sum(transfer_ns(topo.links[0], (size // n) * 2**i) for i in range(3))
     assert predict_time(rd, topo) == pytest.approx(expected)
     # binomial broadcast of one chunk: ceil(log2 N) hops one after another
     tree = binomial_tree(Collective.BROADCAST, n, size_bytes=size)
-    assert predict_time(tree, topo) == pytest.approx(3 * topo.links[0].transfer_ns(size))
+    assert predict_time(tree, topo) == pytest.approx(3 * transfer_ns(topo.links[0], size))
 
 
 def test_bidirectional_ring_halves_the_ring_time():
     n, size = 8, 8 * 2**20
     topo = load_topology(f"ring:{n}")
-    one = predict_time(BASELINES["ring"](Collective.ALL_GATHER, n, size_bytes=size), topo)
-    two = predict_time(BASELINES["biring"](Collective.ALL_GATHER, n, size_bytes=size), topo)
-    assert two == pytest.approx((n - 1) * topo.links[0].transfer_ns(size / (2 * n)))
+    one = predict_time(ring(Collective.ALL_GATHER, n, size_bytes=size), topo)
+    two = predict_time(bidirectional_ring(Collective.ALL_GATHER, n, size_bytes=size), topo)
+    assert two == pytest.approx((n - 1) * transfer_ns(topo.links[0], size / (2 * n)))
     assert two < 0.55 * one

@@ -9,9 +9,11 @@ import pytest
 from chakra_collectives.ir import Collective, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.baselines import BASELINES, baseline_messages
+from chakra_collectives.synth.baselines import baseline_messages
+from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.best import applicable, baseline_bound_ns, link_load_ns
-from chakra_collectives.topology import load_topology
+from chakra_collectives.topology import Topology, load_topology
+from network_helpers import transfer_ns
 
 AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE
 
@@ -20,7 +22,7 @@ AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_RE
 @pytest.mark.parametrize("collective", [AG, RS, AR])
 @pytest.mark.parametrize("ranks, k", [(2, 1), (4, 3), (8, 2)])
 def test_message_lists_match_the_built_baselines(name, collective, ranks, k):
-    algo = BASELINES[name](collective, ranks, size_bytes=2**20, chunks_per_rank=k)
+    algo = get(name).make(Topology(ranks), collective, ranks, SynthesisOptions(size_bytes=2**20, chunks_per_npu=k)).algorithm
     ops = algo.ops
     send = ops.kind == OpKind.SEND
     built = sorted(zip(ops.rank[send].tolist(), ops.peer[send].tolist(), ops.count[send].tolist()))
@@ -33,7 +35,7 @@ def test_message_lists_match_the_built_baselines(name, collective, ranks, k):
 def test_link_load_bounds_every_baseline(spec, collective):
     topo = load_topology(spec)
     for name in ("ring", "biring", "direct", "rhd"):
-        algo = BASELINES[name](collective, topo.num_npus, size_bytes=2**22, chunks_per_rank=2)
+        algo = get(name).make(topo, collective, topo.num_npus, SynthesisOptions(size_bytes=2**22, chunks_per_npu=2)).algorithm
         bound = baseline_bound_ns(name, topo, collective, 2**22, 2)
         assert 0 < bound <= predict_time(algo, topo) * (1 + 1e-12)
 
@@ -42,7 +44,7 @@ def test_link_load_closed_form():
     # a one-way ring's link i -> i+1 carries N-1 messages of the ring All-Gather
     topo = load_topology("ring:5,bidirectional=false")
     src, dst, chunks = baseline_messages("ring", AG, 5)
-    assert link_load_ns(topo, src, dst, chunks * 1000) == pytest.approx(4 * topo.links[0].transfer_ns(1000))
+    assert link_load_ns(topo, src, dst, chunks * 1000) == pytest.approx(4 * transfer_ns(topo.links[0], 1000))
 
 
 @pytest.mark.parametrize("spec, collective, k", [("ring:8", AG, 1), ("switch:8", AR, 1), ("mesh2d:2x4", AR, 2), ("torus2d:3x3", RS, 1)])
@@ -76,7 +78,7 @@ def test_best_on_the_command_line(cli):
     times = {name: c["predicted_ns"] or c["at_least_ns"] for name, c in summary["candidates"].items()}
     assert summary["predicted_ns"] == min(times.values())
     # TACOS: 7 chunks of 8 MiB over 2 in-links take 4 steps; biring: 7 steps of 4 MiB per direction
-    hop = load_topology("ring:8").links[0].transfer_ns
+    hop = lambda nbytes: transfer_ns(load_topology("ring:8").links[0], nbytes)  # noqa: E731
     assert times["tacos"] == pytest.approx(4 * hop(2**23))
     assert summary["predicted_ns"] == pytest.approx(7 * hop(2**22))
     text = cli("synth", "-t", "ring:8", "-c", "all-gather", "-a", "best")

@@ -17,6 +17,7 @@ from chakra_collectives.synth.matcher import expand_runs, match_all_gather, mess
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.verify import verify_algorithm
+from network_helpers import transfer_ns
 
 AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE
 DIRECT = ["ring:4", "ring:5,bidirectional=false", "mesh2d:3x2", "torus2d:3x3", "hypercube:3", "fully-connected:4", "hetero-mesh2d:3x2"]
@@ -71,7 +72,7 @@ def test_ring_all_gather_reaches_its_closed_form():
     n, size = 6, 6 * 2**20
     topo = load_topology(f"ring:{n},bidirectional=false")
     result = tacos(topo, AG, size)
-    hop = topo.links[0].transfer_ns(size // n)
+    hop = transfer_ns(topo.links[0], size // n)
     assert result.schedule_ns == pytest.approx((n - 1) * hop)
 
 
@@ -173,7 +174,7 @@ def test_schedule_respects_links_and_never_repeats_a_delivery(ratio):
     assert np.all(owned == owned[np.cumsum(schedule.count) - schedule.count][message])
     # each message lasts its link's latency + size/bandwidth, and one link carries one message at a time
     link = channels.direct_link[schedule.channel]
-    expected = [topo.links[l].transfer_ns(m * 2**12) for l, m in zip(link.tolist(), schedule.count.tolist())]
+    expected = [transfer_ns(topo.links[l], m * 2**12) for l, m in zip(link.tolist(), schedule.count.tolist())]
     assert np.allclose(schedule.end - schedule.start, expected, rtol=1e-12)
     for channel in np.unique(schedule.channel):
         mine = np.flatnonzero(schedule.channel == channel)

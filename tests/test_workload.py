@@ -9,7 +9,8 @@ import pytest
 
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
-from chakra_collectives.replay import ProcessGroups, read_workload, replay
+from chakra_collectives.converters.chakra_et import read_workload
+from chakra_collectives.replay import ProcessGroups, replay
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.topology import fully_connected, torus2d
 from chakra_collectives.workload import data_parallel, groups_path, hybrid_parallel, load_model_spec, microbenchmark, uniform_model

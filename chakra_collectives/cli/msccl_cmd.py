@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -10,8 +11,10 @@ import typer
 from chakra_collectives.cli.app import command, console, err_console, print_json
 from chakra_collectives.cli.options import collective_option, size_option
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
-from chakra_collectives.converters.msccl import export_msccl, import_msccl
-from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.converters.msccl import MscclOptions, MscclWarning, read_programs, write_msccl
+from chakra_collectives.converters.msccl.io import choose_program
+from chakra_collectives.converters.msccl.lower import lower_program
+from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.units import format_size
 from chakra_collectives.verify import verify_algorithm
@@ -42,7 +45,8 @@ def import_msccl_command(
     """
     size_bytes = size_option(size)
     with err_console.status(f"importing {xml}"):
-        imported = import_msccl(xml, size_bytes, index=index, collective=collective_option(collective), root=root)
+        program = choose_program(read_programs(xml), index, xml)
+        imported = lower_program(program, size_bytes=size_bytes, path=xml, collective=collective_option(collective), root=root)
         algo = imported.algorithm
         report = verify_algorithm(algo, subject=str(xml)) if verify else None
     for message in imported.warnings:
@@ -64,7 +68,7 @@ def import_msccl_command(
                 "chunk_count": algo.chunk_count,
                 "size_bytes": algo.size_bytes,
                 "chunk_bytes": algo.chunk_bytes(),
-                "steps": imported.program.step_types(),
+                "steps": program.step_types(),
                 "ops": summary,
                 "files": [str(p) for p in paths],
                 "verified": None if report is None else report.ok,
@@ -72,9 +76,9 @@ def import_msccl_command(
             }
         )
         return
-    steps = ", ".join(f"{n} {t}" for t, n in sorted(imported.program.step_types().items()))
+    steps = ", ".join(f"{n} {t}" for t, n in sorted(program.step_types().items()))
     console.print(f"[bold]{xml}[/bold]: {algo.describe()}, {format_size(algo.size_bytes)} ({format_size(algo.chunk_bytes())} per chunk)")
-    console.print(f"  {imported.program.num_steps} steps ({steps})")
+    console.print(f"  {program.num_steps} steps ({steps})")
     console.print(f"  -> {', '.join(f'{n} {k}' for k, n in summary.items() if n)} operations")
     if report is not None:
         console.print("  [green]verified[/green]: " + report.check("semantics").summary)
@@ -103,18 +107,17 @@ def export_msccl_command(
 
     Example: [bold]chakra-coll export-msccl out/ar -o ar.xml[/bold]
     """
-    if proto not in ("Simple", "LL", "LL128"):
-        raise InputError(f"--proto must be Simple, LL or LL128, not {proto!r}")
-    if min_bytes < 0 or max_bytes < 0:
-        raise InputError("--min-bytes and --max-bytes must not be negative")
+    options = MscclOptions(fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
     algo = read_algorithm(prefix)
-    with err_console.status(f"exporting {prefix}"):
-        lifted = export_msccl(
-            algo, output, fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes
-        )
-    for message in lifted.warnings:
+    with err_console.status(f"exporting {prefix}"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MscclWarning)
+        program = write_msccl(algo, output, options)
+    found = [str(w.message) for w in caught if issubclass(w.category, MscclWarning)]
+    for w in caught:
+        if not issubclass(w.category, MscclWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for message in found:
         err_console.print(f"chakra-coll: warning: {message}", markup=False, soft_wrap=True)
-    program = lifted.program
     tbs = sum(len(g.threadblocks) for g in program.gpus)
     if as_json:
         print_json(
@@ -127,7 +130,7 @@ def export_msccl_command(
                 "nchannels": program.nchannels,
                 "threadblocks": tbs,
                 "steps": program.step_types(),
-                "warnings": lifted.warnings,
+                "warnings": found,
             }
         )
         return

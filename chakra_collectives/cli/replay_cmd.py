@@ -9,10 +9,11 @@ import typer
 from rich.table import Table
 
 from chakra_collectives.cli.app import command, console, err_console, print_json
+from chakra_collectives.converters.chakra_et import read_workload
 from chakra_collectives.network.model import Mode
-from chakra_collectives.replay import ProcessGroups, load_algorithms, read_workload, replay, write_trace
-from chakra_collectives.replay.algorithms import BUILTIN
+from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
 from chakra_collectives.replay.expand import CONCURRENCY
+from chakra_collectives.synth.registry import names as synthesizer_names
 from chakra_collectives.topology import load_topology
 from chakra_collectives.units import format_size, format_time_ns
 
@@ -25,7 +26,7 @@ def replay_command(
     workload: Path = typer.Argument(..., help="Workload ETs PREFIX.{rank}.et (or one of them)."),
     topology: str = typer.Option(..., "--topology", "-t", help="Topology spec (ring:8, torus2d:4x4, switch:16...) or file (ASTRA-sim network YAML, our YAML/JSON, GraphML, edge list)."),
     collective: Optional[List[str]] = typer.Option(None, "--collective", "-c", help="Algorithm for a collective type: all-reduce=out/ar (repeatable); a bare PREFIX takes the type from its metadata."),
-    default_algorithm: str = typer.Option("ring", "--default-algorithm", help=f"Built-in algorithm for collectives without --collective: {', '.join(sorted(BUILTIN))}."),
+    default_algorithm: str = typer.Option("ring", "--default-algorithm", help=f"Built-in algorithm for collectives without --collective: {', '.join(synthesizer_names())}, synthesized for the group."),
     comm_groups: Optional[Path] = typer.Option(None, "--comm-groups", help="ASTRA-sim communicator-group JSON: {pg_name: [ranks...]}."),
     mode: str = typer.Option("tacos", "--mode", help="Network model: tacos (exact ns, link busy latency + size/bw) or astra-sim (ASTRA-sim's congestion-aware model, to the ns)."),
     concurrency: str = typer.Option("unlimited", "--concurrency", help="unlimited (dependencies only) or astra-sim (per rank one GPU COMP, one CPU op, one communication in flight)."),

@@ -17,7 +17,7 @@ from chakra_collectives.cli.handoff import print_astra_sim_dir
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.synth import ALGORITHMS, DEFAULT_ALGORITHM, SynthesisResult, synthesize
+from chakra_collectives.synth import DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
 from chakra_collectives.topology import load_topology
 from chakra_collectives.units import format_size, format_time_ns, parse_size
 
@@ -63,7 +63,7 @@ def synth(
     chunks_per_npu: int = typer.Option(1, "--chunks-per-npu", "-k", help="Chunks each NPU's share is cut into (chunk = ceil(size / (NPUs * k)) bytes)."),
     algorithm: str = typer.Option(
         DEFAULT_ALGORITHM, "--algorithm", "-a",
-        help=f"One of: {', '.join(ALGORITHMS)}. 'best' runs TACOS and every applicable baseline and keeps the fastest (predicted).",
+        help=f"One of: {', '.join(algorithm_names())}. 'best' runs every applicable one (TACOS and the baselines) and keeps the fastest (predicted).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of TACOS's random tie-breaking."),
     trials: Optional[int] = typer.Option(

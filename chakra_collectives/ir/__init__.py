@@ -3,7 +3,15 @@
 * :mod:`~chakra_collectives.ir.collective` -- what a collective means in chunks;
 * :mod:`~chakra_collectives.ir.ops` -- operations, stored column-wise;
 * :mod:`~chakra_collectives.ir.algorithm` -- :class:`CollectiveAlgorithm`;
-* :mod:`~chakra_collectives.ir.builder` -- :class:`AlgorithmBuilder`.
+* :mod:`~chakra_collectives.ir.builder` -- :class:`AlgorithmBuilder`;
+
+and the analyses every consumer shares (the verifier, the network model, the MSCCL-IR
+exporter, ``inspect``, the replayer):
+
+* :mod:`~chakra_collectives.ir.structure` -- well-formedness, dependency cycles, dependents;
+* :mod:`~chakra_collectives.ir.matching` -- pairing SENDs with RECVs (FIFO per ``(src, dst, tag)``);
+* :mod:`~chakra_collectives.ir.execution` -- running the dependency + message graph under eager
+  or rendezvous sends, and describing where it gets stuck.
 """
 
 from chakra_collectives.ir.algorithm import CollectiveAlgorithm

@@ -17,8 +17,10 @@ from typing import Iterator
 
 import numpy as np
 
+from chakra_collectives.errors import InputError
 from chakra_collectives.ir.collective import Collective
 from chakra_collectives.ir.ops import NONE, Buffer, Op, OpKind, OpTable
+from chakra_collectives.units import bytes_per_ns
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +101,29 @@ class CollectiveAlgorithm:
             explicit = np.where(explicit >= 0, np.ceil(explicit * (size / self.size_bytes)).astype(np.int64), explicit)
         result = np.where(explicit >= 0, explicit, derived)
         return np.where(self.ops.kind == OpKind.COMPUTE, np.maximum(explicit, 0), result)
+
+    def local_durations(self, nbytes: np.ndarray, reduce_bandwidth_gbps: float | None = None) -> np.ndarray:
+        """Duration (ns) of every local operation (REDUCE, COPY, COMPUTE): its own
+        ``duration_ns``, else -- when ``reduce_bandwidth_gbps`` is given and it processes bytes
+        (``nbytes``, from :meth:`op_bytes`) -- ``bytes / bandwidth``; NaN where unknown and for
+        SEND / RECV. The one rule for what local work costs: the ET writer stores it, the
+        network model times it (:meth:`~chakra_collectives.network.NetworkModel.local_ns`).
+
+        >>> from chakra_collectives.synth.baselines import ring
+        >>> algo = ring(Collective.ALL_GATHER, 2, size_bytes=2**20)     # SEND, RECV, COPY per rank
+        >>> algo.local_durations(algo.op_bytes()).tolist()[:3]
+        [nan, nan, nan]
+        >>> algo.local_durations(algo.op_bytes(), reduce_bandwidth_gbps=1e9 / 2**30).tolist()[:3]   # 1 byte/ns
+        [nan, nan, 524288.0]
+        """
+        local = self.ops.kind > OpKind.RECV
+        durations = np.where(local, self.ops.duration_ns, np.nan)
+        if reduce_bandwidth_gbps is not None:
+            if not reduce_bandwidth_gbps > 0:
+                raise InputError(f"reduce bandwidth must be positive, got {reduce_bandwidth_gbps} GB/s")
+            derive = local & np.isnan(durations) & (nbytes > 0)
+            durations[derive] = nbytes[derive] / bytes_per_ns(reduce_bandwidth_gbps)
+        return durations
 
     def buffer_chunks(self, rank: int, buffer: Buffer) -> int:
         return int((self.input_chunks, self.output_chunks, self.scratch_chunks)[buffer][rank])

@@ -1,12 +1,14 @@
-"""The network model shared by the synthesizer (cost model) and the replayer.
+"""The one network model, shared by the synthesizer (cost model), ``best`` and the replayer.
 
 * :mod:`~chakra_collectives.network.events` -- the discrete-event core (SimPy-shaped);
-* :mod:`~chakra_collectives.network.model` -- hop costs, routes, local-operation costs, and
-  the two modes (``"tacos"``, ``"astra-sim"``) with exactly where they differ;
+* :mod:`~chakra_collectives.network.model` -- :class:`NetworkModel`: the link arrays, the hop
+  cost (:meth:`NetworkModel.hop_ns`), routes, local-operation costs, and the two modes
+  (``"tacos"``, ``"astra-sim"``) with exactly where they differ;
 * :mod:`~chakra_collectives.network.graph` / :mod:`~chakra_collectives.network.engine` --
   tasks as flat arrays and the simulation that times them;
-* :mod:`~chakra_collectives.network.collective` -- :func:`predict_time` and
-  :func:`simulate_collective` for one algorithm.
+* :mod:`~chakra_collectives.network.collective` -- the one lowering of an algorithm to tasks
+  (:func:`~chakra_collectives.network.collective.collective_task_graph`, which the replayer
+  reuses per collective call), :func:`predict_time` and :func:`simulate_collective`.
 """
 
 from chakra_collectives.network.collective import CollectiveTiming, predict_time, simulate_collective

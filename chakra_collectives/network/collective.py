@@ -31,7 +31,7 @@ from chakra_collectives.network.engine import LinkUse, Timing, run
 from chakra_collectives.network.graph import LOCAL, TaskGraph
 from chakra_collectives.network.model import LOCAL_OPS, Mode, NetworkModel
 from chakra_collectives.topology import Topology
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.ir.matching import match_messages
 
 
 @dataclass
@@ -65,45 +65,50 @@ def collective_task_graph(
     *,
     size_bytes: int | None = None,
     placement: np.ndarray | None = None,
-    partner: np.ndarray | None = None,
 ) -> TaskGraph:
-    """Lower ``algo`` to engine tasks (one per operation, same order)."""
+    """The one lowering of an algorithm to engine tasks: one task per operation, same order.
+
+    SEND / RECV become message tasks paired by :func:`~chakra_collectives.ir.matching.match_messages`,
+    of :meth:`~chakra_collectives.ir.CollectiveAlgorithm.op_bytes` at ``size_bytes``; REDUCE /
+    COPY / COMPUTE become local tasks that take what the model charges for their duration
+    (:meth:`NetworkModel.local_ns`). Rank ``r`` runs on NPU ``placement[r]`` (default ``r``).
+    :func:`simulate_collective` runs one algorithm alone; the replayer stamps the same tasks
+    out once per collective call of a workload.
+
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> from chakra_collectives.topology import ring as ring_topology
+    >>> graph = collective_task_graph(ring(Collective.ALL_GATHER, 2, size_bytes=64), NetworkModel(ring_topology(2)))
+    >>> graph.kind.tolist(), graph.partner.tolist(), graph.nbytes.tolist()   # 0 SEND, 1 RECV, 2 local
+    ([0, 1, 2, 1, 0, 2], [3, 4, -1, 0, 1, -1], [32, 32, 32, 32, 32, 32])
+
+    Raises
+    ------
+    AlgorithmError
+        A SEND without its RECV (or the reverse), or a pair of unequal sizes.
+    """
     size = algo.size_bytes if size_bytes is None else size_bytes
     ops = algo.ops
     npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement)
-    if partner is None:
-        matching = match_messages(algo, limit=1)
-        if matching.problems:
-            raise AlgorithmError(f"cannot time {algo.name or 'the algorithm'}: {matching.problems[0]}")
-        partner = matching.partner
+    matching = match_messages(algo, limit=1)
+    if matching.problems:
+        raise AlgorithmError(f"cannot time {algo.name or 'the algorithm'}: {matching.problems[0]}")
     nbytes = algo.op_bytes(size)
     kind = ops.kind.astype(np.int8)
     local = kind > OpKind.RECV
     kind[local] = LOCAL
-    duration = _local_durations(model, ops.duration_ns, nbytes, local)
+    costed = model.local_ns(algo.local_durations(nbytes, model.reduce_bandwidth_gbps)[local])
+    duration = np.zeros(len(ops), dtype=costed.dtype)
+    duration[local] = costed
     return TaskGraph.build(
         kind=kind,
         npu=npus[ops.rank],
-        partner=partner,
+        partner=matching.partner,
         nbytes=nbytes,
         duration=duration,
         dep_ptr=ops.dep_ptr,
         dep_idx=ops.dep_idx,
     )
-
-
-def _local_durations(model: NetworkModel, duration_ns: np.ndarray, nbytes: np.ndarray, local: np.ndarray) -> np.ndarray:
-    """Costed duration of every local operation (0 for communication)."""
-    dtype = np.int64 if model.integer_time else np.float64
-    out = np.zeros(len(duration_ns), dtype=dtype)
-    cache: dict[tuple[float, int], float] = {}
-    for i in np.flatnonzero(local).tolist():
-        key = (float(duration_ns[i]), int(nbytes[i]))
-        value = cache.get(key)
-        if value is None:
-            value = cache[key] = model.local_ns(*key)
-        out[i] = value
-    return out
 
 
 def simulate_collective(

@@ -52,18 +52,24 @@ order they became ready -- ASTRA-sim's rule of at most one GPU COMP in flight pe
 >>> for i in range(8):
 ...     ring.add_link(i, (i + 1) % 8, 50.0, 500.0, bidirectional=True)
 >>> model = NetworkModel(ring, mode="astra-sim")
->>> model.hop(0, 131072)          # (link busy, delivered after): int(2441.4), int(2941.4)
-(2441, 2941)
->>> NetworkModel(ring).hop(0, 131072)[1] == 500.0 + 131072 / (50 * 2**30 / 1e9)
+>>> [a.tolist() for a in model.hop_times([0], [131072])]   # (link busy, delivered): int(2441.4), int(2941.4)
+[[2441], [2941]]
+>>> float(NetworkModel(ring).hop_ns([0], 131072)[0]) == 500.0 + 131072 / (50 * 2**30 / 1e9)
 True
 >>> [ring.links[l].dst for l in model.route(4, 0)]   # 4 hops either way: clockwise
 [5, 6, 7, 0]
+
+The model owns the topology's links as arrays (:attr:`NetworkModel.link_latency`,
+:attr:`NetworkModel.link_rate`, ...) and the one hop cost, :meth:`NetworkModel.hop_ns`; the
+TACOS matcher's channels, ``best``'s pruning bound, the event engine and the lowering of
+algorithms and workloads to tasks all take their costs from it.
 """
 
 from __future__ import annotations
 
-import math
 from enum import Enum
+
+import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.topology import Topology
@@ -89,17 +95,33 @@ LOCAL_OPS = ("parallel", "serial")
 
 
 class NetworkModel:
-    """Hop costs, routes and local-operation costs of one topology under one mode."""
+    """Hop costs, routes and local-operation costs of one topology under one mode.
+
+    Raises :class:`~chakra_collectives.errors.InputError` for a topology whose NPUs do not
+    all reach each other, an unknown mode or a non-positive reduce bandwidth.
+
+    Attributes
+    ----------
+    link_src, link_dst:
+        int64, per link of the topology.
+    link_latency:
+        float64 ns, per link.
+    link_rate:
+        float64 bytes/ns, per link (bandwidth in GB/s, 1 GB = 2^30 bytes).
+    """
 
     def __init__(self, topology: Topology, *, mode: "str | Mode" = Mode.TACOS, reduce_bandwidth_gbps: float | None = None) -> None:
-        self.topology = topology
+        self.topology = topology.validate()
         self.mode = Mode.parse(mode)
         if reduce_bandwidth_gbps is not None and not reduce_bandwidth_gbps > 0:
             raise InputError(f"reduce bandwidth must be positive, got {reduce_bandwidth_gbps} GB/s")
-        self.reduce_rate = None if reduce_bandwidth_gbps is None else bytes_per_ns(reduce_bandwidth_gbps)
+        self.reduce_bandwidth_gbps = reduce_bandwidth_gbps
         self.integer_time = self.mode is Mode.ASTRA_SIM
-        self.link_rate = [bytes_per_ns(link.bandwidth_gbps) for link in topology.links]
-        self.link_latency = [link.latency_ns for link in topology.links]
+        arrays = topology.link_arrays
+        self.link_src: np.ndarray = arrays["src"]
+        self.link_dst: np.ndarray = arrays["dst"]
+        self.link_latency: np.ndarray = arrays["latency_ns"].astype(np.float64)
+        self.link_rate: np.ndarray = bytes_per_ns(arrays["bandwidth_gbps"].astype(np.float64))
         self._ring = _ring_links(topology) if self.mode is Mode.ASTRA_SIM else None
         self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
         self._direct: dict[tuple[int, int], int] = {}
@@ -109,14 +131,41 @@ class NetworkModel:
             if best is None or link.latency_ns < topology.links[best].latency_ns:
                 self._direct[key] = index
 
+    @property
+    def num_links(self) -> int:
+        return len(self.link_latency)
+
     # ------------------------------------------------------------------ links
-    def hop(self, link: int, nbytes: float) -> tuple[float, float]:
-        """``(busy, delivered)``: how long ``nbytes`` keep ``link`` busy and arrive after, in ns."""
-        serialization = nbytes / self.link_rate[link]
+    def hop_ns(self, links: "np.ndarray | list[int]", nbytes: "np.ndarray | float", messages: "np.ndarray | int" = 1) -> np.ndarray:
+        """The hop cost: ``messages x latency + nbytes / bandwidth`` for each of ``links`` (ns).
+
+        For one message (``messages=1``) it is the time ``nbytes`` take to cross the link alone
+        and, in tacos mode, how long they hold it -- what the TACOS matcher plans with. For
+        several messages of ``nbytes`` in total it is how long they hold the link one after
+        the other in tacos mode (``best``'s lower bound). Exact floats, as tacos mode times
+        every hop; :meth:`hop_times` gives a mode's truncated times.
+
+        >>> from chakra_collectives.topology import ring
+        >>> model = NetworkModel(ring(4))                    # 50 GB/s, 500 ns
+        >>> model.hop_ns([0, 1], 2**20).round(1).tolist()
+        [20031.2, 20031.2]
+        >>> float(model.hop_ns([0], 2 * 2**20, messages=2)[0]) == 2 * float(model.hop_ns([0], 2**20)[0])
+        True
+        """
+        links = np.asarray(links)
+        return messages * self.link_latency[links] + nbytes / self.link_rate[links]
+
+    def hop_times(self, links: "np.ndarray | list[int]", nbytes: "np.ndarray | list[int]") -> tuple[np.ndarray, np.ndarray]:
+        """``(busy, delivered)`` per hop: how long a message of ``nbytes`` keeps each link busy
+        and arrives after, in ns, under the mode (astra-sim: both truncated to whole ns, the
+        link busy for the serialization only)."""
+        links = np.asarray(links, dtype=np.int64)
+        nbytes = np.asarray(nbytes)
         if self.integer_time:
-            return int(serialization), int(self.link_latency[link] + serialization)
-        total = self.link_latency[link] + serialization
-        return total, total
+            serialization = nbytes / self.link_rate[links]
+            return serialization.astype(np.int64), (self.link_latency[links] + serialization).astype(np.int64)
+        delivered = self.hop_ns(links, nbytes)
+        return delivered, delivered
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """Link ids a message from NPU ``src`` to NPU ``dst`` crosses (empty when ``src == dst``)."""
@@ -149,22 +198,23 @@ class NetworkModel:
         return tuple(path)
 
     # ------------------------------------------------------------------ local operations
-    def local_ns(self, duration_ns: float, nbytes: float) -> float:
-        """Time of a REDUCE / COPY / COMPUTE: its duration, else bytes / reduce bandwidth, else 0.
+    def local_ns(self, duration_ns: np.ndarray) -> np.ndarray:
+        """What local work of these durations costs (ns): unknown (NaN) is 0 ns; in astra-sim
+        mode whole microseconds with a 1 ns minimum, as ASTRA-sim charges a COMP node.
+
+        Durations come from :meth:`~chakra_collectives.ir.CollectiveAlgorithm.local_durations`
+        (with this model's reduce bandwidth) or from a workload's COMP nodes.
 
         >>> from chakra_collectives.topology import Topology
-        >>> NetworkModel(Topology(1), mode="astra-sim").local_ns(float("nan"), 2**20)
-        1
-        >>> NetworkModel(Topology(1), reduce_bandwidth_gbps=1e9 / 2**30).local_ns(float("nan"), 4096)
-        4096.0
-        >>> NetworkModel(Topology(1), mode="astra-sim").local_ns(2441.4, 0)   # 2 us in the ET
-        2000
+        >>> NetworkModel(Topology(1), mode="astra-sim").local_ns(np.array([float("nan"), 2441.4, 0.0])).tolist()
+        [1, 2000, 1]
+        >>> NetworkModel(Topology(1)).local_ns(np.array([float("nan"), 2441.4])).tolist()
+        [0.0, 2441.4]
         """
-        if math.isnan(duration_ns):
-            duration_ns = 0.0 if self.reduce_rate is None or nbytes <= 0 else nbytes / self.reduce_rate
+        duration = np.nan_to_num(np.asarray(duration_ns, dtype=np.float64), nan=0.0)
         if self.integer_time:
-            return max(1, round(duration_ns / 1000.0) * 1000)
-        return float(duration_ns)
+            return np.maximum(1, np.round(duration / 1000.0) * 1000).astype(np.int64)
+        return duration
 
     def describe(self) -> str:
         return f"{self.topology.describe()}; {self.mode.value} model"

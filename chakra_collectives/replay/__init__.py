@@ -1,31 +1,29 @@
 """Replay a workload's Chakra ETs with collective algorithms on a modeled topology.
 
-* :mod:`~chakra_collectives.replay.workload` -- read workload ETs (all node types);
-* :mod:`~chakra_collectives.replay.algorithms` -- which algorithm each collective runs;
+* :mod:`~chakra_collectives.replay.algorithms` -- which algorithm each collective runs (files,
+  or a producer of the synthesizer registry);
 * :mod:`~chakra_collectives.replay.groups` -- process groups (``pg_name``);
-* :mod:`~chakra_collectives.replay.expand` -- lower workload + algorithms to engine tasks;
+* :mod:`~chakra_collectives.replay.expand` -- :func:`~chakra_collectives.replay.expand.expand_workload`:
+  a workload and its collectives' algorithms as one engine TaskGraph (each algorithm lowered by
+  the network model's :func:`~chakra_collectives.network.collective.collective_task_graph`);
 * :mod:`~chakra_collectives.replay.replayer` -- :func:`replay` and its statistics;
-* :mod:`~chakra_collectives.replay.trace` -- Chrome-trace / Perfetto output;
-* :mod:`~chakra_collectives.replay.writer` -- write small workload ETs.
+* :mod:`~chakra_collectives.replay.trace` / :mod:`~chakra_collectives.replay.timeline` --
+  Chrome-trace / Perfetto output, the timeline ``chakra-coll plot`` draws.
+
+Workload ETs are read and written by :mod:`chakra_collectives.converters.chakra_et`.
 """
 
 from chakra_collectives.replay.algorithms import AlgorithmCatalog, load_algorithms
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.replay.replayer import ReplayDeadlock, ReplayResult, replay
 from chakra_collectives.replay.trace import write_trace
-from chakra_collectives.replay.workload import Workload, read_workload
-from chakra_collectives.replay.writer import WorkloadBuilder, single_collective_workload
 
 __all__ = [
     "AlgorithmCatalog",
     "ProcessGroups",
     "ReplayDeadlock",
     "ReplayResult",
-    "Workload",
-    "WorkloadBuilder",
     "load_algorithms",
-    "read_workload",
     "replay",
-    "single_collective_workload",
     "write_trace",
 ]

@@ -2,8 +2,10 @@
 
 ``--collective all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--collective out/ar`` takes
 the collective from the files' metadata (files chakra-collectives wrote record it). Without an
-algorithm for a collective type, the built-in ``--default-algorithm`` is generated for each
-group size it is needed for.
+algorithm for a collective type, the built-in ``--default-algorithm`` -- any producer of the
+synthesizer registry (:mod:`~chakra_collectives.synth.registry`) -- is generated for each group
+size it is needed for (for each group, when it plans for the whole topology), for any size:
+every call scales it to its own size.
 
 >>> from chakra_collectives.topology import ring
 >>> catalog = AlgorithmCatalog({}, default="ring")
@@ -16,36 +18,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 from chakra_collectives.converters.chakra_et import read_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
-from chakra_collectives.synth import baselines
-from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.synth.registry import SynthesisOptions, get, names
 from chakra_collectives.topology import Topology
-
-def _tacos(collective: Collective, members: tuple[int, ...], topology: Topology) -> CollectiveAlgorithm:
-    if members != tuple(range(topology.num_npus)):
-        raise InputError(
-            f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {len(members)} ranks"
-        )
-    # one chunk per message and one seed: a schedule whose shape does not depend on the size it
-    # was synthesized for (it is scaled to each collective's size)
-    return tacos(topology, collective, topology.num_npus, trials=1, merge_variants=(0.0,)).algorithm
-
-
-BUILTIN: dict[str, Callable[[Collective, tuple[int, ...], Topology], CollectiveAlgorithm]] = {
-    "ring": lambda collective, members, topology: baselines.ring(collective, len(members), size_bytes=len(members)),
-    "direct": lambda collective, members, topology: baselines.direct(collective, len(members), size_bytes=len(members)),
-    "tacos": _tacos,
-}
-"""Built-in algorithms by name: ``(collective, members, topology) -> algorithm``.
-
-Every one carries chunk identity, so it scales exactly to each collective's size. ``ring`` and
-``direct`` depend only on the group size; ``tacos`` is synthesized for the topology (the
-collective must span all of its NPUs, rank ``r`` on NPU ``r``).
-"""
 
 
 def parse_collective_option(text: str) -> tuple[Collective | None, str]:
@@ -82,11 +60,11 @@ class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
     def __init__(self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = "ring") -> None:
-        if default is not None and default not in BUILTIN:
-            raise InputError(f"unknown default algorithm {default!r} (available: {', '.join(sorted(BUILTIN))})")
+        if default is not None and default not in names():
+            raise InputError(f"unknown default algorithm {default!r} (available: {', '.join(sorted(names()))})")
         self.given = given
         self.default = default
-        self._built: dict[tuple[Collective, int], CollectiveAlgorithm] = {}
+        self._built: dict[tuple[Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
 
     def get(self, collective: Collective, members: tuple[int, ...], topology: Topology) -> tuple[CollectiveAlgorithm, str]:
         """The algorithm for ``collective`` over ranks ``members``, and a label for reports."""
@@ -100,11 +78,19 @@ class AlgorithmCatalog:
             return algo, algo.name or "given"
         if self.default is None:
             raise InputError(f"no algorithm for {collective.value}: give --collective {collective.value}=PREFIX or --default-algorithm")
-        key = (collective, members if self.default == "tacos" else group_size)
+        synthesizer = get(self.default)
+        key = (collective, members if synthesizer.whole_topology else group_size)
         built = self._built.get(key)
         if built is None:
             try:
-                built = self._built[key] = BUILTIN[self.default](collective, members, topology)
+                if synthesizer.whole_topology and members != tuple(range(topology.num_npus)):
+                    raise InputError(
+                        f"{self.default} synthesizes for the whole topology ({topology.num_npus} NPUs); "
+                        f"this collective runs over {group_size} ranks"
+                    )
+                # the size is the group's: chunk-identified algorithms scale exactly to each call
+                options = SynthesisOptions(size_bytes=group_size, any_size=True)
+                built = self._built[key] = synthesizer.make(topology, collective, group_size, options).algorithm
             except InputError as error:
                 raise InputError(
                     f"no algorithm for {collective.value}: the built-in {self.default} cannot make one ({error.message}); "

@@ -27,16 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.network.collective import _local_durations
+from chakra_collectives.ir import Collective
+from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.replay.workload import BARRIER, NodeType, Workload, collective_name
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name
+from chakra_collectives.ir.matching import pair_in_order
 
 CONCURRENCY = ("unlimited", "astra-sim")
 GPU, CPU, COMM = 0, 1, 2
@@ -60,7 +61,9 @@ class CollectiveInstance:
 
 
 @dataclass
-class Lowered:
+class ExpandedWorkload:
+    """A workload with every collective call expanded into its algorithm's tasks: one TaskGraph."""
+
     graph: TaskGraph
     workload: Workload
     instances: list[CollectiveInstance]
@@ -71,52 +74,49 @@ class Lowered:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Template:
-    """An algorithm at one size, ready to stamp out: its tasks' columns in algorithm order."""
-
-    kind: np.ndarray
-    rank: np.ndarray
-    partner: np.ndarray
-    nbytes: np.ndarray
-    duration: np.ndarray
-    dep_ptr: np.ndarray
-    dep_idx: np.ndarray
-    sinks: np.ndarray
-    """Ops no other op of their rank waits for (the rank is done when they are)."""
+def _sinks(graph: TaskGraph) -> np.ndarray:
+    """Tasks no other task of the collective waits for (a rank is done when its sinks are)."""
+    has_successor = np.zeros(len(graph), dtype=bool)
+    has_successor[graph.dep_idx] = True
+    return np.flatnonzero(~has_successor)
 
 
-def _template(algo: CollectiveAlgorithm, size: int, model: NetworkModel) -> _Template:
-    ops = algo.ops
-    matching = match_messages(algo, limit=1)
-    if matching.problems:
-        raise InputError(f"collective algorithm {algo.name or ''}: {matching.problems[0]}".replace("  ", " "))
-    nbytes = algo.op_bytes(size)
-    kind = ops.kind.astype(np.int8)
-    local = kind > OpKind.RECV
-    kind[local] = LOCAL
-    has_successor = np.zeros(len(ops), dtype=bool)
-    has_successor[ops.dep_idx] = True
-    return _Template(
-        kind=kind,
-        rank=ops.rank.astype(np.int64),
-        partner=matching.partner,
-        nbytes=nbytes,
-        duration=_local_durations(model, ops.duration_ns, nbytes, local),
-        dep_ptr=ops.dep_ptr,
-        dep_idx=ops.dep_idx,
-        sinks=np.flatnonzero(~has_successor),
-    )
-
-
-def lower(
+def expand_workload(
     workload: Workload,
     model: NetworkModel,
     catalog: AlgorithmCatalog,
     groups: ProcessGroups,
     *,
     concurrency: str = "unlimited",
-) -> Lowered:
+) -> ExpandedWorkload:
+    """Lower ``workload`` and the algorithm of every collective call to one engine TaskGraph.
+
+    Collective calls are matched across ranks (per process group, in program order); each
+    gets its algorithm from ``catalog``, lowered by the network model's
+    :func:`~chakra_collectives.network.collective.collective_task_graph` (once per algorithm
+    and size) and placed on the group's members; see the module docstring for the layout.
+
+    >>> import tempfile, pathlib
+    >>> from chakra_collectives.converters.chakra_et import WorkloadBuilder, read_workload
+    >>> from chakra_collectives.replay.algorithms import AlgorithmCatalog
+    >>> from chakra_collectives.topology import ring
+    >>> b = WorkloadBuilder(2)
+    >>> for r in range(2):
+    ...     _ = b.collective(r, "all-gather", 2**20, deps=[b.comp(r, duration_ns=1000)])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = b.write(pathlib.Path(tmp) / "w")
+    ...     workload = read_workload(pathlib.Path(tmp) / "w")
+    >>> expanded = expand_workload(workload, NetworkModel(ring(2)), AlgorithmCatalog({}), ProcessGroups.world(2))
+    >>> len(expanded.graph), expanded.instances[0].algorithm, expanded.instances[0].num_tasks   # 4 nodes, 2 begins, 6 ops
+    (12, 'ring (built-in)', 6)
+
+    Raises
+    ------
+    InputError
+        Collective calls or messages that do not match across ranks, too small a topology.
+    AlgorithmError
+        An algorithm whose messages do not pair.
+    """
     if concurrency not in CONCURRENCY:
         raise InputError(f"unknown concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
     if workload.num_ranks > model.topology.num_npus:
@@ -125,7 +125,7 @@ def lower(
         )
     w = len(workload)
     node_type = workload.node_type
-    coll_nodes = np.flatnonzero(node_type == NodeType.COMM_COLL)
+    coll_nodes = np.flatnonzero(node_type == COMM_COLL_NODE)
     begin_task = np.arange(w, dtype=np.int64)
     begin_task[coll_nodes] = w + np.arange(len(coll_nodes))
     next_task = w + len(coll_nodes)
@@ -133,13 +133,13 @@ def lower(
 
     # ---- workload tasks
     kind = np.full(w, LOCAL, dtype=np.int8)
-    kind[node_type == NodeType.COMM_SEND] = SEND
-    kind[node_type == NodeType.COMM_RECV] = RECV
+    kind[node_type == COMM_SEND_NODE] = SEND
+    kind[node_type == COMM_RECV_NODE] = RECV
     duration = _workload_durations(workload, model)
     partner = _match_p2p(workload)
     npu = workload.rank.astype(np.int32)
     nbytes = workload.comm_size.copy()
-    nbytes[node_type == NodeType.COMM_COLL] = 0
+    nbytes[node_type == COMM_COLL_NODE] = 0
 
     # dependencies of each node (or of its begin task) on its dependencies' (end) tasks
     owner = np.repeat(np.arange(w, dtype=np.int64), np.diff(workload.dep_ptr))
@@ -148,7 +148,7 @@ def lower(
 
     blocks: dict[str, list[np.ndarray]] = {name: [] for name in ("kind", "npu", "partner", "nbytes", "duration")}
     instances = _instances(workload, groups, catalog)
-    templates: dict[tuple[int, int], _Template] = {}
+    templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
     instance_of_task_parts = [np.full(next_task, -1, dtype=np.int64)]
     for inst in instances:
         begins = begin_task[inst.nodes]
@@ -167,19 +167,22 @@ def lower(
         algo, label = catalog.get(Collective.parse(inst.collective), inst.members, model.topology)
         inst.algorithm = label
         key = (id(algo), inst.size_bytes)
-        tpl = templates.get(key)
-        if tpl is None:
+        template = templates.get(key)
+        if template is None:
             if not algo.has_chunk_identity and inst.size_bytes != algo.size_bytes:
                 warnings.append(
                     f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
                     f"from {algo.size_bytes} to {inst.size_bytes} bytes"
                 )
-            tpl = templates[key] = _template(algo, inst.size_bytes, model)
+            tasks = collective_task_graph(algo, model, size_bytes=inst.size_bytes)  # rank r as NPU r
+            template = templates[key] = (tasks, _sinks(tasks))
+        tpl, sinks = template
+        rank_of = tpl.npu
         base = next_task
-        count = len(tpl.kind)
+        count = len(tpl)
         inst.first_task, inst.num_tasks = base, count
         blocks["kind"].append(tpl.kind)
-        blocks["npu"].append(members[tpl.rank])
+        blocks["npu"].append(members[rank_of])
         blocks["partner"].append(np.where(tpl.partner >= 0, tpl.partner + base, -1))
         blocks["nbytes"].append(tpl.nbytes)
         blocks["duration"].append(tpl.duration)
@@ -189,11 +192,11 @@ def lower(
         edge_src.append(tpl.dep_idx + base)
         edge_dst.append(op_owner + base)
         first_ops = np.flatnonzero(dep_counts == 0)
-        edge_src.append(begins[tpl.rank[first_ops]])
+        edge_src.append(begins[rank_of[first_ops]])
         edge_dst.append(first_ops + base)
-        edge_src.append(tpl.sinks + base)
-        edge_dst.append(ends[tpl.rank[tpl.sinks]])
-        idle = np.setdiff1d(np.arange(len(members)), tpl.rank)
+        edge_src.append(sinks + base)
+        edge_dst.append(ends[rank_of[sinks]])
+        idle = np.setdiff1d(np.arange(len(members)), rank_of)
         if len(idle):  # a member with no operations is done as soon as it begins
             edge_src.append(begins[idle])
             edge_dst.append(ends[idle])
@@ -216,7 +219,7 @@ def lower(
         warnings.append(
             f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"
         )
-    return Lowered(
+    return ExpandedWorkload(
         graph=graph,
         workload=workload,
         instances=instances,
@@ -227,51 +230,58 @@ def lower(
 
 
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
-    """COMP nodes take ``duration_micros`` (ASTRA-sim mode: 1 ns when 0); other nodes no time."""
-    comp = workload.node_type == NodeType.COMP
-    if model.integer_time:
-        out = np.zeros(len(workload), dtype=np.int64)
-        out[comp] = np.maximum(1, workload.duration_ns[comp].astype(np.int64))
-        return out
-    out = np.zeros(len(workload), dtype=np.float64)
-    out[comp] = workload.duration_ns[comp]
+    """COMP nodes take ``duration_micros`` as the model charges it; other nodes take no time."""
+    comp = workload.node_type == COMP_NODE
+    costed = model.local_ns(workload.duration_ns[comp])
+    out = np.zeros(len(workload), dtype=costed.dtype)
+    out[comp] = costed
     return out
 
 
 def _match_p2p(workload: Workload) -> np.ndarray:
-    """Pair workload COMM_SEND / COMM_RECV on (src, dst, tag), k-th with k-th."""
+    """Pair workload COMM_SEND / COMM_RECV on (src, dst, tag), k-th with k-th (the IR's matcher).
+
+    Errors name the first offending node: a RECV from no other rank, then the first SEND (in
+    workload order) to no other rank, without a RECV or of another size, then the first RECV
+    left over.
+    """
     partner = np.full(len(workload), -1, dtype=np.int64)
-    sends = np.flatnonzero(workload.node_type == NodeType.COMM_SEND).tolist()
-    recvs = np.flatnonzero(workload.node_type == NodeType.COMM_RECV).tolist()
-    rank, peer, tag, size = workload.rank.tolist(), workload.peer.tolist(), workload.tag.tolist(), workload.comm_size.tolist()
-    queues: dict[tuple[int, int, int], list[int]] = {}
-    for i in recvs:
-        if not 0 <= peer[i] < workload.num_ranks or peer[i] == rank[i]:
-            raise InputError(f"comm_src {peer[i]} is not another rank of the workload", **workload.where(i))
-        queues.setdefault((peer[i], rank[i], tag[i]), []).append(i)
-    positions: dict[tuple[int, int, int], int] = {}
-    for i in sends:
-        if not 0 <= peer[i] < workload.num_ranks or peer[i] == rank[i]:
-            raise InputError(f"comm_dst {peer[i]} is not another rank of the workload", **workload.where(i))
-        key = (rank[i], peer[i], tag[i])
-        k = positions.get(key, 0)
-        queue = queues.get(key, [])
-        if k >= len(queue):
-            raise InputError(f"COMM_SEND to rank {peer[i]} tag {tag[i]} has no matching COMM_RECV on rank {peer[i]}", **workload.where(i))
-        j = queue[k]
-        if size[i] != size[j]:
-            raise InputError(
-                f"COMM_SEND of {size[i]} bytes to rank {peer[i]} tag {tag[i]} meets a COMM_RECV of {size[j]} bytes "
-                f"(node {int(workload.node_id[j])} on rank {peer[i]})",
-                **workload.where(i),
-            )
-        positions[key] = k + 1
-        partner[i], partner[j] = j, i
-    for key, queue in queues.items():
-        k = positions.get(key, 0)
-        if k < len(queue):
-            j = queue[k]
-            raise InputError(f"COMM_RECV from rank {key[0]} tag {key[2]} has no matching COMM_SEND on rank {key[0]}", **workload.where(j))
+    sends = np.flatnonzero(workload.node_type == COMM_SEND_NODE)
+    recvs = np.flatnonzero(workload.node_type == COMM_RECV_NODE)
+    rank, peer, tag, size = workload.rank.astype(np.int64), workload.peer, workload.tag, workload.comm_size
+    valid = (peer >= 0) & (peer < workload.num_ranks) & (peer != rank)
+    bad = recvs[~valid[recvs]]
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(f"comm_src {int(peer[i])} is not another rank of the workload", **workload.where(i))
+    in_send, in_recv = pair_in_order(
+        np.column_stack([rank[sends], peer[sends], tag[sends]]), np.column_stack([peer[recvs], rank[recvs], tag[recvs]])
+    )
+    partner[sends[in_send]] = recvs[in_recv]
+    partner[recvs[in_recv]] = sends[in_send]
+    other = np.maximum(partner, 0)
+    wrong = sends[~valid[sends] | (partner[sends] < 0) | (size[sends] != size[other[sends]])]
+    if len(wrong):
+        i = int(wrong[0])
+        j = int(partner[i])
+        if not valid[i]:
+            raise InputError(f"comm_dst {int(peer[i])} is not another rank of the workload", **workload.where(i))
+        if j < 0:
+            raise InputError(f"COMM_SEND to rank {int(peer[i])} tag {int(tag[i])} has no matching COMM_RECV on rank {int(peer[i])}", **workload.where(i))
+        raise InputError(
+            f"COMM_SEND of {int(size[i])} bytes to rank {int(peer[i])} tag {int(tag[i])} meets a COMM_RECV of {int(size[j])} bytes "
+            f"(node {int(workload.node_id[j])} on rank {int(peer[i])})",
+            **workload.where(i),
+        )
+    left = recvs[partner[recvs] < 0]
+    if len(left):
+        # the first left-over RECV of the (src, dst, tag) whose first RECV comes first
+        keys = np.column_stack([peer[recvs], rank[recvs], tag[recvs]])
+        _, first_of_key, key_of = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        key_of = key_of.reshape(-1)
+        unmatched = partner[recvs] < 0
+        j = int(recvs[unmatched][np.argmin(first_of_key[key_of[unmatched]])])
+        raise InputError(f"COMM_RECV from rank {int(peer[j])} tag {int(tag[j])} has no matching COMM_SEND on rank {int(peer[j])}", **workload.where(j))
     return partner
 
 
@@ -281,7 +291,7 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
     count: dict[tuple[int, str | None], int] = {}
     rank = workload.rank.tolist()
     order: list[tuple[str | None, int]] = []
-    for i in np.flatnonzero(workload.node_type == NodeType.COMM_COLL).tolist():
+    for i in np.flatnonzero(workload.node_type == COMM_COLL_NODE).tolist():
         pg = workload.pg_name[i]
         members = groups.members(pg)
         r = rank[i]
@@ -340,11 +350,11 @@ def _units(workload: Workload, coll_nodes: np.ndarray, begin_task: np.ndarray, t
         return unit, release
     rank = workload.rank.astype(np.int32)
     node_type = workload.node_type
-    comp = np.flatnonzero(node_type == NodeType.COMP)
+    comp = np.flatnonzero(node_type == COMP_NODE)
     comp_unit = rank[comp] * 3 + np.where(workload.is_cpu_op[comp], CPU, GPU)
     unit[comp] = comp_unit
     release[comp] = comp_unit
-    sends = np.flatnonzero(node_type == NodeType.COMM_SEND)
+    sends = np.flatnonzero(node_type == COMM_SEND_NODE)
     unit[sends] = rank[sends] * 3 + COMM
     release[sends] = rank[sends] * 3 + COMM
     unit[begin_task[coll_nodes]] = rank[coll_nodes] * 3 + COMM

@@ -1,7 +1,7 @@
 """Replay a workload with its collectives on a modeled topology: the library entry point.
 
 >>> import tempfile, pathlib
->>> from chakra_collectives.replay.writer import single_collective_workload
+>>> from chakra_collectives.converters.chakra_et import single_collective_workload
 >>> from chakra_collectives.topology import ring
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 4 * 2**20)
@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network.engine import Timing, run
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
-from chakra_collectives.replay.expand import Lowered, lower
+from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.replay.workload import NodeType, Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import gbps_from_bytes_per_ns
 
@@ -137,7 +138,7 @@ class ReplayResult:
     links: list[LinkStats]
     """Busiest first."""
     warnings: list[str] = field(default_factory=list)
-    lowered: Lowered | None = field(default=None, repr=False)
+    expanded: ExpandedWorkload | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
     def as_dict(self, *, top_links: int | None = 10, timeline: bool = False) -> dict[str, Any]:
@@ -203,25 +204,25 @@ def replay(
         workload = read_workload(workload)
     model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm)
-    lowered = lower(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
-    timing = run(lowered.graph, model, record_links=record_links)
+    expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+    timing = run(expanded.graph, model, record_links=record_links)
     if not timing.finished:
-        raise _deadlock(lowered, timing)
-    return _summarize(lowered, timing, model, concurrency)
+        raise _deadlock(expanded, timing)
+    return _summarize(expanded, timing, model, concurrency)
 
 
 # ---------------------------------------------------------------------------- results
-def _summarize(lowered: Lowered, timing: Timing, model: NetworkModel, concurrency: str) -> ReplayResult:
-    workload = lowered.workload
+def _summarize(expanded: ExpandedWorkload, timing: Timing, model: NetworkModel, concurrency: str) -> ReplayResult:
+    workload = expanded.workload
     w = len(workload)
     node_end = timing.end[:w]
-    node_start = timing.start[lowered.begin_task]
+    node_start = timing.start[expanded.begin_task]
     total = timing.makespan
     finish = np.zeros(workload.num_ranks)
     if w:
         np.maximum.at(finish, workload.rank, node_end)
     collectives = []
-    for inst in lowered.instances:
+    for inst in expanded.instances:
         nodes = np.asarray(inst.nodes)
         collectives.append(
             CollectiveStats(
@@ -244,12 +245,12 @@ def _summarize(lowered: Lowered, timing: Timing, model: NetworkModel, concurrenc
         concurrency=concurrency,
         total_ns=total,
         num_nodes=w,
-        num_tasks=len(lowered.graph),
+        num_tasks=len(expanded.graph),
         ranks=ranks,
         collectives=collectives,
         links=links,
-        warnings=list(lowered.warnings),
-        lowered=lowered,
+        warnings=list(expanded.warnings),
+        expanded=expanded,
         timing=timing,
     )
 
@@ -288,8 +289,8 @@ def _overlap(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray)
 
 
 def _rank_stats(workload: Workload, start: np.ndarray, end: np.ndarray, finish: np.ndarray) -> list[RankStats]:
-    comm_types = (NodeType.COMM_COLL, NodeType.COMM_SEND, NodeType.COMM_RECV)
-    comp = workload.node_type == NodeType.COMP
+    comm_types = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
+    comp = workload.node_type == COMP_NODE
     comm = np.isin(workload.node_type, comm_types)
     bounds = workload.rank_bounds()
     stats = []
@@ -323,8 +324,8 @@ def _link_stats(model: NetworkModel, timing: Timing, total: float) -> list[LinkS
     ]
 
 
-def _deadlock(lowered: Lowered, timing: Timing) -> ReplayDeadlock:
-    workload = lowered.workload
+def _deadlock(expanded: ExpandedWorkload, timing: Timing) -> ReplayDeadlock:
+    workload = expanded.workload
     w = len(workload)
     stuck_nodes = timing.stuck[timing.stuck < w]
     # a collective's begin task that never ran means the node is still waiting for its deps
@@ -335,7 +336,7 @@ def _deadlock(lowered: Lowered, timing: Timing) -> ReplayDeadlock:
         if any(np.isnan(timing.end[d]) for d in deps.tolist()):
             continue  # waits behind another stuck node: show only the frontier
         label = workload.describe(i)
-        if np.isfinite(timing.start[lowered.begin_task[i]]) and workload.node_type[i] == NodeType.COMM_COLL:
+        if np.isfinite(timing.start[expanded.begin_task[i]]) and workload.node_type[i] == COMM_COLL_NODE:
             label += " (started, waits inside the algorithm)"
         per_rank.setdefault(rank, []).append(label)
     shown = "; ".join(f"rank {r}: {', '.join(labels[:2])}" for r, labels in sorted(per_rank.items())[:6])

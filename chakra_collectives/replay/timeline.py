@@ -12,7 +12,8 @@
   when the replay recorded link intervals (``replay(..., record_links=True)``).
 
 >>> import tempfile, pathlib
->>> from chakra_collectives.replay import replay, single_collective_workload
+>>> from chakra_collectives.converters.chakra_et import single_collective_workload
+>>> from chakra_collectives.replay import replay
 >>> from chakra_collectives.topology import ring
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 4 * 2**20)
@@ -27,36 +28,36 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 
 from chakra_collectives.replay.replayer import ReplayResult
-from chakra_collectives.replay.workload import NodeType
 
 KINDS = ("compute", "collective", "send", "recv", "memory", "metadata")
 _KIND_OF_TYPE = {
-    NodeType.COMP: 0,
-    NodeType.COMM_COLL: 1,
-    NodeType.COMM_SEND: 2,
-    NodeType.COMM_RECV: 3,
-    NodeType.MEM_LOAD: 4,
-    NodeType.MEM_STORE: 4,
-    NodeType.METADATA: 5,
+    COMP_NODE: 0,
+    COMM_COLL_NODE: 1,
+    COMM_SEND_NODE: 2,
+    COMM_RECV_NODE: 3,
+    MEM_LOAD_NODE: 4,
+    MEM_STORE_NODE: 4,
+    METADATA_NODE: 5,
 }
 
 
 def timeline_document(result: ReplayResult, *, bins: int = 200) -> dict[str, Any]:
     """The timeline of ``result`` (see the module docstring); ``bins`` time bins per link."""
-    lowered, timing = result.lowered, result.timing
-    if lowered is None or timing is None:
+    expanded, timing = result.expanded, result.timing
+    if expanded is None or timing is None:
         raise ValueError("the replay result carries no timing")
-    workload = lowered.workload
+    workload = expanded.workload
     w = len(workload)
-    start = timing.start[lowered.begin_task]
+    start = timing.start[expanded.begin_task]
     end = timing.end[:w]
     kind = np.zeros(w, dtype=np.int64)
     for node_type, code in _KIND_OF_TYPE.items():
         kind[workload.node_type == node_type] = code
     collective = np.full(w, -1, dtype=np.int64)
-    for inst in lowered.instances:
+    for inst in expanded.instances:
         collective[inst.nodes] = inst.index
     document: dict[str, Any] = {
         "kinds": list(KINDS),

@@ -14,9 +14,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
+
+from chakra_collectives.converters.chakra_et.workload_reader import node_type_name
 from chakra_collectives.errors import InputError
 from chakra_collectives.replay.replayer import ReplayResult
-from chakra_collectives.replay.workload import NodeType
 from chakra_collectives.topology import Topology
 
 RANKS_PID, LINKS_PID = 1, 2
@@ -24,38 +26,39 @@ RANKS_PID, LINKS_PID = 1, 2
 
 def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str, Any]]:
     """Every event of the trace (metadata first); ``result`` must come from ``replay(record_links=True)``."""
-    lowered, timing = result.lowered, result.timing
-    if lowered is None or timing is None:
+    expanded, timing = result.expanded, result.timing
+    if expanded is None or timing is None:
         raise ValueError("the replay result carries no timing")
-    workload = lowered.workload
+    workload = expanded.workload
     yield {"ph": "M", "name": "process_name", "pid": RANKS_PID, "args": {"name": "ranks"}}
     yield {"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links"}}
     for rank in range(workload.num_ranks):
         yield {"ph": "M", "name": "thread_name", "pid": RANKS_PID, "tid": rank, "args": {"name": f"rank {rank}"}}
     w = len(workload)
-    start = timing.start[lowered.begin_task]
+    start = timing.start[expanded.begin_task]
     end = timing.end[:w]
     instance_of_node = {}
-    for inst in lowered.instances:
+    for inst in expanded.instances:
         for node in inst.nodes:
             instance_of_node[node] = inst
     for i in range(w):
-        kind = NodeType(int(workload.node_type[i]))
-        args: dict[str, Any] = {"node": int(workload.node_id[i]), "type": kind.name}
-        name = kind.name.lower()
-        if kind is NodeType.COMM_COLL:
+        kind = int(workload.node_type[i])
+        type_name = node_type_name(kind)
+        args: dict[str, Any] = {"node": int(workload.node_id[i]), "type": type_name}
+        name = type_name.lower()
+        if kind == COMM_COLL_NODE:
             inst = instance_of_node[i]
             args.update(collective=inst.collective, bytes=inst.size_bytes, algorithm=inst.algorithm, call=inst.index)
             name = f"{inst.collective} #{inst.index}"
-        elif kind in (NodeType.COMM_SEND, NodeType.COMM_RECV):
+        elif kind in (COMM_SEND_NODE, COMM_RECV_NODE):
             args.update(peer=int(workload.peer[i]), tag=int(workload.tag[i]), bytes=int(workload.comm_size[i]))
-            name = f"{'send to' if kind is NodeType.COMM_SEND else 'recv from'} {int(workload.peer[i])}"
-        elif kind is NodeType.COMP:
+            name = f"{'send to' if kind == COMM_SEND_NODE else 'recv from'} {int(workload.peer[i])}"
+        elif kind == COMP_NODE:
             args.update(cpu=bool(workload.is_cpu_op[i]))
         yield {
             "ph": "X",
             "name": name,
-            "cat": kind.name,
+            "cat": type_name,
             "pid": RANKS_PID,
             "tid": int(workload.rank[i]),
             "ts": float(start[i]) / 1000.0,
@@ -66,9 +69,9 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
     for link in used:
         src, dst = topology.links[link].src, topology.links[link].dst
         yield {"ph": "M", "name": "thread_name", "pid": LINKS_PID, "tid": link, "args": {"name": f"link {link}: {src}->{dst}"}}
-    names = {inst.index: f"{inst.collective} #{inst.index}" for inst in lowered.instances}
-    instance_of_task = lowered.instance_of_task
-    nbytes = lowered.graph.nbytes
+    names = {inst.index: f"{inst.collective} #{inst.index}" for inst in expanded.instances}
+    instance_of_task = expanded.instance_of_task
+    nbytes = expanded.graph.nbytes
     for link, begin, finish, task in timing.links.intervals:
         owner = int(instance_of_task[task])
         yield {

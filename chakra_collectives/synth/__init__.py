@@ -1,8 +1,11 @@
-"""Producers of collective algorithms: TACOS synthesis and classic baselines.
+"""Producers of collective algorithms: TACOS synthesis and classic baselines, in one registry.
 
-:func:`synthesize` is what ``chakra-coll synth`` runs: it produces the algorithm, predicts its
-time under the shared network model (:func:`chakra_collectives.network.predict_time`), and
-puts it beside the lower bounds (:func:`chakra_collectives.bounds.lower_bounds`).
+Every producer registers itself by name in :mod:`~chakra_collectives.synth.registry` (this
+package imports each producer module, so the registry is complete once ``synth`` is
+imported). :func:`synthesize` is what ``chakra-coll synth`` runs: it produces the algorithm
+(one registered producer, or ``best`` of them), predicts its time under the shared network
+model (:func:`chakra_collectives.network.predict_time`), and puts it beside the lower bounds
+(:func:`chakra_collectives.bounds.lower_bounds`).
 
 >>> from chakra_collectives.topology import load_topology
 >>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB")
@@ -21,14 +24,23 @@ from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
-from chakra_collectives.synth.baselines import BASELINES
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
-from chakra_collectives.synth.tacos import SWITCH_HANDLING, TacosResult, tacos
+from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.units import parse_size
 
-ALGORITHMS = ("best", "tacos", *BASELINES)
-"""Names ``--algorithm`` accepts: ``best`` tries TACOS and every applicable baseline."""
+# Every producer module registers itself when imported; best breaks ties in registration order.
+import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
+import chakra_collectives.synth.baselines  # noqa: E402,F401
+
+
+def algorithm_names() -> list[str]:
+    """Names ``--algorithm`` accepts: ``best``, then every registered producer.
+
+    >>> algorithm_names()
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+    """
+    return ["best", *names()]
 
 DEFAULT_ALGORITHM = "best"
 """What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
@@ -46,7 +58,7 @@ class SynthesisResult:
     predicted_ns: float
     """Time under the network model (tacos mode), for ``algorithm.size_bytes``."""
     schedule_ns: float | None
-    """TACOS only: the matcher's own schedule time (see :attr:`model_agreement`)."""
+    """The producer's own estimate of its time, when it plans with the network model (TACOS)."""
     bounds: LowerBounds | None
     """``None`` for collectives without bounds (all-to-all, broadcast, reduce)."""
     synthesis_s: float
@@ -74,9 +86,7 @@ class SynthesisResult:
     def switch_handling(self) -> str:
         if not self.topology.num_switches:
             return "no switches"
-        if self.algorithm_name == "tacos":
-            return SWITCH_HANDLING
-        return "messages routed through the switches by the network model"
+        return get(self.algorithm_name).switch_handling
 
     def to_json(self) -> dict[str, Any]:
         algo = self.algorithm
@@ -110,16 +120,6 @@ class SynthesisResult:
         }
 
 
-@dataclass
-class _Produced:
-    name: str
-    algorithm: CollectiveAlgorithm
-    predicted_ns: float
-    synthesis_s: float
-    predict_s: float
-    tacos: TacosResult | None = None
-
-
 def synthesize(
     topology: Topology,
     collective: Collective | str,
@@ -134,7 +134,8 @@ def synthesize(
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
-    ``algorithm="best"`` produces TACOS and every applicable baseline (:func:`applicable`),
+    ``algorithm`` is a registered producer's name or ``"best"``, which produces every applicable
+    one -- TACOS and the baselines -- (:func:`applicable`),
     predicts each under the network model and keeps the fastest (ties: the first in
     :func:`applicable`'s order); :attr:`SynthesisResult.candidates` lists them all.
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
@@ -145,68 +146,58 @@ def synthesize(
     """
     step = on_step or (lambda name: None)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
-    size = parse_size(size_bytes)
     name = algorithm.lower()
-    if name not in ALGORITHMS:
-        raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(ALGORITHMS)})")
-    if chunks_per_npu < 1:
-        raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
+    if name not in algorithm_names():
+        raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
+    options = SynthesisOptions(size_bytes=parse_size(size_bytes), chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root)
     topology.validate()
-    timings: dict[str, tuple[float, float, TacosResult | None, float]] = {}
+    produced: dict[str, tuple[Synthesized, float, float, float]] = {}
 
     def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
         step(f"synthesize ({candidate})" if name == "best" else "synthesize")
-        algo, found, synthesis_s = _produce(candidate, topology, collective, size, chunks_per_npu, seed, trials, root)
+        started = time.perf_counter()
+        made = get(candidate).make(topology, collective, topology.num_npus, options)
+        synthesis_s = time.perf_counter() - started
         step("predict")
         started = time.perf_counter()
-        predicted = predict_time(algo, topology)
-        timings[candidate] = (synthesis_s, time.perf_counter() - started, found, predicted)
-        return algo, predicted
+        predicted = predict_time(made.algorithm, topology)
+        produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
+        return made.algorithm, predicted
 
     if name == "best":
-        names = applicable(collective, topology.num_npus)
-        if not names:
+        candidate_names = applicable(collective, topology.num_npus)
+        if not candidate_names:
             raise InputError(f"no algorithm implements {collective.value}")
         started = time.perf_counter()
-        chosen, algo, candidates = choose(names, lambda n: baseline_bound_ns(n, topology, collective, size, chunks_per_npu), produce)
-        bounding_s = time.perf_counter() - started - sum(t[0] + t[1] for t in timings.values())
+        chosen, algo, candidates = choose(
+            candidate_names, lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu), produce
+        )
+        bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
     else:
         chosen = name
         algo, _ = produce(name)
         candidates, bounding_s = [], 0.0
-    found, predicted = timings[chosen][2:]
+    made, _, _, predicted = produced[chosen]
     step("bounds")
-    bounds = lower_bounds(topology, collective, size) if collective in BOUNDED else None
+    bounds = lower_bounds(topology, collective, options.size_bytes) if collective in BOUNDED else None
+    details = made.details
     return SynthesisResult(
         algorithm=algo,
         topology=topology,
         algorithm_name=chosen,
         chunks_per_npu=chunks_per_npu,
         predicted_ns=predicted,
-        schedule_ns=None if found is None else found.schedule_ns,
+        schedule_ns=made.schedule_ns,
         bounds=bounds,
-        synthesis_s=sum(t[0] for t in timings.values()) + bounding_s,
-        predict_s=sum(t[1] for t in timings.values()),
-        seed=None if found is None else seed,
-        trials=found.trials if found is not None else 1,
+        synthesis_s=sum(p[1] for p in produced.values()) + bounding_s,
+        predict_s=sum(p[2] for p in produced.values()),
+        seed=details.get("seed"),
+        trials=details.get("trials", 1),
         requested=name,
         candidates=candidates,
-        phase_seeds=() if found is None else found.seeds,
-        phase_latency_ratios=() if found is None else tuple(p.latency_ratio for p in found.phases),
+        phase_seeds=tuple(details.get("phase_seeds", ())),
+        phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
     )
 
 
-def _produce(name, topology, collective, size, chunks_per_npu, seed, trials, root):
-    started = time.perf_counter()
-    found = None
-    if name == "tacos":
-        found = tacos(topology, collective, size, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials)
-        algo = found.algorithm
-    elif name == "tree":
-        algo = BASELINES[name](collective, topology.num_npus, size_bytes=size, chunks=chunks_per_npu, root=root)
-    else:
-        algo = BASELINES[name](collective, topology.num_npus, size_bytes=size, chunks_per_rank=chunks_per_npu)
-    return algo, found, time.perf_counter() - started
-
-
-__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "Candidate", "SynthesisResult", "applicable", "synthesize"]
+__all__ = ["Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "synthesize"]

@@ -1,4 +1,5 @@
-"""Classic collective algorithms, written in the IR.
+"""Classic collective algorithms, written in the IR, each registered by name
+(:mod:`~chakra_collectives.synth.registry`): ``ring``, ``biring``, ``direct``, ``rhd``, ``tree``.
 
 >>> from chakra_collectives.ir import Collective
 >>> ring(Collective.ALL_REDUCE, 4, size_bytes=2**20).describe()
@@ -13,6 +14,8 @@ import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm
+from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
+from chakra_collectives.topology import Topology
 
 
 def ring(
@@ -32,6 +35,7 @@ def ring(
         raise InputError("a ring needs at least 2 ranks")
     if collective not in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
         raise InputError(f"ring does not implement {collective.value} (all-gather, reduce-scatter, all-reduce)")
+    _check_amounts(size_bytes, chunks_per_rank)
     k = chunks_per_rank
     builder = AlgorithmBuilder(
         collective,
@@ -215,11 +219,19 @@ def _schedule_algorithm(
     return algo
 
 
-def _check(collective: Collective, supported: tuple[Collective, ...], name: str, num_ranks: int) -> None:
+def _check(collective: Collective, supported: tuple[Collective, ...], name: str, num_ranks: int, size_bytes: int, chunks: int) -> None:
     if num_ranks < 2:
         raise InputError(f"{name} needs at least 2 ranks")
     if collective not in supported:
         raise InputError(f"{name} does not implement {collective.value} ({', '.join(c.value for c in supported)})")
+    _check_amounts(size_bytes, chunks)
+
+
+def _check_amounts(size_bytes: int, chunks: int) -> None:
+    if not size_bytes > 0:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
+    if chunks < 1:
+        raise InputError(f"chunks must be positive, got {chunks}")
 
 
 _RS_AG_AR = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -235,7 +247,7 @@ def bidirectional_ring(collective: Collective, num_ranks: int, *, size_bytes: in
     >>> verify_algorithm(bidirectional_ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)).ok
     True
     """
-    _check(collective, _RS_AG_AR, "biring", num_ranks)
+    _check(collective, _RS_AG_AR, "biring", num_ranks, size_bytes, chunks_per_rank)
     n, half = num_ranks, chunks_per_rank
     k = 2 * half
     gather, reduce = [], []
@@ -259,7 +271,7 @@ def direct(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_pe
     True
     """
     supported = (*_RS_AG_AR, Collective.ALL_TO_ALL)
-    _check(collective, supported, "direct", num_ranks)
+    _check(collective, supported, "direct", num_ranks, size_bytes, chunks_per_rank)
     n, k = num_ranks, chunks_per_rank
     if collective is Collective.ALL_TO_ALL:
         return _direct_all_to_all(n, size_bytes, k)
@@ -290,7 +302,7 @@ def recursive_halving_doubling(collective: Collective, num_ranks: int, *, size_b
     >>> verify_algorithm(recursive_halving_doubling(Collective.ALL_REDUCE, 8, size_bytes=2**20)).ok
     True
     """
-    _check(collective, _RS_AG_AR, "rhd", num_ranks)
+    _check(collective, _RS_AG_AR, "rhd", num_ranks, size_bytes, chunks_per_rank)
     n, k = num_ranks, chunks_per_rank
     if n & (n - 1):
         raise InputError(f"rhd (recursive halving/doubling) needs a power-of-two number of ranks, got {n}")
@@ -311,7 +323,7 @@ def binomial_tree(collective: Collective, num_ranks: int, *, size_bytes: int, ch
     True
     """
     supported = (Collective.BROADCAST, Collective.REDUCE)
-    _check(collective, supported, "tree", num_ranks)
+    _check(collective, supported, "tree", num_ranks, size_bytes, chunks)
     if not 0 <= root < num_ranks:
         raise InputError(f"root {root} is not a rank (0..{num_ranks - 1})")
     n, c = num_ranks, chunks
@@ -344,21 +356,11 @@ def binomial_tree(collective: Collective, num_ranks: int, *, size_bytes: int, ch
     return replace(algo, scratch_chunks=np.maximum(algo.scratch_chunks, c))
 
 
-BASELINES = {
-    "ring": ring,
-    "biring": bidirectional_ring,
-    "direct": direct,
-    "rhd": recursive_halving_doubling,
-    "tree": binomial_tree,
-}
-"""Baselines by the name ``--algorithm`` takes."""
-
-
 def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chunks_per_rank: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(src, dst, chunks)``: every message the baseline ``name`` sends, without building it.
 
     Chunks are the baseline's own (``biring`` cuts a share into ``2 * chunks_per_rank``).
-    Lets :mod:`~chakra_collectives.synth.best` bound a baseline's time before paying for it.
+    Lets ``best`` bound a baseline's time before paying for it (:attr:`~chakra_collectives.synth.registry.Synthesizer.messages`).
 
     >>> src, dst, chunks = baseline_messages("ring", Collective.ALL_REDUCE, 4)
     >>> len(src), sorted(set(zip(src.tolist(), dst.tolist())))[:2], int(chunks.sum())
@@ -383,3 +385,30 @@ def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chun
         level = np.tile(np.repeat(np.arange(levels), n), phases)
         return src, src ^ (1 << level), k * (1 << level)
     raise InputError(f"no message list for {name}")
+
+
+def _register(name: str, build, collectives: tuple[Collective, ...], summary: str, *, share_factor: int = 1, accepts=None, messages: bool = True) -> None:
+    """Register baseline ``name``; ``share_factor`` is how many of its chunks a requested chunk becomes (biring: 2)."""
+
+    def make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
+        return Synthesized(build(collective, num_ranks, options))
+
+    def message_list(collective: Collective, num_ranks: int, options: SynthesisOptions):
+        src, dst, chunks = baseline_messages(name, collective, num_ranks, chunks_per_rank=options.chunks_per_npu)
+        chunk_bytes = -(-options.size_bytes // (num_ranks * options.chunks_per_npu * share_factor))
+        return src, dst, chunks * chunk_bytes
+
+    extra = {} if accepts is None else {"accepts": accepts}
+    register(Synthesizer(name, make, collectives, summary, messages=message_list if messages else None, **extra))
+
+
+_register("ring", lambda c, n, o: ring(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+          "unidirectional ring (rank r sends to r+1)")
+_register("biring", lambda c, n, o: bidirectional_ring(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+          "two rings at once, half of every share each way", share_factor=2)
+_register("direct", lambda c, n, o: direct(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), (*_RS_AG_AR, Collective.ALL_TO_ALL),
+          "all-pairs: every rank sends each other rank what it needs")
+_register("rhd", lambda c, n, o: recursive_halving_doubling(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+          "recursive halving / doubling (powers of two)", accepts=lambda n: n & (n - 1) == 0)
+_register("tree", lambda c, n, o: binomial_tree(c, n, size_bytes=o.size_bytes, chunks=o.chunks_per_npu, root=o.root),
+          (Collective.BROADCAST, Collective.REDUCE), "binomial tree broadcast / reduce from the root", messages=False)

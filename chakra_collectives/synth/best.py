@@ -1,19 +1,22 @@
-"""``--algorithm best``: TACOS against every applicable baseline, fastest by predicted time.
+"""``--algorithm best``: every applicable registered synthesizer, fastest by predicted time.
 
-Every candidate is timed by the network model (:func:`~chakra_collectives.network.predict_time`)
+The candidates are the registry's (:func:`applicable`: TACOS and the baselines today). Every
+candidate is timed by the network model (:func:`~chakra_collectives.network.predict_time`)
 and the fastest wins (ties: the first in :func:`applicable`'s order). Building and timing a
-baseline on a few hundred NPUs costs seconds, so a baseline is skipped when it provably cannot
-win: its messages (known without building it, :func:`~chakra_collectives.synth.baselines.baseline_messages`)
+baseline on a few hundred NPUs costs seconds, so a candidate is skipped when it provably cannot
+win: its messages (known without building it, :attr:`~chakra_collectives.synth.registry.Synthesizer.messages`)
 must all cross their routes, each holding every link of it for ``latency + bytes / bandwidth``,
 so the busiest link's total (:func:`link_load_ns`) bounds its predicted time from below. When
-that bound is no better than the fastest time found so far, the baseline is reported with the
-bound instead of a prediction. Candidates are tried in order of their bounds, TACOS first.
+that bound is no better than the fastest time found so far, the candidate is reported with the
+bound instead of a prediction. Candidates are tried in order of their bounds (those without a
+message list, such as TACOS, have none and go first), ties in :func:`applicable`'s order.
 
 >>> from chakra_collectives.topology import load_topology
->>> topo = load_topology("ring:8")
 >>> from chakra_collectives.synth.baselines import baseline_messages
+>>> topo = load_topology("ring:8")
 >>> src, dst, chunks = baseline_messages("ring", Collective.ALL_GATHER, 8)
->>> link_load_ns(topo, src, dst, chunks * 2**20) == 7 * topo.links[0].transfer_ns(2**20)
+>>> from chakra_collectives.network import NetworkModel
+>>> link_load_ns(topo, src, dst, chunks * 2**20) == 7 * float(NetworkModel(topo).hop_ns([0], 2**20)[0])
 True
 """
 
@@ -25,66 +28,49 @@ from typing import Callable
 import numpy as np
 
 from chakra_collectives.ir import Collective
-from chakra_collectives.synth.baselines import baseline_messages
-from chakra_collectives.synth.tacos import SUPPORTED as TACOS_SUPPORTED
+from chakra_collectives.network.model import NetworkModel
+from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.units import bytes_per_ns
-
-_COLLECTIVES = {
-    "tacos": TACOS_SUPPORTED,
-    "ring": (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE),
-    "biring": (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE),
-    "direct": (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE, Collective.ALL_TO_ALL),
-    "rhd": (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE),
-    "tree": (Collective.BROADCAST, Collective.REDUCE),
-}
-_PER_RANK = {"biring": 2}
-"""Chunks per rank a baseline uses per requested chunk (biring: one per direction)."""
-
 
 def applicable(collective: Collective, num_npus: int) -> list[str]:
-    """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order.
+    """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
+    every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`).
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
     (['tacos', 'ring', 'biring', 'direct', 'rhd'], ['tacos', 'ring', 'biring', 'direct'])
     """
-    power_of_two = num_npus & (num_npus - 1) == 0
-    return [name for name, supported in _COLLECTIVES.items() if collective in supported and (name != "rhd" or power_of_two)]
+    return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus)]
 
 
 def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
     """The busiest link's total busy time for these messages (tacos mode): a lower bound on their makespan.
 
-    Every message holds each link of its route (:meth:`Topology.route`) for
-    ``latency + bytes / bandwidth``, and a link carries one message at a time.
+    Every message holds each link of its route (the network model's) for
+    ``latency + bytes / bandwidth`` (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`),
+    and a link carries one message at a time.
     """
+    model = NetworkModel(topology)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
     pairs, inverse = np.unique(key, return_inverse=True)
     messages = np.bincount(inverse, minlength=len(pairs))
     volume = np.bincount(inverse, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(pairs))
-    links, owner = [], []
-    for index, pair in enumerate(pairs.tolist()):
-        route = topology.route(*divmod(pair, n))
-        links.extend(route)
-        owner.extend([index] * len(route))
-    links_array, owner_array = np.array(links, dtype=np.int64), np.array(owner, dtype=np.int64)
-    latency = np.array([l.latency_ns for l in topology.links])
-    rate = np.array([bytes_per_ns(l.bandwidth_gbps) for l in topology.links])
-    load = np.zeros(len(topology.links))
-    np.add.at(load, links_array, messages[owner_array] * latency[links_array] + volume[owner_array] / rate[links_array])
+    routes = [model.route(*divmod(pair, n)) for pair in pairs.tolist()]
+    links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
+    owner = np.repeat(np.arange(len(pairs)), [len(route) for route in routes])
+    load = np.zeros(model.num_links)
+    np.add.at(load, links, model.hop_ns(links, volume[owner], messages=messages[owner]))
     return float(load.max(initial=0.0))
 
 
 def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int) -> float:
-    """Lower bound on baseline ``name``'s predicted time (0 when none is known)."""
-    if name in ("tacos", "tree"):
+    """Lower bound on synthesizer ``name``'s predicted time from its message list (0 when it has none)."""
+    synthesizer = get(name)
+    if synthesizer.messages is None:
         return 0.0
-    n = topology.num_npus
-    per_rank = chunks_per_npu * _PER_RANK.get(name, 1)
-    chunk_bytes = -(-size_bytes // (n * per_rank))
-    src, dst, chunks = baseline_messages(name, collective, n, chunks_per_rank=chunks_per_npu)
-    return link_load_ns(topology, src, dst, chunks * chunk_bytes)
+    options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
+    src, dst, nbytes = synthesizer.messages(collective, topology.num_npus, options)
+    return link_load_ns(topology, src, dst, nbytes)
 
 
 @dataclass
@@ -106,7 +92,7 @@ def choose(
     Returns the winner's name and result and every candidate (in ``names`` order).
     """
     bounds = {name: bound(name) for name in names}
-    order = sorted(names, key=lambda name: (name != "tacos", bounds[name], names.index(name)))
+    order = sorted(names, key=lambda name: (bounds[name], names.index(name)))
     best: tuple[float, int, str, object] | None = None
     found: dict[str, Candidate] = {}
     for name in order:

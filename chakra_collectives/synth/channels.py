@@ -1,20 +1,21 @@
 """Channels: the NPU-to-NPU paths the TACOS matcher can put a message on.
 
 A *direct* channel is a link between two NPUs. A *routed* channel joins two NPUs through
-switches only: it is the route :meth:`Topology.route` gives (the one the network model and
-the replayer use), crossed store-and-forward, one hop after the other. Pairs whose route
+switches only: it is the route the network model gives (the one predictions and the
+replayer use), crossed store-and-forward, one hop after the other. Pairs whose route
 passes through another NPU get no channel: the synthesized algorithm relays through that NPU
 itself (receive, then send), as TACOS does on direct-connect networks. There is at most one
 channel per ordered pair of NPUs.
 
-A message of ``m`` chunks takes the network model's time on each hop,
-``latency + m * chunk_bytes / bandwidth`` (:meth:`Channels.hop_ns`, computed with the same
-floating-point operations as :class:`~chakra_collectives.network.NetworkModel`), so the
-matcher's schedule and the model's prediction agree to the last bit.
+Channels are built from the network model (:class:`~chakra_collectives.network.NetworkModel`,
+tacos mode): its routes, and its hop cost -- a message of ``m`` chunks takes
+``latency + m * chunk_bytes / bandwidth`` on each hop (:meth:`Channels.hop_ns` is the model's
+:meth:`~chakra_collectives.network.NetworkModel.hop_ns`), so the matcher's schedule and the
+model's prediction agree to the last bit.
 
 >>> from chakra_collectives.topology import ring, switch
 >>> ch = build_channels(ring(4), chunk_bytes=2**20)
->>> len(ch.direct_src), len(ch.routed), bool(ch.hop_ns(ch.direct_link[:1], 2)[0] == ring(4).links[0].transfer_ns(2**21))
+>>> len(ch.direct_src), len(ch.routed), bool(ch.hop_ns(ch.direct_link[:1], 2)[0] == ch.model.hop_ns([0], 2**21)[0])
 (8, 0, True)
 >>> sw = build_channels(switch(4), chunk_bytes=2**20)
 >>> len(sw.direct_src), len(sw.routed), sw.routed[0].links
@@ -28,8 +29,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.units import bytes_per_ns
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class RoutedChannel:
 
 @dataclass(frozen=True)
 class Channels:
-    """Direct channels as columns, routed channels as a list, and every link's latency and rate."""
+    """Direct channels as columns, routed channels as a list, and the network model they use."""
 
     num_npus: int
     chunk_bytes: int
@@ -49,20 +50,26 @@ class Channels:
     direct_dst: np.ndarray
     direct_link: np.ndarray
     routed: list[RoutedChannel]
-    link_latency: np.ndarray
-    """ns, per topology link."""
-    link_rate: np.ndarray
-    """bytes/ns, per topology link."""
+    model: NetworkModel
+    """The network model (tacos mode): link latencies and rates, hop costs, routes."""
 
     @property
     def num_direct(self) -> int:
         return len(self.direct_src)
 
+    @property
+    def link_latency(self) -> np.ndarray:
+        """ns, per topology link."""
+        return self.model.link_latency
+
+    @property
+    def link_rate(self) -> np.ndarray:
+        """bytes/ns, per topology link."""
+        return self.model.link_rate
+
     def hop_ns(self, links: np.ndarray, count: np.ndarray | int) -> np.ndarray:
-        """Time a message of ``count`` chunks takes over each of ``links``: latency + bytes / rate."""
-        links = np.asarray(links)
-        nbytes = np.asarray(count, dtype=np.int64) * self.chunk_bytes
-        return self.link_latency[links] + nbytes / self.link_rate[links]
+        """Time a message of ``count`` chunks takes over each of ``links`` (the model's hop cost)."""
+        return self.model.hop_ns(links, np.asarray(count, dtype=np.int64) * self.chunk_bytes)
 
     def reversed(self) -> "Channels":
         """The same channels run backwards in time: ``dst -> src``, hops in reverse order.
@@ -108,30 +115,28 @@ class Channels:
 
 def build_channels(topology: Topology, *, chunk_bytes: int) -> Channels:
     """Direct and switch-routed channels of ``topology`` for chunks of ``chunk_bytes``."""
+    model = NetworkModel(topology)
     n = topology.num_npus
-    arrays = topology.link_arrays
-    src, dst = arrays["src"], arrays["dst"]
+    src, dst = model.link_src, model.link_dst
     npu_link = np.flatnonzero((src < n) & (dst < n))
     pairs = src[npu_link] * n + dst[npu_link]
     unique_pairs, first, counts = np.unique(pairs, return_index=True, return_counts=True)
     chosen = npu_link[first]
     for i in np.flatnonzero(counts > 1):  # parallel links: the one the model routes over
         a, b = divmod(int(unique_pairs[i]), n)
-        chosen[i] = topology.route(a, b)[0]
-    rate = np.array([bytes_per_ns(link.bandwidth_gbps) for link in topology.links], dtype=np.float64)
+        chosen[i] = model.route(a, b)[0]
     return Channels(
         num_npus=n,
         chunk_bytes=int(chunk_bytes),
         direct_src=src[chosen].astype(np.int32),
         direct_dst=dst[chosen].astype(np.int32),
         direct_link=chosen.astype(np.int32),
-        routed=_routed_channels(topology) if topology.num_switches else [],
-        link_latency=arrays["latency_ns"].astype(np.float64),
-        link_rate=rate,
+        routed=_routed_channels(topology, model) if topology.num_switches else [],
+        model=model,
     )
 
 
-def _routed_channels(topology: Topology) -> list[RoutedChannel]:
+def _routed_channels(topology: Topology, model: NetworkModel) -> list[RoutedChannel]:
     """Pairs of NPUs not directly linked whose route crosses switches only."""
     n = topology.num_npus
     direct = {(l.src, l.dst) for l in topology.links if l.src < n and l.dst < n}
@@ -155,7 +160,7 @@ def _routed_channels(topology: Topology) -> list[RoutedChannel]:
         for b in sorted(via_switch.get(a, ())):
             if (a, b) in direct:
                 continue
-            route = topology.route(a, b)
+            route = model.route(a, b)
             if all(topology.links[i].dst >= n for i in route[:-1]):
-                channels.append(RoutedChannel(a, b, tuple(route)))
+                channels.append(RoutedChannel(a, b, route))
     return channels

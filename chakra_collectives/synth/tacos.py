@@ -44,6 +44,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import Schedule, match_all_gather, message_caps
+from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -94,7 +95,7 @@ class TacosResult:
 
 def tacos(
     topology: Topology,
-    collective: Collective,
+    collective: Collective | str,
     size_bytes: int,
     *,
     chunks_per_npu: int = 1,
@@ -108,9 +109,18 @@ def tacos(
     ``ceil(size / chunks)`` bytes (the IR's padding rule). Each phase runs
     ``trials * len(merge_variants)`` matchings (fewer when variants coincide) and keeps its
     best; ``trials=None`` picks :func:`auto_trials`.
+
+    Raises
+    ------
+    InputError
+        A collective TACOS does not synthesize, a non-positive size, chunk count or trial
+        count, fewer than 2 NPUs, or a topology whose NPUs do not all reach each other.
     """
+    collective = Collective.parse(collective) if isinstance(collective, str) else collective
     if collective not in SUPPORTED:
         raise InputError(f"TACOS synthesizes {', '.join(c.value for c in SUPPORTED)}, not {collective.value}")
+    if not size_bytes > 0:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
     if chunks_per_npu < 1:
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
     if trials is None:
@@ -121,6 +131,7 @@ def tacos(
         raise InputError(f"merge variants must be non-negative latency ratios, got {merge_variants}")
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
+    topology.validate()
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
@@ -212,3 +223,34 @@ class _Search:
                 del schedule
         assert best is not None
         return best
+
+
+def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
+    """The registry's factory: TACOS for the whole topology, rank ``r`` on NPU ``r``."""
+    if num_ranks != topology.num_npus:
+        raise InputError(
+            f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {num_ranks} ranks"
+        )
+    # rescaled to other sizes: one chunk per message and one seed, a schedule whose shape does
+    # not depend on the size it was synthesized for
+    tuning = {"trials": 1, "merge_variants": (0.0,)} if options.any_size else {"trials": options.trials}
+    found = tacos(topology, collective, options.size_bytes, chunks_per_npu=options.chunks_per_npu, seed=options.seed, **tuning)
+    details = {
+        "seed": options.seed,
+        "trials": found.trials,
+        "phase_seeds": found.seeds,
+        "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
+    }
+    return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, details=details)
+
+
+register(
+    Synthesizer(
+        "tacos",
+        _make,
+        SUPPORTED,
+        "TACOS link-chunk matching on the topology's time-expanded network",
+        whole_topology=True,
+        switch_handling=SWITCH_HANDLING,
+    )
+)

@@ -24,14 +24,13 @@ from chakra_collectives.topology.builders import (
 )
 from chakra_collectives.topology.core import Link, Topology
 from chakra_collectives.topology.dump import dump_topology
-from chakra_collectives.topology.loaders import BUILDERS, astra_sim_network, load_topology, load_topology_file
+from chakra_collectives.topology.loaders import BUILDERS, load_topology, load_topology_file
 
 __all__ = [
     "BUILDERS",
     "a100",
     "Link",
     "Topology",
-    "astra_sim_network",
     "dgx",
     "dump_topology",
     "fully_connected",

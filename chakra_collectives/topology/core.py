@@ -5,14 +5,15 @@ switches, present when a user describes them. Every link is directed and has its
 (GB/s, 1 GB = 2^30 bytes) and latency (ns), so asymmetric and heterogeneous networks are
 plain topologies. Several links may join the same pair (a multigraph).
 
-A message of ``S`` bytes over one link takes ``latency + S / bandwidth`` (the network model of
-design.md); :meth:`Topology.route` gives the links a message between two NPUs crosses.
+What a message costs on a link is the network model's business
+(:class:`~chakra_collectives.network.NetworkModel`); :meth:`Topology.route` gives the links a
+message between two NPUs crosses.
 
 >>> t = Topology(3, name="tiny")
 >>> t.add_link(0, 1, 50.0, 500.0, bidirectional=True)
 >>> t.add_link(1, 2, 50.0, 500.0, bidirectional=True)
->>> t.route(0, 2), round(t.links[0].transfer_ns(2**20), 1)
-([0, 2], 20031.2)
+>>> t.route(0, 2), t.links[2]
+([0, 2], Link(src=1, dst=2, bandwidth_gbps=50.0, latency_ns=500.0))
 >>> one_way = Topology(2, name="one-way")
 >>> one_way.add_link(0, 1, 50.0, 500.0)
 >>> one_way.validate()
@@ -32,7 +33,6 @@ import networkx as nx
 import numpy as np
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.units import bytes_per_ns
 
 if TYPE_CHECKING:
     from chakra_collectives.topology.symmetry import NpuSymmetry
@@ -46,10 +46,6 @@ class Link:
     dst: int
     bandwidth_gbps: float
     latency_ns: float
-
-    def transfer_ns(self, nbytes: float) -> float:
-        """Time for ``nbytes`` to cross this link alone: latency + size / bandwidth."""
-        return self.latency_ns + nbytes / bytes_per_ns(self.bandwidth_gbps)
 
 
 class Topology:
@@ -70,6 +66,7 @@ class Topology:
         """Automorphisms acting freely on the NPUs (:mod:`~chakra_collectives.topology.symmetry`),
         set by builders that know them; adding a link clears it."""
         self._routes: dict[int, list[list[int] | None]] = {}
+        self._connected = False
 
     # ------------------------------------------------------------------ building
     @property
@@ -103,6 +100,7 @@ class Topology:
 
     def _invalidate(self) -> None:
         self._routes.clear()
+        self._connected = False
         for cached in ("graph", "link_arrays", "out_links", "in_links"):
             self.__dict__.pop(cached, None)
 
@@ -198,7 +196,13 @@ class Topology:
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> "Topology":
-        """Every NPU must reach every other NPU; returns ``self`` for chaining."""
+        """Every NPU must reach every other NPU; returns ``self`` for chaining.
+
+        Checked once until the topology changes: every entry point that needs a connected
+        network (the network model, TACOS, replay, bounds) calls it.
+        """
+        if self._connected:
+            return self
         reach_from_0 = self._reachable(0, self.out_links, lambda i: self.links[i].dst)
         reach_to_0 = self._reachable(0, self.in_links, lambda i: self.links[i].src)
         for npu in range(self.num_npus):
@@ -206,6 +210,7 @@ class Topology:
                 raise InputError(f"{self.name}: NPU {npu} cannot be reached from NPU 0")
             if npu not in reach_to_0:
                 raise InputError(f"{self.name}: NPU {npu} cannot reach NPU 0")
+        self._connected = True
         return self
 
     def _reachable(self, start: int, adjacency: list[list[int]], other) -> set[int]:

@@ -21,7 +21,8 @@ Files
 -----
 ``.yaml``/``.yml``/``.json``: our own topology file (:mod:`~chakra_collectives.topology.schema`)
 or ASTRA-sim's analytical network YAML (``topology: [Ring, Switch]``, ``npus_count``,
-``bandwidth`` GB/s, ``latency`` ns per dimension); ``.graphml``: GraphML (nodes with
+``bandwidth`` GB/s, ``latency`` ns per dimension; the format is
+:mod:`~chakra_collectives.converters.astra_sim.network`'s); ``.graphml``: GraphML (nodes with
 ``kind: switch`` are switches, edges carry ``bandwidth_gbps`` and ``latency_ns``); anything
 else: an edge list, one ``SRC DST [BANDWIDTH_GBPS [LATENCY_NS]]`` per line (``SRC -> DST`` for
 a one-way link; ``sN`` names a switch; ``#`` starts a comment).
@@ -53,10 +54,12 @@ from typing import Any, Callable
 import networkx as nx
 import yaml
 
+from chakra_collectives.converters.astra_sim.network import parse_network
 from chakra_collectives.errors import InputError
+from chakra_collectives.locate import line_of
 from chakra_collectives.topology import builders
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.topology.schema import line_of, validate_document
+from chakra_collectives.topology.schema import validate_document
 
 
 @dataclass(frozen=True)
@@ -246,90 +249,14 @@ def _from_document(document: dict[str, Any], path: Path, text: str, overrides: d
     return topo
 
 
-_ASTRA_KINDS = {"ring": "Ring", "fullyconnected": "FullyConnected", "switch": "Switch"}
-
-
 def _from_astra_sim(document: dict[str, Any], path: Path, text: str, overrides: dict[str, Any]) -> Topology:
-    """ASTRA-sim's analytical network: one entry per dimension, NPU ids with dimension 0 fastest."""
-    fallback = {"bandwidth": overrides.get("bandwidth_gbps"), "latency": overrides.get("latency_ns")}
-    fields = {}
-    for key in ("topology", "npus_count", "bandwidth", "latency"):
-        value = document.get(key)
-        if value is None and fallback.get(key) is not None:
-            value = [fallback[key]] * len(fields["topology"])
-        if value is None:
-            raise InputError(f"ASTRA-sim network file lacks {key!r}", path=path)
-        fields[key] = value if isinstance(value, list) else [value]
-    dims = len(fields["topology"])
-    for key, values in fields.items():
-        if len(values) != dims:
-            raise InputError(f"{key!r} lists {len(values)} entries but topology lists {dims} dimensions", path=path, line=line_of(text, [key]))
-    kinds = []
-    for index, kind in enumerate(fields["topology"]):
-        canonical = _ASTRA_KINDS.get(str(kind).lower().replace("_", ""))
-        if canonical is None:
-            raise InputError(f"unknown ASTRA-sim topology {kind!r} (valid: Ring, FullyConnected, Switch)", path=path, line=line_of(text, ["topology", index]))
-        kinds.append(canonical)
-    sizes = []
-    for index, count in enumerate(fields["npus_count"]):
-        if not isinstance(count, int) or count < 1:
-            raise InputError(f"npus_count entry {count!r} is not a positive integer", path=path, line=line_of(text, ["npus_count", index]))
-        sizes.append(count)
-    total = 1
-    for size in sizes:
-        total *= size
-    topo = Topology(total, name=path.stem)
-    stride = 1
-    for dim, (kind, size) in enumerate(zip(kinds, sizes)):
-        bw, lat = fields["bandwidth"][dim], fields["latency"][dim]
-        for what, value in (("bandwidth", bw), ("latency", lat)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise InputError(f"{what} entry {value!r} is not a number", path=path, line=line_of(text, [what, dim]))
-        try:
-            for group in _dimension_groups(total, size, stride):
-                _connect_group(topo, kind, group, float(bw), float(lat))
-        except InputError as error:
-            raise InputError(f"dimension {dim}: {error.message.split(': ', 1)[-1]}", path=path, line=line_of(text, ["bandwidth", dim])) from None
-        stride *= size
+    """ASTRA-sim's analytical network file (read by :mod:`~chakra_collectives.converters.astra_sim.network`)."""
+    network = parse_network(document, path=path, text=text, defaults=overrides)
+    num_switches, links = network.links()
+    topo = Topology(network.num_npus, num_switches=num_switches, name=path.stem)
+    for src, dst, bandwidth_gbps, latency_ns in links:
+        topo.add_link(src, dst, bandwidth_gbps, latency_ns)
     return topo
-
-
-def astra_sim_network(document: dict[str, Any], *, name: str = "astra-sim") -> Topology:
-    """ASTRA-sim's analytical network (``topology``, ``npus_count``, ``bandwidth``, ``latency``
-    lists, one entry per dimension) as a Topology, exactly as such a file is read.
-
-    >>> astra_sim_network({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]}).describe()
-    'astra-sim: 4 NPUs, 8 links'
-    """
-    return _from_astra_sim(document, Path(name), "", {})
-
-
-def _dimension_groups(total: int, size: int, stride: int) -> list[list[int]]:
-    """NPUs that differ only in one dimension (of ``size``, at ``stride``)."""
-    groups = []
-    for base in range(total):
-        if (base // stride) % size == 0:
-            groups.append([base + i * stride for i in range(size)])
-    return groups
-
-
-def _connect_group(topo: Topology, kind: str, group: list[int], bw: float, lat: float) -> None:
-    n = len(group)
-    if n == 1:
-        return
-    if kind == "Ring":
-        pairs = [(group[i], group[(i + 1) % n]) for i in range(n if n > 2 else 1)]
-        for a, b in pairs:
-            topo.add_link(a, b, bw, lat, bidirectional=True)
-    elif kind == "FullyConnected":
-        for a in group:
-            for b in group:
-                if a != b:
-                    topo.add_link(a, b, bw, lat)
-    else:
-        hub = topo.add_switch()
-        for a in group:
-            topo.add_link(a, hub, bw, lat, bidirectional=True)
 
 
 def _from_graphml(path: Path, overrides: dict[str, Any]) -> Topology:

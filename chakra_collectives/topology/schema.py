@@ -23,9 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chakra_collectives.errors import InputError
+from chakra_collectives.locate import line_of
 
 _ENDPOINT = {
     "description": "An NPU number (0 .. npus-1) or a switch name s0, s1, ...",
@@ -97,22 +96,3 @@ def validate_document(document: Any, *, path: str | Path, text: str) -> None:
     if error.validator == "additionalProperties":
         message = message.replace("Additional properties are not allowed", "unknown key(s)")
     raise InputError(f"{'at ' + where + ': ' if where else ''}{message}", path=path, line=line_of(text, list(error.absolute_path)))
-
-
-def line_of(text: str, keys: list[Any]) -> int | None:
-    """1-based line of the value at ``keys`` inside a YAML/JSON text (``None`` if unknown)."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    for key in keys:
-        if isinstance(node, yaml.MappingNode):
-            found = next((v for k, v in node.value if k.value == str(key)), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            found = node.value[key]
-        else:
-            found = None
-        if found is None:
-            break
-        node = found
-    return None if node is None else node.start_mark.line + 1

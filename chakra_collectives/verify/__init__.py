@@ -6,7 +6,7 @@ Stages, each reported as passed / failed / skipped:
 2. ``matching``   -- every SEND pairs with one RECV on ``(src, dst, tag)``, FIFO, equal size;
 3. ``deadlock``   -- the dependency + message graph runs to completion under eager sends
    (ASTRA-sim's semantics; required by default) and under rendezvous sends (reported; required
-   with ``send_semantics=("eager", "rendezvous")``), see :mod:`~chakra_collectives.verify.execution`;
+   with ``send_semantics=("eager", "rendezvous")``), see :mod:`~chakra_collectives.ir.execution`;
 4. ``semantics``  -- symbolic execution proves the collective's postcondition, or gives a
    counterexample (see :mod:`~chakra_collectives.verify.semantics`), and a happens-before
    check proves no two unordered operations touch one slot with a write (see
@@ -28,12 +28,12 @@ from dataclasses import replace
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.execution import describe_stuck, execute
-from chakra_collectives.verify.matching import match_messages
+from chakra_collectives.ir.execution import describe_stuck, execute
+from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.verify.races import find_race
 from chakra_collectives.verify.report import Check, Report, Status
 from chakra_collectives.verify.semantics import first_difference, output_view, postcondition_violation, run_symbolically
-from chakra_collectives.verify.structure import structural_problems
+from chakra_collectives.ir.structure import structural_problems
 
 SEMANTICS = ("eager", "rendezvous")
 _SEMANTICS_MEANING = {

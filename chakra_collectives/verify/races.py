@@ -16,8 +16,8 @@ extreme execution orders).
 
 >>> from chakra_collectives.ir import Collective
 >>> from chakra_collectives.synth.baselines import ring
->>> from chakra_collectives.verify.execution import execute
->>> from chakra_collectives.verify.matching import match_messages
+>>> from chakra_collectives.ir.execution import execute
+>>> from chakra_collectives.ir.matching import match_messages
 >>> algo = ring(Collective.ALL_REDUCE, 4, size_bytes=4096)
 >>> partner = match_messages(algo).partner
 >>> find_race(algo, partner, execute(algo, partner).order)
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.structure import dependents
+from chakra_collectives.ir.structure import dependents
 
 VISIT_BUDGET_PER_OP = 20
 """The searches together may visit this many operations per operation of the algorithm."""

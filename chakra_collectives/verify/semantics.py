@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.execution import Execution, execute
+from chakra_collectives.ir.execution import Execution, execute
 
 Value = tuple[int, int] | None
 """``(chunk index, bitmask of contributing ranks)``; ``None`` = the slot holds nothing."""

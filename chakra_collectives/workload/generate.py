@@ -1,7 +1,7 @@
 """Workload generators: a collective microbenchmark, a data-parallel iteration, hybrid TP + DP.
 
 Every generator returns a :class:`GeneratedWorkload` (per-rank nodes built with
-:class:`~chakra_collectives.replay.writer.WorkloadBuilder`, plus process groups for hybrid
+:class:`~chakra_collectives.converters.chakra_et.WorkloadBuilder`, plus process groups for hybrid
 parallelism); :meth:`GeneratedWorkload.write` writes ``PREFIX.{rank}.et`` -- and
 ``PREFIX.json``, ASTRA-sim's communicator-group file, when there are groups -- all or nothing.
 The files are what ASTRA-sim's workload feeder reads (``et-conventions.md``): COMP nodes with
@@ -30,8 +30,8 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.replay.workload import collective_name
-from chakra_collectives.replay.writer import WorkloadBuilder
+from chakra_collectives.converters.chakra_et.workload_reader import collective_name
+from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder
 from chakra_collectives.workload.spec import Layer, ModelSpec
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.topology.schema import line_of
+from chakra_collectives.locate import line_of
 from chakra_collectives.units import parse_duration, parse_size
 
 _DURATION = {"type": ["string", "number"], "description": "A duration: 20us, 1.5ms, 250ns, or a number of ns."}

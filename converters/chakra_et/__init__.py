@@ -1,6 +1,25 @@
-"""Chakra ET: one protobuf stream per rank, as ASTRA-sim reads custom collectives."""
+"""Chakra ET: one protobuf stream per rank (``PREFIX.{rank}.et``), as ASTRA-sim reads them.
 
-from chakra_collectives.converters.chakra_et.reader import read_algorithm, rank_files
+* algorithms -- :func:`read_algorithm` / :func:`write_algorithm` (:mod:`.reader`, :mod:`.writer`):
+  a :class:`~chakra_collectives.ir.CollectiveAlgorithm` as a custom collective;
+* workloads -- :func:`read_workload` / :class:`WorkloadBuilder` (:mod:`.workload_reader`,
+  :mod:`.workload_writer`): what ASTRA-sim's workload feeder runs;
+* :mod:`.nodes` and :mod:`.stream` -- the framing and node decoding both readers share;
+  :mod:`.attributes` -- every attribute we write and the one ``ET_VERSION``.
+"""
+
+from chakra_collectives.converters.chakra_et.reader import rank_files, read_algorithm
+from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder, single_collective_workload
 from chakra_collectives.converters.chakra_et.writer import rank_path, write_algorithm
 
-__all__ = ["rank_files", "rank_path", "read_algorithm", "write_algorithm"]
+__all__ = [
+    "Workload",
+    "WorkloadBuilder",
+    "rank_files",
+    "rank_path",
+    "read_algorithm",
+    "read_workload",
+    "single_collective_workload",
+    "write_algorithm",
+]

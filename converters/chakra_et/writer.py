@@ -32,6 +32,7 @@ import io
 import os
 import re
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -48,7 +49,6 @@ from chakra.src.third_party.utils import protolib
 
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.units import bytes_per_ns
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
 from chakra_collectives.converters.chakra_et.stream import length_prefix
 
@@ -84,7 +84,7 @@ def write_algorithm(
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
     nbytes = algo.op_bytes(size)
-    durations = _local_durations(algo, nbytes, reduce_bandwidth_gbps)
+    durations = algo.local_durations(nbytes, reduce_bandwidth_gbps)
     _check_astra_sim_constraints(algo, nbytes, prefix)
     encoder = _NodeEncoder()
     bounds = algo.rank_bounds()
@@ -93,14 +93,20 @@ def write_algorithm(
         for rank in range(algo.num_ranks)
     ]
     paths = [rank_path(prefix, rank, compress=compress) for rank in range(algo.num_ranks)]
-    write_files_atomically(paths, [gzip.compress(b, mtime=0) if compress else b for b in blobs])
-    _remove_stale_rank_files(prefix, paths)
+    write_rank_files(prefix, paths, [gzip.compress(b, mtime=0) if compress else b for b in blobs])
     return paths
 
 
+def write_rank_files(prefix: str | Path, paths: list[Path], contents: list[bytes], *, extra: Mapping[Path, bytes] | None = None) -> None:
+    """Write the rank files ``paths`` of ``prefix`` (and the ``extra`` files) all or nothing,
+    then remove the prefix's other rank files (an earlier, larger or differently compressed
+    write), so the prefix names exactly what was just written."""
+    extra = dict(extra or {})
+    write_files_atomically(paths + list(extra), contents + list(extra.values()))
+    _remove_stale_rank_files(prefix, paths)
+
+
 def _remove_stale_rank_files(prefix: str | Path, written: list[Path]) -> None:
-    """Delete other ``PREFIX.{rank}.et[.gz]`` files (an earlier, larger or differently compressed
-    write), so the prefix names exactly the algorithm just written."""
     prefix = Path(prefix)
     keep = {p.name for p in written}
     pattern = re.compile(rf"^{re.escape(prefix.name)}\.\d+\.et(\.gz)?$")
@@ -125,16 +131,6 @@ def write_files_atomically(paths: list[Path], contents: list[bytes]) -> None:
         for temp in temps:
             temp.unlink(missing_ok=True)
         raise InputError(f"cannot write: {exc.strerror}", path=exc.filename or paths[0]) from None
-
-
-def _local_durations(algo: CollectiveAlgorithm, nbytes: np.ndarray, reduce_bandwidth_gbps: float | None) -> np.ndarray:
-    durations = algo.ops.duration_ns.copy()
-    if reduce_bandwidth_gbps is not None:
-        if not reduce_bandwidth_gbps > 0:
-            raise InputError(f"reduce bandwidth must be positive, got {reduce_bandwidth_gbps}")
-        derive = np.isnan(durations) & ((algo.ops.kind == OpKind.REDUCE) | (algo.ops.kind == OpKind.COPY))
-        durations[derive] = nbytes[derive] / bytes_per_ns(reduce_bandwidth_gbps)
-    return durations
 
 
 def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path) -> None:

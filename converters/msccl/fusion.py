@@ -34,7 +34,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, CollectiveAlgorithm, OpKind
 from chakra_collectives.converters.msccl.program import StepType
-from chakra_collectives.verify.structure import dependents
+from chakra_collectives.ir.structure import dependents
 
 SEND, RECV, REDUCE, COPY = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.REDUCE), int(OpKind.COPY)
 _SINGLE = {SEND: StepType.SEND, RECV: StepType.RECV, REDUCE: StepType.REDUCE, COPY: StepType.COPY}

@@ -15,14 +15,14 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.converters.chakra_et.writer import write_files_atomically
-from chakra_collectives.converters.msccl.lift import Lifted, lift_algorithm
+from chakra_collectives.converters.msccl.lift import lift_algorithm
 from chakra_collectives.converters.msccl.lower import lower_program
+from chakra_collectives.converters.msccl.options import MscclOptions
 from chakra_collectives.converters.msccl.program import Program
 from chakra_collectives.converters.msccl.xml_reader import parse_documents, read_text
 from chakra_collectives.converters.msccl.xml_writer import format_program
@@ -33,31 +33,8 @@ class MscclWarning(UserWarning):
 
 
 def read_programs(path: str | Path) -> list[Program]:
-    """Every ``<algo>`` document of the file (text around and between them is ignored)."""
+    """Every ``<algo>`` document of the file, parsed (text around and between them is ignored)."""
     return parse_documents(read_text(path), path)
-
-
-@dataclass
-class Imported:
-    """An imported document: the algorithm, the program it came from, and runtime warnings."""
-
-    algorithm: CollectiveAlgorithm
-    program: Program
-    warnings: list[str]
-
-
-def import_msccl(
-    path: str | Path,
-    size_bytes: int,
-    *,
-    index: int | None = None,
-    collective: Collective | None = None,
-    root: int | None = None,
-) -> Imported:
-    """Like :func:`read_msccl`, returning the program and the warnings instead of issuing them."""
-    program = choose_program(read_programs(path), index, path)
-    lowered = lower_program(program, size_bytes=size_bytes, path=path, collective=collective, root=root)
-    return Imported(lowered.algorithm, program, lowered.warnings)
 
 
 def read_msccl(
@@ -75,12 +52,15 @@ def read_msccl(
     ``<algo>`` documents (required when there are several); ``collective`` overrides the XML's
     ``coll`` label and ``root`` a broadcast/reduce root. Runtime-limit problems are issued as
     :class:`MscclWarning`; errors are :class:`~chakra_collectives.errors.ChakraCollError` naming
-    the XML line.
+    the XML line. The two stages are :func:`read_programs` (with :func:`choose_program`) and
+    :func:`~chakra_collectives.converters.msccl.lower.lower_program`, which returns the
+    warnings instead of issuing them.
     """
-    imported = import_msccl(path, size_bytes, index=index, collective=collective, root=root)
-    for message in imported.warnings:
+    program = choose_program(read_programs(path), index, path)
+    lowered = lower_program(program, size_bytes=size_bytes, path=path, collective=collective, root=root)
+    for message in lowered.warnings:
         warnings.warn(MscclWarning(message), stacklevel=2)
-    return imported.algorithm
+    return lowered.algorithm
 
 
 def choose_program(programs: list[Program], index: int | None, path: str | Path | None) -> Program:
@@ -95,49 +75,20 @@ def choose_program(programs: list[Program], index: int | None, path: str | Path 
     return programs[index]
 
 
-def export_msccl(
-    algo: CollectiveAlgorithm,
-    path: str | Path,
-    *,
-    fuse: bool = True,
-    fit_limits: bool = True,
-    proto: str = "Simple",
-    name: str | None = None,
-    min_bytes: int = 0,
-    max_bytes: int = 0,
-) -> Lifted:
-    """Like :func:`write_msccl`, returning the program and the warnings instead of issuing them."""
-    lifted = lift_algorithm(algo, fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes)
-    write_files_atomically([Path(path)], [format_program(lifted.program).encode("utf-8")])
-    return lifted
-
-
-def write_msccl(
-    algo: CollectiveAlgorithm,
-    path: str | Path,
-    *,
-    fuse: bool = True,
-    fit_limits: bool = True,
-    proto: str = "Simple",
-    name: str | None = None,
-    min_bytes: int = 0,
-    max_bytes: int = 0,
-) -> Program:
+def write_msccl(algo: CollectiveAlgorithm, path: str | Path, options: MscclOptions | None = None) -> Program:
     """Write ``algo`` as an MSCCL-IR XML file the MSCCL runtime loads; return the program.
 
-    ``fuse`` merges receive chains into rcs/rrc/rrs/rrcs steps (fewer steps, the same operations
-    when read back); ``fit_limits`` spreads messages over channels so that threadblocks stay
-    within the runtime's 64 steps and channels within its 32 threadblocks. ``proto`` is the NCCL protocol (Simple, LL, LL128); ``min_bytes`` and
-    ``max_bytes`` the message-size range the runtime should use the algorithm for (0 = any).
-    Runtime-limit problems are issued as :class:`MscclWarning`. The file is written under a
-    temporary name and renamed, so a failure leaves nothing behind.
+    ``options`` (:class:`MscclOptions`): fusion of receive chains, fitting the runtime's limits,
+    the protocol, the name and the size range the runtime should use the algorithm for.
+    Runtime-limit problems are issued as :class:`MscclWarning` (the stage that returns them
+    instead is :func:`~chakra_collectives.converters.msccl.lift.lift_algorithm`). The file is
+    written under a temporary name and renamed, so a failure leaves nothing behind.
     """
-    lifted = export_msccl(
-        algo, path, fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=min_bytes, max_bytes=max_bytes
-    )
+    lifted = lift_algorithm(algo, options)
+    write_files_atomically([Path(path)], [format_program(lifted.program).encode("utf-8")])
     for message in lifted.warnings:
         warnings.warn(MscclWarning(message), stacklevel=2)
     return lifted.program
 
 
-__all__ = ["Imported", "MscclWarning", "choose_program", "export_msccl", "import_msccl", "read_msccl", "read_programs", "write_msccl"]
+__all__ = ["MscclWarning", "choose_program", "read_msccl", "read_programs", "write_msccl"]

@@ -30,11 +30,12 @@ import numpy as np
 
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.execution import describe_stuck, execute
-from chakra_collectives.verify.matching import Matching, match_messages
-from chakra_collectives.verify.structure import structural_problems
+from chakra_collectives.ir.execution import describe_stuck, execute
+from chakra_collectives.ir.matching import Matching, match_messages
+from chakra_collectives.ir.structure import structural_problems
 from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
 from chakra_collectives.converters.msccl.fusion import SEND, Group, OpColumns, form_groups
+from chakra_collectives.converters.msccl.options import MscclOptions
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
 
 _FORWARDING = frozenset({StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY_SEND})
@@ -58,22 +59,14 @@ class Lifted:
     warnings: list[str]
 
 
-def lift_algorithm(
-    algo: CollectiveAlgorithm,
-    *,
-    fuse: bool = True,
-    fit_limits: bool = True,
-    proto: str = "Simple",
-    name: str | None = None,
-    min_bytes: int = 0,
-    max_bytes: int = 0,
-) -> Lifted:
+def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = None) -> Lifted:
     """The MSCCL-IR program of ``algo`` (see the module docstring), with runtime-limit warnings.
 
-    ``fit_limits`` spreads messages over more channels so that no threadblock gets more than
-    64 communication steps and no channel more than 32 threadblocks; local steps and nops
+    ``options.fit_limits`` spreads messages over more channels so that no threadblock gets more
+    than 64 communication steps and no channel more than 32 threadblocks; local steps and nops
     are not budgeted, so a warning can remain.
     """
+    options = options or MscclOptions()
     matching = _check_exportable(algo)
     execution = execute(algo, matching.partner, semantics="eager", order="fifo")
     if not execution.finished:
@@ -84,18 +77,18 @@ def lift_algorithm(
         position[i] = t
     cols = OpColumns(algo)
     partner = matching.partner.tolist()
-    groups = form_groups(cols, position, fuse=fuse)
-    limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if fit_limits else (math.inf, math.inf)
+    groups = form_groups(cols, position, fuse=options.fuse)
+    limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
     layout = _Layout(algo.num_ranks, cols, groups, position, partner, max_steps=limits[0], max_tbs=limits[1])
     program = Program(
-        name=name if name is not None else (algo.name or "chakra-collectives"),
+        name=options.name if options.name is not None else (algo.name or "chakra-collectives"),
         coll=COLL_NAMES[algo.collective],
         ngpus=algo.num_ranks,
         nchunksperloop=algo.chunk_count,
         nchannels=0,
         inplace=algo.inplace,
-        proto=proto,
-        extra={"outofplace": str(int(not algo.inplace)), "minBytes": str(min_bytes), "maxBytes": str(max_bytes)},
+        proto=options.proto,
+        extra={"outofplace": str(int(not algo.inplace)), "minBytes": str(options.min_bytes), "maxBytes": str(options.max_bytes)},
     )
     layout.build(program, algo)
     return Lifted(program, limit_warnings(program))

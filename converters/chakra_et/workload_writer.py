@@ -1,4 +1,4 @@
-"""Write small workload ETs (``PREFIX.{rank}.et``): for samples, tests and benchmarks.
+"""Write workload ETs (``PREFIX.{rank}.et``): the workload generators', samples', tests' and benchmarks'.
 
 Files are what ASTRA-sim's workload feeder reads: a ``GlobalMetadata`` then ``Node`` messages
 framed by Chakra's ``protolib.encodeMessage``, with the attribute names and types of
@@ -33,11 +33,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.src.third_party.utils import protolib
 
-from chakra_collectives.converters.chakra_et import rank_path
-from chakra_collectives.converters.chakra_et.writer import _remove_stale_rank_files, write_files_atomically
+from chakra_collectives.converters.chakra_et.attributes import ET_VERSION
+from chakra_collectives.converters.chakra_et.writer import rank_path, write_rank_files
 from chakra_collectives.ir import Collective
-
-ET_VERSION = "0.0.4"
 
 
 class WorkloadBuilder:
@@ -140,9 +138,7 @@ class WorkloadBuilder:
                     protolib.encodeMessage(sink, node)
                 blob = encoded[id(nodes)] = sink.getvalue()
             blobs.append(blob)
-        extra = dict(extra or {})
-        write_files_atomically(paths + list(extra), blobs + list(extra.values()))
-        _remove_stale_rank_files(prefix, paths)
+        write_rank_files(prefix, paths, blobs, extra=extra)
         return paths
 
 
@@ -153,3 +149,6 @@ def single_collective_workload(prefix: str | Path, collective: str | Collective,
         builder.collective(rank, collective, size_bytes)
     return builder.write(prefix)
 
+
+
+__all__ = ["WorkloadBuilder", "single_collective_workload"]

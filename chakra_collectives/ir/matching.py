@@ -1,7 +1,10 @@
 """Pair every SEND with its RECV: same ``(src, dst, tag)``, k-th with k-th in program order.
 
 This is ASTRA-sim's rule (FIFO per ``(src, dst, tag)``; it also requires equal sizes, or the
-pair never completes) and, with one tag per connection, MSCCL's (FIFO per connection).
+pair never completes) and, with one tag per connection, MSCCL's (FIFO per connection). The
+one pairing every consumer uses: the verifier, the network model's lowering, the MSCCL-IR
+exporter, ``inspect`` and the replayer's point-to-point workload messages
+(:func:`pair_in_order` on their own columns).
 
 >>> from chakra_collectives.ir import Collective
 >>> from chakra_collectives.synth.baselines import ring
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.ir.algorithm import CollectiveAlgorithm
+from chakra_collectives.ir.ops import OpKind, OpTable
 
 
 @dataclass
@@ -24,9 +28,45 @@ class Matching:
     partner: np.ndarray
     """For each operation, the index of the operation it pairs with (-1: none or not comm)."""
     problems: list[str]
+    """One line per problem found (at most the ``limit`` asked for), naming rank and node."""
+
+
+def pair_in_order(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pair the k-th send of every key with the k-th receive of that key.
+
+    ``send_keys`` and ``recv_keys`` hold one row per send / receive, in program order, each
+    row a key such as ``(sender, receiver, tag)``. Returns the positions of every pair: rows
+    ``sends[i]`` of ``send_keys`` and ``recvs[i]`` of ``recv_keys`` pair up. Rows without a
+    partner are in neither array. Vectorised: one sort per side and one set intersection.
+
+    >>> sends = np.array([[0, 1, 7], [0, 1, 7], [1, 0, 7]])
+    >>> recvs = np.array([[1, 0, 7], [0, 1, 7]])
+    >>> s, r = pair_in_order(sends, recvs)
+    >>> sorted(zip(s.tolist(), r.tolist()))      # the second 0 -> 1 send has no receive
+    [(0, 1), (2, 0)]
+    """
+    send_full = np.column_stack([send_keys, _occurrence(send_keys)]).astype(np.int64)
+    recv_full = np.column_stack([recv_keys, _occurrence(recv_keys)]).astype(np.int64)
+    return _intersect_rows(send_full, recv_full)
 
 
 def match_messages(algo: CollectiveAlgorithm, limit: int = 10) -> Matching:
+    """Pair every SEND of ``algo`` with its RECV and describe what does not pair.
+
+    The pairing (:attr:`Matching.partner`) is always complete; ``limit`` caps only how many
+    problems are *described* -- unmatched SENDs first, then unmatched RECVs, then pairs whose
+    sizes differ -- because describing costs a Python loop and callers that only need to know
+    whether any problem exists (the lowering to tasks, the MSCCL exporter) ask for 1.
+
+    >>> from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective
+    >>> b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=2, chunk_count=1, size_bytes=64)
+    >>> _ = b.send(0, 1, tag=0, src=(Buffer.INPUT, 0), count=1)
+    >>> _ = b.send(0, 1, tag=0, src=(Buffer.INPUT, 0), count=1)
+    >>> _ = b.recv(1, 0, tag=0, dst=(Buffer.OUTPUT, 0), count=1)
+    >>> matching = match_messages(b.build(input_chunks=[1, 1], output_chunks=[1, 1]))
+    >>> matching.partner.tolist(), matching.problems
+    ([2, -1, 0], ['rank 0: node 1: SEND to rank 1 tag 0 (64 B) has no matching RECV on rank 1'])
+    """
     ops = algo.ops
     size = len(ops)
     partner = np.full(size, -1, dtype=np.int64)
@@ -36,11 +76,7 @@ def match_messages(algo: CollectiveAlgorithm, limit: int = 10) -> Matching:
     # key of a message: (sender, receiver, tag); occurrence: k-th with that key in program order
     send_keys = np.stack([ops.rank[sends].astype(np.int64), ops.peer[sends].astype(np.int64), ops.tag[sends]], axis=1)
     recv_keys = np.stack([ops.peer[recvs].astype(np.int64), ops.rank[recvs].astype(np.int64), ops.tag[recvs]], axis=1)
-    send_occ = _occurrence(send_keys)
-    recv_occ = _occurrence(recv_keys)
-    send_full = np.column_stack([send_keys, send_occ])
-    recv_full = np.column_stack([recv_keys, recv_occ])
-    common, in_send, in_recv = _intersect_rows(send_full, recv_full)
+    in_send, in_recv = pair_in_order(send_keys, recv_keys)
     partner[sends[in_send]] = recvs[in_recv]
     partner[recvs[in_recv]] = sends[in_send]
 
@@ -73,7 +109,7 @@ def match_messages(algo: CollectiveAlgorithm, limit: int = 10) -> Matching:
     return Matching(partner=partner, problems=problems)
 
 
-def _amount(ops, nbytes: np.ndarray, i: int) -> str:
+def _amount(ops: OpTable, nbytes: np.ndarray, i: int) -> str:
     chunks = f"{ops.count[i]} chunks, " if ops.count[i] >= 0 else ""
     return f"{chunks}{nbytes[i]} B"
 
@@ -92,13 +128,16 @@ def _occurrence(keys: np.ndarray) -> np.ndarray:
     return occurrence
 
 
-def _intersect_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows present in both ``a`` and ``b`` (each row unique within its array) and their positions."""
+def _intersect_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the rows present in both ``a`` and ``b`` (each row unique within its array)."""
     if len(a) == 0 or len(b) == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
+        return empty, empty
     view_dtype = np.dtype((np.void, a.dtype.itemsize * a.shape[1]))
     av = np.ascontiguousarray(a).view(view_dtype).ravel()
     bv = np.ascontiguousarray(b).view(view_dtype).ravel()
-    common, in_a, in_b = np.intersect1d(av, bv, assume_unique=True, return_indices=True)
-    return common, in_a, in_b
+    _, in_a, in_b = np.intersect1d(av, bv, assume_unique=True, return_indices=True)
+    return in_a, in_b
+
+
+__all__ = ["Matching", "match_messages", "pair_in_order"]

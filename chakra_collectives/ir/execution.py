@@ -13,6 +13,28 @@ not true (rank A: send-then-recv, rank B: send-then-recv deadlocks only under re
 
 ``order`` picks which ready operation runs next: ``"fifo"`` (breadth-first) or ``"lifo"``
 (depth-first). The verifier executes the data semantics under both to expose races.
+
+Two ranks that both send first and then receive finish with eager sends and deadlock with
+rendezvous sends:
+
+>>> from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective
+>>> from chakra_collectives.ir.matching import match_messages
+>>> b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=2, chunk_count=1, size_bytes=64)
+>>> for r in range(2):
+...     s = b.send(r, 1 - r, tag=0, src=(Buffer.INPUT, 0), count=1)
+...     _ = b.recv(r, 1 - r, tag=0, dst=(Buffer.OUTPUT, 0), count=1, deps=[s])
+>>> algo = b.build(input_chunks=[1, 1], output_chunks=[1, 1])
+>>> partner = match_messages(algo).partner
+>>> execute(algo, partner).order         # both SENDs, then both RECVs
+[0, 2, 3, 1]
+>>> stuck = execute(algo, partner, semantics="rendezvous")
+>>> stuck.finished, stuck.stuck
+(False, [0, 1, 2, 3])
+>>> for line in describe_stuck(algo, partner, stuck, "rendezvous"):
+...     print(line)
+4 of 4 operations never complete; blocked frontier per rank:
+rank 0: node 0 SEND to rank 1 waits for its RECV (node 1 on rank 1) to be posted
+rank 1: node 0 SEND to rank 0 waits for its RECV (node 1 on rank 0) to be posted
 """
 
 from __future__ import annotations
@@ -21,8 +43,10 @@ from collections import deque
 from dataclasses import dataclass
 import numpy as np
 
-from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.verify.structure import dependents
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir.algorithm import CollectiveAlgorithm
+from chakra_collectives.ir.ops import OpKind
+from chakra_collectives.ir.structure import dependents
 
 
 @dataclass
@@ -44,13 +68,17 @@ def execute(
     semantics: str = "eager",
     order: str = "fifo",
 ) -> Execution:
-    """Execute ``algo`` with the message pairing ``partner`` (from :func:`match_messages`).
+    """Execute ``algo`` with the message pairing ``partner`` (from
+    :func:`~chakra_collectives.ir.matching.match_messages`).
 
     Unpaired operations (``partner == -1``) do not wait for a partner, so passing all -1
     walks the plain dependency graph; the verifier checks pairing before it executes.
+    :class:`~chakra_collectives.errors.InputError` for an unknown ``semantics`` or ``order``.
     """
     if semantics not in ("eager", "rendezvous"):
-        raise ValueError(f"unknown send semantics {semantics!r}")
+        raise InputError(f"unknown send semantics {semantics!r} (valid: eager, rendezvous)")
+    if order not in ("fifo", "lifo"):
+        raise InputError(f"unknown execution order {order!r} (valid: fifo, lifo)")
     ops = algo.ops
     size = len(ops)
     rendezvous = semantics == "rendezvous"
@@ -104,7 +132,9 @@ def execute(
 
 
 def describe_stuck(algo: CollectiveAlgorithm, partner: np.ndarray, execution: Execution, semantics: str, limit: int = 3) -> list[str]:
-    """Per rank, the first operations that cannot start and why."""
+    """Why ``execution`` got stuck: a headline, then per rank its first ``limit`` blocked
+    operations (those not waiting behind another stuck operation of their rank) and what each
+    waits for."""
     ops = algo.ops
     stuck = set(execution.stuck)
     lines: list[str] = []
@@ -133,3 +163,6 @@ def describe_stuck(algo: CollectiveAlgorithm, partner: np.ndarray, execution: Ex
     total_stuck = len(execution.stuck)
     lines.insert(0, f"{total_stuck} of {len(ops)} operations never complete; blocked frontier per rank:")
     return lines
+
+
+__all__ = ["Execution", "describe_stuck", "execute"]

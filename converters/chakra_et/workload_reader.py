@@ -4,26 +4,35 @@ A workload is what a training step looks like to ASTRA-sim: COMP nodes (``durati
 COMM_COLL nodes (``comm_type``, ``comm_size``, optional ``pg_name``), point-to-point
 COMM_SEND / COMM_RECV nodes (``comm_dst`` / ``comm_src``, ``comm_size``, ``comm_tag``),
 MEM_LOAD / MEM_STORE and METADATA nodes, ordered by ``data_deps`` and ``ctrl_deps`` (both are
-waited for). Files are framed and parsed with the same helpers as algorithm files
-(:mod:`~chakra_collectives.converters.chakra_et.stream`); each distinct attribute is decoded once.
+waited for). Node types are Chakra's own (``et_def_pb2.NodeType``). Files are framed and parsed
+with the same helpers as algorithm files (:mod:`~chakra_collectives.converters.chakra_et.stream`);
+each distinct attribute is decoded once.
 
 >>> import tempfile, pathlib
->>> from chakra_collectives.replay.writer import single_collective_workload
+>>> from chakra_collectives.converters.chakra_et.workload_writer import single_collective_workload
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-reduce", 4, 2**20)
 ...     w = read_workload(pathlib.Path(tmp) / "w")
->>> w.num_ranks, len(w), NodeType(int(w.node_type[0])).name, int(w.comm_size[0])
-(4, 4, 'COMM_COLL', 1048576)
+>>> w.num_ranks, len(w), node_type_name(int(w.node_type[0])), int(w.comm_size[0]), w.describe(0)
+(4, 4, 'COMM_COLL', 1048576, 'node 0 COMM_COLL all-reduce')
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from chakra.schema.protobuf.et_def_pb2 import (
+    BARRIER,
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    INVALID_NODE,
+    NodeType,
+)
 
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
 from chakra_collectives.converters.chakra_et.reader import rank_files
@@ -31,21 +40,17 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 
 
-class NodeType(IntEnum):
-    """Chakra's ``NodeType`` values."""
-
-    METADATA = 1
-    MEM_LOAD = 2
-    MEM_STORE = 3
-    COMP = 4
-    COMM_SEND = 5
-    COMM_RECV = 6
-    COMM_COLL = 7
-
-
 NO_COLLECTIVE = -1
-BARRIER = 9
-"""Chakra's ``CollectiveCommType.BARRIER``: replayed as a zero-byte all-reduce of the group."""
+"""``comm_type`` of nodes that are not collectives."""
+
+
+def node_type_name(node_type: int) -> str:
+    """Chakra's name of a node type without its ``_NODE`` suffix (``COMM_COLL``).
+
+    >>> node_type_name(COMM_COLL_NODE), node_type_name(COMP_NODE)
+    ('COMM_COLL', 'COMP')
+    """
+    return NodeType.Name(node_type).removesuffix("_NODE")
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,12 +90,12 @@ class Workload:
 
     def describe(self, index: int) -> str:
         """``node 7 (COMM_COLL all-reduce 1 MiB)``-style label."""
-        kind = NodeType(int(self.node_type[index]))
-        label = f"node {int(self.node_id[index])} {kind.name}"
-        if kind is NodeType.COMM_COLL:
+        kind = int(self.node_type[index])
+        label = f"node {int(self.node_id[index])} {node_type_name(kind)}"
+        if kind == COMM_COLL_NODE:
             label += f" {collective_name(int(self.comm_type[index]))}"
-        elif kind in (NodeType.COMM_SEND, NodeType.COMM_RECV):
-            arrow = "to" if kind is NodeType.COMM_SEND else "from"
+        elif kind in (COMM_SEND_NODE, COMM_RECV_NODE):
+            arrow = "to" if kind == COMM_SEND_NODE else "from"
             label += f" {arrow} rank {int(self.peer[index])} tag {int(self.tag[index])}"
         return label
 
@@ -112,7 +117,7 @@ def _as_string(kind: str | None, value: Any) -> str | None:
     return str(value) if kind == "string_val" else None
 
 
-_KNOWN_TYPES = np.array([t.value for t in NodeType])
+_KNOWN_TYPES = np.array([value for name, value in NodeType.items() if value != INVALID_NODE])
 _COLLECTIVE_TYPES = np.array([c.chakra_comm_type for c in Collective if c.chakra_comm_type is not None] + [BARRIER])
 
 
@@ -124,9 +129,9 @@ def _decode_nodes(nodes: NodeColumns) -> dict[str, Any]:
         position = int(np.flatnonzero(unknown)[0])
         raise nodes.error(position, f"unknown node type {int(types[position])}")
     attrs = nodes.attributes
-    coll = types == NodeType.COMM_COLL
-    send = types == NodeType.COMM_SEND
-    recv = types == NodeType.COMM_RECV
+    coll = types == COMM_COLL_NODE
+    send = types == COMM_SEND_NODE
+    recv = types == COMM_RECV_NODE
     comm = coll | send | recv
     present, ok, cpu = attrs.converted("is_cpu_op", _as_bool, fill=False, dtype=bool)
     if np.any(present & ~ok):
@@ -151,7 +156,7 @@ def _decode_nodes(nodes: NodeColumns) -> dict[str, Any]:
     _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object)
     return {
         "node_type": types.astype(np.int8),
-        "duration_ns": np.where(types == NodeType.COMP, nodes.duration_micros * 1000.0, 0.0),
+        "duration_ns": np.where(types == COMP_NODE, nodes.duration_micros * 1000.0, 0.0),
         "is_cpu_op": cpu.astype(bool),
         "comm_type": np.where(coll, comm_type, NO_COLLECTIVE),
         "comm_size": np.where(comm, np.maximum(size, 0), 0),
@@ -183,3 +188,6 @@ def read_workload(prefix: str | Path) -> Workload:
         dep_idx=nodes.dep_pos,
         paths=paths,
     )
+
+
+__all__ = ["NO_COLLECTIVE", "Workload", "collective_name", "node_type_name", "read_workload"]

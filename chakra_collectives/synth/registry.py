@@ -1,0 +1,155 @@
+"""The one registry of algorithm producers: every synthesizer and baseline, by name.
+
+A :class:`Synthesizer` is a name, a factory with one signature --
+``make(topology, collective, num_ranks, options) -> Synthesized`` -- and what the rest of the
+tool needs to know about it: the collectives it implements, the rank counts it accepts,
+whether it plans for the whole topology, whether ``best`` tries it, and, optionally, the
+messages it will send (a cheap lower bound on its time lets ``best`` skip it).
+:func:`~chakra_collectives.synth.synthesize` (``chakra-coll synth --algorithm``),
+``best``, and the replayer's built-in defaults (``chakra-coll replay --default-algorithm``) all
+read this registry, so a producer registered once appears everywhere.
+
+Producers register themselves in their own module (:func:`register`), and
+:mod:`chakra_collectives.synth` imports every producer module, so the registry is complete
+whenever any part of ``synth`` is imported. The order of registration is the order ``best``
+breaks ties in:
+
+>>> [s.name for s in synthesizers()]
+['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+>>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
+(True, False)
+>>> from chakra_collectives.topology import ring
+>>> made = get("ring").make(ring(4), Collective.ALL_GATHER, 4, SynthesisOptions(size_bytes=2**20))
+>>> made.algorithm.describe()
+'all-gather over 4 ranks, 4 chunks, 28 ops (ring)'
+>>> get("donut")
+Traceback (most recent call last):
+...
+chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.topology import Topology
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """What a factory may be asked beyond the topology, collective and rank count.
+
+    Every producer reads what applies to it and ignores the rest.
+    """
+
+    size_bytes: int
+    """The collective's size (bytes of the larger per-rank buffer): ``algorithm.size_bytes``."""
+    chunks_per_npu: int = 1
+    """Chunks each rank's share is cut into (TACOS's ``K``; a baseline's chunks per rank)."""
+    seed: int = 0
+    """Seed of any random choice (TACOS's tie-breaking)."""
+    trials: int | None = None
+    """Seeds to try (``None``: the producer's default)."""
+    root: int = 0
+    """Root rank of broadcast / reduce."""
+    any_size: bool = False
+    """The algorithm will be rescaled to other sizes (the replayer scales it to every call):
+    produce one whose shape does not depend on ``size_bytes`` (TACOS then keeps single-chunk
+    messages and one seed)."""
+
+    def __post_init__(self) -> None:
+        if not self.size_bytes > 0:
+            raise InputError(f"collective size must be positive, got {self.size_bytes}")
+        if self.chunks_per_npu < 1:
+            raise InputError(f"chunks per NPU must be positive, got {self.chunks_per_npu}")
+        if self.trials is not None and self.trials < 1:
+            raise InputError(f"trials must be positive, got {self.trials}")
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """What a factory returns: the algorithm, and what producing it found out."""
+
+    algorithm: CollectiveAlgorithm
+    schedule_ns: float | None = None
+    """The producer's own estimate of the time, when it plans with the network model (TACOS)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Producer-specific facts for reports (TACOS: ``seed``, ``trials``, ``phase_seeds``,
+    ``phase_latency_ratios``)."""
+
+
+Factory = Callable[[Topology, Collective, int, SynthesisOptions], Synthesized]
+"""``make(topology, collective, num_ranks, options)``: rank ``r`` of the result runs on NPU ``r``
+when the producer plans for the whole topology; otherwise only ``num_ranks`` matters."""
+
+MessageList = Callable[[Collective, int, SynthesisOptions], "tuple[np.ndarray, np.ndarray, np.ndarray]"]
+"""``messages(collective, num_ranks, options) -> (src, dst, nbytes)``: every message the
+producer would send, known without building the algorithm."""
+
+
+def _any_count(num_ranks: int) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Synthesizer:
+    name: str
+    """What ``--algorithm`` and ``--default-algorithm`` take."""
+    make: Factory
+    collectives: tuple[Collective, ...]
+    """The collectives it implements."""
+    summary: str
+    """One line for help texts."""
+    whole_topology: bool = False
+    """It plans for the topology's links, rank ``r`` on NPU ``r`` (TACOS): it can serve only a
+    collective over every NPU. Otherwise the algorithm depends on ``num_ranks`` alone."""
+    candidate: bool = True
+    """``best`` tries it."""
+    accepts: Callable[[int], bool] = _any_count
+    """Which rank counts ``best`` may try it for (rhd: powers of two); the factory still
+    refuses what it cannot build, with the reason."""
+    messages: MessageList | None = None
+    """Its messages without building it (lets ``best`` bound its time and skip it)."""
+    switch_handling: str = "messages routed through the switches by the network model"
+    """How its messages cross switches (for reports)."""
+
+    def supports(self, collective: Collective, num_ranks: int) -> bool:
+        """Whether it can build ``collective`` over ``num_ranks`` ranks."""
+        return collective in self.collectives and self.accepts(num_ranks)
+
+
+_REGISTRY: dict[str, Synthesizer] = {}
+
+
+def register(synthesizer: Synthesizer) -> Synthesizer:
+    """Add ``synthesizer`` to the registry (after the ones already there) and return it."""
+    if synthesizer.name in _REGISTRY or synthesizer.name == "best":
+        raise ValueError(f"a synthesizer named {synthesizer.name!r} is already registered")
+    _REGISTRY[synthesizer.name] = synthesizer
+    return synthesizer
+
+
+def get(name: str) -> Synthesizer:
+    """The synthesizer called ``name`` (case-insensitive); :class:`InputError` if there is none."""
+    found = _REGISTRY.get(name.lower())
+    if found is None:
+        raise InputError(f"unknown algorithm {name!r} (valid: {', '.join(_REGISTRY)})")
+    return found
+
+
+def synthesizers() -> list[Synthesizer]:
+    """Every registered synthesizer, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def names() -> list[str]:
+    """Every registered name, in registration order."""
+    return list(_REGISTRY)
+
+
+__all__ = ["Factory", "MessageList", "SynthesisOptions", "Synthesized", "Synthesizer", "get", "names", "register", "synthesizers"]

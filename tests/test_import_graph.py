@@ -1,0 +1,136 @@
+"""The package's import graph keeps its layering: producers -> IR -> consumers, formats in converters.
+
+Every module of ``chakra_collectives`` is parsed (not imported) and each ``import`` /
+``from ... import`` naming the package becomes an edge; imports under ``if TYPE_CHECKING:``
+are annotations only and are skipped. Packages are the top-level subpackages and modules
+(``synth``, ``ir``, ``bounds``...), and each format under ``converters`` on its own.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import chakra_collectives
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE_ROOTS = {"chakra_collectives": REPO / "chakra_collectives", "chakra_collectives.converters": REPO / "converters"}
+"""Package name -> folder: ``converters/`` is mapped into the package by pyproject's package-dir."""
+
+
+def _module_name(path: Path) -> str:
+    package, root = max(((p, r) for p, r in SOURCE_ROOTS.items() if path.is_relative_to(r)), key=lambda pr: len(pr[1].parts))
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(p for p in (package, *parts) if p != "__init__")
+
+
+def _source_files() -> list[Path]:
+    return sorted({p for root in SOURCE_ROOTS.values() for p in root.rglob("*.py")})
+
+
+def _package(module: str) -> str:
+    """``chakra_collectives.synth.tacos`` -> ``synth``; ``...converters.msccl.lift`` -> ``converters.msccl``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "(root)"
+    if parts[0] == "converters" and len(parts) > 1:
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those inside ``if TYPE_CHECKING:`` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _imports() -> list[tuple[str, str, list[str]]]:
+    """``(importer, imported module, names)`` for every import of the package by the package."""
+    found = []
+    for path in _source_files():
+        importer = _module_name(path)
+        for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("chakra_collectives"):
+                found.append((importer, node.module, [a.name for a in node.names]))
+            elif isinstance(node, ast.Import):
+                found += [(importer, a.name, []) for a in node.names if a.name.startswith("chakra_collectives")]
+    return found
+
+
+IMPORTS = _imports()
+
+
+def _edges() -> set[tuple[str, str]]:
+    return {(_package(a), _package(b)) for a, b, _ in IMPORTS if _package(a) != _package(b)}
+
+
+def test_the_walk_sees_the_package():
+    packages = {_package(a) for a, _, _ in IMPORTS}
+    assert {"ir", "verify", "synth", "network", "replay", "workload", "converters.chakra_et", "converters.msccl", "converters.astra_sim"} <= packages
+    assert ("replay", "network") in _edges()  # an edge the code certainly has
+
+
+def test_no_import_cycles_between_packages():
+    graph = nx.DiGraph(sorted(e for e in _edges() if e[0] != "(root)"))
+    assert list(nx.simple_cycles(graph)) == []
+
+
+def test_verify_is_a_pure_consumer():
+    """Only the front ends (CLI, demo, ``inspect``'s summary, the package root) import verify/."""
+    importers = {_package(a) for a, b, _ in IMPORTS if _package(b) == "verify" and _package(a) != "verify"}
+    assert importers <= {"cli", "demo", "summary", "(root)"}, importers
+
+
+def test_no_private_name_crosses_a_package():
+    crossing = [(a, b, name) for a, b, names in IMPORTS for name in names if name.startswith("_") and _package(a) != _package(b)]
+    assert crossing == []
+
+
+def test_workload_does_not_import_replay():
+    assert ("workload", "replay") not in _edges()
+
+
+def test_the_ir_and_the_topology_import_no_producer_or_consumer():
+    allowed = {"ir": {"errors", "units"}, "topology": {"errors", "units", "locate", "converters.astra_sim"}}
+    for package, allowed_targets in allowed.items():
+        targets = {b for a, b in _edges() if a == package}
+        assert targets <= allowed_targets, (package, targets - allowed_targets)
+
+
+def test_formats_do_not_import_the_engines():
+    """converters/ read and write files into the IR and topologies; they never need a simulation."""
+    engines = {"network", "synth", "replay", "verify", "bounds", "workload", "cli", "demo"}
+    for a, b in _edges():
+        if a.startswith("converters"):
+            assert b not in engines, (a, b)
+
+
+@pytest.mark.parametrize("internal", ["matcher", "channels", "lowering", "best"])
+def test_tacos_internals_stay_in_synth(internal):
+    users = {a for a, b, _ in IMPORTS if b == f"chakra_collectives.synth.{internal}" and _package(a) != "synth"}
+    assert users == set()
+
+
+def test_this_checkout_tests_its_own_package():
+    """The installed package is this checkout's: chakra_collectives and its converters/ folder."""
+    import chakra_collectives.converters as converters
+
+    assert Path(chakra_collectives.__file__).resolve().parent == SOURCE_ROOTS["chakra_collectives"]
+    assert Path(converters.__file__).resolve().parent == SOURCE_ROOTS["chakra_collectives.converters"]
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """pyproject lists packages explicitly (converters/ is mapped): a new folder must be listed to ship."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {_module_name(init) for root in SOURCE_ROOTS.values() for init in root.rglob("__init__.py")}
+    assert folders == listed
