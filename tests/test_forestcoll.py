@@ -160,15 +160,39 @@ def test_unreachable_npu():
         forestcoll(topology, "all-gather", "1MiB")
 
 
-def test_routes_follow_switch_paths():
-    topology = load_topology("a100:2")
-    result = forestcoll(topology, "all-gather", "1MiB", trees_per_npu="optimal")
-    ops = result.algorithm.ops
-    sends = np.flatnonzero(ops.kind == 0)
-    for i in sends.tolist():
-        route = result.route(i)
-        assert route, "every send has a route"
-        path = [topology.links[route[0]].src] + [topology.links[l].dst for l in route]
-        assert path[0] == ops.rank[i] and path[-1] == ops.peer[i]
-        assert all(v >= topology.num_npus for v in path[1:-1])
-    assert all(result.route(i) == () for i in np.flatnonzero(ops.kind != 0).tolist())
+def slow_direct_link() -> Topology:
+    """Three NPUs on a 100 GB/s switch; NPUs 0 and 1 also share a 1 GB/s direct link, which the
+    network's fewest-hops route takes between them."""
+    topology = Topology(3, name="slow-direct")
+    hub = topology.add_switch()
+    topology.add_link(0, 1, 1.0, 100.0, bidirectional=True)
+    for v in range(3):
+        topology.add_link(v, hub, 100.0, 100.0, bidirectional=True)
+    return topology
+
+
+def test_switch_paths_the_network_would_not_take_become_routes(tmp_path):
+    from dataclasses import replace
+
+    from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+    from chakra_collectives.network import NetworkModel, predict_time
+
+    topology = slow_direct_link()
+    result = forestcoll(topology, "all-gather", "64MiB", trees_per_npu="optimal", chunks_per_tree=4)
+    algo, ops = result.algorithm, result.algorithm.ops
+    routed = np.flatnonzero(ops.route >= 0)
+    assert len(routed) and set(algo.routes) == {(0, 3, 1), (1, 3, 0)}
+    model = NetworkModel(topology)
+    for i in routed.tolist():
+        path = algo.routes[ops.route[i]]
+        assert path[0] == ops.rank[i] and path[-1] == ops.peer[i] and ops.kind[i] == 0
+        assert model.path_links(path) != model.route(path[0], path[-1])
+    assert verify_algorithm(algo).ok
+    # the model honours the routes: without them the messages crawl over the 1 GB/s link
+    with_routes = predict_time(algo, topology)
+    unrouted = replace(algo.with_ops(replace(ops, route=np.full(len(ops), -1, dtype=np.int32))), routes=())
+    assert predict_time(unrouted, topology) > 10 * with_routes
+    # and they survive the ET files
+    write_algorithm(algo, tmp_path / "ag")
+    back = read_algorithm(tmp_path / "ag")
+    assert back.equals(algo) and predict_time(back, topology) == with_routes

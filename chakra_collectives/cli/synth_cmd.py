@@ -58,30 +58,37 @@ class _LateProgress:
 @command("synth")
 def synth(
     topology: str = typer.Option(..., "--topology", "-t", help="Builder spec (torus3d:4x4x4, dgx:4x8, ...) or topology file (YAML/JSON, ASTRA-sim YAML, GraphML, edge list)."),
-    collective: str = typer.Option("all-reduce", "--collective", "-c", help="all-gather, reduce-scatter, all-reduce (tacos); baselines also all-to-all, broadcast, reduce."),
+    collective: str = typer.Option("all-reduce", "--collective", "-c", help="all-gather, reduce-scatter, all-reduce (tacos); forestcoll also broadcast, reduce; baselines also all-to-all."),
     size: str = typer.Option("64MiB", "--size", "-s", help="Collective size (bytes of the larger per-rank buffer), e.g. 64MiB, 1GB, 4096."),
     chunks_per_npu: int = typer.Option(1, "--chunks-per-npu", "-k", help="Chunks each NPU's share is cut into (chunk = ceil(size / (NPUs * k)) bytes)."),
     algorithm: str = typer.Option(
         DEFAULT_ALGORITHM, "--algorithm", "-a",
-        help=f"One of: {', '.join(algorithm_names())}. 'best' runs every applicable one (TACOS and the baselines) and keeps the fastest (predicted).",
+        help=f"One of: {', '.join(algorithm_names())}. 'best' runs every applicable one (TACOS, ForestColl and the baselines) and keeps the fastest (predicted).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of TACOS's random tie-breaking."),
     trials: Optional[int] = typer.Option(
         None, "--trials",
         help="TACOS: try seeds seed..seed+trials-1 for each phase (and merge variant) and keep each phase's best. Default: 1 to 8, as many as fit 16384 (NPU, chunk) pairs.",
     ),
-    root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree)."),
+    root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree, forestcoll)."),
+    trees_per_npu: Optional[str] = typer.Option(
+        None, "--trees-per-npu",
+        help="ForestColl: trees per NPU, k: a number (the best bandwidth with exactly k; at most the optimum's), 'optimal' (the optimum's k), or 'auto' (default: the optimum's, or 1 when the network model predicts that faster).",
+    ),
+    chunks_per_tree: Optional[int] = typer.Option(None, "--chunks-per-tree", help="ForestColl: pipeline pieces per tree, P (default: chosen from a latency/bandwidth model)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
     astra_sim: Optional[Path] = typer.Option(None, "--astra-sim", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Synthesize a topology-aware collective (TACOS link-chunk matching), compare it with the classic algorithms, and write its ETs.
+    """Synthesize a topology-aware collective (TACOS link-chunk matching, ForestColl spanning trees), compare it with the classic algorithms, and write its ETs.
 
-    By default (--algorithm best) TACOS and every applicable baseline are timed under the network model and the fastest is kept. Prints NPUs, links, chunks, the predicted time, the lower bounds and the efficiency (bound / predicted).
+    By default (--algorithm best) TACOS, ForestColl and every applicable baseline are timed under the network model and the fastest is kept. Prints NPUs, links, chunks, the predicted time, the lower bounds and the efficiency (bound / predicted).
 
     Example: [bold]chakra-coll synth --topology torus3d:4x4x4 --collective all-reduce --size 64MiB --chunks-per-npu 4 -o out/ar[/bold]
 
     TACOS alone, more seeds: [bold]chakra-coll synth -t hypercube:4x4x4 -c all-gather -a tacos --trials 8[/bold]
+
+    ForestColl's trees: [bold]chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll --trees-per-npu optimal -o out/ag[/bold]
     """
     coll = Collective.parse(collective)
     size_bytes = parse_size(size)
@@ -89,11 +96,14 @@ def synth(
         raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
     if trials is not None and trials < 1:
         raise InputError(f"--trials must be positive, got {trials}")
+    if chunks_per_tree is not None and chunks_per_tree < 1:
+        raise InputError(f"--chunks-per-tree must be positive, got {chunks_per_tree}")
+    trees = _trees_per_npu(trees_per_npu)
     topo = load_topology(topology)
     with _LateProgress(enabled=not as_json) as progress:
         result = synthesize(
             topo, coll, size_bytes, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            on_step=progress.step,
+            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, on_step=progress.step,
         )
         write_s = None
         if output is not None:
@@ -112,6 +122,19 @@ def synth(
     _print_summary(result, summary)
     if handoff is not None:
         print_astra_sim_dir(handoff)
+
+
+def _trees_per_npu(text: str | None) -> int | str | None:
+    """``--trees-per-npu``: a positive integer, ``optimal`` or ``auto``."""
+    if text is None or text in ("auto", "optimal"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"--trees-per-npu must be a positive integer, 'optimal' or 'auto', not {text!r}") from None
+    if value < 1:
+        raise InputError(f"--trees-per-npu must be positive, got {value}")
+    return value
 
 
 def _print_summary(result: SynthesisResult, summary: dict) -> None:
@@ -147,6 +170,15 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         names = {Collective.ALL_GATHER: ["all-gather"], Collective.REDUCE_SCATTER: ["reduce-scatter"]}.get(algo.collective, ["reduce-scatter", "all-gather"])
         phases = "; ".join(f"{p}: seed {s}, merge ratio {r:g}" for p, s, r in zip(names, result.phase_seeds, result.phase_latency_ratios))
         table.add_row("tacos", f"{phases} (best of {result.trials} trial(s) per phase)")
+    forest = summary.get("forestcoll")
+    if forest is not None:
+        optimal = "optimal" if forest["trees_per_npu"] == forest["optimal_trees_per_npu"] else f"optimum: k={forest['optimal_trees_per_npu']}, U={forest['optimal_U']}"
+        table.add_row("forestcoll", f"k={forest['trees_per_npu']} trees per NPU, U={forest['U']} ({optimal}); {forest['trees']} trees ({forest['grown_trees']} grown, the rest moved by symmetry), depth <= {forest['max_depth']}; {forest['chunks_per_tree']} piece(s) per tree")
+        table.add_row("", f"bandwidth-optimal {format_time_ns(forest['bandwidth_ns'])} (algbw {forest['algbw_gbps']:.3f} GB/s); predicted with latency {format_time_ns(result.predicted_ns)}")
+        if forest["routes"]:
+            table.add_row("", f"{forest['routes']} switch path(s) differ from the network's own route: the ETs carry them (cc_route)")
+        if forest["balanced_switches"]:
+            table.add_row("", f"switches {forest['balanced_switches']} send more than they receive: their output was scaled down (below the cut bound)")
     table.add_row("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s)")
     if summary["et_write_s"] is not None:
         table.add_row("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s")

@@ -32,13 +32,14 @@ from chakra_collectives.units import parse_size
 # Every producer module registers itself when imported; best breaks ties in registration order.
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
+import chakra_collectives.synth.forestcoll  # noqa: E402,F401  (last)
 
 
 def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'forestcoll']
     """
     return ["best", *names()]
 
@@ -71,6 +72,9 @@ class SynthesisResult:
     """``best`` only: every applicable algorithm, its predicted time (or a bound when it could not win)."""
     phase_seeds: tuple[int, ...] = ()
     phase_latency_ratios: tuple[float, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    """The producer's own facts (:attr:`~chakra_collectives.synth.registry.Synthesized.details`;
+    ForestColl's optimum and trees under ``"forestcoll"``)."""
 
     @property
     def efficiency(self) -> float | None:
@@ -117,6 +121,7 @@ class SynthesisResult:
             "phase_seeds": list(self.phase_seeds),
             "phase_latency_ratios": list(self.phase_latency_ratios),
             "switch_handling": self.switch_handling,
+            **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
         }
 
 
@@ -130,6 +135,8 @@ def synthesize(
     seed: int = 0,
     trials: int | None = None,
     root: int = 0,
+    trees_per_npu: int | str | None = None,
+    chunks_per_tree: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
@@ -141,15 +148,20 @@ def synthesize(
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
     ``biring``; the number of pipelined pieces for ``tree``). The size is cut into chunks of
     ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``trials=None``:
-    TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`). ``on_step(name)``
-    is called before each phase (for progress displays).
+    TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
+    ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``
+    or ``"auto"``) and pieces per tree (default: its own choice). ``on_step(name)`` is called
+    before each phase (for progress displays).
     """
     step = on_step or (lambda name: None)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
-    options = SynthesisOptions(size_bytes=parse_size(size_bytes), chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root)
+    options = SynthesisOptions(
+        size_bytes=parse_size(size_bytes), chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root,
+        trees_per_npu=trees_per_npu, chunks_per_tree=chunks_per_tree,
+    )
     topology.validate()
     produced: dict[str, tuple[Synthesized, float, float, float]] = {}
 
@@ -160,7 +172,7 @@ def synthesize(
         synthesis_s = time.perf_counter() - started
         step("predict")
         started = time.perf_counter()
-        predicted = predict_time(made.algorithm, topology)
+        predicted = made.predicted_ns if made.predicted_ns is not None else predict_time(made.algorithm, topology)
         produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
         return made.algorithm, predicted
 
@@ -197,6 +209,7 @@ def synthesize(
         candidates=candidates,
         phase_seeds=tuple(details.get("phase_seeds", ())),
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
+        details=dict(details),
     )
 
 

@@ -87,10 +87,10 @@ class Topology:
                 raise InputError(f"{self.name}: link {src}->{dst} names node {node}, which does not exist (0..{self.num_nodes - 1})")
         if src == dst:
             raise InputError(f"{self.name}: link {src}->{dst} is a self-loop")
-        if not bandwidth_gbps > 0:
-            raise InputError(f"{self.name}: link {src}->{dst} has bandwidth {bandwidth_gbps} GB/s; it must be positive")
-        if not latency_ns >= 0:
-            raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive")
+        if not 0 < bandwidth_gbps < float("inf"):
+            raise InputError(f"{self.name}: link {src}->{dst} has bandwidth {bandwidth_gbps} GB/s; it must be positive and finite")
+        if not 0 <= latency_ns < float("inf"):
+            raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive and finite")
         self.links.append(Link(src, dst, float(bandwidth_gbps), float(latency_ns)))
         self.uniform = False
         self.symmetry = None

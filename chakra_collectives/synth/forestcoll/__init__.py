@@ -45,6 +45,7 @@ from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
 from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, estimate_ns, forest_shape
+from chakra_collectives.synth.registry import Synthesized, Synthesizer, register
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns, parse_size
 
@@ -71,10 +72,7 @@ class Trees:
 @dataclass
 class ForestCollResult:
     algorithm: CollectiveAlgorithm
-    route_of: np.ndarray
-    """Per operation: index of a SEND's route in :attr:`route_table` (-1 for other operations)."""
-    route_table: list[tuple[int, ...]]
-    """The link ids each route crosses (a logical edge's switch path)."""
+    """The schedule; SENDs whose switch path is not the network's own carry it as a route."""
     trees: list[Trees]
     """The down trees (All-Gather, broadcast, All-Reduce's second half) and/or the up trees."""
     chunks_per_tree: int
@@ -84,11 +82,6 @@ class ForestCollResult:
     optimal_U: Fraction = Fraction(0)
     predicted_ns: float | None = None
     """The network model's time, when choosing ``k`` or ``P`` predicted it."""
-
-    def route(self, op: int) -> tuple[int, ...]:
-        """The link ids operation ``op``'s message crosses (``()`` when it sends nothing)."""
-        index = int(self.route_of[op])
-        return self.route_table[index] if index >= 0 else ()
 
     @property
     def k(self) -> int:
@@ -318,20 +311,20 @@ def forestcoll(
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
-            lowered = _lower(topology, collective, phases, P, size, root)
+            algorithm = _lower(topology, collective, phases, P, size, root)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
             predicted = None
-            if (len(pieces) > 1 or len(options) > 1) and lowered.algorithm.num_ops <= PREDICTION_BUDGET:
+            if (len(pieces) > 1 or len(options) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
-                predicted = predict_time(lowered.algorithm, topology)
+                predicted = predict_time(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
             score = estimate if predicted is None else predicted
             if best is None or score < best[0]:
-                best = (score, phases, P, lowered, predicted)
-    _, phases, P, lowered, predicted = best
+                best = (score, phases, P, algorithm, predicted)
+    _, phases, P, algorithm, predicted = best
     optimal = options[0][-1].optimum
     return ForestCollResult(
-        lowered.algorithm, lowered.route_of, lowered.route_table, phases, P, timings,
+        algorithm, phases, P, timings,
         optimal_k=optimal.k, optimal_U=optimal.U, predicted_ns=predicted,
     )
 
@@ -394,4 +387,58 @@ def _scaled(phase: Trees, factor: int) -> Trees:
     return Trees(scaled, logical, phase.forest, phase.reverse, phase.balanced)
 
 
-__all__ = ["COLLECTIVES", "ForestCollResult", "Trees", "build_trees", "forestcoll"]
+
+
+def report(result: ForestCollResult) -> dict:
+    """What ``synth`` reports about a ForestColl result (JSON-ready)."""
+    trees = result.trees
+    depth = max(tree.depth() for phase in trees for tree in phase.forest.trees)
+    rooted = result.algorithm.collective.has_root
+    units = 1 if rooted else result.algorithm.num_ranks
+    return {
+        "trees_per_npu": result.k,
+        "U": str(trees[-1].optimum.U),
+        "optimal_trees_per_npu": result.optimal_k,
+        "optimal_U": str(result.optimal_U),
+        "trees": sum(len(p.forest.trees) for p in trees),
+        "grown_trees": sum(p.forest.base_trees for p in trees),
+        "max_depth": depth,
+        "chunks_per_tree": result.chunks_per_tree,
+        "bandwidth_ns": result.bandwidth_time_ns(),
+        "optimal_bandwidth_ns": result.bandwidth_time_ns() * float(result.optimal_ratio_gbps / result.ratio_gbps),
+        "algbw_gbps": float(units / result.ratio_gbps),
+        "optimal_algbw_gbps": float(units / result.optimal_ratio_gbps),
+        "routes": len(result.algorithm.routes),
+        "balanced_switches": sorted({w - result.algorithm.num_ranks for p in trees for w in p.balanced}),
+        "timings_s": {key: round(value, 6) for key, value in result.timings.items()},
+    }
+
+
+def _make(topology: Topology, collective: Collective, num_ranks: int, options) -> "Synthesized":
+    """The registry's factory: ForestColl for the whole topology, rank ``r`` on NPU ``r``."""
+    if num_ranks != topology.num_npus:
+        raise InputError(
+            f"ForestColl builds trees for the whole topology ({topology.num_npus} NPUs); this collective runs over {num_ranks} ranks"
+        )
+    trees, pieces = options.trees_per_npu, options.chunks_per_tree
+    if options.any_size:  # rescaled to every call: a shape that does not depend on the size
+        trees = "optimal" if trees in (None, "auto") else trees
+        pieces = 1 if pieces is None else pieces
+    result = forestcoll(topology, collective, options.size_bytes, trees_per_npu=trees, chunks_per_tree=pieces, root=options.root)
+    return Synthesized(result.algorithm, predicted_ns=result.predicted_ns, details={"forestcoll": report(result)})
+
+
+SWITCH_HANDLING = "switches removed by edge splitting; each message follows its logical edge's switch path"
+
+register(
+    Synthesizer(
+        "forestcoll",
+        _make,
+        COLLECTIVES,
+        "ForestColl: spanning trees that reach the cut bound's bandwidth, on any topology",
+        whole_topology=True,
+        switch_handling=SWITCH_HANDLING,
+    )
+)
+
+__all__ = ["COLLECTIVES", "ForestCollResult", "Trees", "build_trees", "forestcoll", "report"]

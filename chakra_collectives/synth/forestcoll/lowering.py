@@ -19,9 +19,8 @@ Two directions, one layout:
 * **All-Reduce** = up, then down: a down piece leaves its root once the up phase has finished
   every chunk it carries.
 
-Every message has its own tag (per pair of ranks) and its switch path: :attr:`Lowered.route_of`
-gives, per operation, an index into :attr:`Lowered.route_table` (the link ids a SEND's message
-crosses; ``-1`` for other operations).
+Every message has its own tag (per pair of ranks). Its switch path, when it is not the one the
+network model would take anyway, is the SEND's route (``algorithm.routes``: node paths).
 Each rank's program is ordered by (piece, tree level, tree), so dependencies point backwards
 and the first pieces of every tree go first.
 """
@@ -33,24 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 
 _I32 = np.int32
-WINDOW = True
-
-
-@dataclass
-class Lowered:
-    algorithm: CollectiveAlgorithm
-    route_of: np.ndarray
-    """Per operation of ``algorithm.ops``: index of a SEND's route in :attr:`route_table` (-1 for others)."""
-    route_table: list[tuple[int, ...]]
-    """Distinct routes: the link ids a message crosses, in order."""
-
-    def route(self, op: int) -> tuple[int, ...]:
-        """The link ids operation ``op``'s message crosses (``()`` when it sends nothing)."""
-        index = int(self.route_of[op])
-        return self.route_table[index] if index >= 0 else ()
 
 
 @dataclass
@@ -70,7 +55,9 @@ class _Messages:
     """First chunk (global chunk index) the message carries."""
     count: np.ndarray
     route: np.ndarray
-    """Index into the route list."""
+    """The path's stream key (:class:`_Routes`)."""
+    unit: np.ndarray
+    """Which of its root's ``k`` units the message starts at (the same in every piece)."""
 
 
 class _Layout:
@@ -121,18 +108,15 @@ def _tree_edges(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tree, layout.parent[tree, child], child
 
 
-def _assign_paths(layout: _Layout, paths, topology, *, reverse: bool):
+def _assign_paths(layout: _Layout, paths, routes: "_Routes", *, reverse: bool):
     """Split every tree edge over the switch paths of its logical edge.
 
-    Returns per part ``(tree, parent, child, unit offset, units, route index)`` and the routes
-    (tuples of link ids). ``reverse``: the forest is of the reversed network, messages go
+    Returns per part ``(tree, parent, child, unit offset, units, route index)``; route indexes
+    come from ``routes``. ``reverse``: the forest is of the reversed network, messages go
     child -> parent along the reversed paths.
     """
     tree, parent, child = _tree_edges(layout)
     weight = layout.weight[tree]
-    links = _LinkChooser(topology)
-    route_index: dict[tuple[int, ...], int] = {}
-    routes: list[tuple[int, ...]] = []
     order = np.lexsort((tree, child, parent))
     tree, parent, child, weight = tree[order], parent[order], child[order], weight[order]
     parts = ([], [], [], [], [], [])
@@ -143,11 +127,7 @@ def _assign_paths(layout: _Layout, paths, topology, *, reverse: bool):
         key = (int(parent[s]), int(child[s]))
         pieces = paths[key]
         if len(pieces) == 1:
-            node_path = pieces[0][0]
-            route = links.route(node_path[::-1] if reverse else node_path, float(weight[s:e].sum()))
-            index = route_index.setdefault(route, len(routes))
-            if index == len(routes):
-                routes.append(route)
+            index = routes.index(pieces[0][0][::-1] if reverse else pieces[0][0])
             parts[0].append(tree[s:e])
             parts[1].append(parent[s:e])
             parts[2].append(child[s:e])
@@ -165,37 +145,46 @@ def _assign_paths(layout: _Layout, paths, topology, *, reverse: bool):
                     left = pieces[piece_index][1]
                 units = min(need, left)
                 node_path = pieces[piece_index][0]
-                route = links.route(node_path[::-1] if reverse else node_path, float(units))
-                index = route_index.setdefault(route, len(routes))
-                if index == len(routes):
-                    routes.append(route)
+                index = routes.index(node_path[::-1] if reverse else node_path)
                 for column, value in zip(parts, (tree[i], parent[i], child[i], done, units, index)):
                     column.append(np.array([value], dtype=np.int64))
                 need -= units
                 done += units
                 left -= units
     columns = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in parts]
-    return columns, routes
+    return columns
 
 
-class _LinkChooser:
-    """Link ids of a node path; among parallel links, the least loaded (relative to bandwidth)."""
+class _Routes:
+    """Node paths that messages take, numbered; a path the network would take anyway gets ``-1``
+    (the IR then names no route and the network model routes it), the others an index into
+    :attr:`paths`. Every message gets a distinct stream key (:attr:`key`), ``-1`` included."""
 
     def __init__(self, topology) -> None:
-        self.parallel: dict[tuple[int, int], list[int]] = {}
-        for index, link in enumerate(topology.links):
-            self.parallel.setdefault((link.src, link.dst), []).append(index)
-        self.bandwidth = [link.bandwidth_gbps for link in topology.links]
-        self.load = [0.0] * len(topology.links)
+        self.model = NetworkModel(topology)
+        self.paths: list[tuple[int, ...]] = []
+        self.number: dict[tuple[int, ...], int] = {}
+        self.keys: dict[tuple[int, ...], int] = {}
+        self.hops: list[int] = []
 
-    def route(self, node_path: tuple[int, ...], units: float) -> tuple[int, ...]:
-        chosen = []
-        for a, b in zip(node_path, node_path[1:]):
-            options = self.parallel[(a, b)]
-            best = min(options, key=lambda l: (self.load[l] / self.bandwidth[l], l)) if len(options) > 1 else options[0]
-            self.load[best] += units
-            chosen.append(best)
-        return tuple(chosen)
+    def index(self, path: tuple[int, ...]) -> int:
+        """The stream key of ``path`` (see :meth:`route_of` for the IR's route index)."""
+        key = self.keys.get(path)
+        if key is None:
+            key = self.keys[path] = len(self.keys)
+            self.hops.append(len(path) - 1)
+            links = self.model.path_links(path)
+            if links != self.model.route(path[0], path[-1]):
+                self.number[path] = len(self.paths)
+                self.paths.append(path)
+        return key
+
+    def route_of(self, keys: np.ndarray) -> np.ndarray:
+        """IR route index of each stream key (-1: the network's own route)."""
+        by_key = np.full(len(self.keys), -1, dtype=np.int64)
+        for path, key in self.keys.items():
+            by_key[key] = self.number.get(path, -1)
+        return by_key[keys]
 
 
 def _messages(layout: _Layout, parts, *, up: bool) -> _Messages:
@@ -210,7 +199,8 @@ def _messages(layout: _Layout, parts, *, up: bool) -> _Messages:
     src, dst = (rep(child), rep(parent)) if up else (rep(parent), rep(child))
     level = rep(layout.depth[tree, child])
     position = rep(layout.position[tree, child])
-    return _Messages(tree_r, piece, src, dst, level, position, first, rep(units), rep(route))
+    unit = layout.offset[tree_r] + rep(unit_offset)
+    return _Messages(tree_r, piece, src, dst, level, position, first, rep(units), rep(route), unit)
 
 
 class _Program:
@@ -269,7 +259,7 @@ def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, starts, ends
 
 
-def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, dst, route, first, piece, hops: np.ndarray) -> None:
+def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, dst, route, root, unit, piece, hops: np.ndarray) -> None:
     """Each stream of pieces (the same chunks of every piece over one path) keeps at most as
     many messages in flight as its path has hops: the send of piece ``p`` waits for the send of
     piece ``p - hops``.
@@ -277,8 +267,7 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     Without it a root would queue all its pieces on its links at once and every forwarded piece
     would wait behind them; with it the links interleave the trees' pieces and the pipeline
     drains quickly."""
-    within = first - piece * layout.k  # the same for every piece of a stream
-    keys = np.stack([src, dst, route, within], axis=1)
+    keys = np.stack([src, dst, route, root, unit], axis=1)  # the same for every piece of a stream
     _, stream = np.unique(keys, axis=0, return_inverse=True)
     stream = stream.reshape(-1)
     streams = int(stream.max()) + 1 if len(stream) else 0
@@ -359,7 +348,7 @@ def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _
     deps[0].append(sends[owner_run])
     deps[1].append(recvs[target_run])
     if hops is not None:
-        _window(deps, sends, layout, src, dst, route, first, piece, hops)
+        _window(deps, sends, layout, src, dst, route, layout.root[msgs.tree[heads]], msgs.unit[heads], piece, hops)
     if ready is not None:
         rooted = np.flatnonzero(at_root)
         owner, target = ready(src[rooted], first[rooted], count[rooted], sends[rooted])
@@ -469,7 +458,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     deps[0].append(sends[has_acc])
     deps[1].append(waited)
     if hops is not None:
-        _window(deps, sends, layout, msgs.src, msgs.dst, msgs.route, msgs.first, msgs.piece, hops)
+        _window(deps, sends, layout, msgs.src, msgs.dst, msgs.route, layout.root[msgs.tree], msgs.unit, msgs.piece, hops)
     # final writer of every root piece
     final = {}
     for key, init in zip(root_keys.tolist(), root_copies.tolist()):
@@ -492,9 +481,11 @@ def lower_forest(
     up_paths=None,
     name: str = "forestcoll",
     provenance: dict[str, str] | None = None,
-) -> Lowered:
+) -> CollectiveAlgorithm:
     """The IR of ``collective`` from ``forest`` (and ``up_forest``, the reversed network's
-    trees, for All-Reduce); ``units_per_root`` is ``k`` (per unit of demand)."""
+    trees, for All-Reduce); ``units_per_root`` is ``k`` (per unit of demand); ``pieces`` is the
+    number of pipeline pieces per tree (equal ones: a pipeline takes the sum of its pieces plus
+    its depth times the largest, so unequal pieces would not help)."""
     n = forest.num_npus
     K = units_per_root * pieces
     rooted = collective in (Collective.BROADCAST, Collective.REDUCE)
@@ -511,32 +502,27 @@ def lower_forest(
     else:
         up_forest = forest if down_forest is None else None
         up_paths = paths if down_forest is None else None
-    routes_all: list[tuple[int, ...]] = []
-    route_shift = 0
+    routes = _Routes(topology)
     up_final = None
     up_tag_counts = None
     if up_forest is not None:
         layout = _Layout(up_forest, pieces, base, units_per_root)
-        parts, routes = _assign_paths(layout, up_paths, topology, reverse=True)
-        routes_all += routes
+        parts = _assign_paths(layout, up_paths, routes, reverse=True)
         msgs = _messages(layout, parts, up=True)
         if collective is Collective.REDUCE_SCATTER:
             result = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first - rank * K)
         else:
             result = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first)
-        hops = np.array([len(r) for r in routes_all], dtype=np.int64) if WINDOW else None
+        hops = np.array(routes.hops, dtype=np.int64)
         info = _emit_up(prog, deps, layout, msgs, result=result, phase=0, tag_offset=zero_tags, hops=hops)
         scratch = scratch + info["scratch"]
         up_final = (info, layout)
         pair = msgs.src * n + msgs.dst
         up_tag_counts = np.bincount(pair, minlength=n * n)
-        route_shift = len(routes_all)
     if down_forest is not None:
         layout = _Layout(down_forest, pieces, base, units_per_root)
-        parts, routes = _assign_paths(layout, paths, topology, reverse=False)
-        routes_all += routes
+        parts = _assign_paths(layout, paths, routes, reverse=False)
         msgs = _messages(layout, parts, up=False)
-        msgs.route = msgs.route + route_shift
         if collective is Collective.ALL_GATHER:
             source = lambda rank, first: (np.full(len(first), int(Buffer.INPUT)), first - rank * K)
         elif collective is Collective.BROADCAST:
@@ -546,8 +532,8 @@ def lower_forest(
         tag_offset = zero_tags if up_tag_counts is None else (lambda a, b: up_tag_counts[a * n + b])
         ready = None
         if up_final is not None:
-            ready = _after_up(up_final, pieces, n, K)
-        hops = np.array([len(r) for r in routes_all], dtype=np.int64) if WINDOW else None
+            ready = _after_up(up_final, n, K)
+        hops = np.array(routes.hops, dtype=np.int64)
         _emit_down(prog, deps, layout, msgs, source=source, phase=1, tag_offset=tag_offset, ready=ready, hops=hops)
         # every rank's own data: roots copy their input to their output (All-Gather, broadcast)
         if collective is Collective.ALL_GATHER:
@@ -556,7 +542,8 @@ def lower_forest(
         elif collective is Collective.BROADCAST:
             prog.add(rank=np.array([root]), kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=0, dst_buf=int(Buffer.OUTPUT), dst_off=0, count=K, key0=-1, key1=0, key2=0, key3=0)
     cols, dep_ptr, dep_idx = prog.freeze(*deps)
-    routes_column = cols.pop("route")
+    stream = cols.pop("route")
+    route = np.where(stream >= 0, routes.route_of(np.maximum(stream, 0)), -1)
     for name in ("key0", "key1", "key2", "key3"):
         cols.pop(name)
     table = OpTable.from_columns(
@@ -564,6 +551,7 @@ def lower_forest(
         kind=cols["kind"].astype(np.int8), peer=cols["peer"].astype(_I32), tag=cols["tag"].astype(_I32),
         src_buf=cols["src_buf"].astype(np.int8), src_off=cols["src_off"].astype(_I32),
         dst_buf=cols["dst_buf"].astype(np.int8), dst_off=cols["dst_off"].astype(_I32), count=cols["count"].astype(_I32),
+        route=route.astype(_I32),
     )
     sizes = [collective.buffer_chunks(rank=r, num_ranks=n, chunk_count=chunk_count, root=root) for r in range(n)]
     algorithm = CollectiveAlgorithm(
@@ -578,14 +566,16 @@ def lower_forest(
         root=root,
         name=name,
         provenance=dict(provenance or {}),
+        routes=tuple(routes.paths),
     )
-    return Lowered(algorithm, routes_column.astype(_I32), routes_all)
+    return algorithm
 
 
-def _after_up(up_final, pieces: int, n: int, K: int):
+def _after_up(up_final, n: int, K: int):
     """Dependencies of a down piece's root sends on the up phase's sums of the chunks it carries."""
     info, layout = up_final
     final = info["final"]
+    pieces = layout.pieces
     # per owner rank and chunk: the op completing that chunk's sum
     chunk_final = np.full(n * K, -1, dtype=np.int64)
     for key, op in final.items():
@@ -606,4 +596,4 @@ def _after_up(up_final, pieces: int, n: int, K: int):
     return ready
 
 
-__all__ = ["Lowered", "lower_forest"]
+__all__ = ["lower_forest"]

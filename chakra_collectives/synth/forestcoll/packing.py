@@ -231,7 +231,7 @@ class _Packer:
             return False
         rest = tree.fork(low)
         self.add(tree, edge)
-        self.pending.append(rest)
+        self.pending.appendleft(rest)  # grown next: few partly built trees wait at a time
         return True
 
     def images_of(self, edge: tuple[int, int]) -> list[tuple[int, int]]:
@@ -243,9 +243,9 @@ class _Packer:
         whole = tree.weight
         tree.weight = units
         self.add(tree, edge)
-        self.pending.append(rest)
+        self.pending.appendleft(rest)
         ok = self.check(tree)
-        self.pending.pop()
+        self.pending.popleft()
         self.remove(tree, edge)
         tree.weight = whole
         return ok
@@ -304,7 +304,7 @@ class _Packer:
                     tree.dead.add((x, y))
                     continue
                 if units < tree.weight:
-                    self.pending.append(tree.fork(units))
+                    self.pending.appendleft(tree.fork(units))
                 self.add(tree, (x, y))
                 inside.add(y)
                 queue.append(y)
