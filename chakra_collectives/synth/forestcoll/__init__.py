@@ -430,6 +430,10 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options) -
 
 SWITCH_HANDLING = "switches removed by edge splitting; each message follows its logical edge's switch path"
 
+BEST_LIMIT = 128
+"""``best`` tries ForestColl up to this many NPUs (beyond, its flow tests take minutes on
+topologies without symmetry); ``--algorithm forestcoll`` builds it for any size."""
+
 register(
     Synthesizer(
         "forestcoll",
@@ -437,6 +441,7 @@ register(
         COLLECTIVES,
         "ForestColl: spanning trees that reach the cut bound's bandwidth, on any topology",
         whole_topology=True,
+        accepts=lambda n: n <= BEST_LIMIT,
         switch_handling=SWITCH_HANDLING,
     )
 )
