@@ -29,7 +29,7 @@ min(B_in, B_out))`` (every NPU sends and receives one value per position); and `
 every cut separating NPUs, ``cut_ns = M / (min over such cuts of B_out(S))`` (``2(N-1)``
 max-flows). On any topology whose NPUs all have the same bandwidth (rings, tori, hypercubes,
 switches, fully-connected) the first is ``2(N-1)/N * M / B``: **twice the All-Gather ingress
-bound**, as design.md states. Doubling per-NPU or cut bounds is *not* valid in general: on
+bound**, as docs/bounds.md states. Doubling per-NPU or cut bounds is *not* valid in general: on
 heterogeneous topologies an algorithm can spare a weak NPU (one value in, one out) while the
 strong ones do the rest, and TACOS does (``tests/test_bounds.py`` keeps such a case). The
 latency bound of All-Reduce is the one-way ``latency_ns`` (a direct algorithm crosses the
@@ -69,7 +69,7 @@ from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective
 from chakra_collectives.topology import Topology
-from chakra_collectives.units import bytes_per_ns
+from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 
@@ -86,7 +86,7 @@ class LowerBounds:
     cut_nodes: tuple[int, ...] = ()
     """The set S achieving the All-Gather cut bound (the bottleneck; empty when N = 1)."""
     reduce_scatter_all_gather_ns: float | None = None
-    """All-Reduce only: the bound of design.md for algorithms that reduce-scatter and then
+    """All-Reduce only: the bound (docs/bounds.md) for algorithms that reduce-scatter and then
     all-gather (Reduce-Scatter's bound plus All-Gather's). TACOS and every baseline are such
     algorithms; it is *not* a bound for every All-Reduce (see the module docstring)."""
 
@@ -102,7 +102,7 @@ class LowerBounds:
         return self.best_ns / predicted_ns
 
     def reduce_scatter_all_gather_efficiency(self, predicted_ns: float) -> float | None:
-        """All-Reduce only: ``reduce_scatter_all_gather_ns / predicted_ns`` (design.md's efficiency)."""
+        """All-Reduce only: ``reduce_scatter_all_gather_ns / predicted_ns`` (the reduce-scatter + all-gather efficiency (docs/bounds.md))."""
         if self.reduce_scatter_all_gather_ns is None:
             return None
         return self.reduce_scatter_all_gather_ns / predicted_ns if predicted_ns > 0 else math.inf
@@ -124,8 +124,8 @@ class LowerBounds:
 
 def lower_bounds(
     topology: Topology,
-    collective: Collective,
-    size_bytes: int,
+    collective: Collective | str,
+    size_bytes: int | str,
     *,
     sinks: Iterable[int] | None = None,
 ) -> LowerBounds:
@@ -136,9 +136,14 @@ def lower_bounds(
     NPUs when the builder knows the classes, ``[0]`` when ``topology.uniform``, else all; each
     is exact). Any subset still gives a valid, possibly weaker, bound.
 
+    ``collective`` and ``size_bytes`` take what :func:`~chakra_collectives.synth.synthesize`
+    takes: ``"all-reduce"`` or a :class:`Collective`, ``"12MiB"`` or bytes.
+
     Raises :class:`InputError` for other collectives, a non-positive size, or a topology in
     which some NPU cannot reach another.
     """
+    collective = Collective.parse(collective) if isinstance(collective, str) else collective
+    size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
     if collective not in SUPPORTED:
         raise InputError(
             f"lower bounds are defined for {', '.join(c.value for c in SUPPORTED)}, not {collective.value}"

@@ -140,7 +140,7 @@ def simulate_collective(
     size_bytes:
         Collective size (default ``algo.size_bytes``); chunk-identified operations scale exactly.
     mode:
-        ``"tacos"`` or ``"astra-sim"`` (see :mod:`~chakra_collectives.network.model`).
+        ``"default"`` or ``"astra-sim"`` (see :mod:`~chakra_collectives.network.model`).
     reduce_bandwidth_gbps:
         Cost of a REDUCE / COPY without a duration: ``bytes / bandwidth`` (default: 0 ns).
     local_ops:

@@ -1,7 +1,7 @@
 """Every attribute chakra-collectives writes into Chakra ET files, with its protobuf type.
 
 The first group is what ASTRA-sim's feeder reads (names and types exactly as in
-``et-conventions.md``); the ``cc_*`` group is ours: ASTRA-sim ignores attributes it does not
+``docs/et-conventions.md``); the ``cc_*`` group is ours: ASTRA-sim ignores attributes it does not
 know, and ours keep an algorithm verifiable and re-scalable after it is written.
 ``schemas/et-attributes.json`` is generated from :data:`ATTRIBUTES` (a test keeps it current).
 

@@ -134,7 +134,7 @@ def write_files_atomically(paths: list[Path], contents: list[bytes]) -> None:
 
 
 def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path) -> None:
-    """Refuse what would make ASTRA-sim abort or silently misbehave (et-conventions.md)."""
+    """Refuse what would make ASTRA-sim abort or silently misbehave (docs/et-conventions.md)."""
     ops = algo.ops
     comm = ops.kind <= OpKind.RECV
     counts = np.bincount(ops.rank, minlength=algo.num_ranks)

@@ -442,6 +442,7 @@ register(
         "ForestColl: spanning trees that reach the cut bound's bandwidth, on any topology",
         whole_topology=True,
         accepts=lambda n: n <= BEST_LIMIT,
+        chunked=False,
         switch_handling=SWITCH_HANDLING,
     )
 )
