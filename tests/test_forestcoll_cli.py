@@ -54,9 +54,11 @@ def test_a_written_schedule_replays_in_its_predicted_time(tmp_path, collective):
     topology = load_topology("dgx:2x4")
     algo = synthesize(topology, collective, "16MiB", algorithm="forestcoll").algorithm
     write_algorithm(algo, tmp_path / "algo")
-    single_collective_workload(tmp_path / "w", collective, 8, 3 * 16 * 2**20)  # replayed at another size
+    size = 3 * 16 * 2**20  # replayed at another size
+    # a workload's all-gather comm_size is each rank's shard (ASTRA-sim's convention)
+    single_collective_workload(tmp_path / "w", collective, 8, size // 8 if collective is Collective.ALL_GATHER else size)
     result = replay(tmp_path / "w", topology, algorithms={collective: read_algorithm(tmp_path / "algo")})
-    assert result.total_ns == predict_time(algo, topology, size_bytes=3 * 16 * 2**20)
+    assert result.total_ns == predict_time(algo, topology, size_bytes=size)
 
 
 def test_routes_replay_too(tmp_path):
@@ -64,7 +66,7 @@ def test_routes_replay_too(tmp_path):
     made = synthesize(topology, "all-gather", "3MiB", algorithm="forestcoll", trees_per_npu="optimal")
     assert made.algorithm.routes
     write_algorithm(made.algorithm, tmp_path / "ag")
-    single_collective_workload(tmp_path / "w", "all-gather", 3, 3 * 2**20)
+    single_collective_workload(tmp_path / "w", "all-gather", 3, 2**20)  # each rank's shard
     result = replay(tmp_path / "w", topology, algorithms={Collective.ALL_GATHER: read_algorithm(tmp_path / "ag")})
     assert result.total_ns == made.predicted_ns
 
