@@ -196,3 +196,10 @@ def test_switch_paths_the_network_would_not_take_become_routes(tmp_path):
     write_algorithm(algo, tmp_path / "ag")
     back = read_algorithm(tmp_path / "ag")
     assert back.equals(algo) and predict_time(back, topology) == with_routes
+
+
+def test_the_algorithm_is_named_after_its_producer():
+    """The lowering's name survives its own bookkeeping (a loop once overwrote it with 'key3')."""
+    result = forestcoll(load_topology("ring:4"), "all-gather", "1MiB")
+    assert result.algorithm.name.startswith("forestcoll")
+    assert "key" not in result.algorithm.describe()

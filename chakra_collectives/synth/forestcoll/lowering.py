@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.ir.dag import longest_path
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 
@@ -281,13 +282,13 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     deps[1].append(sends[earlier[keep]])
 
 
-def _runs(layout: _Layout, msgs: _Messages) -> tuple[np.ndarray, np.ndarray]:
+def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Merge the messages of one root's trees that cross the same path in the same piece with
-    adjacent chunks: ``(run of each message, first message of each run)``."""
+    adjacent chunks (unless ``merge`` is False): ``(run of each message, first message of each run)``."""
     root = layout.root[msgs.tree]
     order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, msgs.piece, root))
     fresh = np.ones(len(order), dtype=bool)
-    if len(order) > 1:
+    if merge and len(order) > 1:
         same = (
             (root[order][1:] == root[order][:-1])
             & (msgs.piece[order][1:] == msgs.piece[order][:-1])
@@ -303,22 +304,15 @@ def _runs(layout: _Layout, msgs: _Messages) -> tuple[np.ndarray, np.ndarray]:
     return run_of, order[fresh]
 
 
-def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None) -> None:
-    """SEND/RECV pairs of a down phase. ``source(rank, first)`` -> (buffer, offset) a root sends from;
-    receivers write ``output[first]``. ``ready(rank, first, count, sends)``: deps of a root's sends.
+def _run_levels(layout: _Layout, msgs: _Messages, run_of: np.ndarray, runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Program order of merged messages: ``(level of each run, waiting run, awaited run)`` per wait
+    (a forwarded piece waits for every message that brought that tree's piece to the sender), or
+    None when merging made runs wait for one another in a cycle (the caller then sends unmerged).
 
-    Messages of one root's trees that share a path, a piece and adjacent chunks go as one
-    (:func:`_runs`): trees split from one another share their first edges."""
+    A run's level is its depth in the graph of waits, at least its trees' level."""
     n = layout.n
-    run_of, heads = _runs(layout, msgs)
-    runs = len(heads)
-    count = np.bincount(run_of, weights=msgs.count, minlength=runs).astype(np.int64)
     level = np.zeros(runs, dtype=np.int64)
     np.maximum.at(level, run_of, msgs.level)
-    position = np.full(runs, np.iinfo(np.int64).max)
-    np.minimum.at(position, run_of, msgs.position)
-    src, dst, first, piece, route = msgs.src[heads], msgs.dst[heads], msgs.first[heads], msgs.piece[heads], msgs.route[heads]
-    # a forwarded piece waits for every message that brought that tree's piece to the sender
     arrive_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.dst
     need_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.src
     order, _, _ = _group_first(arrive_key)
@@ -330,14 +324,38 @@ def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _
     owner_run = np.repeat(run_of[forwarded], counts)
     within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     target_run = run_of[order[np.repeat(lo, counts) + within]]
-    # program order: a merged message comes after every message it waits for (its level is its
-    # depth in the graph of waits, at least its trees' level)
-    while True:
+    by_owner = np.argsort(owner_run, kind="stable")
+    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner_run, minlength=runs))])
+    if np.isnan(longest_path(dep_ptr, target_run[by_owner], np.ones(runs))).any():
+        return None  # some runs wait for one another in a cycle
+    while True:  # settles within the graph's depth
         raised = level.copy()
         np.maximum.at(raised, owner_run, level[target_run] + 1)
         if np.array_equal(raised, level):
-            break
+            return level, owner_run, target_run
         level = raised
+
+
+def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None) -> None:
+    """SEND/RECV pairs of a down phase. ``source(rank, first)`` -> (buffer, offset) a root sends from;
+    receivers write ``output[first]``. ``ready(rank, first, count, sends)``: deps of a root's sends.
+
+    Messages of one root's trees that share a path, a piece and adjacent chunks go as one
+    (:func:`_runs`): trees split from one another share their first edges."""
+    n = layout.n
+    for merge in (True, False):
+        run_of, heads = _runs(layout, msgs, merge=merge)
+        waits = _run_levels(layout, msgs, run_of, len(heads))
+        if waits is not None:
+            break
+    else:  # pragma: no cover - unmerged messages wait only for their trees' earlier edges
+        raise AssertionError("ForestColl: the trees' messages wait for one another in a cycle")
+    level, owner_run, target_run = waits
+    runs = len(heads)
+    count = np.bincount(run_of, weights=msgs.count, minlength=runs).astype(np.int64)
+    position = np.full(runs, np.iinfo(np.int64).max)
+    np.minimum.at(position, run_of, msgs.position)
+    src, dst, first, piece, route = msgs.src[heads], msgs.dst[heads], msgs.first[heads], msgs.piece[heads], msgs.route[heads]
     tags = _tags(src, dst, n) + tag_offset(src, dst)
     at_root = layout.root[msgs.tree[heads]] == src
     src_buf = np.where(at_root, source(src, first)[0], int(Buffer.OUTPUT))
@@ -544,8 +562,8 @@ def lower_forest(
     cols, dep_ptr, dep_idx = prog.freeze(*deps)
     stream = cols.pop("route")
     route = np.where(stream >= 0, routes.route_of(np.maximum(stream, 0)), -1)
-    for name in ("key0", "key1", "key2", "key3"):
-        cols.pop(name)
+    for key in ("key0", "key1", "key2", "key3"):
+        cols.pop(key)
     table = OpTable.from_columns(
         rank=cols.pop("rank").astype(_I32), dep_ptr=dep_ptr, dep_idx=dep_idx.astype(_I32),
         kind=cols["kind"].astype(np.int8), peer=cols["peer"].astype(_I32), tag=cols["tag"].astype(_I32),
