@@ -4,7 +4,7 @@ Everything the ``chakra-coll`` command does is a library function first:
 
 >>> import chakra_collectives as cc
 >>> torus = cc.load_topology("torus2d:4x4")
->>> result = cc.synthesize(torus, "all-reduce", "64MiB")            # TACOS or a baseline, the fastest
+>>> result = cc.synthesize(torus, "all-reduce", "64MiB")            # TACOS, ForestColl, BFB or a baseline: the fastest
 >>> cc.verify_algorithm(result.algorithm).ok
 True
 >>> cc.predict_time(result.algorithm, torus) == result.predicted_ns  # one network model everywhere

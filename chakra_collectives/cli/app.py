@@ -29,7 +29,7 @@ from chakra_collectives.errors import ChakraCollError
 
 COMMANDS: tuple[tuple[str, str | tuple[str, ...], str], ...] = (
     ("demo", "demo_cmd", "The main job on a built-in example: synthesize, verify, replay, compare, draw."),
-    ("synth", "synth_cmd", "Synthesize a collective for a topology (TACOS or a baseline) and write its ETs."),
+    ("synth", "synth_cmd", "Synthesize a collective for a topology (TACOS, ForestColl, BFB or a baseline) and write its ETs."),
     ("verify", "verify_cmd", "Prove an algorithm's files well-formed, deadlock-free and correct."),
     ("replay", "replay_cmd", "Time a workload's ETs with its collectives expanded, on a topology."),
     ("workload", ("workload_cmd", "pytorch_cmd"), "Write workload ETs: a microbenchmark, training steps, or from PyTorch traces."),

@@ -25,7 +25,7 @@ def synth(
     topology: str = TOPOLOGY,
     collective: str = typer.Option(
         "all-reduce", "--collective", "-c", metavar="NAME",
-        help="all-gather, reduce-scatter or all-reduce (TACOS and the baselines); all-to-all, broadcast, reduce (baselines).",
+        help="all-gather, reduce-scatter or all-reduce (TACOS, ForestColl and the baselines); broadcast, reduce (ForestColl, tree); all-to-all (baselines).",
     ),
     size: str = typer.Option("64MiB", "--size", "-s", metavar="SIZE", help="Collective size: bytes of the larger per-rank buffer, e.g. 64MiB, 1GB, 4096."),
     chunks_per_npu: Optional[int] = typer.Option(
@@ -34,7 +34,7 @@ def synth(
     ),
     algorithm: str = typer.Option(
         DEFAULT_ALGORITHM, "--algorithm", "-a", metavar="NAME",
-        help=f"One of: {', '.join(algorithm_names())}. best runs every applicable one and keeps the fastest (predicted).",
+        help=f"One of: {', '.join(algorithm_names())}. best runs every applicable one (TACOS, ForestColl up to 128 NPUs, BFB, the baselines) and keeps the fastest (predicted).",
     ),
     network_model: Optional[str] = typer.Option(
         None, "--network-model", metavar="MODEL",
@@ -46,23 +46,33 @@ def synth(
         None, "--trials", metavar="N",
         help="TACOS: try seeds seed .. seed+N-1 for each phase (and merge variant), keep each phase's best. Default: 1 to 8, as many as fit 16,384 (NPU, chunk) pairs.",
     ),
-    root: int = typer.Option(0, "--root", metavar="R", help="Root rank of broadcast / reduce (tree)."),
+    root: int = typer.Option(0, "--root", metavar="R", help="Root rank of broadcast / reduce (tree, forestcoll)."),
+    trees_per_npu: Optional[str] = typer.Option(
+        None, "--trees-per-npu", metavar="K",
+        help="ForestColl: trees per NPU, k: a number (the best bandwidth with exactly k; at most the optimum's), optimal (the optimum's k), or auto (default: the optimum's, or 1 when the network model predicts that faster).",
+    ),
+    chunks_per_tree: Optional[int] = typer.Option(
+        None, "--chunks-per-tree", metavar="P", help="ForestColl: pipeline pieces per tree (default: chosen from a latency/bandwidth model)."
+    ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (an ASTRA-sim custom collective)."),
     astra_sim: Optional[Path] = typer.Option(
         None, "--astra-sim", metavar="DIR", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."
     ),
     as_json: bool = JSON,
 ) -> None:
-    """Synthesize a collective for a topology (TACOS or a baseline) and write its ETs.
+    """Synthesize a collective for a topology (TACOS, ForestColl, BFB or a baseline) and write its ETs.
 
-    By default (--algorithm best) TACOS and every applicable baseline are timed under the
-    network model and the fastest is kept; without -k the chunks per NPU are chosen the same
-    way. Prints the predicted time, the lower bounds and the efficiency (bound / predicted).
+    By default (--algorithm best) TACOS, ForestColl, BFB and every applicable baseline are
+    timed under the network model and the fastest is kept; without -k the chunks per NPU are
+    chosen the same way. Prints the predicted time, the lower bounds and the efficiency
+    (bound / predicted); for ForestColl also its optimum (U, k), its trees and the
+    bandwidth-optimal time.
 
     \b
     Examples:
       chakra-coll synth -t torus3d:4x4x4 -c all-reduce -s 64MiB -o out/ar
       chakra-coll synth -t hypercube:4x4x4 -c all-gather -a tacos --trials 8
+      chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll -o out/ag
     """
     from chakra_collectives.topology import load_topology
 
@@ -70,11 +80,15 @@ def synth(
         raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
     if trials is not None and trials < 1:
         raise InputError(f"--trials must be positive, got {trials}")
+    if chunks_per_tree is not None and chunks_per_tree < 1:
+        raise InputError(f"--chunks-per-tree must be positive, got {chunks_per_tree}")
+    trees = _trees_per_npu(trees_per_npu)
     model = network_model_option(network_model)
     topo = load_topology(topology)
     with showing_progress(err_console, "synth", enabled=not as_json):
         result = synthesize(
-            topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root, network_model=model
+            topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
+            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, network_model=model,
         )
         write_s = None
         if output is not None:
@@ -101,6 +115,19 @@ def synth(
         from chakra_collectives.cli.handoff import print_astra_sim_dir
 
         print_astra_sim_dir(handoff)
+
+
+def _trees_per_npu(text: str | None) -> int | str | None:
+    """``--trees-per-npu``: a positive integer, ``optimal`` or ``auto``."""
+    if text is None or text in ("auto", "optimal"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"--trees-per-npu must be a positive integer, 'optimal' or 'auto', not {text!r}") from None
+    if value < 1:
+        raise InputError(f"--trees-per-npu must be positive, got {value}")
+    return value
 
 
 def _print_summary(result: SynthesisResult, summary: dict) -> None:
@@ -137,6 +164,15 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         names = {"all-gather": ["all-gather"], "reduce-scatter": ["reduce-scatter"]}.get(algo.collective.value, ["reduce-scatter", "all-gather"])
         phases = "; ".join(f"{p}: seed {s}, merge ratio {r:g}" for p, s, r in zip(names, result.phase_seeds, result.phase_latency_ratios))
         rows.append(("tacos", f"{phases} (best of {result.trials} trial(s) per phase)"))
+    forest = summary.get("forestcoll")
+    if forest is not None:
+        optimal = "optimal" if forest["trees_per_npu"] == forest["optimal_trees_per_npu"] else f"optimum: k={forest['optimal_trees_per_npu']}, U={forest['optimal_U']}"
+        rows.append(("forestcoll", f"k={forest['trees_per_npu']} trees per NPU, U={forest['U']} ({optimal}); {forest['trees']} trees ({forest['grown_trees']} grown, the rest moved by symmetry), depth <= {forest['max_depth']}; {forest['chunks_per_tree']} piece(s) per tree"))
+        rows.append(("", f"bandwidth-optimal {format_time_ns(forest['bandwidth_ns'])} (algbw {forest['algbw_gbps']:.3f} GB/s); predicted with latency {format_time_ns(result.predicted_ns)}"))
+        if forest["routes"]:
+            rows.append(("", f"{forest['routes']} switch path(s) differ from the network's own route: the ETs carry them (cc_route)"))
+        if forest["balanced_switches"]:
+            rows.append(("", f"switches {forest['balanced_switches']} send more than they receive: their output was scaled down (below the cut bound)"))
     rows.append(("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s)"))
     if summary["et_write_s"] is not None:
         rows.append(("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s"))

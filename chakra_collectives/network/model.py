@@ -191,6 +191,23 @@ class NetworkModel:
             self._routes[key] = found
         return found
 
+    def path_links(self, path: "tuple[int, ...] | list[int]") -> tuple[int, ...]:
+        """Link ids of an explicit node path (a message's route as an algorithm names it): for
+        each hop the link :meth:`route` would take between those nodes (least latency, then the
+        one added first). :class:`InputError` when two consecutive nodes have no link.
+
+        >>> from chakra_collectives.topology import switch
+        >>> NetworkModel(switch(3)).path_links((0, 3, 2))
+        (0, 5)
+        """
+        links = []
+        for a, b in zip(path, path[1:]):
+            link = self._direct.get((int(a), int(b)))
+            if link is None:
+                raise InputError(f"{self.topology.name}: a route crosses {a} -> {b}, which has no link")
+            links.append(link)
+        return tuple(links)
+
     def _ring_route(self, src: int, dst: int) -> tuple[int, ...]:
         clockwise, anticlockwise = self._ring  # type: ignore[misc]
         n = len(clockwise)

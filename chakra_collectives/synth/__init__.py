@@ -35,13 +35,14 @@ from chakra_collectives.units import parse_size
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
 import chakra_collectives.synth.bfb  # noqa: E402,F401
+import chakra_collectives.synth.forestcoll  # noqa: E402,F401  (last)
 
 
 def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll']
     """
     return ["best", *names()]
 
@@ -74,6 +75,9 @@ class SynthesisResult:
     """``best`` only: every applicable algorithm, its predicted time (or a bound when it could not win)."""
     phase_seeds: tuple[int, ...] = ()
     phase_latency_ratios: tuple[float, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    """The producer's own facts (:attr:`~chakra_collectives.synth.registry.Synthesized.details`;
+    ForestColl's optimum and trees under ``"forestcoll"``)."""
     chunks_tried: dict[int, float] = field(default_factory=dict)
     """When the chunks per NPU were chosen (none given): the predicted time with each ``K`` tried."""
     network_model: str = "default"
@@ -127,6 +131,7 @@ class SynthesisResult:
             "phase_latency_ratios": list(self.phase_latency_ratios),
             "chunks_per_npu_tried": {str(k): t for k, t in self.chunks_tried.items()},
             "switch_handling": self.switch_handling,
+            **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
             # deprecated spellings, kept for one release
             "npus": self.topology.num_npus,
             "switches": self.topology.num_switches,
@@ -162,6 +167,8 @@ def synthesize(
     seed: int = 0,
     trials: int | None = None,
     root: int = 0,
+    trees_per_npu: int | str | None = None,
+    chunks_per_tree: int | None = None,
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
 ) -> SynthesisResult:
@@ -177,6 +184,8 @@ def synthesize(
     fastest so far (:attr:`SynthesisResult.chunks_tried` lists the times). The size is cut into
     chunks of ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works.
     ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
+    ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``
+    or ``"auto"``) and pieces per tree (default: its own choice).
     Progress is reported through :mod:`chakra_collectives.progress`; ``on_step(name)`` (deprecated)
     is called before each phase.
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
@@ -190,15 +199,19 @@ def synthesize(
     network_model = Mode.parse(network_model).value
     nbytes = parse_size(size_bytes)
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(topology.num_npus)
-    SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root)  # validates
+    if name != "best" and not get(name).chunked:
+        counts = counts[:1]
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree}
+    SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}
     found: SynthesisResult | None = None
     spent_s = [0.0, 0.0]
+    unchunked: dict[str, tuple[Synthesized, float, float, float]] = {}  # built once, whatever K
     with progress.task("synthesize"):
         for k in counts:
             label = f"K={k}" if chunks_per_npu is None else ""
-            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model)
+            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest, unchunked)
             tried[k] = attempt.predicted_ns
             spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
             if found is not None and attempt.predicted_ns >= found.predicted_ns:
@@ -226,13 +239,19 @@ def _synthesize_with(
     on_step: Callable[[str], None] | None,
     label: str,
     network_model: str,
+    forest: dict[str, Any],
+    unchunked: dict[str, tuple[Synthesized, float, float, float]],
 ) -> SynthesisResult:
-    """:func:`synthesize` for one chunk count, without the bounds."""
+    """:func:`synthesize` for one chunk count, without the bounds (``forest``: ForestColl's options;
+    ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
     step = on_step or (lambda name: None)
-    options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root)
+    options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
     produced: dict[str, tuple[Synthesized, float, float, float]] = {}
 
     def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
+        if candidate in unchunked:
+            produced[candidate] = unchunked[candidate]
+            return unchunked[candidate][0].algorithm, unchunked[candidate][3]
         step(f"synthesize ({candidate})" if name == "best" else "synthesize")
         with progress.task(candidate):
             started = time.perf_counter()
@@ -241,8 +260,12 @@ def _synthesize_with(
             step("predict")
             started = time.perf_counter()
             with progress.task("predict"):
-                predicted = predict_time(made.algorithm, topology, mode=network_model)
+                # a producer that timed itself did so under the default model
+                own = made.predicted_ns if network_model == "default" else None
+                predicted = own if own is not None else predict_time(made.algorithm, topology, mode=network_model)
             produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
+        if not get(candidate).chunked:
+            unchunked[candidate] = produced[candidate]
         return made.algorithm, predicted
 
     candidate_names = applicable(collective, topology.num_npus, topology) if name == "best" else [name]
@@ -277,6 +300,7 @@ def _synthesize_with(
         candidates=candidates,
         phase_seeds=tuple(details.get("phase_seeds", ())),
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
+        details=dict(details),
         network_model=network_model,
     )
 
