@@ -264,3 +264,21 @@ def test_a_topology_pickled_to_a_worker_is_scheduled_as_the_original(spec):
     here, there = (synthesize_collective(t, "bfb", Collective.ALL_REDUCE, 2**20, 1, (2**20, 2**30), "default") for t in (original, copy))
     assert here.error is None and there.error is None
     assert pickle.dumps(here.algorithm) == pickle.dumps(there.algorithm)
+
+
+def test_forestcoll_in_a_space_is_synthesized_verified_and_replayed_with_its_routes(tmp_path):
+    """ForestColl's trees route over switches (explicit routes): the row is the replay of the
+    workload with ForestColl from the registry, on a switch and on a direct-connect fabric."""
+    plan, run, table = _search(
+        "npus: 8\ntopologies: [switch:8, torus2d:2x4]\nalgorithms: [forestcoll]\nworkload: {kind: data-parallel, layers: 2, gradient: 2MiB}\n", tmp_path
+    )
+    rows = {r["topology"]: r for r in table.rows()}
+    assert run.evaluated == 2 and set(rows) == {"switch:8", "torus2d:2x4"}
+    for spec, row in rows.items():
+        assert row["status"] == "ok", row["error"]
+        assert row["verified"] and row["algorithm_used"] == "forestcoll"
+        topology = load_topology(spec)
+        algo = registry.get("forestcoll").make(topology, Collective.ALL_REDUCE, 8, registry.SynthesisOptions(size_bytes=2 * 2**20)).algorithm
+        expected = replay(plan.workloads[0].variant.prefix, topology, algorithms={Collective.ALL_REDUCE: algo})
+        assert row["iteration_ns"] == expected.total_ns
+        assert 0 < row["probe_small_ns"] < row["probe_large_ns"]
