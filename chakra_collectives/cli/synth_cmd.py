@@ -71,6 +71,10 @@ def synth(
         help="TACOS: try seeds seed..seed+trials-1 for each phase (and merge variant) and keep each phase's best. Default: 1 to 8, as many as fit 16384 (NPU, chunk) pairs.",
     ),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast / reduce (tree)."),
+    bounds: str = typer.Option(
+        "auto", "--bounds",
+        help="Lower bounds: exact, fast (valid, maybe weaker; linear time), none, or auto (exact up to 1,024 NPUs, fast above).",
+    ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
     astra_sim: Optional[Path] = typer.Option(None, "--astra-sim", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -93,7 +97,7 @@ def synth(
     with _LateProgress(enabled=not as_json) as progress:
         result = synthesize(
             topo, coll, size_bytes, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            on_step=progress.step,
+            bounds=bounds, on_step=progress.step,
         )
         write_s = None
         if output is not None:
@@ -128,7 +132,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     table.add_row("predicted", format_time_ns(result.predicted_ns) + " (network model, tacos mode)")
     if result.bounds is not None:
         b = result.bounds
-        table.add_row("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}")
+        fast = " (fast: valid, maybe weaker than exact)" if b.method == "fast" else ""
+        table.add_row("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}{fast}")
         table.add_row("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted; any algorithm)")
         if b.reduce_scatter_all_gather_ns is not None:
             table.add_row(
@@ -147,7 +152,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         names = {Collective.ALL_GATHER: ["all-gather"], Collective.REDUCE_SCATTER: ["reduce-scatter"]}.get(algo.collective, ["reduce-scatter", "all-gather"])
         phases = "; ".join(f"{p}: seed {s}, merge ratio {r:g}" for p, s, r in zip(names, result.phase_seeds, result.phase_latency_ratios))
         table.add_row("tacos", f"{phases} (best of {result.trials} trial(s) per phase)")
-    table.add_row("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s)")
+    table.add_row("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s, bounds {result.bounds_s:.3f} s)")
     if summary["et_write_s"] is not None:
         table.add_row("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s")
     console.print(table)

@@ -45,6 +45,28 @@ def algorithm_names() -> list[str]:
 DEFAULT_ALGORITHM = "best"
 """What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
 
+BOUNDS = ("auto", "exact", "fast", "none")
+"""How :func:`synthesize` bounds the result: ``exact`` and ``fast`` are
+:func:`~chakra_collectives.bounds.lower_bounds`'s methods, ``none`` skips the bounds, ``auto``
+is ``exact`` up to :data:`EXACT_BOUNDS_NPUS` NPUs and ``fast`` above."""
+
+EXACT_BOUNDS_NPUS = 1024
+"""Largest topology ``bounds="auto"`` computes exact bounds for (the exact cut bound takes one
+max-flow per NPU class and round: minutes at 4,096 NPUs)."""
+
+
+def bounds_method(bounds: str, num_npus: int) -> str | None:
+    """The :func:`~chakra_collectives.bounds.lower_bounds` method ``bounds`` means (None: none).
+
+    >>> bounds_method("auto", 64), bounds_method("auto", 4096), bounds_method("none", 8)
+    ('exact', 'fast', None)
+    """
+    if bounds not in BOUNDS:
+        raise InputError(f"unknown bounds {bounds!r} (valid: {', '.join(BOUNDS)})")
+    if bounds == "auto":
+        return "exact" if num_npus <= EXACT_BOUNDS_NPUS else "fast"
+    return None if bounds == "none" else bounds
+
 
 @dataclass
 class SynthesisResult:
@@ -60,9 +82,10 @@ class SynthesisResult:
     schedule_ns: float | None
     """The producer's own estimate of its time, when it plans with the network model (TACOS)."""
     bounds: LowerBounds | None
-    """``None`` for collectives without bounds (all-to-all, broadcast, reduce)."""
+    """``None`` for collectives without bounds (all-to-all, broadcast, reduce) or when not asked for."""
     synthesis_s: float
     predict_s: float
+    bounds_s: float = 0.0
     seed: int | None = None
     trials: int = 1
     requested: str = ""
@@ -108,10 +131,12 @@ class SynthesisResult:
             "predicted_ns": self.predicted_ns,
             "schedule_ns": self.schedule_ns,
             "bounds": None if bounds is None else {k: v for k, v in bounds.as_dict().items() if k.endswith("_ns")},
+            "bounds_method": None if bounds is None else bounds.method,
             "efficiency": self.efficiency,
             "reduce_scatter_all_gather_efficiency": self.reduce_scatter_all_gather_efficiency,
             "synthesis_s": self.synthesis_s,
             "predict_s": self.predict_s,
+            "bounds_s": self.bounds_s,
             "seed": self.seed,
             "trials": self.trials,
             "phase_seeds": list(self.phase_seeds),
@@ -130,6 +155,7 @@ def synthesize(
     seed: int = 0,
     trials: int | None = None,
     root: int = 0,
+    bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
@@ -141,14 +167,16 @@ def synthesize(
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
     ``biring``; the number of pipelined pieces for ``tree``). The size is cut into chunks of
     ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``trials=None``:
-    TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`). ``on_step(name)``
-    is called before each phase (for progress displays).
+    TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`). ``bounds``: one of
+    :data:`BOUNDS` (:func:`bounds_method`). ``on_step(name)`` is called before each phase (for
+    progress displays).
     """
     step = on_step or (lambda name: None)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
+    method = bounds_method(bounds, topology.num_npus)
     options = SynthesisOptions(size_bytes=parse_size(size_bytes), chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root)
     topology.validate()
     produced: dict[str, tuple[Synthesized, float, float, float]] = {}
@@ -179,7 +207,9 @@ def synthesize(
         candidates, bounding_s = [], 0.0
     made, _, _, predicted = produced[chosen]
     step("bounds")
-    bounds = lower_bounds(topology, collective, options.size_bytes) if collective in BOUNDED else None
+    started = time.perf_counter()
+    found = lower_bounds(topology, collective, options.size_bytes, method=method) if method and collective in BOUNDED else None
+    bounds_s = time.perf_counter() - started
     details = made.details
     return SynthesisResult(
         algorithm=algo,
@@ -188,9 +218,10 @@ def synthesize(
         chunks_per_npu=chunks_per_npu,
         predicted_ns=predicted,
         schedule_ns=made.schedule_ns,
-        bounds=bounds,
+        bounds=found,
         synthesis_s=sum(p[1] for p in produced.values()) + bounding_s,
         predict_s=sum(p[2] for p in produced.values()),
+        bounds_s=bounds_s,
         seed=details.get("seed"),
         trials=details.get("trials", 1),
         requested=name,
@@ -200,4 +231,4 @@ def synthesize(
     )
 
 
-__all__ = ["Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "synthesize"]
+__all__ = ["BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "bounds_method", "SynthesisResult", "algorithm_names", "applicable", "synthesize"]
