@@ -72,11 +72,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable
 
-import networkx as nx
 import numpy as np
-from networkx.algorithms.flow import preflow_push
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -231,6 +227,9 @@ def _most_violated(
     For a sink NPU ``t``, the min cut between a source feeding every NPU ``q`` and ``t``, over
     links of capacity ``p * b``, is ``min over S not containing t of q |NPUs - S| + p B_out(S)``.
     """
+    import networkx as nx  # imported when used: it takes a noticeable part of a command's start-up
+    from networkx.algorithms.flow import preflow_push
+
     n = topology.num_npus
     graph = nx.DiGraph()
     graph.add_nodes_from(range(topology.num_nodes))
@@ -279,6 +278,9 @@ def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -
     Stoer-Wagner global min cut when every link has an equal reverse and there are no switches
     (then every cut separates NPUs and both directions weigh the same).
     """
+    import networkx as nx
+    from networkx.algorithms.flow import preflow_push
+
     n = topology.num_npus
     symmetric = all(capacity.get((v, u)) == b for (u, v), b in capacity.items())
     if symmetric and topology.num_switches == 0:
@@ -302,8 +304,10 @@ def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -
 
 
 # ---------------------------------------------------------------------------- latency
-def _latency_graph(topology: Topology) -> csr_matrix:
+def _latency_graph(topology: Topology):
     """Least latency of each node pair with a link (parallel links: the fastest), as a sparse matrix."""
+    from scipy.sparse import csr_matrix  # imported when used (start-up time)
+
     arrays = topology.link_arrays
     src, dst, latency = arrays["src"], arrays["dst"], arrays["latency_ns"].astype(np.float64)
     order = np.lexsort((latency, dst, src))
@@ -317,6 +321,8 @@ def _latency_graph(topology: Topology) -> csr_matrix:
 def _latency_bound(topology: Topology) -> float:
     """Longest least-latency path between two NPUs (ns): Dijkstra from every NPU (from one when
     every NPU looks alike), in batches."""
+    from scipy.sparse.csgraph import dijkstra
+
     graph = _latency_graph(topology)
     n = topology.num_npus
     sources = [0] if topology.uniform else range(n)
@@ -331,6 +337,8 @@ def _latency_bound(topology: Topology) -> float:
 def _latency_sweep(topology: Topology) -> float:
     """A lower bound on :func:`_latency_bound`: the farthest NPU from NPU 0 (both ways), then the
     farthest from it (double sweep; exact on rings, meshes and tori)."""
+    from scipy.sparse.csgraph import dijkstra
+
     graph = _latency_graph(topology)
     n = topology.num_npus
     forward = dijkstra(graph, indices=[0])[0, :n]
@@ -376,6 +384,9 @@ class _Links:
     def _orders(self) -> list[np.ndarray]:
         """NPU orders whose prefixes are the candidate sets: ids, and breadth-first (by hops)
         from NPU 0 and from the NPU farthest from it."""
+        from scipy.sparse import csr_matrix  # imported when used (start-up time)
+        from scipy.sparse.csgraph import dijkstra
+
         hops = csr_matrix((np.ones(len(self.src)), (self.src, self.dst)), shape=(self.nodes, self.nodes))
         first = dijkstra(hops, indices=[0], unweighted=True)[0, : self.n]
         far = int(np.argmax(first))

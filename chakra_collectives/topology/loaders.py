@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import networkx as nx
 import yaml
 
 from chakra_collectives.converters.astra_sim.network import parse_network
@@ -256,6 +255,8 @@ def _from_astra_sim(document: dict[str, Any], path: Path, text: str, overrides: 
 
 
 def _from_graphml(path: Path, overrides: dict[str, Any]) -> Topology:
+    import networkx as nx  # imported when used (start-up time)
+
     try:
         graph = nx.read_graphml(path)
     except ElementTree.ParseError as error:
