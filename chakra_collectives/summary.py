@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.ir.execution import execute
 from chakra_collectives.ir.matching import match_messages
 
 
@@ -26,8 +25,7 @@ def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[
     """
     ops = algo.ops
     nbytes = algo.op_bytes(size_bytes)
-    kinds = np.zeros((algo.num_ranks, len(OpKind)), dtype=np.int64)
-    np.add.at(kinds, (ops.rank, ops.kind), 1)
+    kinds = np.bincount(ops.rank.astype(np.int64) * len(OpKind) + ops.kind, minlength=algo.num_ranks * len(OpKind)).reshape(algo.num_ranks, len(OpKind))
     sent = np.bincount(ops.rank[ops.kind == OpKind.SEND], weights=nbytes[ops.kind == OpKind.SEND], minlength=algo.num_ranks)
     received = np.bincount(ops.rank[ops.kind == OpKind.RECV], weights=nbytes[ops.kind == OpKind.RECV], minlength=algo.num_ranks)
     local_depth = _longest_chains(algo, with_messages=False)
@@ -66,23 +64,40 @@ def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[
 
 
 def _longest_chains(algo: CollectiveAlgorithm, *, with_messages: bool) -> np.ndarray:
-    """Length (in operations) of the longest chain ending at each operation (-1: never runs)."""
+    """Length (in operations) of the longest chain ending at each operation (-1: never runs).
+
+    Kahn's order over the dependencies (and, ``with_messages``, each RECV after its SEND), one
+    topological level at a time in numpy; operations on or behind a cycle or a missing
+    partner never run.
+    """
     ops = algo.ops
     size = len(ops)
-    partner = match_messages(algo).partner if with_messages else np.full(size, -1)
-    order = execute(algo, partner, semantics="eager").order
-    depth = [-1] * size
-    dep_ptr = ops.dep_ptr.tolist()
-    dep_idx = ops.dep_idx.tolist()
-    kind = ops.kind.tolist()
-    partners = partner.tolist()
-    RECV = int(OpKind.RECV)
-    for i in order:
-        best = 0
-        for d in dep_idx[dep_ptr[i] : dep_ptr[i + 1]]:
-            if depth[d] > best:
-                best = depth[d]
-        if kind[i] == RECV and partners[i] >= 0 and depth[partners[i]] > best:
-            best = depth[partners[i]]
-        depth[i] = best + 1
-    return np.asarray(depth)
+    edge_src = ops.dep_idx.astype(np.int64)
+    edge_dst = np.repeat(np.arange(size, dtype=np.int64), np.diff(ops.dep_ptr))
+    if with_messages:
+        partner = match_messages(algo).partner
+        recvs = np.flatnonzero((ops.kind == OpKind.RECV) & (partner >= 0))
+        edge_src, edge_dst = np.concatenate([edge_src, partner[recvs]]), np.concatenate([edge_dst, recvs])
+    pending = np.bincount(edge_dst, minlength=size)
+    succ = edge_dst[np.argsort(edge_src, kind="stable")]
+    fan_out = np.bincount(edge_src, minlength=size)
+    succ_ptr = np.concatenate([[0], np.cumsum(fan_out)])
+    del edge_src, edge_dst
+    depth = np.full(size, -1, dtype=np.int64)
+    deepest = np.zeros(size, dtype=np.int64)  # the deepest dependency done so far
+    stamp = np.zeros(size, dtype=np.int64)
+    frontier = np.flatnonzero(pending == 0)
+    while len(frontier):
+        depth[frontier] = deepest[frontier] + 1
+        fan = fan_out[frontier]
+        total = int(fan.sum())
+        if total == 0:
+            break
+        source = np.repeat(frontier, fan)
+        targets = succ[np.repeat(succ_ptr[frontier] - (np.cumsum(fan) - fan), fan) + np.arange(total)]
+        np.maximum.at(deepest, targets, depth[source])
+        np.subtract.at(pending, targets, 1)
+        ready = targets[pending[targets] == 0]
+        stamp[ready] = np.arange(len(ready))  # an operation reached by several edges is kept once
+        frontier = ready[stamp[ready] == np.arange(len(ready))]
+    return depth
