@@ -3,7 +3,11 @@
 :func:`write_astra_sim_dir` writes, under one directory, everything ASTRA-sim's analytical
 backend takes on its command line (``AstraSimDir.command``: ``AstraSim_Analytical_Congestion_Aware
 --workload-configuration=... --system-configuration=... --remote-memory-configuration=...
---network-configuration=... [--comm-group-configuration=...]``):
+--network-configuration=... [--comm-group-configuration=...]``), for the binary that accepts
+the network: the congestion-aware one for a one-dimension network, the congestion-unaware one
+(which does not model contention) for several dimensions -- the aware binary exits on those.
+A one-dimension Ring of 2 NPUs is written as FullyConnected 2 (the same links; the aware binary
+aborts on a Ring of 2).
 
 * ``collectives/NAME.{rank}.et`` -- the algorithms, as custom collectives;
 * ``system.json`` -- ``all-reduce-implementation-custom`` (etc.) pointing at them
@@ -13,8 +17,12 @@ backend takes on its command line (``AstraSimDir.command``: ``AstraSim_Analytica
   says why not otherwise);
 * ``remote_memory.json`` -- no memory expansion;
 * ``workload/NAME.{rank}.et`` -- by default one collective of the algorithm's type and size
-  (ASTRA-sim runs a custom collective at the size it was written for, whatever the workload's
-  ``comm_size``); ``run.sh`` -- the command line, run from the directory (paths are relative).
+  (``comm_size`` as ASTRA-sim reads it: an all-gather's is each rank's shard; ASTRA-sim runs a
+  custom collective at the size it was written for, whatever the workload's ``comm_size``);
+  ``run.sh`` -- the command line, run from the directory (paths are relative).
+
+``expected_ns`` is what the model of ASTRA-sim (:mod:`chakra_collectives.astra_system`)
+predicts the chosen binary reports: the largest ``sys[i] finished, T cycles``.
 
 The file formats are :mod:`chakra_collectives.converters`' (``chakra_et``, ``astra_sim``);
 this module only assembles the directory and predicts what ASTRA-sim will report.
@@ -35,21 +43,25 @@ import json
 import os
 import shutil
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from chakra_collectives.converters.astra_sim import CUSTOM_KEYS, REMOTE_MEMORY, AnalyticalNetwork, NotExpressible, analytical_network, system_config
 from chakra_collectives.converters.chakra_et import write_algorithm
-from chakra_collectives.converters.chakra_et.workload_reader import collective_name
+from chakra_collectives.astra_system.report import default_backend
+from chakra_collectives.converters.chakra_et.workload_reader import collective_name, read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.topology import Topology
 from chakra_collectives.workload import GeneratedWorkload, groups_path, microbenchmark
 
-BINARY = "AstraSim_Analytical_Congestion_Aware"
-BINARY_PATH = f"build/astra_analytical/build/bin/{BINARY}"
-"""Where ASTRA-sim's build script puts the analytical binary, inside an astra-sim checkout."""
+BINARIES = {"aware": "AstraSim_Analytical_Congestion_Aware", "unaware": "AstraSim_Analytical_Congestion_Unaware"}
+"""ASTRA-sim's analytical binaries by backend."""
+BINARY = BINARIES["aware"]
+BUILD_DIR = "build/astra_analytical/build/bin"
+"""Where ASTRA-sim's build script puts the analytical binaries, inside an astra-sim checkout."""
+BINARY_PATH = f"{BUILD_DIR}/{BINARY}"
 
 
 # --------------------------------------------------------------------------- directory
@@ -67,8 +79,10 @@ class AstraSimDir:
     """Why there is no ``network.yml`` (``None`` when there is one)."""
     comm_groups: str | None = None
     expected_ns: float | None = None
-    """Our astra-sim-mode prediction of ASTRA-sim's reported time (1-dimension networks)."""
+    """What the model of ASTRA-sim predicts the binary reports (the slowest rank's cycles)."""
     warnings: list[str] = field(default_factory=list)
+    backend: str = "aware"
+    """Which binary runs the directory: ``aware`` (one dimension) or ``unaware``."""
 
     def arguments(self) -> list[str]:
         network = "network.yml" if self.network is not None else "YOUR_NETWORK.yml"
@@ -82,8 +96,13 @@ class AstraSimDir:
             args.append(f"--comm-group-configuration={self.comm_groups}")
         return args
 
-    def command(self, binary: str = f"$ASTRA_SIM/{BINARY_PATH}") -> str:
+    @property
+    def binary(self) -> str:
+        return BINARIES[self.backend]
+
+    def command(self, binary: str | None = None) -> str:
         """The shell command, run from inside the directory."""
+        binary = binary or f"$ASTRA_SIM/{BUILD_DIR}/{self.binary}"
         return f"cd {self.directory} && {binary} " + " ".join(self.arguments())
 
     def as_dict(self) -> dict[str, Any]:
@@ -95,6 +114,8 @@ class AstraSimDir:
             "network_reason": self.network_reason,
             "comm_groups": self.comm_groups,
             "expected_ns": self.expected_ns,
+            "backend": self.backend,
+            "binary": self.binary,
             "command": self.command(),
             "warnings": self.warnings,
         }
@@ -128,11 +149,13 @@ def write_astra_sim_dir(
     if workload is None:
         if len(algos) != 1:
             raise InputError("several algorithms: give the workload that calls them")
-        workload = microbenchmark(algos[0].collective, algos[0].num_ranks, algos[0].size_bytes)
+        workload = microbenchmark(algos[0].collective, algos[0].num_ranks, _comm_size(algos[0], algos[0].size_bytes))
     try:
         network, reason = analytical_network(topology), None
     except NotExpressible as error:
         network, reason = None, error.message
+    if network is not None and len(network.dimensions) == 1 and network.dimensions[0].kind == "Ring" and network.dimensions[0].npus == 2:
+        network = AnalyticalNetwork((replace(network.dimensions[0], kind="FullyConnected"),))
     _check_target(directory)
     staging = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -193,8 +216,14 @@ def _write(
         (root / "network.yml").write_text(network.to_yaml())
     result = AstraSimDir(directory, workload_prefix, collectives, network, reason, comm_groups)
     result.warnings = _size_warnings(workload, algos)
-    if network is not None and len(network.dimensions) == 1:
-        result.expected_ns = _expected_ns(root, workload_prefix, comm_groups, topology, algos)
+    if network is not None:
+        result.backend = default_backend(network)
+        if result.backend == "unaware":
+            result.warnings.append(
+                f"{len(network.dimensions)} network dimensions: run.sh runs {BINARIES['unaware']} (the aware binary takes one); "
+                "it does not model contention: messages sharing a link never wait for one another"
+            )
+        result.expected_ns = _expected_ns(root, workload_prefix, comm_groups, network, result.backend)
     run = root / "run.sh"
     run.write_text(_run_script(result, topology))
     run.chmod(run.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -212,8 +241,8 @@ def _size_warnings(workload: GeneratedWorkload, algos: list[CollectiveAlgorithm]
             continue
         name = collective_name(attrs["comm_type"].int64_val)
         algo = by_type.get(name)
-        size = attrs["comm_size"].int64_val
         ranks = len(workload.groups[attrs["pg_name"].string_val]) if "pg_name" in attrs else workload.num_ranks
+        size = attrs["comm_size"].int64_val * (ranks if name == "all-gather" else 1)  # all-gather: comm_size is the shard
         if algo is None or (name, size, ranks) in seen:
             continue
         seen.add((name, size, ranks))
@@ -227,19 +256,24 @@ def _size_warnings(workload: GeneratedWorkload, algos: list[CollectiveAlgorithm]
     return warnings
 
 
-def _expected_ns(root: Path, workload_prefix: str, comm_groups: str | None, topology: Topology, algos: list[CollectiveAlgorithm]) -> float | None:
-    from chakra_collectives.converters.chakra_et import read_workload
-    from chakra_collectives.replay import ProcessGroups, replay
+def _comm_size(algo: CollectiveAlgorithm, size_bytes: int) -> int:
+    """``comm_size`` of a call of ``algo``'s collective of ``size_bytes`` (the IR's size, the larger
+    buffer): each rank's input, so an all-gather's shard."""
+    return size_bytes // algo.num_ranks if algo.collective is Collective.ALL_GATHER else size_bytes
 
-    if comm_groups:
-        return None
+
+def _expected_ns(root: Path, workload_prefix: str, comm_groups: str | None, network: AnalyticalNetwork, backend: str) -> float | None:
+    """The model's prediction of the slowest rank's ``sys[i] finished, T cycles``."""
+    from chakra_collectives.astra_system import SystemConfig, read_comm_groups, simulate
+
     work = read_workload(root / workload_prefix)
+    groups = read_comm_groups(root / comm_groups, work.num_ranks) if comm_groups else None
+    config = SystemConfig.from_file(root / "system.json")
     try:
-        result = replay(work, topology, algorithms={a.collective: a for a in algos}, default_algorithm=None, mode="astra-sim",
-                        concurrency="astra-sim", groups=ProcessGroups.world(work.num_ranks))
-    except InputError:  # a collective ASTRA-sim runs natively: no prediction of its native algorithm
+        result = simulate(work, network, config, backend=backend, comm_groups=groups, custom_base=root)
+    except InputError:
         return None
-    return result.total_ns
+    return float(result.makespan_ns) if result.finished else None
 
 
 def _run_script(result: AstraSimDir, topology: Topology) -> str:
@@ -249,6 +283,12 @@ def _run_script(result: AstraSimDir, topology: Topology) -> str:
         "# Set ASTRA_SIM to your astra-sim checkout (built with build/astra_analytical/build.sh),",
         "# or ASTRA_SIM_BIN to the binary itself.",
     ]
+    if result.backend == "unaware":
+        lines += [
+            f"# The network has {len(result.network.dimensions)} dimensions and {BINARIES['aware']} takes one",  # type: ignore[union-attr]
+            f"# (it exits: 'only support 1-dim topology'), so this runs {BINARIES['unaware']},",
+            "# which does not model contention: messages sharing a link never wait for one another.",
+        ]
     if result.network is None:
         lines += [f"# No network.yml: {result.network_reason}.", "# Set NETWORK to an ASTRA-sim network file of your own."]
     if result.expected_ns is not None:
@@ -256,8 +296,10 @@ def _run_script(result: AstraSimDir, topology: Topology) -> str:
     lines += [
         "set -e",
         'cd "$(dirname "$0")"',
-        f'BIN="${{ASTRA_SIM_BIN:-${{ASTRA_SIM:?set ASTRA_SIM to your astra-sim checkout}}/{BINARY_PATH}}}"',
+        f'BIN="${{ASTRA_SIM_BIN:-${{ASTRA_SIM:?set ASTRA_SIM to your astra-sim checkout}}/{BUILD_DIR}/{result.binary}}}"',
     ]
+    if result.backend == "unaware":
+        lines.append('case "$BIN" in *_Congestion_Aware) BIN="${BIN%_Congestion_Aware}_Congestion_Unaware" ;; esac')
     args = result.arguments()
     if result.network is None:
         args = [a if not a.startswith("--network-configuration=") else '--network-configuration="${NETWORK:?set NETWORK to an ASTRA-sim network file}"' for a in args]
@@ -266,4 +308,4 @@ def _run_script(result: AstraSimDir, topology: Topology) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["AstraSimDir", "BINARY", "write_astra_sim_dir"]
+__all__ = ["AstraSimDir", "BINARIES", "BINARY", "write_astra_sim_dir"]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.ir.dag import longest_path
 from chakra_collectives.ir.matching import match_messages
 
 
@@ -64,40 +65,18 @@ def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[
 
 
 def _longest_chains(algo: CollectiveAlgorithm, *, with_messages: bool) -> np.ndarray:
-    """Length (in operations) of the longest chain ending at each operation (-1: never runs).
-
-    Kahn's order over the dependencies (and, ``with_messages``, each RECV after its SEND), one
-    topological level at a time in numpy; operations on or behind a cycle or a missing
-    partner never run.
-    """
+    """Length (in operations) of the longest chain ending at each operation (-1: never runs):
+    :func:`~chakra_collectives.ir.dag.longest_path` over the dependencies (and, ``with_messages``,
+    each RECV after its SEND)."""
     ops = algo.ops
     size = len(ops)
-    edge_src = ops.dep_idx.astype(np.int64)
-    edge_dst = np.repeat(np.arange(size, dtype=np.int64), np.diff(ops.dep_ptr))
+    dep_ptr, dep_idx = ops.dep_ptr, ops.dep_idx
     if with_messages:
         partner = match_messages(algo).partner
         recvs = np.flatnonzero((ops.kind == OpKind.RECV) & (partner >= 0))
-        edge_src, edge_dst = np.concatenate([edge_src, partner[recvs]]), np.concatenate([edge_dst, recvs])
-    pending = np.bincount(edge_dst, minlength=size)
-    succ = edge_dst[np.argsort(edge_src, kind="stable")]
-    fan_out = np.bincount(edge_src, minlength=size)
-    succ_ptr = np.concatenate([[0], np.cumsum(fan_out)])
-    del edge_src, edge_dst
-    depth = np.full(size, -1, dtype=np.int64)
-    deepest = np.zeros(size, dtype=np.int64)  # the deepest dependency done so far
-    stamp = np.zeros(size, dtype=np.int64)
-    frontier = np.flatnonzero(pending == 0)
-    while len(frontier):
-        depth[frontier] = deepest[frontier] + 1
-        fan = fan_out[frontier]
-        total = int(fan.sum())
-        if total == 0:
-            break
-        source = np.repeat(frontier, fan)
-        targets = succ[np.repeat(succ_ptr[frontier] - (np.cumsum(fan) - fan), fan) + np.arange(total)]
-        np.maximum.at(deepest, targets, depth[source])
-        np.subtract.at(pending, targets, 1)
-        ready = targets[pending[targets] == 0]
-        stamp[ready] = np.arange(len(ready))  # an operation reached by several edges is kept once
-        frontier = ready[stamp[ready] == np.arange(len(ready))]
-    return depth
+        owner = np.concatenate([np.repeat(np.arange(size), np.diff(dep_ptr)), recvs])
+        order = np.argsort(owner, kind="stable")
+        dep_idx = np.concatenate([dep_idx, partner[recvs]])[order]
+        dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=size))])
+    depth = longest_path(dep_ptr, dep_idx, np.ones(size))
+    return np.where(np.isnan(depth), -1, depth).astype(np.int64)

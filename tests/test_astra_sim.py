@@ -131,10 +131,11 @@ def test_directory_files_follow_et_conventions_and_the_shipped_examples(interop,
                 assert a["comm_type"] == ("int64_val", node.type) and a[peer][0] == "int32_val" and a["comm_tag"][0] == "int32_val"
                 assert a["comm_size"][0] == "int64_val" and a["comm_size"][1] > 0 and a[peer][1] != rank
     assert verify_algorithm(read_algorithm(root / "collectives/all_gather")).ok
-    # the workload: one all-gather of the algorithm's size on each rank
+    # the workload: one all-gather of the algorithm's size on each rank; comm_size is each rank's
+    # input as ASTRA-sim reads it (Ring.cc: an all-gather's output is N x comm_size)
     for rank in range(8):
         _, nodes = decode(root / f"{written.workload}.{rank}.et")
-        assert [(n.type, attrs(n)["comm_type"][1], attrs(n)["comm_size"][1]) for n in nodes] == [(COLL, 2, 2 * 2**20)]
+        assert [(n.type, attrs(n)["comm_type"][1], attrs(n)["comm_size"][1]) for n in nodes] == [(COLL, 2, 2 * 2**20 // 8)]
     assert json.loads((root / "remote_memory.json").read_text()) == json.loads((interop / EXAMPLES / "remote_memory/analytical/no_memory_expansion.json").read_text())
     assert links(load_topology(str(root / "network.yml"))) == links(topology)
 

@@ -42,7 +42,7 @@ def test_ring_all_reduce_on_a_ring(tmp_path, p):
 @pytest.mark.parametrize("p", [2, 5, 8])
 def test_direct_all_gather_on_fully_connected(tmp_path, p):
     alpha, size = 300.0, p * 8192
-    single_collective_workload(tmp_path / "w", "all-gather", p, size)
+    single_collective_workload(tmp_path / "w", "all-gather", p, size // p)  # comm_size: each rank's shard
     topo = fully_connected(p, bandwidth_gbps=2 * ONE_BYTE_PER_NS, latency_ns=alpha)
     result = replay(tmp_path / "w", topo, default_algorithm="direct")
     assert result.total_ns == alpha + size / (p * 2)
@@ -58,10 +58,29 @@ def test_synthesized_algorithm_replays_in_exactly_the_predicted_time(tmp_path, c
     algo = tacos(topo, collective, size, chunks_per_npu=2).algorithm
     assert verify_algorithm(algo).ok
     write_algorithm(algo, tmp_path / "algo")
-    single_collective_workload(tmp_path / "w", collective, 9, 3 * size)  # replayed at another size
-    result = replay(tmp_path / "w", topo, algorithms={collective: read_algorithm(tmp_path / "algo")}, mode=mode)
+    comm_size = 3 * size // 9 if collective is Collective.ALL_GATHER else 3 * size  # all-gather: each rank's shard
+    single_collective_workload(tmp_path / "w", collective, 9, comm_size)  # replayed at another size
+    result = replay(tmp_path / "w", topo, algorithms={collective: read_algorithm(tmp_path / "algo")}, mode=mode, rescale=True)
     assert result.total_ns == predict_time(algo, topo, size_bytes=3 * size, mode=mode)
     assert not result.warnings
+
+
+@pytest.mark.parametrize("collective", [Collective.ALL_GATHER, Collective.ALL_REDUCE])
+def test_astra_sim_mode_runs_given_algorithms_at_their_written_size(tmp_path, collective):
+    """ASTRA-sim runs a custom collective at the size its files were written for, whatever the
+    workload's comm_size; astra-sim mode does the same unless told to rescale, and says so."""
+    topo = torus2d(3, 3)
+    algo = tacos(topo, collective, 9 * MIB).algorithm
+    write_algorithm(algo, tmp_path / "algo")
+    comm_size = 4 * MIB if collective is Collective.ALL_GATHER else 36 * MIB  # a 36 MiB call either way
+    single_collective_workload(tmp_path / "w", collective, 9, comm_size)
+    given = {collective: read_algorithm(tmp_path / "algo")}
+    result = replay(tmp_path / "w", topo, algorithms=given, mode="astra-sim")
+    assert result.total_ns == predict_time(algo, topo, mode="astra-sim")
+    assert any("written for 9,437,184 bytes" in w and "--rescale" in w for w in result.warnings)
+    rescaled = replay(tmp_path / "w", topo, algorithms=given, mode="astra-sim", rescale=True)
+    assert rescaled.total_ns == predict_time(algo, topo, size_bytes=36 * MIB, mode="astra-sim") > result.total_ns
+    assert replay(tmp_path / "w", topo, algorithms=given).total_ns == predict_time(algo, topo, size_bytes=36 * MIB)  # tacos mode scales
 
 
 def test_overlap_beats_barrier_by_what_the_model_predicts(tmp_path):
@@ -122,7 +141,7 @@ def test_point_to_point_and_process_groups(tmp_path):
     r = b.recv(3, 0, 8192, tag=7)
     b.comp(3, duration_ns=1000, deps=[r])
     for rank in range(4):
-        b.collective(rank, "all-gather", 2 * MIB, pg_name="pair0" if rank < 2 else "pair1")
+        b.collective(rank, "all-gather", MIB, pg_name="pair0" if rank < 2 else "pair1")  # 1 MiB shards, 2 MiB out
     b.write(tmp_path / "w")
     topo = fully_connected(4, bandwidth_gbps=ONE_BYTE_PER_NS, latency_ns=100.0)
     groups = tmp_path / "groups.json"
@@ -150,8 +169,8 @@ def test_astra_sim_microbenchmark_with_its_custom_all_reduce(interop, astra_cust
 @pytest.mark.parametrize(
     ("workload", "n", "expected"),
     [
-        ("all_gather/8npus_1MB/all_gather", 8, 7 * astra_step(8, MIB)),
-        ("all_gather/16npus_1MB/all_gather", 16, 15 * astra_step(16, MIB)),
+        ("all_gather/8npus_1MB/all_gather", 8, 7 * astra_step(8, 8 * MIB)),  # comm_size is each rank's 1 MiB shard
+        ("all_gather/16npus_1MB/all_gather", 16, 15 * astra_step(16, 16 * MIB)),
         ("reduce_scatter/8npus_1MB/reduce_scatter", 8, 7 * astra_step(8, MIB) + 7),  # + 1 ns per reduction
         ("all_reduce/8npus_1MB/all_reduce", 8, 14 * astra_step(8, MIB) + 7),
     ],
@@ -173,9 +192,11 @@ def test_astra_sim_all_to_all_with_builtin_direct(interop):
 def test_foreign_algorithm_is_scaled_proportionally_with_a_warning(tmp_path, astra_custom_allreduce):
     single_collective_workload(tmp_path / "w", "all-reduce", 8, 2 * MIB)
     algo = read_algorithm(astra_custom_allreduce, collective=Collective.ALL_REDUCE)
-    result = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, mode="astra-sim")
+    result = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, mode="astra-sim", rescale=True)
     assert result.total_ns == 14 * astra_step(8, 2 * MIB) + 7 * 7000
     assert any("scaled proportionally" in w for w in result.warnings)
+    as_astra_sim = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, mode="astra-sim")
+    assert as_astra_sim.total_ns == 90_174  # ASTRA-sim runs it at its 1 MiB whatever the call
 
 
 def test_deadlock_is_reported_per_rank(tmp_path):
@@ -215,7 +236,7 @@ def test_cli_replay_json_and_trace(tmp_path, cli):
     ("setup", "args", "message"),
     [
         ("missing-rank", [], "missing rank file"),
-        ("all-to-all", [], "no algorithm for all-to-all"),
+        ("all-to-all", ["--default-algorithm", "all-to-all=ring"], "no algorithm for all-to-all: the built-in ring cannot make one (ring does not implement all-to-all)"),
         ("plain", ["-c", "all-reduce={algo}"], "has 2 ranks but the collective runs over a group of 4"),
         ("lonely-send", [], "has no matching COMM_RECV"),
         ("plain", ["-t", "ring:2"], "has only 2 NPUs"),

@@ -91,6 +91,6 @@ def test_demo_cli_summary(cli, tmp_path):
     result = cli("demo", "--out", tmp_path / "d")
     assert result.exit_code == 0, result.output
     for phrase in ("two-servers: 8 NPUs", "tacos", "ring", "direct", "✓ verified", "speedup", "faster than ring",
-                   "trace:", "timeline.png", "AstraSim_Analytical_Congestion_Aware", "Next, try:"):
+                   "trace:", "timeline.png", "AstraSim_Analytical_Congestion_Unaware", "Next, try:"):
         assert phrase in result.stdout, phrase
     assert "NOT verified" not in result.stdout

@@ -50,7 +50,7 @@ def test_link_load_closed_form():
 @pytest.mark.parametrize("spec, collective, k", [("ring:8", AG, 1), ("switch:8", AR, 1), ("mesh2d:2x4", AR, 2), ("torus2d:3x3", RS, 1)])
 def test_best_is_the_fastest_of_all_candidates(spec, collective, k):
     topo = load_topology(spec)
-    exhaustive = {name: synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm=name).predicted_ns for name in applicable(collective, topo.num_npus)}
+    exhaustive = {name: synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm=name).predicted_ns for name in applicable(collective, topo.num_npus, topo)}
     best = synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm="best")
     fastest = min(exhaustive.values())
     assert best.predicted_ns == fastest
@@ -63,23 +63,26 @@ def test_best_is_the_fastest_of_all_candidates(spec, collective, k):
 
 
 def test_best_beats_tacos_where_granularity_caps_it():
-    # 7 chunks over 2 links: TACOS needs 4 steps of 8 MiB; the bidirectional ring halves the shares
+    # 7 chunks over 2 links: TACOS needs 4 steps of 8 MiB; the bidirectional ring halves the shares,
+    # and BFB halves only the last step's (3 steps of 8 MiB, 1 of 4 MiB: 4 latencies, not 7)
     topo = load_topology("ring:8")
     best = synthesize(topo, AG, "64MiB", algorithm="best")
-    assert best.algorithm_name == "biring" and best.efficiency > 0.99
-    assert {c.name for c in best.candidates} == {"tacos", "ring", "biring", "direct", "rhd"}
+    assert best.algorithm_name == "bfb" and best.efficiency > 0.99
+    assert {c.name for c in best.candidates} == {"tacos", "ring", "biring", "direct", "rhd", "bfb"}
 
 
 def test_best_on_the_command_line(cli):
     result = cli("synth", "-t", "ring:8", "-c", "all-gather", "-a", "best", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["algorithm"] == "biring" and summary["requested_algorithm"] == "best"
+    assert summary["algorithm"] == "bfb" and summary["requested_algorithm"] == "best"
     times = {name: c["predicted_ns"] or c["at_least_ns"] for name, c in summary["candidates"].items()}
     assert summary["predicted_ns"] == min(times.values())
     # TACOS: 7 chunks of 8 MiB over 2 in-links take 4 steps; biring: 7 steps of 4 MiB per direction
     hop = lambda nbytes: transfer_ns(load_topology("ring:8").links[0], nbytes)  # noqa: E731
     assert times["tacos"] == pytest.approx(4 * hop(2**23))
-    assert summary["predicted_ns"] == pytest.approx(7 * hop(2**22))
+    assert times["biring"] == pytest.approx(7 * hop(2**22))
+    # BFB: shards 1, 1, 1 and 1/2 per link in its 4 steps
+    assert summary["predicted_ns"] == pytest.approx(3 * hop(2**23) + hop(2**22))
     text = cli("synth", "-t", "ring:8", "-c", "all-gather", "-a", "best")
-    assert "biring, fastest of 5 (others: tacos" in text.stdout
+    assert "bfb, fastest of 6 (others: tacos" in text.stdout

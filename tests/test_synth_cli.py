@@ -59,7 +59,7 @@ def test_synth_baselines(cli, algorithm):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-t", "donut:4"], "unknown topology 'donut' (valid: dgx, fully-connected,"),
+        (["-t", "donut:4"], "unknown topology 'donut' (valid: circulant, debruijn, dgx, fattree, fully-connected,"),
         (["-t", "ring:4", "-s", "12 parsecs"], "malformed size"),
         (["-t", "ring:4", "-s", "0"], "must be positive"),
         (["-t", "ring:4,bw=0"], "must be positive"),

@@ -73,7 +73,7 @@ def test_readme_astra_sim_command_is_what_the_tool_prints(cli, tmp_path, monkeyp
     shutil.copytree(REPO / "sample_traces", tmp_path / "sample_traces")
     monkeypatch.chdir(tmp_path)
     commands = shell_lines(section("Use with ASTRA-sim"))
-    synth, run = commands
+    synth, run = commands[:2]
     result = cli(*shlex.split(synth)[1:])
     assert result.exit_code == 0, result.output
     printed = next(line.strip().removeprefix("run: ") for line in result.stdout.splitlines() if line.strip().startswith("run: "))

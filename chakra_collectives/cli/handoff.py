@@ -14,6 +14,6 @@ def print_astra_sim_dir(written: AstraSimDir) -> None:
         console.print(f"  no network.yml: {written.network_reason}; pass your own --network-configuration", soft_wrap=True)
     console.print(f"  run: {written.command()}", soft_wrap=True, markup=False)
     if written.expected_ns is not None:
-        console.print(f"  expect: sys[*] finished, {written.expected_ns:,.0f} cycles ({format_time_ns(written.expected_ns)}, our astra-sim mode)")
+        console.print(f"  expect: sys[*] finished, {written.expected_ns:,.0f} cycles ({format_time_ns(written.expected_ns)}, our model of ASTRA-sim)")
     for warning in written.warnings:
         err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)

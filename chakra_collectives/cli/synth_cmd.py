@@ -76,6 +76,7 @@ def synth(
         help="Lower bounds: exact, fast (valid, maybe weaker; linear time), none, or auto (exact up to 1,024 NPUs, fast above).",
     ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write PREFIX.{rank}.et files (ASTRA-sim custom collective)."),
+    network_model: str = typer.Option("tacos", "--network-model", help="Mode every candidate is timed (and best chooses) under: tacos (TACOS's link model: a link is held for latency + size/bw) or astra-sim (ASTRA-sim's congestion-aware model: latency pipelined, whole ns) -- on switches the two can pick different algorithms."),
     astra_sim: Optional[Path] = typer.Option(None, "--astra-sim", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -97,7 +98,7 @@ def synth(
     with _LateProgress(enabled=not as_json) as progress:
         result = synthesize(
             topo, coll, size_bytes, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            bounds=bounds, on_step=progress.step,
+            bounds=bounds, on_step=progress.step, network_model=network_model,
         )
         write_s = None
         if output is not None:
@@ -129,7 +130,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     table.add_row("network", f"{topo.num_npus} NPUs{switches}, {len(topo.links)} links; {result.switch_handling}")
     per_npu = f"{algo.chunk_count // algo.num_ranks} per NPU" if algo.chunk_count % algo.num_ranks == 0 else "pipelined pieces"
     table.add_row("chunks", f"{algo.chunk_count} ({per_npu}) of {format_size(algo.chunk_bytes())}; {algo.num_ops:,} operations")
-    table.add_row("predicted", format_time_ns(result.predicted_ns) + " (network model, tacos mode)")
+    table.add_row("predicted", format_time_ns(result.predicted_ns) + f" (network model, {result.network_model} mode)")
     if result.bounds is not None:
         b = result.bounds
         fast = " (fast: valid, maybe weaker than exact)" if b.method == "fast" else ""

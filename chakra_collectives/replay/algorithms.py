@@ -2,16 +2,27 @@
 
 ``--collective all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--collective out/ar`` takes
 the collective from the files' metadata (files chakra-collectives wrote record it). Without an
-algorithm for a collective type, the built-in ``--default-algorithm`` -- any producer of the
-synthesizer registry (:mod:`~chakra_collectives.synth.registry`) -- is generated for each group
-size it is needed for (for each group, when it plans for the whole topology), for any size:
-every call scales it to its own size.
+algorithm for a collective type, a built-in producer of the synthesizer registry
+(:mod:`~chakra_collectives.synth.registry`) is generated for each group size it is needed for
+(for each group, when it plans for the whole topology), for any size: every call scales it to
+its own size.
+
+Which producer is chosen per collective type (``--default-algorithm``, :class:`DefaultAlgorithms`):
+``TYPE=NAME`` entries and a ``*=NAME`` catch-all, comma-separated, each ``NAME`` possibly a
+fallback chain ``tacos|ring`` (the first that can build the call is used). A bare ``NAME`` is
+``*=NAME``. The user's entries go over :data:`DEFAULT_ALGORITHMS`, and the catch-all serves only
+the types its producer implements -- so ``--default-algorithm tacos`` still runs broadcasts as
+trees and all-to-alls directly.
 
 >>> from chakra_collectives.topology import ring
 >>> catalog = AlgorithmCatalog({}, default="ring")
 >>> algo, label = catalog.get(Collective.ALL_GATHER, (0, 1, 2, 3), ring(4))
 >>> label, algo.num_ranks
 ('ring (built-in)', 4)
+>>> catalog.get(Collective.BROADCAST, (0, 1, 2, 3), ring(4))[1]
+'tree (built-in)'
+>>> DefaultAlgorithms("broadcast=tree,all-to-all=direct,*=tacos|ring").chain(Collective.ALL_REDUCE)
+('tacos', 'ring')
 """
 
 from __future__ import annotations
@@ -56,15 +67,62 @@ def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]
     return found
 
 
+DEFAULT_ALGORITHMS = "all-to-all=direct,broadcast=tree,reduce=tree,*=ring"
+"""The built-in producers per collective type: every ASTRA-sim microbenchmark (all-reduce,
+all-gather, reduce-scatter, all-to-all) and every data-parallel trace (broadcasts, then
+all-reduces) replays without options."""
+
+
+class DefaultAlgorithms:
+    """``TYPE=NAME[|NAME...]`` entries over :data:`DEFAULT_ALGORITHMS` (see the module docstring)."""
+
+    def __init__(self, spec: str = DEFAULT_ALGORITHMS) -> None:
+        self.spec = spec
+        self.user = self._parse(spec)
+        self.builtin = self._parse(DEFAULT_ALGORITHMS)
+
+    @staticmethod
+    def _parse(spec: str) -> dict[Collective | None, tuple[str, ...]]:
+        entries: dict[Collective | None, tuple[str, ...]] = {}
+        for item in (part.strip() for part in spec.split(",")):
+            if not item:
+                continue
+            kind, sep, chain_text = item.rpartition("=") if "=" in item else ("*", "=", item)
+            chain = tuple(name.strip().lower() for name in chain_text.split("|"))
+            if not all(chain):
+                raise InputError(f"--default-algorithm {spec!r}: empty algorithm name in {item!r}")
+            for name in chain:
+                if name not in names():
+                    raise InputError(f"unknown default algorithm {name!r} (available: {', '.join(sorted(names()))})")
+            key = None if kind.strip() == "*" else Collective.parse(kind)
+            entries[key] = chain
+        return entries
+
+    def chain(self, collective: Collective) -> tuple[str, ...]:
+        """The producers to try for ``collective``, in order (empty: none is configured)."""
+        if collective in self.user:
+            return self.user[collective]
+        fitting = tuple(n for n in self.user.get(None, ()) if collective in get(n).collectives)
+        if fitting:
+            return fitting
+        if collective in self.builtin:
+            return self.builtin[collective]
+        return tuple(n for n in self.builtin[None] if collective in get(n).collectives)
+
+
 class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
-    def __init__(self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = "ring") -> None:
-        if default is not None and default not in names():
-            raise InputError(f"unknown default algorithm {default!r} (available: {', '.join(sorted(names()))})")
+    def __init__(
+        self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = DEFAULT_ALGORITHMS, written_size: bool = False,
+    ) -> None:
         self.given = given
-        self.default = default
-        self._built: dict[tuple[Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
+        self.default = None if default is None else DefaultAlgorithms(default)
+        self.written_size = written_size
+        """Given algorithms run at the size their files were written for (ASTRA-sim's rule for
+        custom collectives) instead of being scaled to each call."""
+        self._built: dict[tuple[str, Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
+        self.warnings: list[str] = []
 
     def get(self, collective: Collective, members: tuple[int, ...], topology: Topology) -> tuple[CollectiveAlgorithm, str]:
         """The algorithm for ``collective`` over ranks ``members``, and a label for reports."""
@@ -78,22 +136,61 @@ class AlgorithmCatalog:
             return algo, algo.name or "given"
         if self.default is None:
             raise InputError(f"no algorithm for {collective.value}: give --collective {collective.value}=PREFIX or --default-algorithm")
-        synthesizer = get(self.default)
-        key = (collective, members if synthesizer.whole_topology else group_size)
+        chain = self.default.chain(collective)
+        if not chain:
+            raise InputError(
+                f"no built-in algorithm implements {collective.value}: give --collective {collective.value}=PREFIX"
+            )
+        reasons = []
+        for name in chain:
+            try:
+                built = self._build(name, collective, members, topology)
+            except InputError as error:
+                reasons.append(f"{name}: {error.message}")
+                continue
+            if reasons:
+                note = f"{name} used for {collective.value} over {group_size} ranks ({'; '.join(reasons)})"
+                if note not in self.warnings:
+                    self.warnings.append(note)
+            return built, f"{name} (built-in)"
+        if len(chain) == 1:
+            raise InputError(
+                f"no algorithm for {collective.value}: the built-in {chain[0]} cannot make one ({reasons[0].split(': ', 1)[1]}); "
+                f"give --collective {collective.value}=PREFIX"
+            )
+        raise InputError(f"no algorithm for {collective.value}: none of the built-ins can make one ({'; '.join(reasons)}); "
+                         f"give --collective {collective.value}=PREFIX")
+
+    def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology) -> CollectiveAlgorithm:
+        synthesizer = get(name)
+        group_size = len(members)
+        key = (name, collective, members if synthesizer.whole_topology else group_size)
         built = self._built.get(key)
         if built is None:
-            try:
-                if synthesizer.whole_topology and members != tuple(range(topology.num_npus)):
-                    raise InputError(
-                        f"{self.default} synthesizes for the whole topology ({topology.num_npus} NPUs); "
-                        f"this collective runs over {group_size} ranks"
-                    )
-                # the size is the group's: chunk-identified algorithms scale exactly to each call
-                options = SynthesisOptions(size_bytes=group_size, any_size=True)
-                built = self._built[key] = synthesizer.make(topology, collective, group_size, options).algorithm
-            except InputError as error:
+            if collective not in synthesizer.collectives:
+                raise InputError(f"{name} does not implement {collective.value}")
+            if synthesizer.whole_topology and members != tuple(range(topology.num_npus)):
                 raise InputError(
-                    f"no algorithm for {collective.value}: the built-in {self.default} cannot make one ({error.message}); "
-                    f"give --collective {collective.value}=PREFIX"
-                ) from None
-        return built, f"{self.default} (built-in)"
+                    f"{name} synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {group_size} ranks"
+                )
+            # the size is the group's: chunk-identified algorithms scale exactly to each call
+            options = SynthesisOptions(size_bytes=group_size, any_size=True)
+            built = self._built[key] = synthesizer.make(topology, collective, group_size, options).algorithm
+        return built
+
+    def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
+        """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.
+
+        >>> from chakra_collectives.synth.baselines import ring
+        >>> algo = ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)
+        >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}, written_size=True).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")[0]
+        1048576
+        >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")
+        (2097152, None)
+        """
+        if not self.written_size or self.given.get(collective) is not algo or call_size == algo.size_bytes:
+            return call_size, None
+        return algo.size_bytes, (
+            f"{label} was written for {algo.size_bytes:,} bytes and runs at that size, as ASTRA-sim runs a custom collective, "
+            f"for a call of {call_size:,} bytes (--rescale scales it to each call)"
+        )

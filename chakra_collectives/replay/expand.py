@@ -14,6 +14,13 @@ The k-th COMM_COLL of a process group on one rank is the same collective as the 
 group on every other member (program order, as ASTRA-sim matches them). Point-to-point
 COMM_SEND / COMM_RECV pair on ``(src, dst, tag)`` in program order.
 
+A COMM_COLL's ``comm_size`` is what ASTRA-sim reads it as: each rank's *input*. For an
+all-gather that is the rank's shard, so the algorithm runs at ``group size x comm_size`` (the
+output buffer, the IR's size); for all-reduce, reduce-scatter and all-to-all it is the whole
+per-rank buffer. An algorithm given with ``--collective`` runs at that size, or -- with the
+catalog's ``written_size`` (``--mode astra-sim`` without ``--rescale``) -- at the size its files
+were written for, as ASTRA-sim runs a custom collective, with a warning where the two differ.
+
 Per-rank limits (``concurrency="astra-sim"``): each rank has three units -- GPU compute, CPU,
 communication -- each held by one task at a time: a COMP node holds its unit while it runs, a
 workload SEND holds the communication unit until its message arrives, a collective holds it
@@ -27,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
+from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -35,6 +42,7 @@ from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
+from chakra_collectives.replay.caveats import caveats
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name
 from chakra_collectives.ir.matching import pair_in_order
@@ -164,17 +172,21 @@ def expand_workload(
             instance_of_task_parts.append(np.array([inst.index]))
             next_task += 1
             continue
-        algo, label = catalog.get(Collective.parse(inst.collective), inst.members, model.topology)
+        collective = Collective.parse(inst.collective)
+        algo, label = catalog.get(collective, inst.members, model.topology)
         inst.algorithm = label
-        key = (id(algo), inst.size_bytes)
+        size, note = catalog.run_size(collective, inst.size_bytes, algo, label)
+        key = (id(algo), size)
         template = templates.get(key)
         if template is None:
-            if not algo.has_chunk_identity and inst.size_bytes != algo.size_bytes:
+            if note is not None:
+                warnings.append(note)
+            if not algo.has_chunk_identity and size != algo.size_bytes:
                 warnings.append(
                     f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
-                    f"from {algo.size_bytes} to {inst.size_bytes} bytes"
+                    f"from {algo.size_bytes} to {size} bytes"
                 )
-            tasks = collective_task_graph(algo, model, size_bytes=inst.size_bytes)  # rank r as NPU r
+            tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r as NPU r
             template = templates[key] = (tasks, _sinks(tasks))
         tpl, sinks = template
         rank_of = tpl.npu
@@ -219,6 +231,9 @@ def expand_workload(
         warnings.append(
             f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"
         )
+    warnings.extend(catalog.warnings)
+    collapsed = sum(1 for inst in instances if len(inst.members) == 1 and inst.collective != "barrier")
+    warnings.extend(caveats(workload, num_npus=model.topology.num_npus, topology=model.topology.name, collapsed=collapsed))
     return ExpandedWorkload(
         graph=graph,
         workload=workload,
@@ -230,12 +245,17 @@ def expand_workload(
 
 
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
-    """COMP nodes take ``duration_micros`` as the model charges it; other nodes take no time."""
-    comp = workload.node_type == COMP_NODE
-    costed = model.local_ns(workload.duration_ns[comp])
+    """COMP nodes take ``duration_micros`` as the model charges it, and so do MEM / METADATA
+    nodes the read policy gave a duration; other nodes take no time."""
+    timed = (workload.node_type == COMP_NODE) | ((workload.duration_ns > 0) & ~_COMM_TYPES[workload.node_type])
+    costed = model.local_ns(workload.duration_ns[timed])
     out = np.zeros(len(workload), dtype=costed.dtype)
-    out[comp] = costed
+    out[timed] = costed
     return out
+
+
+_COMM_TYPES = np.zeros(8, dtype=bool)
+_COMM_TYPES[[COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE]] = True
 
 
 def _match_p2p(workload: Workload) -> np.ndarray:
@@ -329,6 +349,8 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
                     **workload.where(i),
                 )
         trivial = comm_type == BARRIER or len(members) == 1
+        if comm_type == ALL_GATHER:
+            size *= len(members)  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
         instances.append(
             CollectiveInstance(
                 index=index,

@@ -4,7 +4,7 @@
 >>> from chakra_collectives.converters.chakra_et import single_collective_workload
 >>> from chakra_collectives.topology import ring
 >>> with tempfile.TemporaryDirectory() as tmp:
-...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 4 * 2**20)
+...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-gather", 4, 2**20)  # 1 MiB per rank
 ...     result = replay(pathlib.Path(tmp) / "w", ring(4, bidirectional=False))
 >>> result.total_ns == 3 * (500 + 2**20 / (50 * 2**30 / 1e9))
 True
@@ -22,10 +22,11 @@ import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import AlgorithmError
+from chakra_collectives.ir.dag import find_cycle
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network.engine import Timing, run
 from chakra_collectives.network.model import Mode, NetworkModel
-from chakra_collectives.replay.algorithms import AlgorithmCatalog
+from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
@@ -42,11 +43,13 @@ _BUS_FACTOR = {
 
 
 class ReplayDeadlock(AlgorithmError):
-    """Nothing can progress: ``stuck`` lists, per rank, the nodes that never complete."""
+    """Nothing can progress: ``stuck`` lists, per rank, the blocked nodes whose own
+    dependencies are done; ``cycle`` the ``(rank, node id)`` of a dependency cycle, if any."""
 
     def __init__(self, message: str, stuck: dict[int, list[str]]) -> None:
         super().__init__(message)
         self.stuck = stuck
+        self.cycle: list[tuple[int, int]] = []
 
 
 @dataclass
@@ -169,19 +172,21 @@ def replay(
     topology: Topology,
     *,
     algorithms: dict[Collective, CollectiveAlgorithm] | None = None,
-    default_algorithm: str | None = "ring",
+    default_algorithm: str | None = DEFAULT_ALGORITHMS,
     groups: ProcessGroups | None = None,
     mode: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
     concurrency: str = "unlimited",
     record_links: bool = False,
+    rescale: bool | None = None,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
 
     Parameters
     ----------
     algorithms:
-        Algorithm per collective type; others use the built-in ``default_algorithm``.
+        Algorithm per collective type; others use the built-ins ``default_algorithm`` names
+        (``"broadcast=tree,*=ring"``...; see :mod:`~chakra_collectives.replay.algorithms`).
     groups:
         Process groups for ``pg_name`` (default: every collective over all ranks).
     mode, reduce_bandwidth_gbps:
@@ -192,6 +197,10 @@ def replay(
         :mod:`~chakra_collectives.replay.expand`.
     record_links:
         Keep every hop's interval (needed for a trace's link tracks).
+    rescale:
+        Scale given ``algorithms`` to each call's size (default: yes, except in ``astra-sim``
+        mode, where they run at the size their files were written for, as ASTRA-sim runs a
+        custom collective, with a warning where a call differs).
 
     Raises
     ------
@@ -203,7 +212,9 @@ def replay(
     if not isinstance(workload, Workload):
         workload = read_workload(workload)
     model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
-    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm)
+    if rescale is None:
+        rescale = model.mode is not Mode.ASTRA_SIM
+    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
     expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
     timing = run(expanded.graph, model, record_links=record_links)
     if not timing.finished:
@@ -325,20 +336,42 @@ def _link_stats(model: NetworkModel, timing: Timing, total: float) -> list[LinkS
 
 
 def _deadlock(expanded: ExpandedWorkload, timing: Timing) -> ReplayDeadlock:
+    """Name what blocks: a dependency cycle among the stuck nodes (or a node waiting for
+    itself), and per rank the stuck nodes whose own dependencies are done (the frontier)."""
     workload = expanded.workload
     w = len(workload)
     stuck_nodes = timing.stuck[timing.stuck < w]
-    # a collective's begin task that never ran means the node is still waiting for its deps
     per_rank: dict[int, list[str]] = {}
     for i in stuck_nodes.tolist():
-        rank = int(workload.rank[i])
         deps = workload.dep_idx[workload.dep_ptr[i] : workload.dep_ptr[i + 1]]
         if any(np.isnan(timing.end[d]) for d in deps.tolist()):
-            continue  # waits behind another stuck node: show only the frontier
+            continue  # waits behind another stuck node: the frontier (or the cycle) says why
         label = workload.describe(i)
-        if np.isfinite(timing.start[expanded.begin_task[i]]) and workload.node_type[i] == COMM_COLL_NODE:
-            label += " (started, waits inside the algorithm)"
-        per_rank.setdefault(rank, []).append(label)
-    shown = "; ".join(f"rank {r}: {', '.join(labels[:2])}" for r, labels in sorted(per_rank.items())[:6])
+        if workload.node_type[i] == COMM_COLL_NODE and np.isfinite(timing.start[expanded.begin_task[i]]):
+            label += _absent_members(expanded, timing, i)
+        per_rank.setdefault(int(workload.rank[i]), []).append(label)
+    parts = []
+    cycle = find_cycle(workload.dep_ptr, workload.dep_idx, stuck_nodes)
+    if cycle is not None:
+        rank = int(workload.rank[cycle[0]])
+        names = [f"node {int(workload.node_id[i])}" for i in cycle]
+        if len(cycle) == 1:
+            parts.append(f"rank {rank} {names[0]} waits for itself")
+        else:
+            parts.append(f"cycle on rank {rank}: {' -> '.join(names + names[:1])} (each waits for the next)")
+    parts += [f"rank {r}: {', '.join(labels[:2])}" for r, labels in sorted(per_rank.items())[:6]]
     more = f"; and {len(per_rank) - 6} more ranks" if len(per_rank) > 6 else ""
-    return ReplayDeadlock(f"deadlock: {len(stuck_nodes)} of {w} workload nodes never complete; {shown}{more}", per_rank)
+    error = ReplayDeadlock(f"deadlock: {len(stuck_nodes)} of {w} workload nodes never complete; {'; '.join(parts)}{more}", per_rank)
+    error.cycle = [(int(workload.rank[i]), int(workload.node_id[i])) for i in cycle] if cycle is not None else []
+    return error
+
+
+def _absent_members(expanded: ExpandedWorkload, timing: Timing, node: int) -> str:
+    """`` (started, waits inside the algorithm for rank 3)``: the members that never began it."""
+    for inst in expanded.instances:
+        if node in inst.nodes:
+            missing = [m for m, n in zip(inst.members, inst.nodes) if not np.isfinite(timing.start[expanded.begin_task[n]])]
+            if missing:
+                shown = ", ".join(str(m) for m in missing[:4]) + (" ..." if len(missing) > 4 else "")
+                return f" (started, waits inside the algorithm for rank{'s' if len(missing) > 1 else ''} {shown})"
+    return " (started, waits inside the algorithm)"

@@ -8,7 +8,7 @@ model (:func:`chakra_collectives.network.predict_time`), and puts it beside the 
 (:func:`chakra_collectives.bounds.lower_bounds`).
 
 >>> from chakra_collectives.topology import load_topology
->>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB")
+>>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")
 >>> result.algorithm.num_ranks, result.predicted_ns == result.schedule_ns, 0 < result.efficiency <= 1
 (16, True, True)
 """
@@ -24,6 +24,7 @@ from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
+from chakra_collectives.network.model import Mode
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
@@ -32,13 +33,14 @@ from chakra_collectives.units import parse_size
 # Every producer module registers itself when imported; best breaks ties in registration order.
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
+import chakra_collectives.synth.bfb  # noqa: E402,F401
 
 
 def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
     """
     return ["best", *names()]
 
@@ -78,7 +80,7 @@ class SynthesisResult:
     """The algorithm produced (for ``best``: the one that won)."""
     chunks_per_npu: int
     predicted_ns: float
-    """Time under the network model (tacos mode), for ``algorithm.size_bytes``."""
+    """Time under the network model (:attr:`network_model` mode), for ``algorithm.size_bytes``."""
     schedule_ns: float | None
     """The producer's own estimate of its time, when it plans with the network model (TACOS)."""
     bounds: LowerBounds | None
@@ -94,6 +96,8 @@ class SynthesisResult:
     """``best`` only: every applicable algorithm, its predicted time (or a bound when it could not win)."""
     phase_seeds: tuple[int, ...] = ()
     phase_latency_ratios: tuple[float, ...] = ()
+    network_model: str = "tacos"
+    """The network model's mode the candidates were timed (and ``best`` chose) under."""
 
     @property
     def efficiency(self) -> float | None:
@@ -129,6 +133,7 @@ class SynthesisResult:
             "chunk_bytes": algo.chunk_bytes(),
             "operations": algo.num_ops,
             "predicted_ns": self.predicted_ns,
+            "network_model": self.network_model,
             "schedule_ns": self.schedule_ns,
             "bounds": None if bounds is None else {k: v for k, v in bounds.as_dict().items() if k.endswith("_ns")},
             "bounds_method": None if bounds is None else bounds.method,
@@ -157,6 +162,7 @@ def synthesize(
     root: int = 0,
     bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
+    network_model: str = "tacos",
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -169,7 +175,9 @@ def synthesize(
     ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``trials=None``:
     TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`). ``bounds``: one of
     :data:`BOUNDS` (:func:`bounds_method`). ``on_step(name)`` is called before each phase (for
-    progress displays).
+    progress displays). ``network_model`` is the mode every candidate is timed under: ``tacos``
+    (default) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a switch, messages queued
+    at a port overlap their latencies).
     """
     step = on_step or (lambda name: None)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
@@ -177,6 +185,7 @@ def synthesize(
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
     method = bounds_method(bounds, topology.num_npus)
+    network_model = Mode.parse(network_model).value
     options = SynthesisOptions(size_bytes=parse_size(size_bytes), chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root)
     topology.validate()
     produced: dict[str, tuple[Synthesized, float, float, float]] = {}
@@ -188,17 +197,17 @@ def synthesize(
         synthesis_s = time.perf_counter() - started
         step("predict")
         started = time.perf_counter()
-        predicted = predict_time(made.algorithm, topology)
+        predicted = predict_time(made.algorithm, topology, mode=network_model)
         produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
         return made.algorithm, predicted
 
     if name == "best":
-        candidate_names = applicable(collective, topology.num_npus)
+        candidate_names = applicable(collective, topology.num_npus, topology)
         if not candidate_names:
             raise InputError(f"no algorithm implements {collective.value}")
         started = time.perf_counter()
         chosen, algo, candidates = choose(
-            candidate_names, lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu), produce
+            candidate_names, lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model), produce
         )
         bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
     else:
@@ -228,6 +237,7 @@ def synthesize(
         candidates=candidates,
         phase_seeds=tuple(details.get("phase_seeds", ())),
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
+        network_model=network_model,
     )
 
 

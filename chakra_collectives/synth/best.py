@@ -28,28 +28,31 @@ from typing import Callable
 import numpy as np
 
 from chakra_collectives.ir import Collective
-from chakra_collectives.network.model import NetworkModel
+from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
 from chakra_collectives.topology.core import Topology
 
-def applicable(collective: Collective, num_npus: int) -> list[str]:
+def applicable(collective: Collective, num_npus: int, topology: Topology | None = None) -> list[str]:
     """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
-    every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`).
+    every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`)
+    and, when ``topology`` is given, fits it.
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
-    (['tacos', 'ring', 'biring', 'direct', 'rhd'], ['tacos', 'ring', 'biring', 'direct'])
+    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb'], ['tacos', 'ring', 'biring', 'direct', 'bfb'])
     """
-    return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus)]
+    return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
 
 
-def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
-    """The busiest link's total busy time for these messages (tacos mode): a lower bound on their makespan.
+def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, mode: str = "tacos") -> float:
+    """The busiest link's total busy time for these messages: a lower bound on their makespan.
 
     Every message holds each link of its route (the network model's) for
-    ``latency + bytes / bandwidth`` (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`),
-    and a link carries one message at a time.
+    ``latency + bytes / bandwidth`` in tacos mode
+    (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`), at least ``bytes / bandwidth - 1``
+    in astra-sim mode (latency pipelined, each hop truncated to whole ns), and a link carries
+    one message at a time.
     """
-    model = NetworkModel(topology)
+    model = NetworkModel(topology, mode=mode)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
     pairs, inverse = np.unique(key, return_inverse=True)
@@ -59,18 +62,22 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
     owner = np.repeat(np.arange(len(pairs)), [len(route) for route in routes])
     load = np.zeros(model.num_links)
-    np.add.at(load, links, model.hop_ns(links, volume[owner], messages=messages[owner]))
+    if model.mode is Mode.ASTRA_SIM:
+        busy = model.hop_ns(links, volume[owner], messages=0) - messages[owner]
+    else:
+        busy = model.hop_ns(links, volume[owner], messages=messages[owner])
+    np.add.at(load, links, busy)
     return float(load.max(initial=0.0))
 
 
-def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int) -> float:
+def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, mode: str = "tacos") -> float:
     """Lower bound on synthesizer ``name``'s predicted time from its message list (0 when it has none)."""
     synthesizer = get(name)
     if synthesizer.messages is None:
         return 0.0
     options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
     src, dst, nbytes = synthesizer.messages(collective, topology.num_npus, options)
-    return link_load_ns(topology, src, dst, nbytes)
+    return link_load_ns(topology, src, dst, nbytes, mode=mode)
 
 
 @dataclass

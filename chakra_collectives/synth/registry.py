@@ -15,7 +15,7 @@ whenever any part of ``synth`` is imported. The order of registration is the ord
 breaks ties in:
 
 >>> [s.name for s in synthesizers()]
-['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree']
+['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
 >>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
 (True, False)
 >>> from chakra_collectives.topology import ring
@@ -25,7 +25,7 @@ breaks ties in:
 >>> get("donut")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree)
+chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb)
 """
 
 from __future__ import annotations
@@ -96,6 +96,10 @@ def _any_count(num_ranks: int) -> bool:
     return True
 
 
+def _any_topology(topology: Topology) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Synthesizer:
     name: str
@@ -113,6 +117,8 @@ class Synthesizer:
     accepts: Callable[[int], bool] = _any_count
     """Which rank counts ``best`` may try it for (rhd: powers of two); the factory still
     refuses what it cannot build, with the reason."""
+    fits: Callable[[Topology], bool] = _any_topology
+    """Which topologies ``best`` may try it on (BFB: direct-connect ones, no switches)."""
     messages: MessageList | None = None
     """Its messages without building it (lets ``best`` bound its time and skip it)."""
     switch_handling: str = "messages routed through the switches by the network model"

@@ -14,6 +14,15 @@ accepted for ``bandwidth_gbps`` and ``latency_ns`` (also as suffixes: ``nic_bw``
     hetero-mesh2d:8x8           2D mesh, x links 100 GB/s and y links 50 GB/s by default
     dgx:4x8                     4 servers x 8 GPUs: NVLink inside, per-GPU NICs to a switch
     torus2d:8x8,bw=100,lat=250  any builder with other link parameters
+    circulant:16,strides=1,5    i -> i +- s (mod 16); totientperms:64,degree=4 (TopoOpt's rings)
+    kautz:2,3   debruijn:2,4    Kautz K(2,3), de Bruijn B(2,4); genkautz:100,degree=3 (any N)
+    hamming:4x4x4               Hamming graph (= hypercube:4x4x4)
+    fattree:64,degree=4         the switched baseline with the same NPU ports (fat-tree planes)
+    line(kautz:2,3)  degree(ring:8,2)  ring:4 x ring:8  cartesian(G,H)
+                                expansions (:mod:`~chakra_collectives.topology.expressions`)
+
+Numbers after the shape add dimensions (``kautz:2,3`` = ``kautz:2x3``); numbers after an
+option extend it into a list (``strides=1,5,7``).
 
 Files
 -----
@@ -36,7 +45,7 @@ each other NPU) before it is returned.
 >>> load_topology("donut:4")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown topology 'donut' (valid: dgx, fully-connected, hetero-mesh2d, hypercube, mesh2d, mesh3d, ring, switch, torus2d, torus3d; or a topology file path)
+chakra_collectives.errors.InputError: unknown topology 'donut' (valid: circulant, debruijn, dgx, fattree, fully-connected, genkautz, hamming, hetero-mesh2d, hypercube, kautz, mesh2d, mesh3d, ring, switch, torus2d, torus3d, totientperms; or a topology file path)
 """
 
 from __future__ import annotations
@@ -51,11 +60,12 @@ from typing import Any, Callable
 
 import yaml
 
-from chakra_collectives.converters.astra_sim.network import parse_network
+from chakra_collectives.converters.astra_sim.network import AnalyticalNetwork, parse_network
 from chakra_collectives.errors import InputError
 from chakra_collectives.locate import line_of
-from chakra_collectives.topology import builders
+from chakra_collectives.topology import builders, families
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.expressions import evaluate, is_expression
 from chakra_collectives.topology.schema import validate_document
 
 
@@ -81,6 +91,14 @@ _hypercube.__signature__ = inspect.signature(builders.hypercube).replace(  # typ
     parameters=[p for p in inspect.signature(builders.hypercube).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
 )
 
+def _hamming(*dims: int, **kw: Any) -> Topology:
+    topo = builders.hypercube(list(dims), **kw)
+    topo.name = topo.name.replace("hypercube", "hamming", 1)
+    return topo
+
+
+_hamming.__signature__ = _hypercube.__signature__  # type: ignore[attr-defined]
+
 BUILDERS: dict[str, _Builder] = {
     "ring": _Builder(builders.ring, (1,), "ring:8"),
     "fully-connected": _Builder(builders.fully_connected, (1,), "fully-connected:8"),
@@ -92,17 +110,29 @@ BUILDERS: dict[str, _Builder] = {
     "hypercube": _Builder(_hypercube, tuple(range(1, 17)), "hypercube:4x4x4"),
     "hetero-mesh2d": _Builder(builders.hetero_mesh2d, (2,), "hetero-mesh2d:8x8"),
     "dgx": _Builder(builders.dgx, (2,), "dgx:4x8"),
+    "circulant": _Builder(families.circulant, (1,), "circulant:16,strides=1,5"),
+    "totientperms": _Builder(families.totientperms, (1,), "totientperms:64,degree=4"),
+    "kautz": _Builder(families.kautz, (2,), "kautz:2,3"),
+    "genkautz": _Builder(families.generalized_kautz, (1,), "genkautz:100,degree=3"),
+    "debruijn": _Builder(families.de_bruijn, (2,), "debruijn:2,4"),
+    "hamming": _Builder(_hamming, tuple(range(1, 17)), "hamming:4x4x4"),
+    "fattree": _Builder(families.fat_tree, (1,), "fattree:64,degree=4"),
 }
 _ALIASES = {"fc": "fully-connected", "fullyconnected": "fully-connected", "mesh": "mesh2d", "torus": "torus2d", "hetero-mesh": "hetero-mesh2d", "heteromesh2d": "hetero-mesh2d"}
 
 _SPEC_RE = re.compile(r"^(?P<name>[A-Za-z][\w-]*)(?::(?P<shape>[^,]*))?(?P<options>(?:,[^,]*)*)$")
 
 
-def load_topology(spec: str, **overrides: Any) -> Topology:
-    """A topology from a builder spec or a file (see the module docstring); connected, or an error."""
+def load_topology(spec: str, *, force: bool = False, **overrides: Any) -> Topology:
+    """A topology from a builder spec, an expansion or a file (see the module docstring); connected, or an error.
+
+    ``force`` builds expansions above :data:`~chakra_collectives.topology.expansions.NPU_LIMIT` NPUs.
+    """
     spec = str(spec).strip()
     path = Path(spec)
     if not path.is_file():
+        if is_expression(spec):
+            return evaluate(spec, load=lambda part: load_topology(part, **overrides), force=force).validate()
         return _from_spec(spec, overrides).validate()
     topo = load_topology_file(path, **overrides)
     try:
@@ -131,15 +161,22 @@ def _from_spec(spec: str, overrides: dict[str, Any]) -> Topology:
         dims = [int(d) for d in shape_text.lower().split("x")]
     except ValueError:
         raise InputError(f"malformed topology shape {shape_text!r} in {spec!r}: expected numbers joined by x, e.g. {builder.example}") from None
-    if len(dims) not in builder.shape:
-        raise InputError(f"topology {name} takes {' or '.join(map(str, builder.shape[:3]))} dimension(s), got {shape_text!r} (e.g. {builder.example})")
-    options = {}
+    options: dict[str, Any] = {}
+    last = None
     for item in filter(None, match.group("options").split(",")):
         key, sep, value = item.partition("=")
-        if not sep:
-            raise InputError(f"malformed option {item!r} in {spec!r}: expected KEY=VALUE")
-        option = _option_name(key.strip(), builder, name)
-        options[option] = _option_value(value.strip(), key)
+        if not sep:  # a bare number: one more dimension, or one more item of the last option
+            if not re.fullmatch(r"\s*\d+\s*", item):
+                raise InputError(f"malformed option {item!r} in {spec!r}: expected KEY=VALUE")
+            if last is None:
+                dims.append(int(item))
+            else:
+                options[last] = [*(options[last] if isinstance(options[last], list) else [options[last]]), float(item)]
+            continue
+        last = _option_name(key.strip(), builder, name)
+        options[last] = _option_value(value.strip(), key)
+    if len(dims) not in builder.shape:
+        raise InputError(f"topology {name} takes {' or '.join(map(str, builder.shape[:3]))} dimension(s), got {'x'.join(map(str, dims))!r} (e.g. {builder.example})")
     for key, value in overrides.items():
         options[_option_name(key, builder, name)] = value
     return builder.build(*dims, **options)
@@ -246,9 +283,18 @@ def _from_document(document: dict[str, Any], path: Path, text: str, overrides: d
 
 def _from_astra_sim(document: dict[str, Any], path: Path, text: str, overrides: dict[str, Any]) -> Topology:
     """ASTRA-sim's analytical network file (read by :mod:`~chakra_collectives.converters.astra_sim.network`)."""
-    network = parse_network(document, path=path, text=text, defaults=overrides)
+    return network_topology(parse_network(document, path=path, text=text, defaults=overrides), name=path.stem)
+
+
+def network_topology(network: AnalyticalNetwork, *, name: str = "astra-sim") -> Topology:
+    """The topology of an ASTRA-sim analytical network: its links, switch ``k`` = node ``NPUs + k``.
+
+    >>> from chakra_collectives.converters.astra_sim import Dimension
+    >>> network_topology(AnalyticalNetwork((Dimension("Switch", 4, 50.0, 500.0),))).describe()
+    'astra-sim: 4 NPUs, 1 switches, 8 links'
+    """
     num_switches, links = network.links()
-    topo = Topology(network.num_npus, num_switches=num_switches, name=path.stem)
+    topo = Topology(network.num_npus, num_switches=num_switches, name=name)
     for src, dst, bandwidth_gbps, latency_ns in links:
         topo.add_link(src, dst, bandwidth_gbps, latency_ns)
     return topo

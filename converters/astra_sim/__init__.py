@@ -5,7 +5,7 @@ configuration (``system.json``).
   which :func:`~chakra_collectives.topology.load_topology` builds into a topology) and
   :func:`analytical_network` (a topology to the file, or why it has none);
 * :mod:`.system` -- :func:`system_config`: custom collectives from Chakra ETs, native ones
-  per dimension.
+  per dimension; :class:`SystemConfig`: a system file as ASTRA-sim reads it.
 
 The directory ASTRA-sim runs (these files, the ETs, a workload, ``run.sh``) is written by
 :func:`chakra_collectives.astra_sim.write_astra_sim_dir`.
@@ -18,7 +18,7 @@ from chakra_collectives.converters.astra_sim.network import (
     analytical_network,
     parse_network,
 )
-from chakra_collectives.converters.astra_sim.system import CUSTOM_KEYS, REMOTE_MEMORY, system_config
+from chakra_collectives.converters.astra_sim.system import CUSTOM_KEYS, REMOTE_MEMORY, SystemConfig, system_config
 
 __all__ = [
     "AnalyticalNetwork",
@@ -26,6 +26,7 @@ __all__ = [
     "Dimension",
     "NotExpressible",
     "REMOTE_MEMORY",
+    "SystemConfig",
     "analytical_network",
     "parse_network",
     "system_config",

@@ -21,8 +21,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import zlib
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
@@ -204,6 +206,8 @@ class EtFile:
     path: Path | str
     rank: int | None
     metadata: dict[str, Any]
+    same_as: int | None = None
+    """Index of an earlier file with the same bytes (this one's columns are its copy)."""
 
 
 @dataclass
@@ -221,7 +225,10 @@ class NodeColumns:
     duration_micros: np.ndarray
     dep_ptr: np.ndarray
     dep_pos: np.ndarray
-    """Dependencies (data_deps then ctrl_deps) as positions."""
+    """Dependencies (data_deps then ctrl_deps) as positions (:data:`MISSING_DEPENDENCY` for an
+    absent node, when decoded with ``missing="keep"``)."""
+    dep_ctrl: np.ndarray
+    """Per dependency: True if it is a ctrl_dep."""
     attributes: AttributeColumns
 
     def __len__(self) -> int:
@@ -265,24 +272,70 @@ def decode_nodes(data: bytes, path: Path | str, *, rank: int | None = None) -> N
     return decode_files([(data, path, rank)])
 
 
-def decode_rank_files(paths: list[Path], *, workers: int | None = None) -> NodeColumns:
+def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing: str = "error") -> NodeColumns:
     """Decode ``PREFIX.{rank}.et`` files (``paths[r]`` is rank ``r``) into one :class:`NodeColumns`.
 
-    ``workers`` processes share the files (default: 2 when the files hold more than
+    Byte-identical files (an SPMD workload replicated over its ranks) are decoded once.
+    ``workers`` processes share the other files (default: 2 when they hold more than
     :data:`PARALLEL_BYTES` and the machine has 2 or more cores, else 1); the result is identical.
+    ``missing="keep"`` keeps dependencies on absent node ids (as :data:`MISSING_DEPENDENCY`)
+    instead of refusing them, for readers with a repair policy.
     """
-    jobs = [(path, rank) for rank, path in enumerate(paths)]
+    same = _identical_files(paths)
+    jobs = [(path, rank) for rank, path in enumerate(paths) if same[rank] == rank]
     if workers is None:
-        big = sum(path.stat().st_size for path in paths) > PARALLEL_BYTES
-        workers = 2 if big and len(paths) > 1 and (os.cpu_count() or 1) > 1 else 1
+        big = sum(path.stat().st_size for path, _ in jobs) > PARALLEL_BYTES
+        workers = 2 if big and len(jobs) > 1 and (os.cpu_count() or 1) > 1 else 1
     # fork is only safe while this process runs one thread (a progress bar runs another)
     if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return _combine(_decode_paths(jobs))
-    shares = [jobs[w::workers] for w in range(workers)]
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-        others = [pool.submit(_decode_paths, share) for share in shares[1:]]
-        decoded = _decode_paths(shares[0]) + [part for future in others for part in future.result()]
-    return _combine(sorted(decoded, key=lambda part: part.file.rank))
+        decoded = _decode_paths(jobs, missing)
+    else:
+        shares = [jobs[w::workers] for w in range(workers)]
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
+            others = [pool.submit(_decode_paths, share, missing) for share in shares[1:]]
+            decoded = _decode_paths(shares[0], missing) + [part for future in others for part in future.result()]
+    by_rank = {part.file.rank: part for part in decoded}
+    parts = [
+        by_rank[rank] if same[rank] == rank
+        else replace(by_rank[same[rank]], file=replace(by_rank[same[rank]].file, path=path, rank=rank, same_as=same[rank]))
+        for rank, path in enumerate(paths)
+    ]
+    return _combine(parts)
+
+
+def _identical_files(paths: list[Path]) -> list[int]:
+    """For each file, the index of the first file with the same bytes (itself if none).
+
+    Only files of a size that occurs more than once are read. Each is compared byte for byte
+    with the first file of its size (replicated ranks: one comparison each); the others are
+    bucketed by a CRC-32 and compared with their bucket's first file.
+    """
+    sizes: dict[int, int] = {}
+    for index, path in enumerate(paths):
+        try:
+            sizes[index] = path.stat().st_size
+        except OSError:
+            pass  # decoding reports it
+    counts = Counter(sizes.values())
+    first_of_size: dict[int, tuple[int, bytes]] = {}
+    first_of: dict[tuple[int, int], int] = {}
+    same = list(range(len(paths)))
+    for index, size in sizes.items():
+        if counts[size] < 2:
+            continue
+        try:
+            data = paths[index].read_bytes()
+            first, first_data = first_of_size.setdefault(size, (index, data))
+            if first != index and data == first_data:
+                same[index] = first
+                continue
+            key = (size, zlib.crc32(data))
+            earlier = first_of.setdefault(key, index)
+            if earlier != index and paths[earlier].read_bytes() == data:
+                same[index] = earlier
+        except OSError:
+            continue
+    return same
 
 
 PARALLEL_BYTES = 16 * 2**20
@@ -290,8 +343,8 @@ PARALLEL_BYTES = 16 * 2**20
 about 0.1 s; decoding 16 MiB alone takes several times that)."""
 
 
-def _decode_paths(jobs: list[tuple[Path, int]]) -> list["_FileColumns"]:
-    return [_decode_file(load_bytes(path), path, rank) for path, rank in jobs]
+def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_FileColumns"]:
+    return [_decode_file(load_bytes(path), path, rank, missing) for path, rank in jobs]
 
 
 @dataclass
@@ -305,26 +358,31 @@ class _FileColumns:
     durations: np.ndarray
     dep_counts: np.ndarray
     dep_local: np.ndarray
+    dep_ctrl: np.ndarray
     attr_counts: np.ndarray
     attr_local: np.ndarray
     attr_distinct: list[bytes]
 
 
-def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]]) -> NodeColumns:
+def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, missing: str = "error") -> NodeColumns:
     """Decode several ET streams ``(data, path, rank)`` into one :class:`NodeColumns`.
 
     Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
     then freed); everything that can be done for all files at once is done once.
     """
-    return _combine([_decode_file(data, path, rank) for data, path, rank in sources])
+    return _combine([_decode_file(data, path, rank, missing) for data, path, rank in sources])
 
 
 def _combine(parts: list[_FileColumns]) -> NodeColumns:
     sizes = np.array([len(p.ids) for p in parts], dtype=np.int64)
     file_ptr = np.concatenate([[0], np.cumsum(sizes)])
     dep_counts = np.concatenate([p.dep_counts for p in parts])
-    dep_base = np.repeat(file_ptr[:-1], [len(p.dep_local) for p in parts])
     attr_counts = np.concatenate([p.attr_counts for p in parts])
+    positions = [
+        p.dep_local + base if not len(p.dep_local) or p.dep_local.min() >= 0
+        else np.where(p.dep_local >= 0, p.dep_local + base, MISSING_DEPENDENCY)
+        for p, base in zip(parts, file_ptr[:-1].tolist())
+    ]
     return NodeColumns(
         files=[p.file for p in parts],
         file_ptr=file_ptr,
@@ -332,7 +390,8 @@ def _combine(parts: list[_FileColumns]) -> NodeColumns:
         types=np.concatenate([p.types for p in parts]),
         duration_micros=np.concatenate([p.durations for p in parts]),
         dep_ptr=np.concatenate([[0], np.cumsum(dep_counts)]),
-        dep_pos=np.concatenate([p.dep_local for p in parts]) + dep_base,
+        dep_pos=np.concatenate(positions),
+        dep_ctrl=np.concatenate([p.dep_ctrl for p in parts]),
         attributes=AttributeColumns(
             node_of=np.repeat(np.arange(int(file_ptr[-1])), attr_counts),
             ids=_catalog_ids(parts),
@@ -368,14 +427,14 @@ def _raise_malformed_attribute(parts: list[_FileColumns], data: bytes) -> None:
     raise InputError("malformed attribute")
 
 
-def _decode_file(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
+def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error") -> _FileColumns:
     try:
-        return _decode_file_columns(data, path, rank)
+        return _decode_file_columns(data, path, rank, missing)
     except ChakraCollError as error:
         raise error.located(path=path, rank=rank) from None
 
 
-def _decode_file_columns(data: bytes, path: Path | str, rank: int | None) -> _FileColumns:
+def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str = "error") -> _FileColumns:
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
     bounds = split_records(data, path)
@@ -384,79 +443,87 @@ def _decode_file_columns(data: bytes, path: Path | str, rank: int | None) -> _Fi
     if len(bounds) == 1:
         raise InputError("no nodes after the GlobalMetadata (ASTRA-sim cannot run an empty rank file)", path=path, rank=rank)
     try:
-        parsed = parse_nodes(data, bounds[1:])
+        parsed, merged = parse_nodes(data, bounds[1:])
     except DecodeError:
         _raise_bad_record(data, bounds, path, rank)
     nodes = list(parsed)  # one Python wrapper per node, reused by the field passes below
-    ids = np.array([n.id for n in nodes], dtype=np.uint64)
+    count = len(nodes)
+    ids = np.fromiter([n.id for n in nodes], dtype=np.uint64, count=count)
     if np.any(ids > np.iinfo(np.int64).max):
         position = int(np.flatnonzero(ids > np.iinfo(np.int64).max)[0])
         raise InputError(f"node id {int(ids[position])} does not fit in int64", path=path, rank=rank)
     node_ids = ids.astype(np.int64)
-    dep_counts, dep_ids = _dependency_lists([n.data_deps for n in nodes], [n.ctrl_deps for n in nodes])
-    attrs = [n.attr for n in nodes]
-    attr_local, attr_distinct = _local_attribute_ids(attrs)
+    dep_counts, dep_ids, dep_ctrl = _dependency_lists(nodes, merged)
+    attr_local, attr_distinct = _local_attribute_ids(merged.attr)
     return _FileColumns(
         file=EtFile(path, rank, metadata),
         ids=node_ids,
-        types=np.array([n.type for n in nodes], dtype=np.int64),
-        durations=np.array([n.duration_micros for n in nodes], dtype=np.uint64).astype(np.int64),
+        types=np.fromiter([n.type for n in nodes], dtype=np.int64, count=count),
+        durations=np.fromiter([n.duration_micros for n in nodes], dtype=np.uint64, count=count).astype(np.int64),
         dep_counts=dep_counts,
-        dep_local=_positions_of(node_ids, dep_counts, dep_ids, path, rank),
-        attr_counts=np.fromiter(map(len, attrs), dtype=np.int64, count=len(nodes)),
+        dep_local=_positions_of(node_ids, dep_counts, dep_ids, path, rank, missing),
+        dep_ctrl=dep_ctrl,
+        attr_counts=np.fromiter([len(n.attr) for n in nodes], dtype=np.int64, count=count),
         attr_local=attr_local,
         attr_distinct=attr_distinct,
     )
 
 
-def _dependency_lists(data_deps, ctrl_deps) -> tuple[np.ndarray, np.ndarray]:
-    """Per node, how many dependencies it has (data then control), and all of them flat."""
-    counts = np.fromiter(map(len, data_deps), dtype=np.int64, count=len(data_deps))
-    ctrl_counts = np.fromiter(map(len, ctrl_deps), dtype=np.int64, count=len(ctrl_deps))
-    if not ctrl_counts.any():
-        return counts, np.fromiter(chain.from_iterable(data_deps), dtype=np.uint64, count=int(counts.sum()))
-    merged = [list(d) + list(c) for d, c in zip(data_deps, ctrl_deps)]
-    counts = counts + ctrl_counts
-    return counts, np.fromiter(chain.from_iterable(merged), dtype=np.uint64, count=int(counts.sum()))
+def _dependency_lists(nodes, merged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node, how many dependencies it has; all of them flat (each node's data_deps, then
+    its ctrl_deps); and which of those are ctrl_deps."""
+    count = len(nodes)
+    data_counts = np.fromiter([len(n.data_deps) for n in nodes], dtype=np.int64, count=count)
+    data_ids = np.array(merged.data_deps, dtype=np.uint64)
+    if not len(merged.ctrl_deps):
+        return data_counts, data_ids, np.zeros(len(data_ids), dtype=bool)
+    ctrl_counts = np.fromiter([len(n.ctrl_deps) for n in nodes], dtype=np.int64, count=count)
+    ctrl_ids = np.array(merged.ctrl_deps, dtype=np.uint64)
+    owner = np.concatenate([np.repeat(np.arange(count), data_counts), np.repeat(np.arange(count), ctrl_counts)])
+    order = np.argsort(owner, kind="stable")  # per node: its data_deps, then its ctrl_deps
+    is_ctrl = np.concatenate([np.zeros(len(data_ids), dtype=bool), np.ones(len(ctrl_ids), dtype=bool)])
+    return data_counts + ctrl_counts, np.concatenate([data_ids, ctrl_ids])[order], is_ctrl[order]
 
 
-def _positions_of(node_ids: np.ndarray, dep_counts: np.ndarray, dep_ids: np.ndarray, path, rank) -> np.ndarray:
-    """Map dependency ids to positions in the file; duplicate ids and dangling deps are errors."""
+MISSING_DEPENDENCY = -1
+"""Position of a dependency on a node id the file does not have (``missing="keep"``)."""
+
+
+def _positions_of(node_ids: np.ndarray, dep_counts: np.ndarray, dep_ids: np.ndarray, path, rank, missing: str = "error") -> np.ndarray:
+    """Map dependency ids to positions in the file; duplicate ids are errors, and so are
+    dependencies on absent nodes unless ``missing="keep"`` (they become :data:`MISSING_DEPENDENCY`)."""
     count = len(node_ids)
     owner = np.repeat(np.arange(count), dep_counts)
     if count and node_ids[0] == 0 and node_ids[-1] == count - 1 and np.array_equal(node_ids, np.arange(count)):
-        bad = dep_ids >= count
-        if np.any(bad):
-            first = int(np.flatnonzero(bad)[0])
-            raise AlgorithmError(
-                f"depends on node {int(dep_ids[first])}, which is not in the file", path=path, rank=rank, node=int(owner[first])
-            )
-        return dep_ids.astype(np.int64)
-    order = np.argsort(node_ids, kind="stable")
-    sorted_ids = node_ids[order]
-    duplicate = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
-    if len(duplicate):
-        node = int(sorted_ids[duplicate[0]])
-        first, second = sorted(order[duplicate[0] : duplicate[0] + 2].tolist())
-        raise AlgorithmError(f"duplicate node id (records {first + 1} and {second + 1})", path=path, rank=rank, node=node)
-    in_range = dep_ids <= np.iinfo(np.int64).max
-    wanted = np.where(in_range, dep_ids, 0).astype(np.int64)
-    slot = np.minimum(np.searchsorted(sorted_ids, wanted), count - 1)
-    found = in_range & (sorted_ids[slot] == wanted)
+        found = dep_ids < count
+        positions = np.where(found, dep_ids, 0).astype(np.int64)
+    else:
+        order = np.argsort(node_ids, kind="stable")
+        sorted_ids = node_ids[order]
+        duplicate = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+        if len(duplicate):
+            node = int(sorted_ids[duplicate[0]])
+            first, second = sorted(order[duplicate[0] : duplicate[0] + 2].tolist())
+            raise AlgorithmError(f"duplicate node id (records {first + 1} and {second + 1})", path=path, rank=rank, node=node)
+        in_range = dep_ids <= np.iinfo(np.int64).max
+        wanted = np.where(in_range, dep_ids, 0).astype(np.int64)
+        slot = np.minimum(np.searchsorted(sorted_ids, wanted), count - 1)
+        found = in_range & (sorted_ids[slot] == wanted)
+        positions = order[slot].astype(np.int64)
     if not np.all(found):
-        first = int(np.flatnonzero(~found)[0])
-        raise AlgorithmError(
-            f"depends on node {int(dep_ids[first])}, which is not in the file",
-            path=path,
-            rank=rank,
-            node=int(node_ids[owner[first]]),
-        )
-    return order[slot].astype(np.int64)
+        if missing != "keep":
+            first = int(np.flatnonzero(~found)[0])
+            raise AlgorithmError(
+                f"depends on node {int(dep_ids[first])}, which is not in the file", path=path, rank=rank, node=int(node_ids[owner[first]])
+            )
+        positions[~found] = MISSING_DEPENDENCY
+    return positions
 
 
-def _local_attribute_ids(attrs) -> tuple[np.ndarray, list[bytes]]:
-    """Every attribute occurrence as an index into the file's distinct serialized attributes."""
-    flat = list(chain.from_iterable(attrs))
+def _local_attribute_ids(flat) -> tuple[np.ndarray, list[bytes]]:
+    """Every attribute occurrence (all nodes' ``attr`` in order) as an index into the file's
+    distinct serialized attributes."""
+    flat = list(flat)
     distinct = list(dict.fromkeys(flat))
     index = {data: i for i, data in enumerate(distinct)}
     return np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat)), distinct

@@ -11,14 +11,18 @@ works on whole files at once:
 * :func:`parse_nodes` parses every node record of a file in one protobuf call, through
   :class:`NodeView`: a message type built from Chakra's own ``Node`` descriptor that is
   wire-identical to it but keeps each attribute as its serialized bytes, so that a reader can
-  decode each distinct attribute once instead of once per node.
+  decode each distinct attribute once instead of once per node. It also parses the same bytes
+  as :class:`NodeViewMerged`, whose single ``node`` field protobuf *merges* across records:
+  every node's ``data_deps``, ``ctrl_deps`` and ``attr`` concatenated in file order, read out
+  as whole arrays instead of node by node.
 
 >>> from chakra.schema.protobuf.et_def_pb2 import Node
 >>> payload = Node(id=3, type=5).SerializeToString()
 >>> framed = frame(payload)
 >>> split_records(framed, "x.et")
 [(0, 1, 5)]
->>> parse_nodes(framed, split_records(framed, "x.et"))[0].id
+>>> nodes, merged = parse_nodes(framed, split_records(framed, "x.et"))
+>>> nodes[0].id
 3
 """
 
@@ -128,8 +132,9 @@ def stream_of(data: bytes, bounds: list[tuple[int, int, int]]) -> bytes:
 
 
 # ---------------------------------------------------------------------------- node view
-def _build_view_classes() -> tuple[type, type]:
-    """NodeView (Chakra's Node with attr/name as bytes, type as int) and NodeViewStream."""
+def _build_view_classes() -> tuple[type, type, type]:
+    """NodeView (Chakra's Node with attr/name as bytes, type as int), NodeViewStream (a
+    repeated NodeView field 1) and NodeViewMerged (a singular one: the records merge)."""
     node = descriptor_pb2.DescriptorProto()
     et_def_pb2.Node.DESCRIPTOR.CopyToProto(node)
     node.name = "NodeView"
@@ -152,32 +157,41 @@ def _build_view_classes() -> tuple[type, type]:
         type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
         type_name=".chakra_collectives.view.NodeView",
     )
+    merged = descriptor_pb2.DescriptorProto(name="NodeViewMerged")
+    merged.field.add(
+        name="node",
+        number=1,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        type_name=".chakra_collectives.view.NodeView",
+    )
     file = descriptor_pb2.FileDescriptorProto(
         name="chakra_collectives/node_view.proto", package="chakra_collectives.view", syntax="proto3"
     )
-    file.message_type.extend([node, stream])
+    file.message_type.extend([node, stream, merged])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return (
-        message_factory.GetMessageClass(pool.FindMessageTypeByName("chakra_collectives.view.NodeView")),
-        message_factory.GetMessageClass(pool.FindMessageTypeByName("chakra_collectives.view.NodeViewStream")),
+    return tuple(
+        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"chakra_collectives.view.{name}"))
+        for name in ("NodeView", "NodeViewStream", "NodeViewMerged")
     )
 
 
-NodeView, NodeViewStream = _build_view_classes()
+NodeView, NodeViewStream, NodeViewMerged = _build_view_classes()
 
 _STREAM_TAG = b"\x0a"  # field 1 (NodeViewStream.nodes), wire type 2: then the record's own prefix
 
 
 def parse_nodes(data: bytes, bounds: list[tuple[int, int, int]]):
-    """Parse the node records ``bounds`` of ``data`` into :class:`NodeView` messages at once.
+    """Parse the node records ``bounds`` of ``data`` at once: ``(nodes, merged)``.
 
-    Raises ``google.protobuf.message.DecodeError`` when a record is not a valid message; the
-    caller reports which file (and, by parsing records one by one, which record).
+    ``nodes`` are :class:`NodeView` messages, one per record; ``merged`` is one
+    :class:`NodeView` holding every record's repeated fields concatenated (see the module
+    docstring). Raises ``google.protobuf.message.DecodeError`` when a record is not a valid
+    message; the caller reports which file (and, by parsing records one by one, which record).
     """
-    view = NodeViewStream()
-    view.ParseFromString(stream_of(data, bounds))
-    return view.nodes
+    records = stream_of(data, bounds)
+    return NodeViewStream.FromString(records).nodes, NodeViewMerged.FromString(records).node
 
 
 def parse_node(record: bytes):

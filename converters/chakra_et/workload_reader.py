@@ -19,7 +19,7 @@ each distinct attribute is decoded once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,15 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
+from chakra_collectives.converters.chakra_et.read_policy import (
+    ReadPolicy,
+    Repairs,
+    cpu_flags,
+    durations_ns,
+    incomplete_comm,
+    node_kinds,
+)
+from chakra_collectives.converters.chakra_et.repairs import repair_dependencies
 from chakra_collectives.converters.chakra_et.reader import rank_files
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -63,7 +72,7 @@ class Workload:
     node_id: np.ndarray
     node_type: np.ndarray
     duration_ns: np.ndarray
-    """COMP: ``duration_micros * 1000``; 0 elsewhere."""
+    """COMP (and, by default, MEM / METADATA) nodes: ``duration_micros * 1000``; 0 elsewhere."""
     is_cpu_op: np.ndarray
     comm_type: np.ndarray
     """COMM_COLL: Chakra's CollectiveCommType; -1 elsewhere."""
@@ -72,10 +81,15 @@ class Workload:
     """SEND: ``comm_dst``; RECV: ``comm_src``; -1 elsewhere."""
     tag: np.ndarray
     pg_name: list[str | None]
+    involved_dim: list[tuple[bool, ...] | None]
+    """COMM_COLL: the ``involved_dim`` bool list (which network dimensions take part), if any."""
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
-    """Dependencies (data and control) as global node indices, CSR."""
+    """Dependencies (data and control, after the read policy's repairs, without those implied by
+    others: :mod:`~chakra_collectives.converters.chakra_et.repairs`) as global node indices, CSR."""
     paths: list[Path]
+    repairs: Repairs = field(default_factory=Repairs)
+    """What reading repaired (:meth:`Repairs.summary` is the one line to show)."""
 
     def __len__(self) -> int:
         return len(self.rank)
@@ -109,38 +123,30 @@ def collective_name(comm_type: int) -> str:
         return f"comm_type {comm_type}"
 
 
-def _as_bool(kind: str | None, value: Any) -> bool | None:
-    return bool(value) if kind == "bool_val" else None
-
-
 def _as_string(kind: str | None, value: Any) -> str | None:
     return str(value) if kind == "string_val" else None
 
 
-_KNOWN_TYPES = np.array([value for name, value in NodeType.items() if value != INVALID_NODE])
+def _as_bool_list(kind: str | None, value: Any) -> tuple[bool, ...] | None:
+    return tuple(bool(v) for v in value) if kind == "bool_list" else None
+
+
 _COLLECTIVE_TYPES = np.array([c.chakra_comm_type for c in Collective if c.chakra_comm_type is not None] + [BARRIER])
 
 
-def _decode_nodes(nodes: NodeColumns) -> dict[str, Any]:
-    """Workload columns of every node (every check names the first offending node)."""
-    types = nodes.types
-    unknown = ~np.isin(types, _KNOWN_TYPES)
-    if np.any(unknown):
-        position = int(np.flatnonzero(unknown)[0])
-        raise nodes.error(position, f"unknown node type {int(types[position])}")
+def _decode_nodes(nodes: NodeColumns, policy: ReadPolicy, repairs: Repairs) -> dict[str, Any]:
+    """Workload columns of every node under ``policy`` (every refusal names the first offending node)."""
     attrs = nodes.attributes
-    coll = types == COMM_COLL_NODE
-    send = types == COMM_SEND_NODE
-    recv = types == COMM_RECV_NODE
+    cpu = cpu_flags(nodes, policy, repairs)
+    types = node_kinds(nodes, policy, cpu, repairs)
+    coll, send, recv = types == COMM_COLL_NODE, types == COMM_SEND_NODE, types == COMM_RECV_NODE
     comm = coll | send | recv
-    present, ok, cpu = attrs.converted("is_cpu_op", _as_bool, fill=False, dtype=bool)
-    if np.any(present & ~ok):
-        position = int(np.flatnonzero(present & ~ok)[0])
-        raise nodes.error(position, f"attribute is_cpu_op is {attrs.kind_of('is_cpu_op', position)}; expected bool_val")
-    if np.any(comm & cpu):
-        raise nodes.error(int(np.flatnonzero(comm & cpu)[0]), "a communication node has is_cpu_op = true (ASTRA-sim throws)")
-    size = attrs.integer("comm_size", nodes, required=comm)
-    comm_type = attrs.integer("comm_type", nodes, required=coll)
+    no_op = incomplete_comm(nodes, types, {"comm_type": coll, "comm_size": comm, "comm_dst": send, "comm_src": recv}, policy, repairs)
+    if np.any(no_op):
+        types[no_op] = INVALID_NODE
+        coll, send, recv, comm = coll & ~no_op, send & ~no_op, recv & ~no_op, comm & ~no_op
+    size = attrs.integer("comm_size", nodes)
+    comm_type = attrs.integer("comm_type", nodes)
     bad_type = coll & ~np.isin(comm_type, _COLLECTIVE_TYPES)
     if np.any(bad_type):
         position = int(np.flatnonzero(bad_type)[0])
@@ -150,27 +156,40 @@ def _decode_nodes(nodes: NodeColumns) -> dict[str, Any]:
         position = int(np.flatnonzero(empty)[0])
         raise nodes.error(position, f"comm_size is {int(size[position])}; communication needs a positive size")
     peer = np.full(len(nodes), -1, dtype=np.int64)
-    peer[send] = attrs.integer("comm_dst", nodes, required=send)[send]
-    peer[recv] = attrs.integer("comm_src", nodes, required=recv)[recv]
+    peer[send] = attrs.integer("comm_dst", nodes)[send]
+    peer[recv] = attrs.integer("comm_src", nodes)[recv]
     tag = np.where(send | recv, np.maximum(attrs.integer("comm_tag", nodes), 0), -1)
     _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object)
+    present, ok, dims = attrs.converted("involved_dim", _as_bool_list, fill=None, dtype=object)
+    if np.any(present & ~ok & coll):
+        position = int(np.flatnonzero(present & ~ok & coll)[0])
+        raise nodes.error(position, f"attribute involved_dim is {attrs.kind_of('involved_dim', position)}; ASTRA-sim needs a bool_list")
     return {
         "node_type": types.astype(np.int8),
-        "duration_ns": np.where(types == COMP_NODE, nodes.duration_micros * 1000.0, 0.0),
-        "is_cpu_op": cpu.astype(bool),
+        "duration_ns": durations_ns(nodes, types, policy),
+        "is_cpu_op": cpu,
         "comm_type": np.where(coll, comm_type, NO_COLLECTIVE),
         "comm_size": np.where(comm, np.maximum(size, 0), 0),
         "peer": peer,
         "tag": tag,
         "pg_name": [None if (not c or v in (None, "")) else v for c, v in zip(coll.tolist(), pg.tolist())],
+        "involved_dim": [v if c else None for c, v in zip(coll.tolist(), dims.tolist())],
     }
 
 
-def read_workload(prefix: str | Path) -> Workload:
-    """Read every rank file of ``prefix`` (``PREFIX.{rank}.et[.gz]``; ranks 0..N-1 all present)."""
+def read_workload(prefix: str | Path, policy: ReadPolicy | None = None) -> Workload:
+    """Read every rank file of ``prefix`` (``PREFIX.{rank}.et[.gz]``; ranks 0..N-1 all present).
+
+    ``policy`` says what to do with each quirk of converter-made files
+    (:mod:`~chakra_collectives.converters.chakra_et.read_policy`; default: repair, and say so
+    in ``Workload.repairs``; ``ReadPolicy.strict()``: refuse).
+    """
+    policy = policy or ReadPolicy()
     paths = rank_files(prefix)
-    nodes = decode_rank_files(paths)
-    columns = _decode_nodes(nodes)
+    nodes = decode_rank_files(paths, missing="error" if policy.dangling == "error" else "keep")
+    repairs = Repairs()
+    dep_ptr, dep_idx, repairs.dependencies = repair_dependencies(nodes, policy.dependencies)
+    columns = _decode_nodes(nodes, policy, repairs)
     return Workload(
         prefix=str(prefix),
         num_ranks=len(paths),
@@ -184,9 +203,11 @@ def read_workload(prefix: str | Path) -> Workload:
         peer=columns["peer"],
         tag=columns["tag"].astype(np.int64),
         pg_name=columns["pg_name"],
-        dep_ptr=nodes.dep_ptr,
-        dep_idx=nodes.dep_pos,
+        involved_dim=columns["involved_dim"],
+        dep_ptr=dep_ptr,
+        dep_idx=dep_idx,
         paths=paths,
+        repairs=repairs,
     )
 
 

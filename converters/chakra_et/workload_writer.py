@@ -54,15 +54,16 @@ class WorkloadBuilder:
 
     def comp(
         self, rank: int, *, duration_ns: float, name: str = "COMP", deps: Iterable[int] = (), ctrl_deps: Iterable[int] = (),
-        num_ops: int | None = None, tensor_size: int | None = None,
+        num_ops: int | None = None, tensor_size: int | None = None, cpu: bool = False,
     ) -> int:
-        """A GPU COMP node of ``duration_ns`` (stored as whole microseconds, as Chakra does).
+        """A GPU COMP node of ``duration_ns`` (stored as whole microseconds, as Chakra does);
+        ``cpu=True`` makes it host work (``is_cpu_op = true``).
 
         ``num_ops`` and ``tensor_size`` (bytes) are what ASTRA-sim's roofline mode reads
         instead of the duration (uint64 attributes, written only when given).
         """
         node = Node(name=name, type=COMP_NODE, duration_micros=round(duration_ns / 1000))
-        node.attr.append(AttributeProto(name="is_cpu_op", bool_val=False))
+        node.attr.append(AttributeProto(name="is_cpu_op", bool_val=cpu))
         if num_ops is not None:
             node.attr.append(AttributeProto(name="num_ops", uint64_val=int(num_ops)))
         if tensor_size is not None:

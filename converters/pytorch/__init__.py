@@ -1,0 +1,1 @@
+"""PyTorch profiler traces (execution traces and Kineto traces) to workload ETs."""

@@ -1,0 +1,220 @@
+"""Read a PyTorch execution trace (the "host trace" of ``ExecutionTraceObserver``), any schema.
+
+Two layouts exist, told apart by the ``schema`` field and by the nodes themselves:
+
+* **1.0.1** (PyTorch 2.0-2.1): every field at the node's top level -- ``parent``, ``inputs``
+  (values), ``input_types``, ``input_shapes``, ``outputs``..., ``rf_id``, ``tid``, ``op_schema``;
+* **1.0.2-chakra.0.0.4 and later** (1.0.3, 1.0.4, 1.1.0, 1.1.1): ``ctrl_deps`` is the parent,
+  ``inputs``/``outputs`` are ``{values, shapes, types}`` objects and the scalars live in an
+  ``attrs`` list of ``{name, type, value}`` (1.1.0 adds ``collective_name``, ``dtype``,
+  ``in_msg_nelems``, ``pg_name``, ``pg_size``... on ``record_param_comms``).
+
+Node ids are assigned when an operator starts, so they give the execution order; ``parent``
+is the calling operator (the thread's ``[pytorch|profiler|execution_trace|thread]`` node for
+top-level operators). Some writers add timing (``dur``, ``inclusive_dur``, ``exclusive_dur``,
+``ts`` in microseconds) or, as Chakra's trace linker does, GPU operators (nodes with a
+``cat``): both are kept.
+
+>>> trace = parse_host_trace({"schema": "1.0.1", "pid": 7, "nodes": [
+...     {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "parent": 1},
+...     {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "parent": 1, "tid": 1},
+...     {"id": 3, "name": "aten::mm", "parent": 2, "tid": 1, "rf_id": 0,
+...      "inputs": [[4, 5, 0, 6, 4, "cuda:0"]], "input_types": ["Tensor(float)"], "input_shapes": [[2, 3]],
+...      "outputs": [], "output_types": [], "output_shapes": []}]}, "h.json")
+>>> [(op.id, op.name, op.parent, op.tid) for op in trace.ops]
+[(3, 'aten::mm', 2, 1)]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chakra_collectives.errors import InputError
+
+PROCESS_ROOT = "[pytorch|profiler|execution_trace|process]"
+THREAD_ROOT = "[pytorch|profiler|execution_trace|thread]"
+ROOT_NAMES = (PROCESS_ROOT, THREAD_ROOT, "[pytorch|profiler|execution_graph|process]", "[pytorch|profiler|execution_graph|thread]")
+PROCESS_GROUP_INIT = "## process_group:init ##"
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass(eq=False)
+class HostOp:
+    """One operator of the host trace (times in microseconds when the trace has them)."""
+
+    id: int
+    name: str
+    parent: int
+    tid: int
+    rf_id: int | None
+    input_values: list
+    input_types: list
+    output_values: list
+    output_types: list
+    attrs: dict[str, Any]
+    op_schema: str = ""
+    ts: float | None = None
+    dur: float | None = None
+    exclusive_dur: float | None = None
+    category: str | None = None
+    """Set on GPU operators that a trace linker added (``kernel``, ``gpu_memcpy``...)."""
+    stream: int | None = None
+    children: list["HostOp"] = field(default_factory=list)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.category in GPU_CATEGORIES
+
+
+@dataclass
+class HostTrace:
+    path: Path
+    schema: str
+    ops: list[HostOp]
+    """Operators by id, without the process/thread root nodes."""
+    process_groups: list[dict[str, Any]]
+    """Entries of ``## process_group:init ##`` (``pg_name``, ``ranks``, ``group_size``...)."""
+    by_id: dict[int, HostOp] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_id = {op.id: op for op in self.ops}
+        for op in self.ops:
+            parent = self.by_id.get(op.parent)
+            if parent is not None and parent is not op:
+                parent.children.append(op)
+
+    def threads(self) -> dict[int, list[HostOp]]:
+        """Top-level operators (children of a thread root, or orphans) per tid, in id order."""
+        tops: dict[int, list[HostOp]] = {}
+        for op in self.ops:
+            if op.is_gpu:
+                continue
+            parent = self.by_id.get(op.parent)
+            if parent is None or parent is op:
+                tops.setdefault(op.tid, []).append(op)
+        return tops
+
+
+def load_json(path: Path, what: str) -> Any:
+    """A JSON document (gzip'd or not), or an :class:`InputError` naming the file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}", path=path) from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"corrupt gzip data ({exc})", path=path) from None
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise InputError(f"not a JSON {what} (binary data)", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})", path=path) from None
+
+
+def read_host_trace(path: str | Path) -> HostTrace:
+    """Read a host execution trace file (``.json`` or ``.json.gz``)."""
+    path = Path(path)
+    return parse_host_trace(load_json(path, "PyTorch execution trace"), path)
+
+
+def parse_host_trace(document: Any, path: str | Path) -> HostTrace:
+    path = Path(path)
+    if not isinstance(document, dict) or "nodes" not in document:
+        hint = " (this looks like a Kineto trace: give it with --kineto)" if isinstance(document, dict) and "traceEvents" in document else ""
+        raise InputError(f"not a PyTorch execution trace: no 'nodes' list{hint}", path=path)
+    nodes = document["nodes"]
+    if not isinstance(nodes, list):
+        raise InputError("'nodes' is not a list", path=path)
+    schema = str(document.get("schema", ""))
+    ops: list[HostOp] = []
+    groups: list[dict[str, Any]] = []
+    for position, raw in enumerate(nodes):
+        op = _parse_node(raw, position, path)
+        if op.name in ROOT_NAMES:
+            continue
+        if op.name == PROCESS_GROUP_INIT:
+            groups.extend(_process_groups(op, path))
+        ops.append(op)
+    ops.sort(key=lambda op: op.id)
+    for earlier, later in zip(ops, ops[1:]):
+        if earlier.id == later.id:
+            raise InputError(f"node id {later.id} appears twice", path=path)
+    return HostTrace(path=path, schema=schema, ops=ops, process_groups=groups)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _parse_node(raw: Any, position: int, path: Path) -> HostOp:
+    if not isinstance(raw, dict):
+        raise InputError(f"node #{position + 1} is not an object", path=path)
+    node_id = raw.get("id")
+    if not isinstance(node_id, int):
+        raise InputError(f"node #{position + 1} has no integer 'id'", path=path)
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise InputError(f"node {node_id} has no 'name'", path=path)
+    if isinstance(raw.get("inputs"), dict) or "attrs" in raw:  # 1.0.2-chakra.0.0.4 and later
+        attrs = {}
+        for attr in raw.get("attrs") or []:
+            if isinstance(attr, dict) and "name" in attr:
+                attrs[attr["name"]] = attr.get("value")
+        inputs = raw.get("inputs") or {}
+        outputs = raw.get("outputs") or {}
+        parent = raw.get("ctrl_deps", raw.get("parent"))
+        in_values, in_types = inputs.get("values", []), inputs.get("types", [])
+        out_values, out_types = outputs.get("values", []), outputs.get("types", [])
+    else:  # 1.0.1: everything at the top level
+        attrs = {key: raw[key] for key in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema") if key in raw}
+        parent = raw.get("parent")
+        in_values, in_types = raw.get("inputs", []), raw.get("input_types", [])
+        out_values, out_types = raw.get("outputs", []), raw.get("output_types", [])
+    if not isinstance(parent, int):
+        raise InputError(f"node {node_id} ({name}) has no parent ('ctrl_deps' or 'parent')", path=path)
+    if not isinstance(in_values, list) or not isinstance(in_types, list):
+        raise InputError(f"node {node_id} ({name}): inputs are not lists", path=path)
+    tid = attrs.get("tid", raw.get("tid", 0))
+    rf_id = attrs.get("rf_id")
+    stream = raw.get("stream")
+    return HostOp(
+        id=node_id,
+        name=name,
+        parent=parent,
+        tid=tid if isinstance(tid, int) else 0,
+        rf_id=rf_id if isinstance(rf_id, int) else None,
+        input_values=in_values,
+        input_types=in_types,
+        output_values=out_values if isinstance(out_values, list) else [],
+        output_types=out_types if isinstance(out_types, list) else [],
+        attrs=attrs,
+        op_schema=str(attrs.get("op_schema") or ""),
+        ts=_number(raw.get("ts")),
+        dur=_number(raw.get("inclusive_dur", raw.get("dur"))),
+        exclusive_dur=_number(raw.get("exclusive_dur")),
+        category=raw.get("cat") if isinstance(raw.get("cat"), str) else None,
+        stream=stream if isinstance(stream, int) else None,
+    )
+
+
+def _process_groups(op: HostOp, path: Path) -> list[dict[str, Any]]:
+    """``## process_group:init ##`` carries a JSON list of groups as its first input."""
+    if not op.input_values:
+        return []
+    text = op.input_values[0]
+    try:
+        groups = json.loads(text) if isinstance(text, str) else text
+    except json.JSONDecodeError:
+        raise InputError(f"node {op.id} ({op.name}): the process-group description is not JSON", path=path) from None
+    if not isinstance(groups, list):
+        return []
+    return [g for g in groups if isinstance(g, dict)]
