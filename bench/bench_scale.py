@@ -10,8 +10,9 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
   256 and 1,024 NPUs (``--full``: 4,096 and 16,384 too): synthesis, prediction, bounds and
   ET-write seconds, operations, files on disk, efficiency against the bound. Targets: 4,096
   NPUs <= 90 s, <= 2 GB, efficiency >= 0.90; 16,384 <= 10 min, <= 8 GB; write memory <= 2x files.
-* **baselines**: ``synth -t ring:1024 -c all-reduce -s 1MiB -a ring|direct|rhd --json`` (tree:
-  ``-c reduce``): the producer's seconds (target <= 2 s) and the command's peak (<= 0.5 GB).
+* **baselines**: ring, direct, rhd all-reduce and tree reduce at 1,024 ranks built alone, each in
+  a fresh process (target <= 2 s, <= 0.5 GB), and ``synth -t ring:1024 -a ring -c all-reduce``
+  whole.
 * **read**: the 1,024-rank ring all-reduce's files (5.2M nodes): ``read_algorithm`` alone
   (nodes/s, target >= 600k) and ``inspect --json`` (target <= 10 s).
 * **replay**: a 1,024-rank all-reduce microbenchmark with that algorithm on ``ring:1024``
@@ -96,17 +97,29 @@ def synth_table(sizes: list[int], repeat: int) -> None:
             )
 
 
+BASELINE = """
+import json, resource, sys, time
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.topology import load_topology
+name, collective, ranks = sys.argv[1], Collective.parse(sys.argv[2]), int(sys.argv[3])
+started, cpu = time.perf_counter(), time.process_time()
+algo = get(name).make(load_topology(f"ring:{ranks}"), collective, ranks, SynthesisOptions(size_bytes=2**20)).algorithm
+print(json.dumps({"ops": algo.num_ops, "s": time.perf_counter() - started, "cpu": time.process_time() - cpu}))
+"""
+
+
 def baselines_table(repeat: int) -> None:
-    print("\nbaselines at 1,024 ranks on ring:1024, 1 MiB (whole command; the producer's own seconds)")
-    print(f"{'algorithm':<10} {'collective':<11} {'ops':>11} {'produce':>8} {'predict':>8} {'wall':>7} {'cpu':>7} {'peak':>7}")
+    print("\nbaselines at 1,024 ranks, 1 MiB: the producer alone (fresh process; peak RSS includes start-up)")
+    print(f"{'algorithm':<10} {'collective':<11} {'ops':>11} {'wall':>7} {'cpu':>7} {'peak':>7}")
     for name, collective in (("ring", "all-reduce"), ("direct", "all-reduce"), ("rhd", "all-reduce"), ("tree", "reduce")):
-        r = measured([BIN, "synth", "-t", "ring:1024", "-c", collective, "-s", "1MiB", "-a", name, "--bounds", "fast", "--json"], repeat=repeat)
+        r = measured([sys.executable, "-c", BASELINE, name, collective, "1024"], repeat=repeat)
         s = json.loads(r["stdout"])
-        print(
-            f"{name:<10} {collective:<11} {s['operations']:>11,} {s['synthesis_s']:>8.2f} {s['predict_s']:>8.1f} "
-            f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {r['peak_mib']:>7.0f}",
-            flush=True,
-        )
+        print(f"{name:<10} {collective:<11} {s['ops']:>11,} {s['s']:>7.2f} {s['cpu']:>7.2f} {r['peak_mib']:>7.0f}", flush=True)
+    r = measured([BIN, "synth", "-t", "ring:1024", "-c", "all-reduce", "-s", "1MiB", "-a", "ring", "--json"], repeat=repeat)
+    s = json.loads(r["stdout"])
+    print(f"whole `synth -t ring:1024 -a ring -c all-reduce -s 1MiB`: {r['wall_s']:.1f} s (cpu {r['cpu_s']:.1f} s; synthesis "
+          f"{s['synthesis_s']:.1f} s, prediction {s['predict_s']:.1f} s, bounds {s['bounds_s']:.1f} s), peak {r['peak_mib']:.0f} MiB", flush=True)
 
 
 READ = """
@@ -152,20 +165,21 @@ import json, statistics, sys, time
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
 topo = load_topology(sys.argv[1])
-samples = []
+walls, cpus = [], []
 for _ in range(int(sys.argv[2])):
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     tacos(topo, "all-gather", 64 * 2**20, trials=1)
-    samples.append(time.perf_counter() - started)
-print(json.dumps(statistics.median(samples)))
+    walls.append(time.perf_counter() - started)
+    cpus.append(time.process_time() - cpu)
+print(json.dumps([statistics.median(walls), statistics.median(cpus)]))
 """
 
 
 def small_table(repeat: int) -> None:
     print("\n64 NPUs: TACOS All-Gather, one trial (median of 9 in one process) and `synth` end to end")
     for spec in ("mesh2d:8x8", "torus2d:8x8", "hypercube:4x4x4"):
-        seconds = json.loads(subprocess.run([sys.executable, "-c", SMALL, spec, "9"], capture_output=True, text=True, check=True).stdout)
-        print(f"{spec:<16} tacos {seconds * 1000:7.1f} ms", flush=True)
+        wall, cpu = json.loads(subprocess.run([sys.executable, "-c", SMALL, spec, "9"], capture_output=True, text=True, check=True).stdout)
+        print(f"{spec:<16} tacos {wall * 1000:7.1f} ms (cpu {cpu * 1000:.1f} ms)", flush=True)
     r = measured([BIN, "synth", "-t", "mesh2d:8x8", "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "--json"], repeat=max(repeat, 3))
     print(f"{'synth mesh2d:8x8':<16} end to end {r['wall_s']:.2f} s (cpu {r['cpu_s']:.2f} s), peak {r['peak_mib']:.0f} MiB")
     r = measured([BIN, "--help"], repeat=max(repeat, 3))

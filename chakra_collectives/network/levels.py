@@ -33,6 +33,11 @@ import numpy as np
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 
 
+MAX_HOPS_PER_TASK = 4
+"""The fast path lays every hop of every message out flat (about 40 bytes each); beyond this
+many hops per task on average it leaves the graph to the event engine."""
+
+
 @dataclass
 class HopCosts:
     """The hops of every SEND (in task order): SEND ``j`` sends distinct message
@@ -68,6 +73,8 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
     # every hop of every SEND, flat: SEND j's hops are first_hop[j] .. first_hop[j] + lengths[j] - 1
     route_length = np.diff(costs.hop_ptr)
     lengths = route_length[costs.kind_of_send]
+    if int(lengths.sum()) > MAX_HOPS_PER_TASK * size + 2**20:
+        return None  # long routes (all-pairs over a ring): the event engine shares them, this would not
     first_hop = np.cumsum(lengths) - lengths
     hop_of = np.repeat(costs.hop_ptr[costs.kind_of_send] - first_hop, lengths) + np.arange(int(lengths.sum()))
     hop_link, hop_busy, hop_delivered = costs.hop_link[hop_of], costs.hop_busy[hop_of], costs.hop_delivered[hop_of]
