@@ -299,6 +299,8 @@ class StepBuilder:
                 dep_counts[position[owners] + 1] = counts
         dep_ptr = np.cumsum(dep_counts, dtype=np.int64)
         del dep_counts
+        if dep_ptr[-1] < 2**31:
+            dep_ptr = dep_ptr.astype(_I32)
         dep_idx = np.empty(int(dep_ptr[-1]), dtype=_I32)
         for step in self._steps:
             op = step.dep_op
