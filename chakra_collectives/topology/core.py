@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,7 @@ from chakra_collectives.errors import InputError
 
 if TYPE_CHECKING:
     import networkx as nx
+    from chakra_collectives.topology.symmetry import NpuSymmetry
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class Topology:
         """Every NPU looks alike (some symmetry of the network maps any NPU to any other).
         Builders that guarantee it set it after adding their links; adding a link clears it.
         Lower bounds use it to try one NPU instead of all."""
+        self.symmetry: "NpuSymmetry | None" = None
+        """Automorphisms acting freely on the NPUs (:mod:`~chakra_collectives.topology.symmetry`),
+        set by builders that know them; adding a link clears it."""
         self._routes: dict[int, list[list[int] | None]] = {}
         self._connected = False
 
@@ -73,6 +78,7 @@ class Topology:
     def add_switch(self) -> int:
         """Add a switch node and return its id."""
         self.num_switches += 1
+        self.symmetry = None
         self._invalidate()
         return self.num_nodes - 1
 
@@ -83,12 +89,13 @@ class Topology:
                 raise InputError(f"{self.name}: link {src}->{dst} names node {node}, which does not exist (0..{self.num_nodes - 1})")
         if src == dst:
             raise InputError(f"{self.name}: link {src}->{dst} is a self-loop")
-        if not bandwidth_gbps > 0:
-            raise InputError(f"{self.name}: link {src}->{dst} has bandwidth {bandwidth_gbps} GB/s; it must be positive")
-        if not latency_ns >= 0:
-            raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive")
+        if not 0 < bandwidth_gbps < float("inf"):
+            raise InputError(f"{self.name}: link {src}->{dst} has bandwidth {bandwidth_gbps} GB/s; it must be positive and finite")
+        if not 0 <= latency_ns < float("inf"):
+            raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive and finite")
         self.links.append(Link(src, dst, float(bandwidth_gbps), float(latency_ns)))
         self.uniform = False
+        self.symmetry = None
         if bidirectional:
             self.links.append(Link(dst, src, float(bandwidth_gbps), float(latency_ns)))
         self._invalidate()
