@@ -142,7 +142,10 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         for c in result.candidates:
             if c.name == result.algorithm_name:
                 continue
-            shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
+            if c.skipped is not None:
+                shown.append(f"{c.name} not tried: {c.skipped.split(' (')[0]} > --max-memory")
+            else:
+                shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
         table.add_row("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})")
     if result.phase_seeds:
         names = {Collective.ALL_GATHER: ["all-gather"], Collective.REDUCE_SCATTER: ["reduce-scatter"]}.get(algo.collective, ["reduce-scatter", "all-gather"])
