@@ -8,7 +8,7 @@
    selection's seconds (median of 3). Targets: within 1 of the best; <= 1 s at 1,024.
 2. BFB bandwidth efficiency: the All-Gather cut bound over BFB's bandwidth term (the LP's,
    exact; then after rounding to chunks), and All-Reduce at 1 GiB measured by the network model
-   with zero latency against design.md's bound (Reduce-Scatter's plus All-Gather's); "ideal"
+   with zero latency against the reduce-scatter + all-gather bound (docs/bounds.md) (Reduce-Scatter's plus All-Gather's); "ideal"
    is ``(N-1)/d`` shards over BFB's (``d`` the most in-links of an NPU): below the cut-bound
    ratio where some NPUs have fewer ports (a generalized Kautz graph's would-be self-loops).
    Target: >= 0.99 where the paper proves BFB bandwidth-optimal.
@@ -16,7 +16,7 @@
    IR, for TotientPerms (degree 4), generalized Kautz (degree 4) and 2D tori from 64 to 1,024
    NPUs (median of 3; 1 run from 512). Targets: <= 2 s at 256, <= 60 s at 1,024.
 4. BFB against TACOS on the same topologies, 64 MiB, against the same bounds (All-Reduce:
-   design.md's Reduce-Scatter + All-Gather bound).
+   docs/bounds.md's Reduce-Scatter + All-Gather bound).
 5. All-Reduce at 1 MiB and 1 GiB on 64 NPUs with 6 ports each: TotientPerms, torus 4x4x4,
    binary hypercube, generalized Kautz, and the fat-tree planes with the same ports. Times are
    the network model's (tacos mode, 50 GB/s, 500 ns per link); per topology the best of BFB

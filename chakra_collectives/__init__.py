@@ -4,7 +4,7 @@ Everything the ``chakra-coll`` command does is a library function first:
 
 >>> import chakra_collectives as cc
 >>> torus = cc.load_topology("torus2d:4x4")
->>> result = cc.synthesize(torus, "all-reduce", "64MiB")            # TACOS or a baseline, the fastest
+>>> result = cc.synthesize(torus, "all-reduce", "64MiB")            # TACOS, ForestColl, BFB or a baseline: the fastest
 >>> cc.verify_algorithm(result.algorithm).ok
 True
 >>> cc.predict_time(result.algorithm, torus) == result.predicted_ns  # one network model everywhere
@@ -13,17 +13,46 @@ True
 True
 """
 
-from chakra_collectives.errors import AlgorithmError, ChakraCollError, InputError
-from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm, OpKind
-from chakra_collectives.topology import Topology, load_topology
-from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.baselines import ring
-from chakra_collectives.verify import verify_algorithm
-from chakra_collectives.network import predict_time, simulate_collective
-from chakra_collectives.bounds import lower_bounds
-from chakra_collectives.replay import replay
-from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
-from chakra_collectives.converters.msccl import read_msccl, write_msccl
+from importlib import import_module
+
+# Names load on first use (PEP 562), so ``import chakra_collectives`` -- and every ``chakra-coll``
+# command, whose package this is -- does not import numpy, networkx, scipy and protobuf first.
+_HOMES = {
+    "AlgorithmError": "chakra_collectives.errors",
+    "ChakraCollError": "chakra_collectives.errors",
+    "InputError": "chakra_collectives.errors",
+    "AlgorithmBuilder": "chakra_collectives.ir",
+    "Buffer": "chakra_collectives.ir",
+    "Collective": "chakra_collectives.ir",
+    "CollectiveAlgorithm": "chakra_collectives.ir",
+    "OpKind": "chakra_collectives.ir",
+    "Topology": "chakra_collectives.topology",
+    "load_topology": "chakra_collectives.topology",
+    "synthesize": "chakra_collectives.synth",
+    "ring": "chakra_collectives.synth.baselines",
+    "verify_algorithm": "chakra_collectives.verify",
+    "predict_time": "chakra_collectives.network",
+    "simulate_collective": "chakra_collectives.network",
+    "lower_bounds": "chakra_collectives.bounds",
+    "replay": "chakra_collectives.replay",
+    "read_algorithm": "chakra_collectives.converters.chakra_et",
+    "write_algorithm": "chakra_collectives.converters.chakra_et",
+    "read_msccl": "chakra_collectives.converters.msccl",
+    "write_msccl": "chakra_collectives.converters.msccl",
+}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        value = getattr(import_module(_HOMES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __version__ = "0.1.0"
 

@@ -292,7 +292,7 @@ def _run_script(result: AstraSimDir, topology: Topology) -> str:
     if result.network is None:
         lines += [f"# No network.yml: {result.network_reason}.", "# Set NETWORK to an ASTRA-sim network file of your own."]
     if result.expected_ns is not None:
-        lines.append(f"# chakra-coll's astra-sim mode predicts: sys[*] finished, {result.expected_ns:.0f} cycles")
+        lines.append(f"# chakra-coll's model of ASTRA-sim predicts: sys[*] finished, {result.expected_ns:.0f} cycles")
     lines += [
         "set -e",
         'cd "$(dirname "$0")"',

@@ -11,11 +11,9 @@ with link bandwidths ``b`` in bytes/ns and latencies ``a`` in ns:
     ``max over node sets S (switches allowed) that contain an NPU and leave out at least one
     NPU of (M/N) * |S ∩ NPUs| / B_out(S)``: the shares owned inside ``S`` must all leave it
     through the links out of ``S``. With ``S = V - {v}`` this is the ingress bound, so
-    ``cut_ns >= ingress_ns``. It is computed exactly in polynomial time, by Dinkelbach's
-    parametric search over max-flows (networkx): for a ratio ``x = p/q``, a min cut that
-    separates a source (feeding every NPU ``q``) from a left-out NPU ``t`` over links of
-    capacity ``p * b`` finds the set that most violates ``|S ∩ NPUs| / B_out(S) <= x``; one
-    max-flow per NPU ``t`` per round, integer capacities (exact), a few rounds.
+    ``cut_ns >= ingress_ns``. It is :func:`chakra_collectives.flow.max_cut_ratio`, the same
+    exact computation ForestColl's synthesizer uses for its optimum: Dinkelbach's parametric
+    search over integer max-flows, one per sink NPU (one per symmetry class of NPUs) per round.
 ``latency_ns``
     ``max over ordered NPU pairs (u, v) of the least total latency of a path u -> v``: the
     output of every NPU depends on every other NPU's input.
@@ -31,7 +29,7 @@ min(B_in, B_out))`` (every NPU sends and receives one value per position); and `
 every cut separating NPUs, ``cut_ns = M / (min over such cuts of B_out(S))`` (``2(N-1)``
 max-flows). On any topology whose NPUs all have the same bandwidth (rings, tori, hypercubes,
 switches, fully-connected) the first is ``2(N-1)/N * M / B``: **twice the All-Gather ingress
-bound**, as design.md states. Doubling per-NPU or cut bounds is *not* valid in general: on
+bound**, as docs/bounds.md states. Doubling per-NPU or cut bounds is *not* valid in general: on
 heterogeneous topologies an algorithm can spare a weak NPU (one value in, one out) while the
 strong ones do the rest, and TACOS does (``tests/test_bounds.py`` keeps such a case). The
 latency bound of All-Reduce is the one-way ``latency_ns`` (a direct algorithm crosses the
@@ -64,15 +62,16 @@ from fractions import Fraction
 from typing import Iterable
 
 import networkx as nx
-from networkx.algorithms.flow import preflow_push
+import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
+from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective
 from chakra_collectives.topology import Topology
-from chakra_collectives.units import bytes_per_ns
+from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
-_SOURCE = -1
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class LowerBounds:
     cut_nodes: tuple[int, ...] = ()
     """The set S achieving the All-Gather cut bound (the bottleneck; empty when N = 1)."""
     reduce_scatter_all_gather_ns: float | None = None
-    """All-Reduce only: the bound of design.md for algorithms that reduce-scatter and then
+    """All-Reduce only: the bound (docs/bounds.md) for algorithms that reduce-scatter and then
     all-gather (Reduce-Scatter's bound plus All-Gather's). TACOS and every baseline are such
     algorithms; it is *not* a bound for every All-Reduce (see the module docstring)."""
 
@@ -103,7 +102,7 @@ class LowerBounds:
         return self.best_ns / predicted_ns
 
     def reduce_scatter_all_gather_efficiency(self, predicted_ns: float) -> float | None:
-        """All-Reduce only: ``reduce_scatter_all_gather_ns / predicted_ns`` (design.md's efficiency)."""
+        """All-Reduce only: ``reduce_scatter_all_gather_ns / predicted_ns`` (the reduce-scatter + all-gather efficiency (docs/bounds.md))."""
         if self.reduce_scatter_all_gather_ns is None:
             return None
         return self.reduce_scatter_all_gather_ns / predicted_ns if predicted_ns > 0 else math.inf
@@ -125,21 +124,26 @@ class LowerBounds:
 
 def lower_bounds(
     topology: Topology,
-    collective: Collective,
-    size_bytes: int,
+    collective: Collective | str,
+    size_bytes: int | str,
     *,
     sinks: Iterable[int] | None = None,
 ) -> LowerBounds:
     """Ingress, cut and latency bounds of ``collective`` of ``size_bytes`` on ``topology``.
 
-    ``sinks`` limits the NPUs tried as the one a cut set leaves out (default: all, which makes
-    ``cut_ns`` exact; ``[0]`` when ``topology.uniform``, which is exact too: every NPU looks
-    alike, as in the ring, torus, hypercube, fully-connected, switch and DGX-like builders, so
-    one max-flow per round replaces ``N``). Any subset still gives a valid, possibly weaker, bound.
+    ``sinks`` limits the NPUs tried as the one a cut set leaves out (default:
+    :func:`~chakra_collectives.flow.cut_ratio.default_sinks` -- one per symmetry class of
+    NPUs when the builder knows the classes, ``[0]`` when ``topology.uniform``, else all; each
+    is exact). Any subset still gives a valid, possibly weaker, bound.
+
+    ``collective`` and ``size_bytes`` take what :func:`~chakra_collectives.synth.synthesize`
+    takes: ``"all-reduce"`` or a :class:`Collective`, ``"12MiB"`` or bytes.
 
     Raises :class:`InputError` for other collectives, a non-positive size, or a topology in
     which some NPU cannot reach another.
     """
+    collective = Collective.parse(collective) if isinstance(collective, str) else collective
+    size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
     if collective not in SUPPORTED:
         raise InputError(
             f"lower bounds are defined for {', '.join(c.value for c in SUPPORTED)}, not {collective.value}"
@@ -151,7 +155,7 @@ def lower_bounds(
     if n == 1:
         return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0)
     if sinks is None:
-        sinks = [0] if topology.uniform else range(n)
+        sinks = default_sinks(topology)
     sink_list = sorted(set(sinks))
     if not sink_list or sink_list[0] < 0 or sink_list[-1] >= n:
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
@@ -173,56 +177,17 @@ def _phase_bounds(topology: Topology, share: float, *, reverse: bool, sinks: lis
     into = [0] * topology.num_nodes
     for (_, v), b in capacity.items():
         into[v] += b
-    # ingress: S = V - {v}; Dinkelbach starts from the best such set
     v_best = min(range(n), key=lambda v: (Fraction(into[v]) / (n - 1), v))
     ingress_ns = share * (n - 1) / bytes_per_ns(float(Fraction(into[v_best], scale)))
-    p, q = n - 1, into[v_best]
-    best_set = frozenset(range(topology.num_nodes)) - {v_best}
-    while True:
-        found = _most_violated(topology, capacity, p, q, sinks)
-        if found is None:
-            break
-        best_set = found
-        p = sum(1 for v in found if v < n)
-        q = sum(b for (u, v), b in capacity.items() if u in found and v not in found)
-    cut_ns = share * p / bytes_per_ns(float(Fraction(q, scale)))
-    return ingress_ns, max(cut_ns, ingress_ns), tuple(sorted(best_set))
+    cut = max_cut_ratio(topology, reverse=reverse, sinks=sinks)
+    return ingress_ns, max(cut.time_ns(share), ingress_ns), cut.cut_nodes
 
 
 def _integer_bandwidths(topology: Topology, *, reverse: bool) -> tuple[dict[tuple[int, int], int], int]:
     """Bandwidth of each node pair (parallel links summed) as integers, and their common scale."""
-    exact: dict[tuple[int, int], Fraction] = {}
-    for link in topology.links:
-        key = (link.dst, link.src) if reverse else (link.src, link.dst)
-        exact[key] = exact.get(key, Fraction(0)) + Fraction(link.bandwidth_gbps)
-    scale = math.lcm(*(f.denominator for f in exact.values())) if exact else 1
-    return {key: int(f * scale) for key, f in exact.items()}, scale
-
-
-def _most_violated(
-    topology: Topology, capacity: dict[tuple[int, int], int], p: int, q: int, sinks: list[int]
-) -> frozenset[int] | None:
-    """A set S (leaving out an NPU) with ``q |S ∩ NPUs| - p B_out(S) > 0``, the largest; else None.
-
-    For a sink NPU ``t``, the min cut between a source feeding every NPU ``q`` and ``t``, over
-    links of capacity ``p * b``, is ``min over S not containing t of q |NPUs - S| + p B_out(S)``.
-    """
-    n = topology.num_npus
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(topology.num_nodes))
-    graph.add_edges_from((u, v, {"capacity": p * b}) for (u, v), b in capacity.items())
-    graph.add_edges_from((_SOURCE, v, {"capacity": q}) for v in range(n))
-    best_value, best_sink = 0, None
-    residual = None
-    for t in sinks:
-        residual = preflow_push(graph, _SOURCE, t, value_only=True, residual=residual)
-        value = q * n - residual.graph["flow_value"]
-        if value > best_value:
-            best_value, best_sink = value, t
-    if best_sink is None:
-        return None
-    _, (source_side, _) = nx.minimum_cut(graph, _SOURCE, best_sink, flow_func=preflow_push)
-    return frozenset(source_side) - {_SOURCE}
+    graph = CapacityGraph.from_topology(topology, reverse=reverse)
+    pairs = zip(graph.src.tolist(), graph.dst.tolist(), graph.cap.tolist())
+    return {(u, v): c for u, v, c in pairs}, graph.scale
 
 
 # ---------------------------------------------------------------------------- all-reduce
@@ -263,18 +228,19 @@ def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -
         undirected.add_weighted_edges_from((u, v, b) for (u, v), b in capacity.items() if u < v)
         value, (side, _) = nx.stoer_wagner(undirected)
         return value, frozenset(side)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(topology.num_nodes))
-    graph.add_edges_from((u, v, {"capacity": b}) for (u, v), b in capacity.items())
+    network = FlowNetwork(
+        topology.num_nodes, src=[u for u, _ in capacity], dst=[v for _, v in capacity], cap=list(capacity.values())
+    )
     pairs = [(0, t) for t in range(1, n)]
     if not topology.uniform:
         pairs += [(t, 0) for t in range(1, n)]
-    weakest, weakest_set = None, frozenset()
+    weakest, weakest_pair = None, pairs[0]
     for source, sink in pairs:
-        value, (side, _) = nx.minimum_cut(graph, source, sink, flow_func=preflow_push)
+        value = network.max_flow(source, sink)
         if weakest is None or value < weakest:
-            weakest, weakest_set = value, frozenset(side)
-    return weakest, weakest_set
+            weakest, weakest_pair = value, (source, sink)
+    _, sink_side = network.min_cut(*weakest_pair)
+    return weakest, frozenset(np.flatnonzero(~sink_side).tolist())
 
 
 # ---------------------------------------------------------------------------- latency

@@ -16,7 +16,7 @@ Examples
 >>> format_size(3 * 2**20)
 '3 MiB'
 >>> format_time_ns(41174.0)
-'41.17 us'
+'41.17 µs'
 >>> parse_duration("20us")
 20000.0
 """
@@ -145,14 +145,14 @@ def format_size(nbytes: float) -> str:
 
 
 def format_time_ns(ns: float) -> str:
-    """Human-readable duration from nanoseconds.
+    """Human-readable duration from nanoseconds (4 significant digits; µs, the SI symbol).
 
     >>> format_time_ns(999)
     '999 ns'
     >>> format_time_ns(2.5e9)
     '2.5 s'
     """
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if ns >= scale:
             return f"{ns / scale:.4g} {unit}"
     return f"{ns:.4g} ns"

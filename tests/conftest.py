@@ -28,8 +28,15 @@ def astra_custom_allreduce(interop: Path) -> Path:
 
 
 @pytest.fixture
-def cli():
-    """Run ``chakra-coll ARGS...`` in-process; returns the result (exit_code, stdout, stderr)."""
+def cli(monkeypatch):
+    """Run ``chakra-coll ARGS...`` in-process on an 80-column terminal; returns the result
+    (exit_code, stdout, stderr). Output wraps there as a user's would (on spaces), so check
+    phrases in ``" ".join(result.stdout.split())`` when they may wrap."""
+    from chakra_collectives.cli.app import console, err_console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(console, "_width", 80)
+    monkeypatch.setattr(err_console, "_width", 80)
     runner = CliRunner()
 
     def run(*args: object):

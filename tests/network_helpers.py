@@ -15,7 +15,7 @@ ONE_BYTE_PER_NS = 1e9 / 2**30
 
 
 def transfer_ns(link: Link, nbytes: float) -> float:
-    """The tests' own statement of design.md's hop cost: ``latency + bytes / bandwidth``, 1 GB = 2^30 B."""
+    """The tests' own statement of docs/bounds.md's hop cost: ``latency + bytes / bandwidth``, 1 GB = 2^30 B."""
     return link.latency_ns + nbytes / (link.bandwidth_gbps * 2**30 / 1e9)
 
 

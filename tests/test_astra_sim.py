@@ -1,4 +1,4 @@
-"""The ASTRA-sim hand-off: network YAML, system JSON, ETs and run.sh against et-conventions.md and
+"""The ASTRA-sim hand-off: network YAML, system JSON, ETs and run.sh against docs/et-conventions.md and
 ASTRA-sim's shipped examples."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_directory_files_follow_et_conventions_and_the_shipped_examples(interop,
     root = tmp_path / "astra"
     system = json.loads((root / "system.json").read_text())
     shipped = _shipped_system_keys(interop)
-    # et-conventions.md: all-gather-, reduce-scatter-, all-to-all-implementation-custom "likewise"
+    # docs/et-conventions.md: all-gather-, reduce-scatter-, all-to-all-implementation-custom "likewise"
     shipped.update({f"{k}-custom": ["prefix"] for k in list(shipped) if k.endswith("-implementation")})
     assert set(system) <= set(shipped), set(system) - set(shipped)
     for key, value in system.items():
@@ -168,7 +168,7 @@ def test_run_script_runs_from_anywhere_with_every_file_in_place(tmp_path):
 
 
 def test_expected_cycles_follow_astra_sims_formula(tmp_path):
-    """et-conventions.md: a ring all-reduce of S bytes on N NPUs takes 2(N-1) int(lat + (S/N)/(bw x 1.0737)),
+    """docs/et-conventions.md: a ring all-reduce of S bytes on N NPUs takes 2(N-1) int(lat + (S/N)/(bw x 1.0737)),
     plus 1 ns for each of the N-1 reductions (COMP nodes without a duration) on the critical path."""
     n, size = 8, 2**20
     written = write_astra_sim_dir(tmp_path / "a", load_topology("ring:8"), ring(Collective.ALL_REDUCE, n, size_bytes=size))

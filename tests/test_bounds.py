@@ -83,13 +83,13 @@ def test_bounds_never_exceed_a_verified_algorithm(data, collective, symmetric):
     size = n * data.draw(st.integers(1, 2**22))
     k = data.draw(st.integers(1, 2))
     algorithms = [
-        ring(collective, n, size_bytes=size, chunks_per_rank=k),
-        bidirectional_ring(collective, n, size_bytes=size, chunks_per_rank=k),
-        direct(collective, n, size_bytes=size, chunks_per_rank=k),
+        ring(collective, n, size_bytes=size, chunks_per_npu=k),
+        bidirectional_ring(collective, n, size_bytes=size, chunks_per_npu=k),
+        direct(collective, n, size_bytes=size, chunks_per_npu=k),
         tacos(topo, collective, size, chunks_per_npu=k).algorithm,
     ]
     if n & (n - 1) == 0:
-        algorithms.append(recursive_halving_doubling(collective, n, size_bytes=size, chunks_per_rank=k))
+        algorithms.append(recursive_halving_doubling(collective, n, size_bytes=size, chunks_per_npu=k))
     bounds = lower_bounds(topo, collective, size)
     for algo in algorithms:
         assert verify_algorithm(algo).ok

@@ -36,7 +36,7 @@ def _protolib_reencode(path: Path) -> bytes:
 
 @pytest.mark.parametrize("collective", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE])
 def test_files_are_byte_for_byte_what_protolib_writes(tmp_path, collective):
-    algo = ring(collective, 5, size_bytes=5 * 2**20, chunks_per_rank=2)
+    algo = ring(collective, 5, size_bytes=5 * 2**20, chunks_per_npu=2)
     for path in write_algorithm(algo, tmp_path / "x", reduce_bandwidth_gbps=100.0):
         assert path.read_bytes() == _protolib_reencode(path)
 

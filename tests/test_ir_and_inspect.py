@@ -64,7 +64,7 @@ def test_ops_must_be_grouped_by_rank():
     ],
 )
 def test_in_place_aliasing(collective, buffer, rank, offset, expected):
-    algo = ring(Collective.ALL_REDUCE, 4, size_bytes=64, chunks_per_rank=2)
+    algo = ring(Collective.ALL_REDUCE, 4, size_bytes=64, chunks_per_npu=2)
     from dataclasses import replace
 
     aliased = replace(algo, collective=collective, inplace=True)

@@ -105,7 +105,7 @@ def _assert_same_result(algo, again):
 
 
 def _assert_runtime_rules(program: Program) -> None:
-    """What msccl-ir.md says the runtime requires of a program."""
+    """What docs/msccl-ir.md says the runtime requires of a program."""
     channels = set()
     for gpu in program.gpus:
         tbs = gpu.threadblocks
@@ -146,7 +146,7 @@ RING_STEPS_PER_RANK = {
 @pytest.mark.parametrize("collective", list(RING_STEPS_PER_RANK))
 @pytest.mark.parametrize("n, k", [(2, 1), (3, 2), (5, 1), (8, 3)])
 def test_ring_exports_to_msccls_own_shape_and_back(collective, n, k):
-    algo = ring(collective, n, size_bytes=n * k * 1024, chunks_per_rank=k)
+    algo = ring(collective, n, size_bytes=n * k * 1024, chunks_per_npu=k)
     program, again = _roundtrip(algo)
     _assert_runtime_rules(program)
     _assert_same_result(algo, again)
@@ -230,7 +230,7 @@ def test_import_of_export_proves_the_same_collective(kind, collective, n, k, see
     if kind == "direct" and collective is Collective.REDUCE_SCATTER:
         collective = Collective.ALL_REDUCE
     if kind == "ring":
-        algo = ring(collective, n, size_bytes=n * k * 64, chunks_per_rank=k)
+        algo = ring(collective, n, size_bytes=n * k * 64, chunks_per_npu=k)
     else:
         algo = direct(collective, n, k, random.Random(seed))
     assert verify_algorithm(algo).ok
@@ -298,7 +298,7 @@ def test_what_msccl_cannot_express_is_refused_and_nothing_is_written(tmp_path):
 
 
 def test_cli_export_then_import_then_verify(cli, tmp_path):
-    write_algorithm(ring(Collective.REDUCE_SCATTER, 6, size_bytes=6 * 2**20, chunks_per_rank=2), tmp_path / "rs")
+    write_algorithm(ring(Collective.REDUCE_SCATTER, 6, size_bytes=6 * 2**20, chunks_per_npu=2), tmp_path / "rs")
     exported = cli("export-msccl", tmp_path / "rs", "-o", tmp_path / "rs.xml", "--json")
     assert exported.exit_code == 0, exported.stderr
     summary = json.loads(exported.stdout)

@@ -1,4 +1,4 @@
-"""MSCCL-IR import: every shared vector is proved, every step type lowers as msccl-ir.md says."""
+"""MSCCL-IR import: every shared vector is proved, every step type lowers as docs/msccl-ir.md says."""
 
 from __future__ import annotations
 
@@ -372,7 +372,7 @@ def test_runtime_limits_and_hangs_are_warned(tmp_path):
 @pytest.mark.parametrize(
     "collective, buffer, offset, rank, expected",
     [
-        # msccl-ir.md: in-place all-gather: the input is the output at offset rank * chunks_per_rank
+        # docs/msccl-ir.md: in-place all-gather: the input is the output at offset rank * chunks_per_rank
         (Collective.ALL_GATHER, Buffer.INPUT, 1, 3, (Buffer.OUTPUT, 3 * 2 + 1)),
         (Collective.ALL_GATHER, Buffer.OUTPUT, 5, 3, (Buffer.OUTPUT, 5)),
         # in-place reduce-scatter: the output is the input at offset rank * chunks_per_rank

@@ -30,7 +30,7 @@ MIB = 2**20
 
 
 def astra_step(n: int, size: int, bandwidth: float = 50.0, latency: float = 500.0) -> int:
-    """et-conventions.md: one ring step is int(latency + (S/N) / (bw * 1.073741824))."""
+    """docs/et-conventions.md: one ring step is int(latency + (S/N) / (bw * 1.073741824))."""
     return int(latency + (size / n) / (bandwidth * 1.073741824))
 
 

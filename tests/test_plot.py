@@ -51,7 +51,7 @@ def replay_json(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("replay") / "replay.json"
     result = CliRunner().invoke(app, ["replay", str(SAMPLES / "workload/train_step"), "-t", str(TOPOLOGY),
-                                      "-c", f"all-reduce={SAMPLES / 'collectives/all_reduce_tacos'}", "--json"])
+                                      "-a", f"all-reduce={SAMPLES / 'collectives/all_reduce_tacos'}", "--json"])
     assert result.exit_code == 0, result.output
     out.write_text(result.stdout)
     return out
@@ -118,7 +118,7 @@ def test_replay_json_timeline_switches(cli, tmp_path):
         (["timeline", "{replay}", "-o", "{out}.jpg"], "cannot tell the image format from '.jpg': name the file .png or .svg"),
         (["algorithm", "{tacos}", "-t", "torus2d:8x8"], "torus2d:8x8 has 64 NPUs, more than the 16 that stay readable"),
         (["algorithm", "{tacos}", "-t", "ring:4"], "ring:4 has 4 NPUs, too few for the algorithm's 8 ranks"),
-        (["algorithm", "{tacos}", "-t", "ring:8", "--mode", "fast"], "fast"),
+        (["algorithm", "{tacos}", "-t", "ring:8", "--network-model", "fast"], "unknown network model 'fast'"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(cli, tmp_path, replay_json, args, message):

@@ -28,7 +28,7 @@ def test_a_registered_synthesizer_appears_in_synth_best_and_replay(scratch_regis
 
     def make(topology, collective, num_ranks, options):
         calls.append((num_ranks, options.size_bytes, options.any_size))
-        return Synthesized(ring(collective, num_ranks, size_bytes=options.size_bytes, chunks_per_rank=options.chunks_per_npu))
+        return Synthesized(ring(collective, num_ranks, size_bytes=options.size_bytes, chunks_per_npu=options.chunks_per_npu))
 
     register(Synthesizer("myring", make, (Collective.ALL_GATHER,), "a test producer"))
     topo = load_topology("ring:4")
@@ -70,7 +70,7 @@ def test_names_are_unique_and_lookups_say_what_exists(scratch_registry):
         register(Synthesizer("ring", get("ring").make, (Collective.ALL_GATHER,), "again"))
     with pytest.raises(ValueError):
         register(Synthesizer("best", get("ring").make, (Collective.ALL_GATHER,), "best is a strategy, not a producer"))
-    with pytest.raises(InputError, match=r"unknown algorithm 'nope' \(valid: tacos, ring, biring, direct, rhd, tree, bfb\)"):
+    with pytest.raises(InputError, match=r"unknown algorithm 'nope' \(valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll\)"):
         get("nope")
     with pytest.raises(InputError, match="unknown algorithm 'nope'"):
         synthesize(load_topology("ring:4"), "all-gather", 1024, algorithm="nope")

@@ -215,21 +215,23 @@ def test_cli_replay_json_and_trace(tmp_path, cli):
     single_collective_workload(tmp_path / "w", "all-reduce", 4, MIB)
     write_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=MIB), tmp_path / "ar")
     trace = tmp_path / "out" / "trace.json"
-    result = cli("replay", tmp_path / "w", "-t", "ring:4", "-c", tmp_path / "ar", "--json", "--trace", trace)
+    result = cli("replay", tmp_path / "w", "-t", "ring:4", "-a", tmp_path / "ar", "--json", "--trace", trace)
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["total_ns"] == predict_time(ring(Collective.ALL_REDUCE, 4, size_bytes=MIB), ring_topology(4))
     assert document["collectives"][0]["algorithm"] == "ring" and len(document["ranks"]) == 4
     events = json.loads(trace.read_text())["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert processes == {**{r + 1: f"rank {r}" for r in range(4)}, 5: "links"}
     threads = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert {(1, f"rank {r}") for r in range(4)} <= threads
-    link_tracks = {name for pid, name in threads if pid == 2}
+    assert {(r + 1, "collectives") for r in range(4)} <= threads
+    link_tracks = {name for pid, name in threads if pid == 5}
     assert link_tracks == {f"link {l}: {r}->{(r + 1) % 4}" for r, l in zip(range(4), range(4))}
-    hops = [e for e in events if e["ph"] == "X" and e["pid"] == 2]
+    hops = [e for e in events if e["ph"] == "X" and e["pid"] == 5]
     assert len(hops) == 4 * 6  # 4 ranks x 6 ring steps, one hop each
     assert max(e["ts"] + e["dur"] for e in hops) * 1000 == pytest.approx(document["total_ns"])
     human = cli("replay", tmp_path / "w", "-t", "ring:4")
-    assert human.exit_code == 0 and "busiest links" in human.stdout
+    assert human.exit_code == 0 and "busiest 4 of 4 links" in human.stdout
 
 
 @pytest.mark.parametrize(
@@ -237,10 +239,10 @@ def test_cli_replay_json_and_trace(tmp_path, cli):
     [
         ("missing-rank", [], "missing rank file"),
         ("all-to-all", ["--default-algorithm", "all-to-all=ring"], "no algorithm for all-to-all: the built-in ring cannot make one (ring does not implement all-to-all)"),
-        ("plain", ["-c", "all-reduce={algo}"], "has 2 ranks but the collective runs over a group of 4"),
+        ("plain", ["-a", "all-reduce={algo}"], "has 2 ranks but the collective runs over a group of 4"),
         ("lonely-send", [], "has no matching COMM_RECV"),
         ("plain", ["-t", "ring:2"], "has only 2 NPUs"),
-        ("plain", ["--mode", "ns3"], "unknown network mode"),
+        ("plain", ["--network-model", "ns3"], "unknown network model 'ns3' (valid: default, astra-sim)"),
         ("plain", ["--concurrency", "gpu"], "unknown --concurrency"),
         ("plain", ["--comm-groups", "{missing}"], "cannot read communicator-group file"),
         ("plain", ["--default-algorithm", "best"], "unknown default algorithm"),

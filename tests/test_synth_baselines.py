@@ -27,7 +27,7 @@ BUILD = {"ring": ring, "biring": bidirectional_ring, "direct": direct, "rhd": re
 def test_every_baseline_verifies(name, collective, ranks):
     if name == "rhd" and ranks & (ranks - 1):
         pytest.skip("power of two only")
-    kwargs = {"chunks": 2, "root": ranks - 1} if name == "tree" else {"chunks_per_rank": 2}
+    kwargs = {"chunks": 2, "root": ranks - 1} if name == "tree" else {"chunks_per_npu": 2}
     algo = BUILD[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
     report = verify_algorithm(algo)
     assert report.ok, report.checks

@@ -26,7 +26,7 @@ def test_message_lists_match_the_built_baselines(name, collective, ranks, k):
     ops = algo.ops
     send = ops.kind == OpKind.SEND
     built = sorted(zip(ops.rank[send].tolist(), ops.peer[send].tolist(), ops.count[send].tolist()))
-    src, dst, chunks = baseline_messages(name, collective, ranks, chunks_per_rank=k)
+    src, dst, chunks = baseline_messages(name, collective, ranks, chunks_per_npu=k)
     assert built == sorted(zip(src.tolist(), dst.tolist(), chunks.tolist()))
 
 
@@ -68,7 +68,7 @@ def test_best_beats_tacos_where_granularity_caps_it():
     topo = load_topology("ring:8")
     best = synthesize(topo, AG, "64MiB", algorithm="best")
     assert best.algorithm_name == "bfb" and best.efficiency > 0.99
-    assert {c.name for c in best.candidates} == {"tacos", "ring", "biring", "direct", "rhd", "bfb"}
+    assert {c.name for c in best.candidates} == {"tacos", "ring", "biring", "direct", "rhd", "bfb", "forestcoll"}
 
 
 def test_best_on_the_command_line(cli):
@@ -85,4 +85,4 @@ def test_best_on_the_command_line(cli):
     # BFB: shards 1, 1, 1 and 1/2 per link in its 4 steps
     assert summary["predicted_ns"] == pytest.approx(3 * hop(2**23) + hop(2**22))
     text = cli("synth", "-t", "ring:8", "-c", "all-gather", "-a", "best")
-    assert "bfb, fastest of 6 (others: tacos" in text.stdout
+    assert "bfb, fastest of 7 (others: tacos" in text.stdout

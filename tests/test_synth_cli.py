@@ -35,7 +35,7 @@ def test_synth_json_matches_the_library(cli):
 def test_default_is_the_best_of_all(cli):
     summary = json.loads(cli("synth", "-t", "dgx:2x2", "-c", "all-gather", "-s", "1MiB", "--json").stdout)
     assert summary["requested_algorithm"] == "best"
-    assert set(summary["candidates"]) == {"tacos", "ring", "biring", "direct", "rhd"}
+    assert set(summary["candidates"]) == {"tacos", "ring", "biring", "direct", "rhd", "forestcoll"}
     timed = [c["predicted_ns"] for c in summary["candidates"].values() if c["predicted_ns"] is not None]
     assert summary["predicted_ns"] == min(timed)
 
@@ -50,7 +50,7 @@ def test_synth_baselines(cli, algorithm):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["-t", "donut:4"], "unknown topology 'donut' (valid: circulant, debruijn, dgx, fattree, fully-connected,"),
+        (["-t", "donut:4"], "unknown topology 'donut' (valid: a100, circulant, debruijn, dgx, fattree, fully-connected,"),
         (["-t", "ring:4", "-s", "12 parsecs"], "malformed size"),
         (["-t", "ring:4", "-s", "0"], "must be positive"),
         (["-t", "ring:4,bw=0"], "bandwidth 0.0 GB/s; it must be a finite number"),

@@ -76,7 +76,8 @@ def test_readme_astra_sim_command_is_what_the_tool_prints(cli, tmp_path, monkeyp
     synth, run = commands[:2]
     result = cli(*shlex.split(synth)[1:])
     assert result.exit_code == 0, result.output
-    printed = next(line.strip().removeprefix("run: ") for line in result.stdout.splitlines() if line.strip().startswith("run: "))
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    printed = lines[lines.index("run it (one line):") + 1]
     assert run == printed
     for argument in run.split()[5:]:  # every file the command names exists in the directory
         path = argument.split("=", 1)[1]

@@ -28,7 +28,7 @@ def _status(report) -> dict[str, str]:
 @pytest.mark.parametrize("collective", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE])
 @pytest.mark.parametrize("ranks, k", [(2, 1), (3, 2), (8, 1), (5, 3)])
 def test_ring_baselines_are_proved(collective, ranks, k):
-    report = verify_algorithm(ring(collective, ranks, size_bytes=ranks * k * 64, chunks_per_rank=k))
+    report = verify_algorithm(ring(collective, ranks, size_bytes=ranks * k * 64, chunks_per_npu=k))
     assert report.ok, [c.summary for c in report.checks]
     assert _status(report) == {"structure": "passed", "matching": "passed", "deadlock": "passed", "semantics": "passed"}
 
@@ -195,7 +195,7 @@ def test_head_to_head_sends_deadlock_only_under_rendezvous():
 @settings(max_examples=60, deadline=None)
 @given(ranks=st.integers(2, 6), k=st.integers(1, 3), victim=st.integers(0, 10**6), shift=st.integers(1, 50))
 def test_any_misdirected_all_gather_send_is_caught(ranks, k, victim, shift):
-    algo = ring(Collective.ALL_GATHER, ranks, size_bytes=ranks * k * 8, chunks_per_rank=k)
+    algo = ring(Collective.ALL_GATHER, ranks, size_bytes=ranks * k * 8, chunks_per_npu=k)
     ops = algo.ops
     sends = np.flatnonzero((ops.kind == OpKind.SEND) & (ops.src_buf == Buffer.OUTPUT))
     if len(sends) == 0:
@@ -232,7 +232,7 @@ def test_cli_verify_and_json(cli, ar_files):
 
 
 def test_cli_verify_astra_sim_rendezvous_strictness(cli, astra_custom_allreduce):
-    assert cli("verify", astra_custom_allreduce).exit_code == 0
+    assert cli("verify", astra_custom_allreduce, "--allow-unproved").exit_code == 0  # bytes only: structure and deadlock
     strict = cli("verify", astra_custom_allreduce, "--send-semantics", "both")
     assert strict.exit_code == 1 and "deadlock with rendezvous sends" in strict.stdout
 

@@ -204,7 +204,7 @@ def test_inspect_reads_workloads(tmp_path, cli):
     assert stats["collectives"] == [{"collective": "all-reduce", "group": "1", "size_bytes": 4 * 2**20, "calls": 2, "ranks": 2}]
     assert stats["groups"] == ["1"]
     human = cli("inspect", tmp_path / "w")
-    assert "workload, 2 rank(s), 8 nodes" in " ".join(human.stdout.split()) and "60 us" in human.stdout
+    assert "workload, 2 rank(s), 8 nodes" in " ".join(human.stdout.split()) and "60 µs" in human.stdout
     assert max(len(line) for line in human.stdout.splitlines()) <= 80
 
 

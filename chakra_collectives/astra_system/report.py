@@ -1,4 +1,4 @@
-"""``replay --mode astra-sim --system system.json``: the ASTRA-sim model behind the replay command.
+"""``replay --network-model astra-sim --system system.json``: the ASTRA-sim model behind the replay command.
 
 :func:`replay_astra_sim` takes what a user hands ASTRA-sim -- workload ETs, a topology that is
 an analytical network, the system JSON, communicator groups -- plus ``-c`` algorithms (which

@@ -3,90 +3,102 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
-from chakra_collectives.cli.app import command, console, err_console, print_json
-from chakra_collectives.cli.handoff import print_astra_sim_dir
-from chakra_collectives.demo import DemoResult, run_demo
-from chakra_collectives.units import format_size, format_time_ns
+from chakra_collectives.cli.app import command, console, err_console, invocation, print_json, say
+from chakra_collectives.cli.options import JSON, merged
+from chakra_collectives.cli.progress_view import showing_progress
+from chakra_collectives.cli.tables import print_table
+
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll demo --json`` (``schemas/demo.schema.json``)."""
 
 
 @command("demo")
 def demo(
-    out: Path = typer.Option(Path("demo-out"), "--out", "-o", help="Folder for every file the demo writes."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="DIR", help="Folder for every file the demo writes. Default: demo-out."),
+    old_out: Optional[Path] = typer.Option(None, "--out", hidden=True, help="Deprecated: --output."),
+    as_json: bool = JSON,
 ) -> None:
-    """Synthesize TACOS, ring and direct all-reduces for a 2-server topology, verify them, replay a training iteration with each, compare.
+    """The main job on a built-in example: synthesize, verify, replay, compare, draw.
 
-    Writes the topology file, the workload, the algorithms' ETs, a Perfetto trace, pictures and
-    a directory ASTRA-sim runs, and says what to try next.
+    On 2 servers x 4 GPUs, synthesizes a TACOS all-reduce and every applicable baseline,
+    writes them as ETs, verifies them, replays a data-parallel training iteration with each
+    and compares; writes a Perfetto trace, pictures and a directory ASTRA-sim runs, and says
+    what to try next.
 
-    Example: [bold]chakra-coll demo --out demo-out[/bold]
+    \b
+    Example:
+      chakra-coll demo --output demo-out
     """
-    with err_console.status("demo: starting...") as status:
-        result = run_demo(out, on_step=lambda name: status.update(f"demo: {name}..."))
+    from chakra_collectives.demo import run_demo
+
+    out = merged(output, "--output", old_out, "--out", Path("demo-out"))
+    with showing_progress(err_console, "demo", enabled=not as_json, delay_s=0.2):
+        result = run_demo(out)
     if as_json:
-        print_json(result.as_dict())
+        print_json({"schema_version": SCHEMA_VERSION, **result.as_dict()})
         return
     _print(result)
 
 
-def _print(result: DemoResult) -> None:
+def _print(result: Any) -> None:
+    from chakra_collectives.units import format_size, format_time_ns
+
     topo = result.topology
     bandwidths = sorted({l.bandwidth_gbps for l in topo.links}, reverse=True)
-    console.print("[bold]chakra-coll demo[/bold]: topology-aware all-reduce vs ring and direct, in a data-parallel training iteration")
-    facts = Table(show_header=False, show_edge=False, pad_edge=False, box=None)
-    facts.add_column(style="dim")
-    facts.add_column()
-    facts.add_row("topology", f"{topo.name}: {topo.num_npus} NPUs, {len(topo.links)} links of {' / '.join(f'{b:g}' for b in bandwidths)} GB/s ({result.topology_file})")
     tacos = result.run("tacos")
     sizes = sorted({c.size_bytes for c in tacos.replay.collectives})
-    compute = tacos.replay.ranks[0].compute_ns
-    facts.add_row(
-        "workload",
+    say("chakra-coll demo: a topology-aware all-reduce against the classic ones, alone and in a data-parallel training iteration", style="bold")
+    say(f"{topo.name}: {topo.num_npus} NPUs, {len(topo.links)} links of {' / '.join(f'{b:g}' for b in bandwidths)} GB/s ({result.topology_file})", prefix="topology  ")
+    say(
         f"{result.model_layers} layers on {len(tacos.replay.ranks)} ranks: {len(tacos.replay.collectives)} gradient all-reduces of "
-        f"{format_size(sizes[0])}-{format_size(sizes[-1])} overlapping the backward pass; compute {format_time_ns(compute)} per rank ({result.workload})",
+        f"{format_size(sizes[0])} to {format_size(sizes[-1])} overlapping the backward pass; compute {format_time_ns(tacos.replay.ranks[0].compute_ns)} "
+        f"per rank ({result.workload})",
+        prefix="workload  ",
     )
-    console.print(facts)
-
+    console.print()
     size = tacos.synthesis.algorithm.size_bytes
-    table = Table(title=f"all-reduce of {format_size(size)} alone", show_edge=False, pad_edge=False, title_justify="left")
-    for column in ("algorithm", "predicted", "best bound", "efficiency", "verified"):
-        table.add_column(column, justify="right" if column in ("predicted", "best bound", "efficiency") else "left")
+    rows = []
     for run in result.runs:
         s = run.synthesis
-        verdict = "[green]✓ verified[/green]" if run.report.ok else "[red]✗ NOT verified[/red]"
-        table.add_row(run.name, format_time_ns(s.predicted_ns), format_time_ns(s.bounds.best_ns), f"{s.efficiency:.2f}", verdict)
-    console.print(table)
-    console.print(f"ETs:      {result.out}/collectives/all_reduce_{{{','.join(r.name for r in result.runs)}}}.{{rank}}.et (written, read back, then verified)", soft_wrap=True)
-
-    table = Table(title="training iteration replayed with each", show_edge=False, pad_edge=False, title_justify="left")
-    for column in ("algorithm", "iteration", "exposed comm", "tacos speedup"):
-        table.add_column(column, justify="left" if column == "algorithm" else "right")
+        rows.append([run.name, str(s.chunks_per_npu), format_time_ns(s.predicted_ns), f"{s.efficiency:.2f}", "✓ verified" if run.report.ok else "✗ NOT verified"])
+    print_table(
+        ["algorithm", "K", "predicted", "efficiency", "verdict"], rows,
+        title=f"all-reduce of {format_size(size)} alone (K: chunks per NPU, the fastest; efficiency: best bound {format_time_ns(tacos.synthesis.bounds.best_ns)} / predicted)",
+        right=("K",),
+    )
+    say(f"ETs: {result.out}/collectives/all_reduce_{{{','.join(r.name for r in result.runs)}}}.{{rank}}.et (written, read back, then verified)", style="dim")
+    console.print()
+    rows = []
     for run in result.runs:
         exposed = max(r.exposed_communication_ns for r in run.replay.ranks)
-        speedup = "" if run.name == "tacos" else f"{result.speedup(run.name):.2f}x"
-        table.add_row(run.name, format_time_ns(run.replay.total_ns), format_time_ns(exposed), speedup)
-    console.print(table)
-    best = max((r for r in result.runs if r.name != "tacos"), key=lambda r: -r.replay.total_ns)
-    console.print(
-        f"TACOS makes the iteration [bold]{result.speedup(best.name):.2f}x[/bold] faster than the best baseline ({best.name}) "
-        f"and {result.speedup('ring'):.2f}x faster than ring."
-    )
-    console.print(f"trace:    {result.trace} (open in https://ui.perfetto.dev)")
-    console.print(f"replay:   {result.replay_json}")
+        rows.append([run.name, format_time_ns(run.replay.total_ns), format_time_ns(exposed), "" if run.name == "tacos" else f"{result.speedup(run.name):.2f}x"])
+    print_table(["algorithm", "iteration", "exposed comm", "tacos speedup"], rows, title="training iteration replayed with each")
+    best = result.best_baseline()
+    say(f"TACOS makes the iteration {result.speedup(best.name):.2f}x faster than the best baseline ({best.name}) and {result.speedup('ring'):.2f}x faster than ring.", style="bold")
+    console.print()
+    say(f"{result.trace} (open it in https://ui.perfetto.dev)", prefix="trace     ")
+    say(str(result.replay_json), prefix="replay    ")
     if result.pictures:
-        console.print(f"pictures: {', '.join(str(p) for p in result.pictures)}")
+        say(", ".join(str(p) for p in result.pictures), prefix="pictures  ")
+    from chakra_collectives.cli.handoff import print_astra_sim_dir
+
     print_astra_sim_dir(result.astra_sim)
-    console.print(f"done in {result.elapsed_s:.1f} s. Next, try:")
+    console.print()
+    say(f"done in {result.elapsed_s:.1f} s. Next, try:")
+    me = invocation()
     t, w = result.topology_file, result.workload
     for line in (
-        f"chakra-coll synth -t {t} -c all-gather -s 64MiB -k 4 -o {result.out}/ag",
-        f"chakra-coll verify {result.run('tacos').prefix}",
-        f"chakra-coll replay {w} -t {t} -c all-reduce={result.run('tacos').prefix} --concurrency astra-sim",
-        f"chakra-coll workload hybrid --tp 2 --dp 4 -o {result.out}/hybrid",
-        f"chakra-coll plot algorithm {result.run('ring').prefix} -t {t} -o {result.out}/ring.png",
+        f"{me} synth -t {t} -c all-gather -s 64MiB -o {result.out}/ag",
+        f"{me} verify {result.run('tacos').prefix}",
+        f"{me} replay {w} -t {t} -a all-reduce={result.run('tacos').prefix} --concurrency astra-sim",
+        f"{me} workload hybrid --tp 2 --dp 4 -o {result.out}/hybrid",
+        f"{me} plot algorithm {result.run('ring').prefix} -t {t} -o {result.out}/ring.png",
     ):
-        console.print(f"  {line}", markup=False, soft_wrap=True)
+        console.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)  # one line each: pasted as typed
+    if me == "chakra-coll":
+        return
+    say(f"(or put chakra-coll on your PATH: . {Path(me).parent}/activate)", style="dim")

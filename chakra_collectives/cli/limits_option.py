@@ -31,7 +31,7 @@ def with_memory_limit(func: Callable[..., Any], name: str) -> Callable[..., Any]
     option = inspect.Parameter(
         "max_memory",
         inspect.Parameter.KEYWORD_ONLY,
-        default=typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
+        default=typer.Option(None, "--max-memory", metavar="SIZE", help=MAX_MEMORY_HELP),
         annotation=Optional[str],
     )
 

@@ -2,46 +2,79 @@
 
 from __future__ import annotations
 
+import statistics
+from collections import defaultdict
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
-from rich.table import Table
 
-from chakra_collectives.astra_system.report import replay_astra_sim
 from chakra_collectives.cli import options
-from chakra_collectives.cli.app import command, console, err_console, print_json
+from chakra_collectives.cli.app import command, console, err_console, print_json, say
+from chakra_collectives.cli.options import JSON, NETWORK_MODEL, OLD_MODE, REDUCE_BANDWIDTH, TOPOLOGY, merged, network_model_option, warn
+from chakra_collectives.cli.progress_view import showing_progress
+from chakra_collectives.cli.tables import print_table
 from chakra_collectives.errors import InputError
-from chakra_collectives.converters.chakra_et import read_workload
-from chakra_collectives.network.model import Mode
-from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
 from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS
-from chakra_collectives.replay.expand import CONCURRENCY
 from chakra_collectives.synth.registry import names as synthesizer_names
-from chakra_collectives.topology import load_topology
 from chakra_collectives.units import format_size, format_time_ns
 
 TIMELINE_AUTO_NODES = 100_000
 """``replay --json`` includes the timeline by default up to this many workload nodes."""
 
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll replay --json`` (``schemas/replay.schema.json``)."""
+
+MAX_RANK_ROWS = 16
+"""Ranks listed one per row; more are summarized (min, median, max; the slowest)."""
+
 
 @command("replay")
 def replay_command(
-    workload: Path = typer.Argument(..., help="Workload ETs PREFIX.{rank}.et (or one of them)."),
-    topology: str = typer.Option(..., "--topology", "-t", help="Topology spec (ring:8, torus2d:4x4, switch:16...) or file (ASTRA-sim network YAML, our YAML/JSON, GraphML, edge list)."),
-    collective: Optional[List[str]] = typer.Option(None, "--collective", "-c", help="Algorithm for a collective type: all-reduce=out/ar (repeatable); a bare PREFIX takes the type from its metadata."),
-    default_algorithm: str = typer.Option(DEFAULT_ALGORITHMS, "--default-algorithm", help=f"Built-in algorithms for collectives without --collective, per type: TYPE=NAME entries and *=NAME, each NAME one of {', '.join(synthesizer_names())} or a fallback chain tacos|ring; over the default, and *=NAME serves only the types NAME implements."),
-    comm_groups: Optional[Path] = typer.Option(None, "--comm-groups", help="ASTRA-sim communicator-group JSON: {pg_name: [ranks...]}."),
-    mode: str = typer.Option("tacos", "--mode", help="Network model: tacos (exact ns, link busy latency + size/bw) or astra-sim (ASTRA-sim's congestion-aware model, to the ns)."),
-    system: Optional[Path] = typer.Option(None, "--system", help="With --mode astra-sim: ASTRA-sim's system JSON; models ASTRA-sim as a whole -- native collectives (splits, phases, queues, endpoint and local-memory delays), custom ones, both backends."),
-    astra_sim_backend: Optional[str] = typer.Option(None, "--astra-sim-backend", help="With --system: aware (congestion-aware, one dimension) or unaware (any dimensions, no contention); default: what ASTRA-sim can run for the network."),
-    rescale: bool = typer.Option(False, "--rescale", help="In astra-sim mode, scale --collective algorithms to each call's size (ASTRA-sim runs a custom collective at the size it was written for)."),
-    concurrency: str = typer.Option("unlimited", "--concurrency", help="unlimited (dependencies only) or astra-sim (per rank one GPU COMP, one CPU op, one communication in flight)."),
-    reduce_bandwidth: Optional[float] = typer.Option(None, "--reduce-bandwidth", help="GB/s of reductions inside collectives that carry no duration (default: they take no time)."),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="Write a Chrome-trace / Perfetto JSON (a track per rank and per link)."),
-    top_links: int = typer.Option(5, "--top-links", help="How many of the busiest links to list."),
-    timeline: Optional[bool] = typer.Option(None, "--timeline/--no-timeline", help=f"With --json: include every node's interval and the links' utilization over time (for chakra-coll plot); default: on up to {TIMELINE_AUTO_NODES:,} nodes."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    workload: Path = typer.Argument(..., metavar="WORKLOAD", help="Workload ETs PREFIX.{rank}.et (or one of them)."),
+    topology: str = TOPOLOGY,
+    algorithm: Optional[List[str]] = typer.Option(
+        None, "--algorithm", "-a", metavar="TYPE=PREFIX",
+        help="Files of the algorithm a collective type runs, e.g. all-reduce=out/ar (repeatable); a bare PREFIX takes the type from the files.",
+    ),
+    old_algorithm: Optional[List[str]] = typer.Option(None, "--collective", "-c", hidden=True, help="Deprecated: --algorithm."),
+    default_algorithm: str = typer.Option(
+        DEFAULT_ALGORITHMS, "--default-algorithm", metavar="TYPE=NAME,...", show_default=False,
+        help=f"What collectives without --algorithm run, per type: TYPE=NAME entries and *=NAME, each NAME one of {', '.join(synthesizer_names())} "
+        "or a fallback chain tacos|ring, made for each group size; over the default, and *=NAME serves only the types NAME implements. "
+        f"Default: {DEFAULT_ALGORITHMS.replace(',', ', ')}.",
+    ),
+    comm_groups: Optional[Path] = typer.Option(
+        None, "--comm-groups", metavar="FILE", help="ASTRA-sim's communicator-group JSON: {\"pg_name\": [ranks, ...], ...}."
+    ),
+    network_model: Optional[str] = NETWORK_MODEL,
+    old_mode: Optional[str] = OLD_MODE,
+    system: Optional[Path] = typer.Option(
+        None, "--system", metavar="FILE",
+        help="With --network-model astra-sim: ASTRA-sim's system JSON; models ASTRA-sim as a whole -- native collectives (splits, phases, queues, endpoint and local-memory delays), custom ones, both backends.",
+    ),
+    astra_sim_backend: Optional[str] = typer.Option(
+        None, "--astra-sim-backend", metavar="aware|unaware",
+        help="With --system: aware (congestion-aware, one dimension) or unaware (any dimensions, no contention); default: what ASTRA-sim can run for the network.",
+    ),
+    rescale: bool = typer.Option(
+        False, "--rescale", help="In the astra-sim network model, scale --algorithm files to each call's size (ASTRA-sim runs a custom collective at the size it was written for)."
+    ),
+    concurrency: str = typer.Option(
+        "unlimited", "--concurrency", metavar="RULE",
+        help="unlimited (dependencies only) or astra-sim (per rank one GPU COMP, one CPU op, one communication in flight).",
+    ),
+    reduce_bandwidth_gbps: Optional[float] = REDUCE_BANDWIDTH,
+    old_reduce_bandwidth: Optional[float] = typer.Option(None, "--reduce-bandwidth", hidden=True, help="Deprecated: --reduce-bandwidth-gbps."),
+    trace: Optional[Path] = typer.Option(
+        None, "--trace", metavar="FILE", help="Write a Perfetto / Chrome trace (JSON): per rank a compute and a collective track, per link a track, message flows."
+    ),
+    top_links: int = typer.Option(5, "--top-links", metavar="N", help="How many of the busiest links to list."),
+    timeline: Optional[bool] = typer.Option(
+        None, "--timeline/--no-timeline",
+        help=f"With --json: include every node's interval and the links' utilization over time (for chakra-coll plot). Default: on up to {TIMELINE_AUTO_NODES:,} nodes.",
+    ),
+    as_json: bool = JSON,
     strict: bool = options.STRICT,
     dangling: Optional[str] = options.DANGLING,
     self_deps: Optional[str] = options.SELF_DEPS,
@@ -52,132 +85,175 @@ def replay_command(
     incomplete: Optional[str] = options.INCOMPLETE,
     other_times: Optional[bool] = options.OTHER_TIMES,
 ) -> None:
-    """Replay a workload: every COMM_COLL node runs its collective algorithm on the topology.
+    """Time a workload's ETs with its collectives expanded, on a topology.
 
-    Files other tools wrote are repaired as the policy flags say (one line tells what was repaired; --strict refuses instead).
+    Every COMM_COLL node runs the sends, receives and reductions of its collective's
+    algorithm, scaled to the node's size, beside compute; prints the total time, per-rank
+    finish and exposed communication, per-collective bandwidth and the busiest links. Files
+    other tools wrote are repaired as the policy flags say (one line tells what was
+    repaired; --strict refuses instead).
 
-    Example: [bold]chakra-coll replay sample_traces/workload/train_step -t sample_traces/topology/two_servers.yaml -c all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json[/bold]
+    \b
+    Example:
+      chakra-coll replay sample_traces/workload/train_step \\
+        -t sample_traces/topology/two_servers.yaml \\
+        -a all-reduce=sample_traces/collectives/all_reduce_tacos --trace step.json
 
-    With ASTRA-sim's own configuration: [bold]chakra-coll replay step -t network.yml --mode astra-sim --system system.json[/bold] predicts every rank's "sys\\[i] finished, T cycles".
+    With ASTRA-sim's own configuration, it predicts every rank's "sys[i] finished, T cycles":
+
+    \b
+      chakra-coll replay step -t network.yml --network-model astra-sim \\
+        --system system.json
     """
-    parsed_mode = Mode.parse(mode)
+    from chakra_collectives.converters.chakra_et import read_workload
+    from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
+    from chakra_collectives.replay.expand import CONCURRENCY
+    from chakra_collectives.topology import load_topology
+
+    model = network_model_option(network_model, old_mode)
+    reduce_gbps = merged(reduce_bandwidth_gbps, "--reduce-bandwidth-gbps", old_reduce_bandwidth, "--reduce-bandwidth", None)
+    given = list(algorithm or [])
+    if old_algorithm:
+        warn("-c/--collective TYPE=PREFIX is deprecated for replay and will be removed in the next release; use -a/--algorithm TYPE=PREFIX (-c names a collective type in every other command)")
+        given += old_algorithm
     if system is not None or astra_sim_backend is not None:
-        if parsed_mode is not Mode.ASTRA_SIM:
-            raise InputError("--system and --astra-sim-backend model ASTRA-sim: add --mode astra-sim")
+        if model != "astra-sim":
+            raise InputError("--system and --astra-sim-backend model ASTRA-sim: add --network-model astra-sim")
         if system is None:
             raise InputError("--astra-sim-backend needs --system (ASTRA-sim's system JSON)")
-        _replay_astra_sim(workload, topology, system, astra_sim_backend, comm_groups, list(collective or []), rescale, as_json)
+        _replay_astra_sim(workload, topology, system, astra_sim_backend, comm_groups, given, rescale, as_json)
         return
     if concurrency not in CONCURRENCY:
         raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
-    with err_console.status("reading the workload...") as status:
-        policy = options.read_policy(strict, dangling=dangling, self_deps=self_deps, ctrl_deps=ctrl_deps, cpu_comm=cpu_comm,
-                                     int_bools=int_bools, invalid_nodes=invalid_nodes, incomplete=incomplete, other_times=other_times)
+    policy = options.read_policy(strict, dangling=dangling, self_deps=self_deps, ctrl_deps=ctrl_deps, cpu_comm=cpu_comm,
+                                 int_bools=int_bools, invalid_nodes=invalid_nodes, incomplete=incomplete, other_times=other_times)
+    with showing_progress(err_console, "replay", enabled=not as_json):
         work = read_workload(workload, policy)
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
-        algorithms = load_algorithms(list(collective or []))
+        algorithms = load_algorithms(given)
         groups = ProcessGroups.load(comm_groups, num_ranks=work.num_ranks) if comm_groups else None
-        status.update(f"replaying {len(work)} nodes on {topo.name}...")
         result = replay(
             work,
             topo,
             algorithms=algorithms,
             default_algorithm=default_algorithm,
             groups=groups,
-            mode=mode,
-            reduce_bandwidth_gbps=reduce_bandwidth,
+            mode=model,
+            reduce_bandwidth_gbps=reduce_gbps,
             concurrency=concurrency,
             record_links=trace is not None or with_timeline,
             rescale=True if rescale else None,
         )
         if trace is not None:
-            status.update(f"writing {trace}...")
             write_trace(result, topo, trace)
     summary = work.repairs.summary()
     if summary:
         err_console.print(f"chakra-coll: {summary}", markup=False, soft_wrap=True)
-    for warning in result.warnings:
-        err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)
+    for message in result.warnings:
+        warn(message)
     if as_json:
-        document = result.as_dict(top_links=top_links, timeline=with_timeline)
+        document = {"schema_version": SCHEMA_VERSION, **result.as_dict(top_links=top_links, timeline=with_timeline)}
         document["repairs"] = work.repairs.describe()
         print_json(document)
         return
     _print(result, top_links)
     if trace is not None:
-        console.print(f"trace: {trace} (open in https://ui.perfetto.dev or chrome://tracing)")
+        say(f"trace: {trace} (open it in https://ui.perfetto.dev)")
 
 
 def _replay_astra_sim(workload: Path, topology: str, system: Path, backend: str | None, comm_groups: Path | None, collectives: list[str], rescale: bool, as_json: bool) -> None:
-    with err_console.status("running the ASTRA-sim model..."):
+    from chakra_collectives.astra_system.report import replay_astra_sim
+    from chakra_collectives.topology import load_topology
+
+    with showing_progress(err_console, "ASTRA-sim model", enabled=not as_json):
         result = replay_astra_sim(workload, load_topology(topology), system, backend=backend, comm_groups=comm_groups, collectives=collectives, rescale=rescale)
-    for warning in result.warnings:
-        err_console.print(f"chakra-coll: warning: {warning}", markup=False, soft_wrap=True)
+    for message in result.warnings:
+        warn(message)
     if as_json:
-        print_json(result.as_dict())
+        document = {"schema_version": SCHEMA_VERSION, **result.as_dict()}
+        document["network_model"] = document.pop("mode")
+        document["mode"] = document["network_model"]  # deprecated spelling, kept for one release
+        document["deprecated"] = {"mode": "network_model"}
+        print_json(document)
         return
-    console.print(
-        f"[bold]{result.workload}[/bold] as ASTRA-sim's {result.backend} binary runs it: [bold]{format_time_ns(result.total_ns)}[/bold] "
-        f"({result.total_ns:,} ns)\nnetwork {result.network}\nsystem {result.system}"
-    )
+    say(f"{result.workload} as ASTRA-sim's {result.backend} binary runs it: {format_time_ns(result.total_ns)} ({result.total_ns:,} ns)", style="bold")
+    say(f"network {result.network}")
+    say(f"system {result.system}")
     if result.collectives:
-        table = Table(title="collectives (rank 0)", show_edge=False, pad_edge=False)
-        for column in ("node", "collective", "size", "implementation", "start ns", "time"):
-            table.add_column(column, justify="left" if column in ("collective", "implementation") else "right")
-        rows = result.collectives if len(result.collectives) <= 40 else result.collectives[:20] + result.collectives[-20:]
-        for c in rows:
-            time = "-" if c["end_ns"] is None else format_time_ns(c["end_ns"] - c["start_ns"])
-            table.add_row(str(c["node"]), c["collective"], format_size(c["size_bytes"]), c["implementation"], f"{c['start_ns']:,}", time)
-        console.print(table)
-    table = Table(title="ranks: sys\\[i] finished, T cycles", show_edge=False, pad_edge=False)
-    for column in ("rank", "finish ns", "exposed comm"):
-        table.add_column(column, justify="right")
+        console.print()
+        calls = result.collectives if len(result.collectives) <= 40 else result.collectives[:20] + result.collectives[-20:]
+        rows = [
+            [str(c["node"]), c["collective"], format_size(c["size_bytes"]), c["implementation"], format_time_ns(c["start_ns"]),
+             "-" if c["end_ns"] is None else format_time_ns(c["end_ns"] - c["start_ns"])]
+            for c in calls
+        ]
+        print_table(["node", "collective", "size", "implementation", "start", "time"], rows, title="collectives of rank 0", right=("size",))
+        if len(calls) < len(result.collectives):
+            say(f"(the first and last 20 of {len(result.collectives)} calls; --json has all)", style="dim")
+    console.print()
     ranks = result.ranks if len(result.ranks) <= 32 else result.ranks[:16] + result.ranks[-16:]
-    for r in ranks:
-        finish = "never" if r["finish_ns"] is None else f"{r['finish_ns']:,}"
-        exposed = "-" if r["exposed_communication_ns"] is None else format_time_ns(r["exposed_communication_ns"])
-        table.add_row(str(r["rank"]), finish, exposed)
-    console.print(table)
+    rows = [
+        [str(r["rank"]), "never" if r["finish_ns"] is None else f"{r['finish_ns']:,}", "-" if r["exposed_communication_ns"] is None else format_time_ns(r["exposed_communication_ns"])]
+        for r in ranks
+    ]
+    print_table(["rank", "finish (cycles)", "exposed comm"], rows, title="ranks: what ASTRA-sim prints as sys[i] finished, T cycles (1 cycle = 1 ns)", right=("finish (cycles)",))
     if len(ranks) < len(result.ranks):
-        console.print(f"(showing 32 of {len(result.ranks)} ranks; --json has all)")
+        say(f"(the first and last 16 of {len(result.ranks)} ranks; --json has all)", style="dim")
 
 
-def _print(result, top_links: int) -> None:
-    console.print(
-        f"[bold]{result.workload}[/bold] on {result.topology} ({result.mode} model, {result.concurrency} concurrency): "
-        f"[bold]{format_time_ns(result.total_ns)}[/bold] ({result.total_ns:,.0f} ns); "
-        f"{result.num_nodes:,} workload nodes, {result.num_tasks:,} tasks simulated"
+def _print(result: Any, top_links: int) -> None:
+    exact = f" ({result.total_ns:,.0f} ns)" if result.mode == "astra-sim" else ""  # to hold beside ASTRA-sim's cycles
+    say(
+        f"{result.workload} on {result.topology}: {format_time_ns(result.total_ns)}{exact} "
+        f"({result.mode} network model, {result.concurrency} concurrency; {len(result.ranks)} rank{'s' if len(result.ranks) != 1 else ''}, "
+        f"{result.num_nodes:,} workload nodes, {result.num_tasks:,} tasks simulated)",
+        style="bold",
     )
     if result.collectives:
-        grouped = any(c.group is not None for c in result.collectives)
-        table = Table(title="collectives", show_edge=False, pad_edge=False)
-        columns = ["#", "collective", *(["group"] if grouped else []), "size", "algorithm", "start ns", "time", "busbw GB/s"]
-        for column in columns:
-            table.add_column(column, justify="left" if column in ("collective", "algorithm", "group") else "right")
-        shown = result.collectives if len(result.collectives) <= 40 else result.collectives[:20] + result.collectives[-20:]
-        for c in shown:
-            group = ["all" if c.group is None else c.group] if grouped else []
-            table.add_row(
-                str(c.index), c.collective, *group, format_size(c.size_bytes), c.algorithm,
-                f"{c.start_ns:,.0f}", format_time_ns(c.time_ns), f"{c.bus_bandwidth_gbps:.2f}",
-            )
-        console.print(table)
-        if len(shown) < len(result.collectives):
-            console.print(f"(showing 40 of {len(result.collectives)} collectives; --json has all, with algorithm bandwidth)")
-    table = Table(title="ranks", show_edge=False, pad_edge=False)
-    for column in ("rank", "finish", "compute", "communication", "exposed comm"):
-        table.add_column(column, justify="right")
-    ranks = result.ranks if len(result.ranks) <= 32 else result.ranks[:16] + result.ranks[-16:]
-    for r in ranks:
-        table.add_row(str(r.rank), f"{r.finish_ns:,.0f}", format_time_ns(r.compute_ns), format_time_ns(r.communication_ns), format_time_ns(r.exposed_communication_ns))
-    console.print(table)
-    if len(ranks) < len(result.ranks):
-        console.print(f"(showing 32 of {len(result.ranks)} ranks; --json has all)")
+        console.print()
+        _print_collectives(result.collectives)
+    console.print()
+    _print_ranks(result.ranks)
     if result.links and top_links > 0:
-        table = Table(title="busiest links", show_edge=False, pad_edge=False)
-        for column in ("link", "src->dst", "busy", "utilization", "bytes", "messages"):
-            table.add_column(column, justify="right")
-        for l in result.links[:top_links]:
-            table.add_row(str(l.link), f"{l.src}->{l.dst}", format_time_ns(l.busy_ns), f"{l.utilization:.1%}", format_size(l.bytes), str(l.messages))
-        console.print(table)
+        console.print()
+        rows = [
+            [str(l.link), f"{l.src}->{l.dst}", format_time_ns(l.busy_ns), f"{l.utilization:.1%}", format_size(l.bytes), f"{l.messages:,}"]
+            for l in result.links[:top_links]
+        ]
+        print_table(["link", "src->dst", "busy", "utilization", "bytes", "messages"], rows, title=f"busiest {len(rows)} of {len(result.links)} links")
+
+
+def _print_collectives(collectives: list) -> None:
+    """One row per kind of call (collective, group, size, algorithm): calls, time and bus bandwidth."""
+    kinds: dict[tuple, list] = defaultdict(list)
+    for c in collectives:
+        kinds[(c.collective, "all" if c.group is None else c.group, c.size_bytes, c.algorithm)].append(c)
+    grouped = any(c.group is not None for c in collectives)
+    def order(kind: tuple) -> tuple:
+        name, group, size, algo = kind
+        return (name, (0, int(group)) if str(group).isdigit() else (1, str(group)), size, algo)
+
+    rows = []
+    for (name, group, size, algo), calls in sorted(kinds.items(), key=lambda item: order(item[0])):
+        times = [c.time_ns for c in calls]
+        row = [name, *([group] if grouped else []), format_size(size), str(len(calls)), algo, format_time_ns(statistics.mean(times))]
+        row += [format_time_ns(max(times)), f"{statistics.mean(c.bus_bandwidth_gbps for c in calls):.1f}"]
+        rows.append(row)
+    header = ["collective", *(["group"] if grouped else []), "size", "calls", "algorithm", "mean", "max", "busbw GB/s"]
+    print_table(header, rows, title=f"{len(collectives)} collective calls: time per call, mean and max (--json lists each)", right=("size",))
+
+
+def _print_ranks(ranks: list) -> None:
+    columns = ["finish", "compute", "communication", "exposed comm"]
+    values = [[r.finish_ns, r.compute_ns, r.communication_ns, r.exposed_communication_ns] for r in ranks]
+    if len(ranks) <= MAX_RANK_ROWS:
+        rows = [[str(r.rank), *(format_time_ns(v) for v in row)] for r, row in zip(ranks, values)]
+        print_table(["rank", *columns], rows, title="ranks")
+        return
+    rows = []
+    for label, pick in (("min", min), ("median", statistics.median), ("max", max)):
+        rows.append([label, *(format_time_ns(pick(row[i] for row in values)) for i in range(len(columns)))])
+    slowest = max(ranks, key=lambda r: r.finish_ns)
+    print_table(["ranks", *columns], rows, title=f"{len(ranks)} ranks (--json lists each)", right=columns)
+    say(f"slowest: rank {slowest.rank} (finishes at {format_time_ns(slowest.finish_ns)})", style="dim")

@@ -6,42 +6,39 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
-from chakra_collectives.cli.app import command, command_group, console, print_json
+from chakra_collectives.cli.app import command, command_group, invocation, print_json, say
+from chakra_collectives.cli.options import JSON
+from chakra_collectives.cli.tables import print_table
 from chakra_collectives.errors import InputError
-from chakra_collectives.units import format_size, format_time_ns, parse_size
-from chakra_collectives.workload import (
-    GeneratedWorkload,
-    data_parallel,
-    groups_path,
-    hybrid_parallel,
-    load_model_spec,
-    microbenchmark,
-    uniform_model,
-)
-from chakra_collectives.workload.spec import ModelSpec
+
+SCHEMA_VERSION = 1
+"""Version of ``chakra-coll workload ... --json`` (``schemas/workload.schema.json``)."""
 
 workload_app = command_group(
     "workload",
-    "Write workload ETs (PREFIX.{rank}.et, as ASTRA-sim's workload feeder reads them): a collective "
-    "microbenchmark, a data-parallel training iteration, or hybrid tensor + data parallelism.",
+    "Write workload ETs: a microbenchmark, training steps, or from PyTorch traces.\n\nThe files are "
+    "PREFIX.{rank}.et, as ASTRA-sim's workload feeder reads them: one collective (ASTRA-sim's "
+    "microbenchmarks), a data-parallel training iteration, tensor + data parallelism over "
+    "process groups, or what PyTorch's profiler recorded.",
 )
 
 _DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}
 
-_OUTPUT = typer.Option(..., "--output", "-o", help="Write PREFIX.{rank}.et (hybrid: also PREFIX.json, the communicator groups).")
-_JSON = typer.Option(False, "--json", help="Print the summary as JSON.")
-_SPEC = typer.Option(None, "--spec", help="Model spec YAML: layers with forward/backward times, gradient and activation sizes (see README).")
-_LAYERS = typer.Option(None, "--layers", "-l", help="Identical layers (default 4).")
-_FORWARD = typer.Option(None, "--forward", help="Forward time of a layer on one device, e.g. 50us (default 50us).")
-_BACKWARD = typer.Option(None, "--backward", help="Backward time of a layer (default: twice the forward).")
-_GRADIENT = typer.Option(None, "--gradient", help="Gradient bytes of a layer, e.g. 16MiB (default 16MiB).")
-_ACTIVATION = typer.Option(None, "--activation", help="Activation bytes of a layer, all-reduced by tensor parallelism (default 2MiB).")
-_OPTIMIZER = typer.Option(None, "--optimizer", help="Optimizer step time after all gradients (default 20us; 0 for none).")
+_OUTPUT = typer.Option(..., "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (hybrid: also PREFIX.json, the communicator groups).")
+_JSON = JSON
+_SPEC = typer.Option(None, "--spec", metavar="FILE", help="Model spec YAML: layers with forward/backward times, gradient and activation sizes (see README).")
+_LAYERS = typer.Option(None, "--layers", "-l", metavar="N", help="Identical layers (default 4).")
+_FORWARD = typer.Option(None, "--forward", metavar="TIME", help="Forward time of a layer on one device, e.g. 50us (default 50us).")
+_BACKWARD = typer.Option(None, "--backward", metavar="TIME", help="Backward time of a layer (default: twice the forward).")
+_GRADIENT = typer.Option(None, "--gradient", metavar="SIZE", help="Gradient bytes of a layer, e.g. 16MiB (default 16MiB).")
+_ACTIVATION = typer.Option(None, "--activation", metavar="SIZE", help="Activation bytes of a layer, all-reduced by tensor parallelism (default 2MiB).")
+_OPTIMIZER = typer.Option(None, "--optimizer", metavar="TIME", help="Optimizer step time after all gradients (default 20us; 0 for none).")
 
 
-def _model(spec: Optional[Path], **flags: Any) -> ModelSpec:
+def _model(spec: Optional[Path], **flags: Any) -> Any:
+    from chakra_collectives.workload import load_model_spec, uniform_model
+
     given = [f"--{name}" for name, value in flags.items() if value is not None]
     if spec is not None:
         if given:
@@ -53,22 +50,27 @@ def _model(spec: Optional[Path], **flags: Any) -> ModelSpec:
 
 @command("microbenchmark", group=workload_app)
 def microbenchmark_command(
-    collective: str = typer.Option("all-reduce", "--collective", "-c", help="all-reduce, all-gather, reduce-scatter or all-to-all."),
-    size: str = typer.Option("1MiB", "--size", "-s", help="Collective size, e.g. 1MiB."),
-    ranks: int = typer.Option(8, "--ranks", "-n", help="Number of ranks."),
+    collective: str = typer.Option("all-reduce", "--collective", "-c", metavar="NAME", help="all-reduce, all-gather, reduce-scatter or all-to-all."),
+    size: str = typer.Option("1MiB", "--size", "-s", metavar="SIZE", help="Collective size, e.g. 1MiB."),
+    ranks: int = typer.Option(8, "--ranks", "-n", metavar="N", help="Number of ranks."),
     output: Path = _OUTPUT,
     as_json: bool = _JSON,
 ) -> None:
     """One collective over N ranks: what ASTRA-sim's microbenchmarks are.
 
-    Example: [bold]chakra-coll workload microbenchmark -c all-reduce -s 1MiB -n 8 -o out/all_reduce[/bold]
+    \b
+    Example:
+      chakra-coll workload microbenchmark -c all-reduce -s 1MiB -n 8 -o out/ar
     """
+    from chakra_collectives.units import parse_size
+    from chakra_collectives.workload import microbenchmark
+
     _finish(microbenchmark(collective, ranks, parse_size(size)), output, as_json)
 
 
 @command("data-parallel", group=workload_app)
 def data_parallel_command(
-    ranks: int = typer.Option(8, "--ranks", "-n", help="Number of data-parallel ranks."),
+    ranks: int = typer.Option(8, "--ranks", "-n", metavar="N", help="Number of data-parallel ranks."),
     spec: Optional[Path] = _SPEC,
     layers: Optional[int] = _LAYERS,
     forward: Optional[str] = _FORWARD,
@@ -83,16 +85,21 @@ def data_parallel_command(
     Each layer's all-reduce depends only on its own backward, so it overlaps the backward of
     the layers before it; the optimizer step waits for all of them.
 
-    Example: [bold]chakra-coll workload data-parallel -n 8 --layers 6 --forward 40us --gradient 32MiB -o out/step[/bold]
+    \b
+    Example:
+      chakra-coll workload data-parallel -n 8 --layers 6 --forward 40us \\
+        --gradient 32MiB -o out/step
     """
+    from chakra_collectives.workload import data_parallel
+
     model = _model(spec, layers=layers, forward=forward, backward=backward, gradient=gradient, optimizer=optimizer)
     _finish(data_parallel(model, ranks), output, as_json)
 
 
 @command("hybrid", group=workload_app)
 def hybrid_command(
-    tp: int = typer.Option(2, "--tp", help="Tensor-parallel degree (consecutive ranks form a tensor group)."),
-    dp: int = typer.Option(4, "--dp", help="Data-parallel degree (ranks = tp x dp)."),
+    tp: int = typer.Option(2, "--tp", metavar="N", help="Tensor-parallel degree (consecutive ranks form a tensor group)."),
+    dp: int = typer.Option(4, "--dp", metavar="N", help="Data-parallel degree (ranks = tp x dp)."),
     spec: Optional[Path] = _SPEC,
     layers: Optional[int] = _LAYERS,
     forward: Optional[str] = _FORWARD,
@@ -109,29 +116,30 @@ def hybrid_command(
     The collectives carry pg_name; PREFIX.json maps each group to its ranks (ASTRA-sim's
     --comm-group-configuration, replay's --comm-groups).
 
-    Example: [bold]chakra-coll workload hybrid --tp 2 --dp 4 -o out/hybrid[/bold]
+    \b
+    Example:
+      chakra-coll workload hybrid --tp 2 --dp 4 -o out/hybrid
     """
+    from chakra_collectives.workload import hybrid_parallel
+
     model = _model(spec, layers=layers, forward=forward, backward=backward, gradient=gradient, activation=activation, optimizer=optimizer)
     _finish(hybrid_parallel(model, tp, dp, involved_dim=involved_dim), output, as_json)
 
 
-def _finish(workload: GeneratedWorkload, output: Path, as_json: bool) -> None:
+def _finish(workload: Any, output: Path, as_json: bool) -> None:
+    from chakra_collectives.units import format_size, format_time_ns
+    from chakra_collectives.workload import groups_path
+
     paths = workload.write(output)
     summary = workload.summary()
     summary["files"] = [str(p) for p in paths]
     if as_json:
-        print_json(summary)
+        print_json({"schema_version": SCHEMA_VERSION, **summary})
         return
-    console.print(f"[bold]{workload.kind}[/bold] workload {workload.name!r}: {workload.num_ranks} ranks, {summary['nodes_per_rank']} nodes per rank")
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("collective", "group", "size", "calls per rank"):
-        table.add_column(column, justify="left" if column in ("collective", "group") else "right")
-    for c in summary["collectives"]:
-        table.add_row(c["collective"], c["group"] or "all ranks", format_size(c["size_bytes"]), str(c["count"]))
-    console.print(table)
-    console.print(
-        f"per rank: compute {format_time_ns(summary['compute_ns_per_rank'])}, collectives {format_size(summary['collective_bytes_per_rank'])}"
-    )
+    say(f"{workload.kind} workload {workload.name!r}: {workload.num_ranks} ranks, {summary['nodes_per_rank']} nodes per rank", style="bold")
+    rows = [[c["collective"], c["group"] or "all ranks", format_size(c["size_bytes"]), str(c["count"])] for c in summary["collectives"]]
+    print_table(["collective", "group", "size", "calls per rank"], rows, right=("size",))
+    say(f"per rank: compute {format_time_ns(summary['compute_ns_per_rank'])}, collectives {format_size(summary['collective_bytes_per_rank'])}")
     groups = f" --comm-groups {groups_path(output)}" if workload.groups else ""
-    console.print(f"written: {output}.{{rank}}.et ({workload.num_ranks} files){' and ' + str(groups_path(output)) if workload.groups else ''}")
-    console.print(f"next: chakra-coll replay {output} -t ring:{workload.num_ranks}{groups}", soft_wrap=True)
+    say(f"written: {output}.{{rank}}.et ({workload.num_ranks} files){' and ' + str(groups_path(output)) if workload.groups else ''}")
+    say(f"next: {invocation()} replay {output} -t ring:{workload.num_ranks}{groups}")

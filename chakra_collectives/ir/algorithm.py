@@ -52,6 +52,11 @@ class CollectiveAlgorithm:
         Free-form label (MSCCL ``name``, synthesizer description...).
     provenance:
         Free-form ``key: value`` strings describing where the algorithm came from.
+    routes:
+        Paths through the network that SENDs name in their ``route`` column: each a tuple of
+        node ids from the sender's NPU to the receiver's (switches in between), for algorithms
+        whose rank ``r`` runs on NPU ``r`` (a synthesizer that chose its switch paths, such as
+        ForestColl). SENDs without a route take the network model's.
     """
 
     collective: Collective
@@ -66,6 +71,7 @@ class CollectiveAlgorithm:
     root: int | None = None
     name: str = ""
     provenance: dict[str, str] = field(default_factory=dict)
+    routes: tuple[tuple[int, ...], ...] = ()
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -173,6 +179,7 @@ class CollectiveAlgorithm:
             and self.root == other.root
             and self.name == other.name
             and self.provenance == other.provenance
+            and self.routes == other.routes
             and np.array_equal(self.input_chunks, other.input_chunks)
             and np.array_equal(self.output_chunks, other.output_chunks)
             and np.array_equal(self.scratch_chunks, other.scratch_chunks)

@@ -22,8 +22,6 @@ True
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 
 def find_cycle(dep_ptr: np.ndarray, dep_idx: np.ndarray, among: np.ndarray | None = None) -> list[int] | None:
@@ -45,6 +43,9 @@ def find_cycle(dep_ptr: np.ndarray, dep_idx: np.ndarray, among: np.ndarray | Non
     loops = waiter[waiter == waited]
     if len(loops):
         return [int(loops[0])]
+    from scipy.sparse import csr_matrix  # only when a dependency points forward (scipy takes ~0.3 s to import)
+    from scipy.sparse.csgraph import connected_components
+
     graph = csr_matrix((np.ones(len(waiter), dtype=np.int8), (waiter, waited)), shape=(size, size))
     _, labels = connected_components(graph, directed=True, connection="strong")
     sizes = np.bincount(labels)

@@ -11,7 +11,9 @@ An algorithm has one ordered program per rank; each operation is one of
 and waits for its ``deps`` (operations of the same rank) to finish. ``src``/``dst`` are chunk
 references ``(buffer, offset)`` in chunk units, so bytes are derived only when an algorithm is
 written or replayed for a concrete collective size. Operations read from foreign files may carry
-only bytes: then ``count`` is ``-1`` and ``nbytes`` holds the size.
+only bytes: then ``count`` is ``-1`` and ``nbytes`` holds the size. A SEND may name the path its
+message takes through the network (``route``, an index into the algorithm's routes; ``-1``: the
+network's own route).
 
 All operations of all ranks live in one :class:`OpTable` of numpy columns, grouped by rank and in
 program order inside a rank; dependencies are kept in CSR form (``dep_ptr``/``dep_idx``, global
@@ -94,6 +96,8 @@ class Op:
     duration_ns: float | None
     deps: tuple[int, ...]
     node_id: int
+    route: int | None = None
+    """A SEND's route: index into the algorithm's ``routes`` (``None``: the network's own route)."""
 
 
 _INT_COLUMNS = {
@@ -108,6 +112,7 @@ _INT_COLUMNS = {
     "count": np.int64,
     "nbytes": np.int64,
     "node_id": np.int64,
+    "route": np.int32,
 }
 
 
@@ -134,6 +139,8 @@ class OpTable:
     nbytes: np.ndarray
     duration_ns: np.ndarray
     node_id: np.ndarray
+    route: np.ndarray
+    """A SEND's route: index into :attr:`CollectiveAlgorithm.routes` (-1: the network model's route)."""
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
 
@@ -199,6 +206,7 @@ class OpTable:
                 "count": row.get("count", NONE),
                 "nbytes": row.get("nbytes", NONE),
                 "node_id": row.get("node_id", position - first),
+                "route": row.get("route", NONE),
                 "duration_ns": row.get("duration_ns", np.nan),
             }
             for name, value in values.items():
@@ -255,6 +263,7 @@ class OpTable:
             duration_ns=None if np.isnan(duration) else duration,
             deps=tuple(int(d) - first for d in self.deps_of(index)),
             node_id=int(self.node_id[index]),
+            route=optional(self.route[index]),
         )
 
     def equals(self, other: "OpTable") -> bool:

@@ -3,7 +3,7 @@
 * :mod:`~chakra_collectives.network.events` -- the discrete-event core (SimPy-shaped);
 * :mod:`~chakra_collectives.network.model` -- :class:`NetworkModel`: the link arrays, the hop
   cost (:meth:`NetworkModel.hop_ns`), routes, local-operation costs, and the two modes
-  (``"tacos"``, ``"astra-sim"``) with exactly where they differ;
+  (``"default"``, ``"astra-sim"``) with exactly where they differ;
 * :mod:`~chakra_collectives.network.graph` / :mod:`~chakra_collectives.network.engine` --
   tasks as flat arrays and the simulation that times them;
 * :mod:`~chakra_collectives.network.collective` -- the one lowering of an algorithm to tasks

@@ -72,6 +72,8 @@ def collective_task_graph(
     of :meth:`~chakra_collectives.ir.CollectiveAlgorithm.op_bytes` at ``size_bytes``; REDUCE /
     COPY / COMPUTE become local tasks that take what the model charges for their duration
     (:meth:`NetworkModel.local_ns`). Rank ``r`` runs on NPU ``placement[r]`` (default ``r``).
+    A SEND that names a route (``algo.routes``) takes it (:meth:`NetworkModel.path_links`);
+    the others take the model's.
     :func:`simulate_collective` runs one algorithm alone; the replayer stamps the same tasks
     out once per collective call of a workload.
 
@@ -90,6 +92,13 @@ def collective_task_graph(
     size = algo.size_bytes if size_bytes is None else size_bytes
     ops = algo.ops
     npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement)
+    routes = ()
+    if algo.routes:
+        if not np.array_equal(npus, np.arange(algo.num_ranks)):
+            raise AlgorithmError(
+                f"{algo.name or 'the algorithm'} names the network paths of its messages: its rank r must run on NPU r"
+            )
+        routes = tuple(model.path_links(path) for path in algo.routes)
     matching = match_messages(algo, limit=1)
     if matching.problems:
         raise AlgorithmError(f"cannot time {algo.name or 'the algorithm'}: {matching.problems[0]}")
@@ -108,6 +117,8 @@ def collective_task_graph(
         duration=duration,
         dep_ptr=ops.dep_ptr,
         dep_idx=ops.dep_idx,
+        route=ops.route if routes else None,
+        routes=routes,
     )
 
 
@@ -129,7 +140,7 @@ def simulate_collective(
     size_bytes:
         Collective size (default ``algo.size_bytes``); chunk-identified operations scale exactly.
     mode:
-        ``"tacos"`` or ``"astra-sim"`` (see :mod:`~chakra_collectives.network.model`).
+        ``"default"`` or ``"astra-sim"`` (see :mod:`~chakra_collectives.network.model`).
     reduce_bandwidth_gbps:
         Cost of a REDUCE / COPY without a duration: ``bytes / bandwidth`` (default: 0 ns).
     local_ops:

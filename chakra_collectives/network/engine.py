@@ -260,11 +260,16 @@ class _Messages:
         dst = graph.npu[graph.partner[sends]] if len(sends) else np.zeros(0, np.int32)
         sizes, size_id = np.unique(graph.nbytes[sends], return_inverse=True)
         nodes = model.topology.num_nodes
-        key = (graph.npu[sends].astype(np.int64) * nodes + dst) * len(sizes) + size_id.reshape(-1)
+        choices = len(graph.routes) + 1  # an explicit route, or the model's (0)
+        key = ((graph.npu[sends].astype(np.int64) * nodes + dst) * len(sizes) + size_id.reshape(-1)) * choices + graph.route[sends] + 1
         keys, kind_of_send = np.unique(key, return_inverse=True)
         self.kind_of_send = kind_of_send.reshape(-1)
+        route_id = keys % choices - 1
+        keys = keys // choices
         unique = np.stack([keys // len(sizes) // nodes, keys // len(sizes) % nodes, sizes[keys % len(sizes)]], axis=1) if len(keys) else np.zeros((0, 3), np.int64)
-        self.routes: list[tuple[int, ...]] = [model.route(src, dst_npu) for src, dst_npu, _ in unique.tolist()]
+        self.routes: list[tuple[int, ...]] = [
+            graph.routes[r] if r >= 0 else model.route(src, dst_npu) for (src, dst_npu, _), r in zip(unique.tolist(), route_id.tolist())
+        ]
         lengths = [len(path) for path in self.routes]
         hops = np.fromiter((link for path in self.routes for link in path), dtype=np.int64, count=sum(lengths))
         busy, delivered = model.hop_times(hops, np.repeat(unique[:, 2], lengths))

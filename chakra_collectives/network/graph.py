@@ -53,9 +53,13 @@ class TaskGraph:
     """int32: unit acquired when the dependencies are done (-1: none)."""
     release: np.ndarray
     """int32: unit released when this task completes (-1: none)."""
+    route: np.ndarray
+    """int32: a SEND's explicit route, an index into :attr:`routes` (-1: the network model's)."""
+    routes: tuple[tuple[int, ...], ...] = ()
+    """Explicit routes as link ids."""
 
     @classmethod
-    def build(cls, *, kind, npu, partner, nbytes, duration, dep_ptr, dep_idx, unit=None, release=None) -> "TaskGraph":
+    def build(cls, *, kind, npu, partner, nbytes, duration, dep_ptr, dep_idx, unit=None, release=None, route=None, routes=()) -> "TaskGraph":
         size = len(kind)
         no_unit = np.full(size, NO_UNIT, dtype=np.int32)
         graph = cls(
@@ -68,8 +72,10 @@ class TaskGraph:
             dep_idx=np.asarray(dep_idx, dtype=np.int64),
             unit=no_unit if unit is None else np.asarray(unit, dtype=np.int32),
             release=no_unit.copy() if release is None else np.asarray(release, dtype=np.int32),
+            route=np.broadcast_to(np.int32(-1), (size,)) if route is None else np.asarray(route, dtype=np.int32),
+            routes=tuple(tuple(int(link) for link in r) for r in routes),
         )
-        for name in ("npu", "partner", "nbytes", "duration", "unit", "release"):
+        for name in ("npu", "partner", "nbytes", "duration", "unit", "release", "route"):
             if len(getattr(graph, name)) != size:
                 raise ValueError(f"column {name} has {len(getattr(graph, name))} entries, expected {size}")
         if len(graph.dep_ptr) != size + 1 or graph.dep_ptr[-1] != len(graph.dep_idx):
@@ -135,4 +141,6 @@ def permuted(graph: TaskGraph, order: np.ndarray) -> TaskGraph:
         dep_idx=new_id[graph.dep_idx[gather]],
         unit=graph.unit[order],
         release=graph.release[order],
+        route=graph.route[order],
+        routes=graph.routes,
     )

@@ -12,7 +12,7 @@ and switches; each link has a bandwidth ``B`` (GB/s, 1 GB = 2^30 bytes) and a la
 
 The two modes differ only in what one hop costs and which route is taken:
 
-``"tacos"`` (default; TACOS's link model)
+``"default"`` (TACOS's link model; ``"tacos"`` is its old name)
     A hop takes ``a + S/B`` ns (exact floats) and keeps the link busy for all of it, latency
     included. Routes: :meth:`Topology.route` (fewest hops, then least latency, then the links
     added first).
@@ -26,11 +26,11 @@ The two modes differ only in what one hop costs and which route is taken:
     ASTRA-sim charges for the COMP node our ET writer emits: whole microseconds
     (``round(ns / 1000) * 1000``) and 1 ns when that is 0.
 
-Where ``"tacos"`` mode differs from ASTRA-sim, precisely:
+Where the default model differs from ASTRA-sim, precisely:
 
 1. no truncation: hop times are ``a + S/B`` exactly, not ``int(a + S/B)``;
 2. a link stays busy for ``a + S/B`` (latency not pipelined), where ASTRA-sim frees it after
-   ``int(S/B)``: with several messages queued on one link, each costs ``a`` more in tacos mode;
+   ``int(S/B)``: with several messages queued on one link, each costs ``a`` more in the default model;
 3. local operations take their exact duration (0 ns when none is known), where ASTRA-sim
    takes whole microseconds with a 1 ns minimum;
 4. ties on a bidirectional ring of even size are routed by :meth:`Topology.route`'s rule,
@@ -77,17 +77,25 @@ from chakra_collectives.units import bytes_per_ns
 
 
 class Mode(str, Enum):
-    """Which cost model a hop and a local operation follow (see the module docstring)."""
+    """Which cost model a hop and a local operation follow (see the module docstring).
 
-    TACOS = "tacos"
+    ``default`` is the model TACOS plans with (``tacos``, its old name, is still accepted);
+    ``astra-sim`` is ASTRA-sim's congestion-aware analytical network.
+
+    >>> Mode.parse("tacos") is Mode.parse("default") is Mode.TACOS
+    True
+    """
+
+    DEFAULT = "default"
     ASTRA_SIM = "astra-sim"
+    TACOS = "default"  # the old name of DEFAULT (an alias: the same member)
 
     @classmethod
     def parse(cls, value: "str | Mode") -> "Mode":
         try:
-            return cls(value)
+            return cls("default" if value == "tacos" else value)
         except ValueError:
-            raise InputError(f"unknown network mode {value!r} (valid: {', '.join(m.value for m in cls)})") from None
+            raise InputError(f"unknown network model {value!r} (valid: default, astra-sim)") from None
 
 
 LOCAL_OPS = ("parallel", "serial")
@@ -182,6 +190,23 @@ class NetworkModel:
                 found = tuple(self.topology.route(src, dst))
             self._routes[key] = found
         return found
+
+    def path_links(self, path: "tuple[int, ...] | list[int]") -> tuple[int, ...]:
+        """Link ids of an explicit node path (a message's route as an algorithm names it): for
+        each hop the link :meth:`route` would take between those nodes (least latency, then the
+        one added first). :class:`InputError` when two consecutive nodes have no link.
+
+        >>> from chakra_collectives.topology import switch
+        >>> NetworkModel(switch(3)).path_links((0, 3, 2))
+        (0, 5)
+        """
+        links = []
+        for a, b in zip(path, path[1:]):
+            link = self._direct.get((int(a), int(b)))
+            if link is None:
+                raise InputError(f"{self.topology.name}: a route crosses {a} -> {b}, which has no link")
+            links.append(link)
+        return tuple(links)
 
     def _ring_route(self, src: int, dst: int) -> tuple[int, ...]:
         clockwise, anticlockwise = self._ring  # type: ignore[misc]

@@ -4,6 +4,9 @@
 * :func:`plot_links` -- link utilization over time from ``replay --json``;
 * :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology.
 
+Each ``plot_*`` writes what the matching ``*_figure`` function returns (a matplotlib Figure
+on the Agg canvas, for a caller who wants to change it or look at what was drawn).
+
 The functions load on first use, so importing the package (e.g. for :mod:`.formats`) does not
 import matplotlib, which takes a noticeable fraction of a second.
 """
@@ -12,8 +15,11 @@ from importlib import import_module
 
 _HOMES = {
     "load_replay_document": "chakra_collectives.plot.document",
+    "algorithm_figure": "chakra_collectives.plot.algorithm",
     "plot_algorithm": "chakra_collectives.plot.algorithm",
+    "links_figure": "chakra_collectives.plot.links",
     "plot_links": "chakra_collectives.plot.links",
+    "timeline_figure": "chakra_collectives.plot.timeline",
     "plot_timeline": "chakra_collectives.plot.timeline",
 }
 

@@ -45,9 +45,9 @@ def time_unit(span_ns: float) -> tuple[str, float]:
     """Unit to label a time axis of ``span_ns`` with, and its size in ns.
 
     >>> time_unit(3e5), time_unit(2e7)
-    (('us', 1000.0), ('ms', 1000000.0))
+    (('µs', 1000.0), ('ms', 1000000.0))
     """
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if span_ns >= 10 * scale:
             return unit, scale
     return "ns", 1.0

@@ -1,6 +1,6 @@
 """Which collective algorithm each COMM_COLL node runs: given ones, or a built-in default.
 
-``--collective all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--collective out/ar`` takes
+``--algorithm all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--algorithm out/ar`` takes
 the collective from the files' metadata (files chakra-collectives wrote record it). Without an
 algorithm for a collective type, a built-in producer of the synthesizer registry
 (:mod:`~chakra_collectives.synth.registry`) is generated for each group size it is needed for
@@ -43,12 +43,12 @@ def parse_collective_option(text: str) -> tuple[Collective | None, str]:
     if not sep:
         return None, text
     if not prefix:
-        raise InputError(f"--collective {text!r}: expected COLLECTIVE=PREFIX such as all-reduce=out/ar")
+        raise InputError(f"--algorithm {text!r}: expected COLLECTIVE=PREFIX such as all-reduce=out/ar")
     return Collective.parse(name), prefix
 
 
 def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]:
-    """Read every ``--collective`` option; one algorithm per collective type."""
+    """Read every ``--algorithm`` option; one algorithm per collective type."""
     found: dict[Collective, CollectiveAlgorithm] = {}
     for text in options:
         collective, prefix = parse_collective_option(text)
@@ -59,7 +59,7 @@ def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]
             collective = algo.collective
             if collective is Collective.CUSTOM:
                 raise InputError(
-                    f"{prefix}: the files do not say which collective they implement; use --collective NAME={prefix}"
+                    f"{prefix}: the files do not say which collective they implement; use --algorithm NAME={prefix}"
                 )
         if collective in found:
             raise InputError(f"two algorithms given for {collective.value}")
@@ -135,11 +135,11 @@ class AlgorithmCatalog:
                 )
             return algo, algo.name or "given"
         if self.default is None:
-            raise InputError(f"no algorithm for {collective.value}: give --collective {collective.value}=PREFIX or --default-algorithm")
+            raise InputError(f"no algorithm for {collective.value}: give --algorithm {collective.value}=PREFIX or --default-algorithm")
         chain = self.default.chain(collective)
         if not chain:
             raise InputError(
-                f"no built-in algorithm implements {collective.value}: give --collective {collective.value}=PREFIX"
+                f"no built-in algorithm implements {collective.value}: give --algorithm {collective.value}=PREFIX"
             )
         reasons = []
         for name in chain:
@@ -156,10 +156,10 @@ class AlgorithmCatalog:
         if len(chain) == 1:
             raise InputError(
                 f"no algorithm for {collective.value}: the built-in {chain[0]} cannot make one ({reasons[0].split(': ', 1)[1]}); "
-                f"give --collective {collective.value}=PREFIX"
+                f"give --algorithm {collective.value}=PREFIX"
             )
         raise InputError(f"no algorithm for {collective.value}: none of the built-ins can make one ({'; '.join(reasons)}); "
-                         f"give --collective {collective.value}=PREFIX")
+                         f"give --algorithm {collective.value}=PREFIX")
 
     def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology) -> CollectiveAlgorithm:
         synthesizer = get(name)

@@ -18,7 +18,7 @@ A COMM_COLL's ``comm_size`` is what ASTRA-sim reads it as: each rank's *input*. 
 all-gather that is the rank's shard, so the algorithm runs at ``group size x comm_size`` (the
 output buffer, the IR's size); for all-reduce, reduce-scatter and all-to-all it is the whole
 per-rank buffer. An algorithm given with ``--collective`` runs at that size, or -- with the
-catalog's ``written_size`` (``--mode astra-sim`` without ``--rescale``) -- at the size its files
+catalog's ``written_size`` (``--network-model astra-sim`` without ``--rescale``) -- at the size its files
 were written for, as ASTRA-sim runs a custom collective, with a warning where the two differ.
 
 Per-rank limits (``concurrency="astra-sim"``): each rank has three units -- GPU compute, CPU,
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
-from chakra_collectives.errors import InputError
+from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
@@ -154,7 +154,9 @@ def expand_workload(
     edge_src = [workload.dep_idx]
     edge_dst = [begin_task[owner]]
 
-    blocks: dict[str, list[np.ndarray]] = {name: [] for name in ("kind", "npu", "partner", "nbytes", "duration")}
+    blocks: dict[str, list[np.ndarray]] = {name: [] for name in ("kind", "npu", "partner", "nbytes", "duration", "route")}
+    routes: list[tuple[int, ...]] = []
+    route_base: dict[tuple[int, int], int] = {}
     instances = _instances(workload, groups, catalog)
     templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
     instance_of_task_parts = [np.full(next_task, -1, dtype=np.int64)]
@@ -165,7 +167,7 @@ def expand_workload(
         if inst.algorithm == "":  # nothing to run: a barrier, or a group of one
             inst.algorithm = "synchronization only" if inst.collective == "barrier" else "none (group of one)"
             inst.first_task, inst.num_tasks = next_task, 1
-            for name, value in (("kind", LOCAL), ("npu", members[0]), ("partner", -1), ("nbytes", 0), ("duration", 0)):
+            for name, value in (("kind", LOCAL), ("npu", members[0]), ("partner", -1), ("nbytes", 0), ("duration", 0), ("route", -1)):
                 blocks[name].append(np.array([value]))
             edge_src += [begins, np.full(len(ends), next_task)]
             edge_dst += [np.full(len(begins), next_task), ends]
@@ -188,7 +190,11 @@ def expand_workload(
                 )
             tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r as NPU r
             template = templates[key] = (tasks, _sinks(tasks))
+            route_base[key] = len(routes)
+            routes.extend(tasks.routes)
         tpl, sinks = template
+        if tpl.routes and not np.array_equal(members, np.arange(len(members))):
+            raise AlgorithmError(f"{label} names the network paths of its messages, so its rank r must run on NPU r; this call's group is {inst.members}")
         rank_of = tpl.npu
         base = next_task
         count = len(tpl)
@@ -198,6 +204,7 @@ def expand_workload(
         blocks["partner"].append(np.where(tpl.partner >= 0, tpl.partner + base, -1))
         blocks["nbytes"].append(tpl.nbytes)
         blocks["duration"].append(tpl.duration)
+        blocks["route"].append(np.where(tpl.route >= 0, tpl.route + route_base[key], -1))
         instance_of_task_parts.append(np.full(count, inst.index, dtype=np.int64))
         dep_counts = np.diff(tpl.dep_ptr)
         op_owner = np.repeat(np.arange(count, dtype=np.int64), dep_counts)
@@ -215,9 +222,10 @@ def expand_workload(
         next_task += count
 
     total = next_task
-    begins_part = {"kind": LOCAL, "npu": workload.rank[coll_nodes], "partner": -1, "nbytes": 0, "duration": 0}
+    begins_part = {"kind": LOCAL, "npu": workload.rank[coll_nodes], "partner": -1, "nbytes": 0, "duration": 0, "route": -1}
     columns = {}
-    for name, head in (("kind", kind), ("npu", npu), ("partner", partner), ("nbytes", nbytes), ("duration", duration)):
+    head_route = np.full(len(kind), -1, dtype=np.int32)
+    for name, head in (("kind", kind), ("npu", npu), ("partner", partner), ("nbytes", nbytes), ("duration", duration), ("route", head_route)):
         middle = np.broadcast_to(np.asarray(begins_part[name]), (len(coll_nodes),))
         columns[name] = np.concatenate([head, middle.astype(head.dtype), *[b.astype(head.dtype) for b in blocks[name]]])
     src = np.concatenate(edge_src).astype(np.int64)
@@ -226,7 +234,7 @@ def expand_workload(
     dep_ptr = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=total), out=dep_ptr[1:])
     unit, release = _units(workload, coll_nodes, begin_task, total, concurrency)
-    graph = TaskGraph.build(dep_ptr=dep_ptr, dep_idx=src[order], unit=unit, release=release, **columns)
+    graph = TaskGraph.build(dep_ptr=dep_ptr, dep_idx=src[order], unit=unit, release=release, routes=routes, **columns)
     if groups.unknown_names:
         warnings.append(
             f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"

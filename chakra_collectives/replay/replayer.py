@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
+from chakra_collectives import progress
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir.dag import find_cycle
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -150,8 +151,9 @@ class ReplayResult:
         document = {
             "workload": self.workload,
             "topology": self.topology,
-            "mode": self.mode,
+            "network_model": self.mode,
             "concurrency": self.concurrency,
+            "num_ranks": len(self.ranks),
             "total_ns": self.total_ns,
             "num_nodes": self.num_nodes,
             "num_tasks": self.num_tasks,
@@ -159,6 +161,8 @@ class ReplayResult:
             "collectives": [c.as_dict() for c in self.collectives],
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
+            "mode": self.mode,  # deprecated spelling of network_model, kept for one release
+            "deprecated": {"mode": "network_model"},
         }
         if timeline:
             from chakra_collectives.replay.timeline import timeline_document
@@ -210,13 +214,16 @@ def replay(
         Nothing can progress; the error lists the stuck nodes per rank.
     """
     if not isinstance(workload, Workload):
-        workload = read_workload(workload)
+        with progress.task("read the workload"):
+            workload = read_workload(workload)
     model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
-    expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
-    timing = run(expanded.graph, model, record_links=record_links)
+    with progress.task("expand the collectives"):
+        expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+    with progress.task(f"simulate {len(expanded.graph):,} tasks"):
+        timing = run(expanded.graph, model, record_links=record_links)
     if not timing.finished:
         raise _deadlock(expanded, timing)
     return _summarize(expanded, timing, model, concurrency)

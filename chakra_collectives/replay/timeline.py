@@ -3,10 +3,12 @@
 :func:`timeline_document` is the ``"timeline"`` section of ``chakra-coll replay --json``
 (what ``chakra-coll plot timeline`` and ``plot links`` draw):
 
-* ``nodes``: columns ``rank``, ``kind`` (index into ``kinds``), ``start_ns``, ``end_ns`` and
-  ``collective`` (the call's index in ``collectives``, -1 for other nodes), one entry per
-  workload node; a collective's interval runs from when its dependencies were done to when
-  its last operation on that rank completed;
+* ``nodes``: columns ``rank``, ``kind`` (index into ``kinds``), ``start_ns``, ``end_ns``,
+  ``collective`` (the call's index in ``collectives``, -1 for other nodes) and ``phase`` (for
+  compute nodes, an index into ``phases``: forward, backward, optimizer or other compute, told
+  from the node's name by :func:`phase_of`; -1 for other nodes), one entry per workload node; a
+  collective's interval runs from when its dependencies were done to when its last operation
+  on that rank completed;
 * ``links``: per link that carried traffic, its utilization in each of ``bins`` equal time
   bins of ``bin_ns`` over the whole run (busy time in the bin / bin width, 0..1); present only
   when the replay recorded link intervals (``replay(..., record_links=True)``).
@@ -25,14 +27,36 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 
+from chakra_collectives.converters.chakra_et.workload_reader import read_node_names
 from chakra_collectives.replay.replayer import ReplayResult
 
 KINDS = ("compute", "collective", "send", "recv", "memory", "metadata")
+PHASES = ("forward", "backward", "optimizer", "compute")
+"""What a compute node does in a training step (``compute``: none of the others, or unknown)."""
+
+_PHASE_WORDS = (
+    (1, re.compile(r"(^|[^a-z])(backward|bwd|grad|wgrad|dgrad)", re.I)),
+    (0, re.compile(r"(^|[^a-z])(forward|fwd)", re.I)),
+    (2, re.compile(r"(optimi[sz]er|optim|adam|sgd|weight update)", re.I)),
+)
+
+
+def phase_of(name: str) -> int:
+    """Index into :data:`PHASES` of a compute node called ``name``.
+
+    >>> [PHASES[phase_of(n)] for n in ("forward embedding", "backward block 2", "optimizer step", "aten::mm")]
+    ['forward', 'backward', 'optimizer', 'compute']
+    """
+    for phase, pattern in _PHASE_WORDS:
+        if pattern.search(name):
+            return phase
+    return len(PHASES) - 1
 _KIND_OF_TYPE = {
     COMP_NODE: 0,
     COMM_COLL_NODE: 1,
@@ -59,14 +83,21 @@ def timeline_document(result: ReplayResult, *, bins: int = 200) -> dict[str, Any
     collective = np.full(w, -1, dtype=np.int64)
     for inst in expanded.instances:
         collective[inst.nodes] = inst.index
+    phase = np.full(w, -1, dtype=np.int64)
+    compute = np.flatnonzero(kind == 0)
+    if len(compute):
+        names = read_node_names(workload)
+        phase[compute] = [phase_of(names[i]) for i in compute.tolist()]
     document: dict[str, Any] = {
         "kinds": list(KINDS),
+        "phases": list(PHASES),
         "nodes": {
             "rank": workload.rank.tolist(),
             "kind": kind.tolist(),
             "start_ns": start.tolist(),
             "end_ns": end.tolist(),
             "collective": collective.tolist(),
+            "phase": phase.tolist(),
         },
         "links": None,
     }
@@ -118,4 +149,4 @@ def _busy_before(t: np.ndarray, begin: np.ndarray, finish: np.ndarray) -> np.nda
     return (nb * t - cb[nb]) - (ne * t - ce[ne])
 
 
-__all__ = ["KINDS", "timeline_document"]
+__all__ = ["KINDS", "PHASES", "phase_of", "timeline_document"]

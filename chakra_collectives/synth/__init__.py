@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from chakra_collectives import progress
 from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
@@ -36,13 +37,14 @@ from chakra_collectives.units import format_size, parse_size
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
 import chakra_collectives.synth.bfb  # noqa: E402,F401
+import chakra_collectives.synth.forestcoll  # noqa: E402,F401  (last)
 
 
 def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll']
     """
     return ["best", *names()]
 
@@ -75,8 +77,13 @@ class SynthesisResult:
     """``best`` only: every applicable algorithm, its predicted time (or a bound when it could not win)."""
     phase_seeds: tuple[int, ...] = ()
     phase_latency_ratios: tuple[float, ...] = ()
-    network_model: str = "tacos"
-    """The network model's mode the candidates were timed (and ``best`` chose) under."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """The producer's own facts (:attr:`~chakra_collectives.synth.registry.Synthesized.details`;
+    ForestColl's optimum and trees under ``"forestcoll"``)."""
+    chunks_tried: dict[int, float] = field(default_factory=dict)
+    """When the chunks per NPU were chosen (none given): the predicted time with each ``K`` tried."""
+    network_model: str = "default"
+    """The network model the candidates were timed (and ``best`` chose) under: default or astra-sim."""
 
     @property
     def efficiency(self) -> float | None:
@@ -85,7 +92,7 @@ class SynthesisResult:
 
     @property
     def reduce_scatter_all_gather_efficiency(self) -> float | None:
-        """All-Reduce only: design.md's efficiency, against the bound of reduce-scatter-then-all-gather algorithms."""
+        """All-Reduce only: the reduce-scatter + all-gather efficiency (docs/bounds.md), against the bound of reduce-scatter-then-all-gather algorithms."""
         return None if self.bounds is None else self.bounds.reduce_scatter_all_gather_efficiency(self.predicted_ns)
 
     @property
@@ -99,16 +106,17 @@ class SynthesisResult:
         bounds = self.bounds
         return {
             "topology": self.topology.name,
-            "npus": self.topology.num_npus,
-            "switches": self.topology.num_switches,
-            "links": len(self.topology.links),
+            "num_npus": self.topology.num_npus,
+            "num_switches": self.topology.num_switches,
+            "num_links": len(self.topology.links),
+            "num_ranks": algo.num_ranks,
             "collective": algo.collective.value,
             "algorithm": self.algorithm_name,
             "requested_algorithm": self.requested or self.algorithm_name,
             "candidates": {c.name: c.as_dict() for c in self.candidates},
             "size_bytes": algo.size_bytes,
             "chunks_per_npu": self.chunks_per_npu,
-            "chunks": algo.chunk_count,
+            "chunk_count": algo.chunk_count,
             "chunk_bytes": algo.chunk_bytes(),
             "operations": algo.num_ops,
             "predicted_ns": self.predicted_ns,
@@ -123,8 +131,32 @@ class SynthesisResult:
             "trials": self.trials,
             "phase_seeds": list(self.phase_seeds),
             "phase_latency_ratios": list(self.phase_latency_ratios),
+            "chunks_per_npu_tried": {str(k): t for k, t in self.chunks_tried.items()},
             "switch_handling": self.switch_handling,
+            **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
+            # deprecated spellings, kept for one release
+            "npus": self.topology.num_npus,
+            "switches": self.topology.num_switches,
+            "links": len(self.topology.links),
+            "chunks": algo.chunk_count,
+            "deprecated": {"npus": "num_npus", "switches": "num_switches", "links": "num_links", "chunks": "chunk_count"},
         }
+
+
+AUTO_CHUNKS = (1, 2, 4, 8, 16)
+"""Chunks per NPU :func:`synthesize` tries, in order, when none is given."""
+
+AUTO_CHUNKS_BUDGET = 2**14
+"""... as long as ``NPUs^2 x K`` stays within this many (NPU, chunk) pairs (K = 1 always runs)."""
+
+
+def auto_chunk_counts(num_npus: int) -> list[int]:
+    """The chunks per NPU :func:`synthesize` tries for ``num_npus`` NPUs when none is given.
+
+    >>> auto_chunk_counts(8), auto_chunk_counts(64), auto_chunk_counts(1024)
+    ([1, 2, 4, 8, 16], [1, 2, 4], [1])
+    """
+    return [k for k in AUTO_CHUNKS if k == 1 or num_npus * num_npus * k <= AUTO_CHUNKS_BUDGET]
 
 
 def synthesize(
@@ -132,13 +164,15 @@ def synthesize(
     collective: Collective | str,
     size_bytes: int | str,
     *,
-    chunks_per_npu: int = 1,
+    chunks_per_npu: int | None = None,
     algorithm: str = DEFAULT_ALGORITHM,
     seed: int = 0,
     trials: int | None = None,
     root: int = 0,
+    trees_per_npu: int | str | None = None,
+    chunks_per_tree: int | None = None,
     on_step: Callable[[str], None] | None = None,
-    network_model: str = "tacos",
+    network_model: str = "default",
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -147,62 +181,122 @@ def synthesize(
     predicts each under the network model and keeps the fastest (ties: the first in
     :func:`applicable`'s order); :attr:`SynthesisResult.candidates` lists them all.
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
-    ``biring``; the number of pipelined pieces for ``tree``). The size is cut into chunks of
-    ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works. ``trials=None``:
-    TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`). ``on_step(name)``
-    is called before each phase (for progress displays). ``network_model`` is the mode every
-    candidate is timed under: ``tacos`` (default) or ``astra-sim`` (ASTRA-sim's congestion-aware
-    rule: on a switch, messages queued at a port overlap their latencies).
+    ``biring``; the number of pipelined pieces for ``tree``); ``None`` chooses it by predicted
+    time: ``K`` = 1, 2, 4, ... (:func:`auto_chunk_counts`) until one is not faster than the
+    fastest so far (:attr:`SynthesisResult.chunks_tried` lists the times). The size is cut into
+    chunks of ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works.
+    ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
+    ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``
+    or ``"auto"``) and pieces per tree (default: its own choice).
+    Progress is reported through :mod:`chakra_collectives.progress`; ``on_step(name)`` (deprecated)
+    is called before each phase.
+    ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
+    model; ``tacos`` is its old name) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a
+    switch, messages queued at a port overlap their latencies).
     """
-    step = on_step or (lambda name: None)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
     network_model = Mode.parse(network_model).value
-    options = SynthesisOptions(size_bytes=parse_size(size_bytes), chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root)
+    nbytes = parse_size(size_bytes)
+    counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(topology.num_npus)
+    if name != "best" and not get(name).chunked:
+        counts = counts[:1]
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree}
+    SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
+    tried: dict[int, float] = {}
+    found: SynthesisResult | None = None
+    spent_s = [0.0, 0.0]
+    unchunked: dict[str, tuple[Synthesized, float, float, float]] = {}  # built once, whatever K
+    with progress.task("synthesize"):
+        for k in counts:
+            label = f"K={k}" if chunks_per_npu is None else ""
+            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest, unchunked)
+            tried[k] = attempt.predicted_ns
+            spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
+            if found is not None and attempt.predicted_ns >= found.predicted_ns:
+                break
+            found = attempt
+        assert found is not None
+        found.synthesis_s, found.predict_s = spent_s
+        if on_step:
+            on_step("bounds")
+        with progress.task("lower bounds"):
+            found.bounds = lower_bounds(topology, collective, nbytes) if collective in BOUNDED else None
+    found.chunks_tried = tried if chunks_per_npu is None else {}
+    return found
+
+
+def _synthesize_with(
+    topology: Topology,
+    collective: Collective,
+    nbytes: int,
+    chunks_per_npu: int,
+    name: str,
+    seed: int,
+    trials: int | None,
+    root: int,
+    on_step: Callable[[str], None] | None,
+    label: str,
+    network_model: str,
+    forest: dict[str, Any],
+    unchunked: dict[str, tuple[Synthesized, float, float, float]],
+) -> SynthesisResult:
+    """:func:`synthesize` for one chunk count, without the bounds (``forest``: ForestColl's options;
+    ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
+    step = on_step or (lambda name: None)
+    options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
     produced: dict[str, tuple[Synthesized, float, float, float]] = {}
 
     def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
+        if candidate in unchunked:
+            produced[candidate] = unchunked[candidate]
+            return unchunked[candidate][0].algorithm, unchunked[candidate][3]
         step(f"synthesize ({candidate})" if name == "best" else "synthesize")
-        started = time.perf_counter()
-        made = get(candidate).make(topology, collective, topology.num_npus, options)
-        synthesis_s = time.perf_counter() - started
-        step("predict")
-        started = time.perf_counter()
-        predicted = predict_time(made.algorithm, topology, mode=network_model)
-        produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
+        with progress.task(candidate):
+            started = time.perf_counter()
+            made = get(candidate).make(topology, collective, topology.num_npus, options)
+            synthesis_s = time.perf_counter() - started
+            step("predict")
+            started = time.perf_counter()
+            with progress.task("predict"):
+                # a producer that timed itself did so under the default model
+                own = made.predicted_ns if network_model == "default" else None
+                predicted = own if own is not None else predict_time(made.algorithm, topology, mode=network_model)
+            produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
+        if not get(candidate).chunked:
+            unchunked[candidate] = produced[candidate]
         return made.algorithm, predicted
 
     def footprint(candidate: str) -> Estimate:
         return estimate(candidate, topology, collective, topology.num_npus, options)
 
-    if name == "best":
-        candidate_names = applicable(collective, topology.num_npus, topology)
-        if not candidate_names:
-            raise InputError(f"no algorithm implements {collective.value}")
-        # a candidate whose memory estimate does not fit is neither bounded nor produced
-        too_large = {c: footprint(c) for c in candidate_names if not fits(footprint(c))}
-        if len(too_large) == len(candidate_names):
-            require(min(too_large.values(), key=lambda e: e.nbytes))
-        started = time.perf_counter()
-        chosen, algo, candidates = choose(
-            [c for c in candidate_names if c not in too_large],
-            lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model),
-            produce,
-        )
-        candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
-        candidates.sort(key=lambda c: candidate_names.index(c.name))
-        bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
-    else:
-        chosen = name
-        require(footprint(name))
-        algo, _ = produce(name)
-        candidates, bounding_s = [], 0.0
+    candidate_names = applicable(collective, topology.num_npus, topology) if name == "best" else [name]
+    if not candidate_names:
+        raise InputError(f"no algorithm implements {collective.value}")
+    with progress.task(label or "candidates"):
+        if name == "best":
+            # a candidate whose memory estimate does not fit is neither bounded nor produced
+            too_large = {c: footprint(c) for c in candidate_names if not fits(footprint(c))}
+            if len(too_large) == len(candidate_names):
+                require(min(too_large.values(), key=lambda e: e.nbytes))
+            started = time.perf_counter()
+            chosen, algo, candidates = choose(
+                [c for c in candidate_names if c not in too_large],
+                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model),
+                produce,
+            )
+            candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
+            candidates.sort(key=lambda c: candidate_names.index(c.name))
+            bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
+        else:
+            chosen = name
+            require(footprint(name))
+            algo, _ = produce(name)
+            candidates, bounding_s = [], 0.0
     made, _, _, predicted = produced[chosen]
-    step("bounds")
-    bounds = lower_bounds(topology, collective, options.size_bytes) if collective in BOUNDED else None
     details = made.details
     return SynthesisResult(
         algorithm=algo,
@@ -211,7 +305,7 @@ def synthesize(
         chunks_per_npu=chunks_per_npu,
         predicted_ns=predicted,
         schedule_ns=made.schedule_ns,
-        bounds=bounds,
+        bounds=None,
         synthesis_s=sum(p[1] for p in produced.values()) + bounding_s,
         predict_s=sum(p[2] for p in produced.values()),
         seed=details.get("seed"),
@@ -220,8 +314,9 @@ def synthesize(
         candidates=candidates,
         phase_seeds=tuple(details.get("phase_seeds", ())),
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
+        details=dict(details),
         network_model=network_model,
     )
 
 
-__all__ = ["Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "synthesize"]
+__all__ = ["AUTO_CHUNKS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "synthesize"]

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import replace
 from typing import Callable
 
@@ -20,16 +22,33 @@ from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Syn
 from chakra_collectives.topology import Topology
 
 
+def accepts_old_chunks_name(build):
+    """Let a baseline also be called with ``chunks_per_rank=``, the old name of ``chunks_per_npu``
+    (one name everywhere: ``synthesize``, the CLI's -k); it warns and goes in the next release."""
+
+    @functools.wraps(build)
+    def call(*args, **kwargs):
+        if "chunks_per_rank" in kwargs:
+            if "chunks_per_npu" in kwargs:
+                raise TypeError("give chunks_per_npu or its old name chunks_per_rank, not both")
+            warnings.warn("chunks_per_rank is deprecated; use chunks_per_npu", DeprecationWarning, stacklevel=2)
+            kwargs["chunks_per_npu"] = kwargs.pop("chunks_per_rank")
+        return build(*args, **kwargs)
+
+    return call
+
+
+@accepts_old_chunks_name
 def ring(
     collective: Collective,
     num_ranks: int,
     *,
     size_bytes: int,
-    chunks_per_rank: int = 1,
+    chunks_per_npu: int = 1,
 ) -> CollectiveAlgorithm:
     """Unidirectional ring (rank ``r`` sends to ``r+1``) for all-gather, reduce-scatter, all-reduce.
 
-    Each of the ``N-1`` steps moves one rank's share (``chunks_per_rank`` chunks) in one
+    Each of the ``N-1`` steps moves one rank's share (``chunks_per_npu`` chunks) in one
     message; all-reduce is reduce-scatter followed by all-gather. Received partial sums land in
     scratch and are reduced into place, so the input buffer is never modified.
     """
@@ -37,8 +56,8 @@ def ring(
         raise InputError("a ring needs at least 2 ranks")
     if collective not in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
         raise InputError(f"ring does not implement {collective.value} (all-gather, reduce-scatter, all-reduce)")
-    _check_amounts(size_bytes, chunks_per_rank)
-    k = chunks_per_rank
+    _check_amounts(size_bytes, chunks_per_npu)
+    k = chunks_per_npu
     builder = AlgorithmBuilder(
         collective,
         num_ranks=num_ranks,
@@ -239,18 +258,19 @@ def _check_amounts(size_bytes: int, chunks: int) -> None:
 _RS_AG_AR = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 
 
-def bidirectional_ring(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_per_rank: int = 1) -> CollectiveAlgorithm:
+@accepts_old_chunks_name
+def bidirectional_ring(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_per_npu: int = 1) -> CollectiveAlgorithm:
     """Two rings at once: half of every share goes clockwise, half anticlockwise.
 
-    A share is ``2 * chunks_per_rank`` chunks (``chunks_per_rank`` per direction), so both
+    A share is ``2 * chunks_per_npu`` chunks (``chunks_per_npu`` per direction), so both
     directions of every ring link carry data at every step.
 
     >>> from chakra_collectives.verify import verify_algorithm
     >>> verify_algorithm(bidirectional_ring(Collective.ALL_REDUCE, 4, size_bytes=2**20)).ok
     True
     """
-    _check(collective, _RS_AG_AR, "biring", num_ranks, size_bytes, chunks_per_rank)
-    n, half = num_ranks, chunks_per_rank
+    _check(collective, _RS_AG_AR, "biring", num_ranks, size_bytes, chunks_per_npu)
+    n, half = num_ranks, chunks_per_npu
     k = 2 * half
     gather, reduce = [], []
     for step in range(n - 1):
@@ -265,7 +285,8 @@ def bidirectional_ring(collective: Collective, num_ranks: int, *, size_bytes: in
     return _schedule_algorithm(collective, n, size_bytes=size_bytes, k=k, name="biring", reduce_steps=reduce, gather_steps=gather)
 
 
-def direct(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_per_rank: int = 1) -> CollectiveAlgorithm:
+@accepts_old_chunks_name
+def direct(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_per_npu: int = 1) -> CollectiveAlgorithm:
     """All-pairs: every rank sends each other rank what it needs directly, ``r -> r+1, r+2, ...``.
 
     >>> from chakra_collectives.verify import verify_algorithm
@@ -273,8 +294,8 @@ def direct(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_pe
     True
     """
     supported = (*_RS_AG_AR, Collective.ALL_TO_ALL)
-    _check(collective, supported, "direct", num_ranks, size_bytes, chunks_per_rank)
-    n, k = num_ranks, chunks_per_rank
+    _check(collective, supported, "direct", num_ranks, size_bytes, chunks_per_npu)
+    n, k = num_ranks, chunks_per_npu
     if collective is Collective.ALL_TO_ALL:
         return _direct_all_to_all(n, size_bytes, k)
     gather = [[(r, (r + s) % n, r * k, k) for r in range(n)] for s in range(1, n)]
@@ -295,7 +316,8 @@ def _direct_all_to_all(n: int, size_bytes: int, k: int) -> CollectiveAlgorithm:
     return builder.build()
 
 
-def recursive_halving_doubling(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_per_rank: int = 1) -> CollectiveAlgorithm:
+@accepts_old_chunks_name
+def recursive_halving_doubling(collective: Collective, num_ranks: int, *, size_bytes: int, chunks_per_npu: int = 1) -> CollectiveAlgorithm:
     """Recursive halving (Reduce-Scatter) and doubling (All-Gather); All-Reduce is both (Rabenseifner).
 
     Needs a power-of-two number of ranks: at step ``i`` rank ``r`` exchanges with ``r XOR 2^i``.
@@ -304,8 +326,8 @@ def recursive_halving_doubling(collective: Collective, num_ranks: int, *, size_b
     >>> verify_algorithm(recursive_halving_doubling(Collective.ALL_REDUCE, 8, size_bytes=2**20)).ok
     True
     """
-    _check(collective, _RS_AG_AR, "rhd", num_ranks, size_bytes, chunks_per_rank)
-    n, k = num_ranks, chunks_per_rank
+    _check(collective, _RS_AG_AR, "rhd", num_ranks, size_bytes, chunks_per_npu)
+    n, k = num_ranks, chunks_per_npu
     if n & (n - 1):
         raise InputError(f"rhd (recursive halving/doubling) needs a power-of-two number of ranks, got {n}")
     levels = n.bit_length() - 1
@@ -358,17 +380,17 @@ def binomial_tree(collective: Collective, num_ranks: int, *, size_bytes: int, ch
     return replace(algo, scratch_chunks=np.maximum(algo.scratch_chunks, c))
 
 
-def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chunks_per_rank: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chunks_per_npu: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(src, dst, chunks)``: every message the baseline ``name`` sends, without building it.
 
-    Chunks are the baseline's own (``biring`` cuts a share into ``2 * chunks_per_rank``).
+    Chunks are the baseline's own (``biring`` cuts a share into ``2 * chunks_per_npu``).
     Lets ``best`` bound a baseline's time before paying for it (:attr:`~chakra_collectives.synth.registry.Synthesizer.messages`).
 
     >>> src, dst, chunks = baseline_messages("ring", Collective.ALL_REDUCE, 4)
     >>> len(src), sorted(set(zip(src.tolist(), dst.tolist())))[:2], int(chunks.sum())
     (24, [(0, 1), (1, 2)], 24)
     """
-    n, k = num_ranks, chunks_per_rank
+    n, k = num_ranks, chunks_per_npu
     ranks = np.arange(n)
     phases = 2 if collective is Collective.ALL_REDUCE else 1
     if name in ("ring", "biring"):
@@ -419,7 +441,7 @@ def _register(name: str, build, collectives: tuple[Collective, ...], summary: st
         return Synthesized(build(collective, num_ranks, options))
 
     def message_list(collective: Collective, num_ranks: int, options: SynthesisOptions):
-        src, dst, chunks = baseline_messages(name, collective, num_ranks, chunks_per_rank=options.chunks_per_npu)
+        src, dst, chunks = baseline_messages(name, collective, num_ranks, chunks_per_npu=options.chunks_per_npu)
         chunk_bytes = -(-options.size_bytes // (num_ranks * options.chunks_per_npu * share_factor))
         return src, dst, chunks * chunk_bytes
 
@@ -427,13 +449,13 @@ def _register(name: str, build, collectives: tuple[Collective, ...], summary: st
     register(Synthesizer(name, make, collectives, summary, messages=message_list if messages else None, footprint=_FOOTPRINTS[name], **extra))
 
 
-_register("ring", lambda c, n, o: ring(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+_register("ring", lambda c, n, o: ring(c, n, size_bytes=o.size_bytes, chunks_per_npu=o.chunks_per_npu), _RS_AG_AR,
           "unidirectional ring (rank r sends to r+1)")
-_register("biring", lambda c, n, o: bidirectional_ring(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+_register("biring", lambda c, n, o: bidirectional_ring(c, n, size_bytes=o.size_bytes, chunks_per_npu=o.chunks_per_npu), _RS_AG_AR,
           "two rings at once, half of every share each way", share_factor=2)
-_register("direct", lambda c, n, o: direct(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), (*_RS_AG_AR, Collective.ALL_TO_ALL),
+_register("direct", lambda c, n, o: direct(c, n, size_bytes=o.size_bytes, chunks_per_npu=o.chunks_per_npu), (*_RS_AG_AR, Collective.ALL_TO_ALL),
           "all-pairs: every rank sends each other rank what it needs")
-_register("rhd", lambda c, n, o: recursive_halving_doubling(c, n, size_bytes=o.size_bytes, chunks_per_rank=o.chunks_per_npu), _RS_AG_AR,
+_register("rhd", lambda c, n, o: recursive_halving_doubling(c, n, size_bytes=o.size_bytes, chunks_per_npu=o.chunks_per_npu), _RS_AG_AR,
           "recursive halving / doubling (powers of two)", accepts=lambda n: n & (n - 1) == 0)
 _register("tree", lambda c, n, o: binomial_tree(c, n, size_bytes=o.size_bytes, chunks=o.chunks_per_npu, root=o.root),
           (Collective.BROADCAST, Collective.REDUCE), "binomial tree broadcast / reduce from the root", messages=False)

@@ -1,6 +1,6 @@
 """``--algorithm best``: every applicable registered synthesizer, fastest by predicted time.
 
-The candidates are the registry's (:func:`applicable`: TACOS and the baselines today). Every
+The candidates are the registry's (:func:`applicable`: TACOS, the baselines and ForestColl today). Every
 candidate is timed by the network model (:func:`~chakra_collectives.network.predict_time`)
 and the fastest wins (ties: the first in :func:`applicable`'s order). Building and timing a
 baseline on a few hundred NPUs costs seconds, so a candidate is skipped when it provably cannot
@@ -38,7 +38,7 @@ def applicable(collective: Collective, num_npus: int, topology: Topology | None 
     and, when ``topology`` is given, fits it.
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
-    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb'], ['tacos', 'ring', 'biring', 'direct', 'bfb'])
+    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll'])
     """
     return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
 

@@ -52,6 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chakra_collectives import progress
+
 from chakra_collectives.synth.channels import Channels
 
 NO_ANCHOR = -1
@@ -347,15 +349,18 @@ class _Matcher:
         received = np.ones(self.n, dtype=bool)  # at t = 0 every NPU "received" its own chunks
         freed = np.zeros(0, dtype=np.int64)
         events: dict[int, tuple[int, bool]] = {}
-        while True:
-            self._match_direct(t, received, freed)
-            if self.has_routed:
-                self._match_routed(t, events)
-            t_next = self._next_time()
-            if t_next is None:
-                break
-            t = t_next
-            received, freed, events = self._arrive(t)
+        pairs = self.remaining
+        with progress.task("match chunks to links", total=pairs, unit="(NPU, chunk) pairs") as matched:
+            while True:
+                self._match_direct(t, received, freed)
+                if self.has_routed:
+                    self._match_routed(t, events)
+                matched.update(pairs - self.remaining)
+                t_next = self._next_time()
+                if t_next is None:
+                    break
+                t = t_next
+                received, freed, events = self._arrive(t)
         if self.remaining:
             raise RuntimeError(f"matching stopped with {self.remaining} (NPU, chunk) pairs unserved: is the topology connected?")
         return self._schedule()

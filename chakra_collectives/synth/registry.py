@@ -15,7 +15,7 @@ whenever any part of ``synth`` is imported. The order of registration is the ord
 breaks ties in:
 
 >>> [s.name for s in synthesizers()]
-['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb']
+['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll']
 >>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
 (True, False)
 >>> from chakra_collectives.topology import ring
@@ -25,7 +25,7 @@ breaks ties in:
 >>> get("donut")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb)
+chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll)
 """
 
 from __future__ import annotations
@@ -61,7 +61,11 @@ class SynthesisOptions:
     any_size: bool = False
     """The algorithm will be rescaled to other sizes (the replayer scales it to every call):
     produce one whose shape does not depend on ``size_bytes`` (TACOS then keeps single-chunk
-    messages and one seed)."""
+    messages and one seed; ForestColl the optimum's trees in one piece each)."""
+    trees_per_npu: int | str | None = None
+    """ForestColl's ``k``: a positive integer, ``"optimal"``, or ``None``/``"auto"`` (its choice)."""
+    chunks_per_tree: int | None = None
+    """ForestColl's pipeline pieces per tree (``None``: its choice)."""
 
     def __post_init__(self) -> None:
         if not self.size_bytes > 0:
@@ -71,6 +75,12 @@ class SynthesisOptions:
             raise InputError(f"chunks per NPU must be positive, got {self.chunks_per_npu}")
         if self.trials is not None and self.trials < 1:
             raise InputError(f"trials must be positive, got {self.trials}")
+        if self.chunks_per_tree is not None and self.chunks_per_tree < 1:
+            raise InputError(f"chunks per tree must be positive, got {self.chunks_per_tree}")
+        if isinstance(self.trees_per_npu, int) and self.trees_per_npu < 1:
+            raise InputError(f"trees per NPU must be positive, got {self.trees_per_npu}")
+        if isinstance(self.trees_per_npu, str) and self.trees_per_npu not in ("auto", "optimal"):
+            raise InputError(f"trees per NPU must be a positive integer, 'optimal' or 'auto', not {self.trees_per_npu!r}")
 
 
 @dataclass(frozen=True)
@@ -80,9 +90,12 @@ class Synthesized:
     algorithm: CollectiveAlgorithm
     schedule_ns: float | None = None
     """The producer's own estimate of the time, when it plans with the network model (TACOS)."""
+    predicted_ns: float | None = None
+    """The network model's time (tacos mode) when the producer already predicted it while
+    choosing among its variants (ForestColl); ``synthesize`` then does not predict again."""
     details: dict[str, Any] = field(default_factory=dict)
     """Producer-specific facts for reports (TACOS: ``seed``, ``trials``, ``phase_seeds``,
-    ``phase_latency_ratios``)."""
+    ``phase_latency_ratios``; ForestColl: ``forestcoll``, a dict of its optimum and trees)."""
 
 
 Factory = Callable[[Topology, Collective, int, SynthesisOptions], Synthesized]
@@ -129,6 +142,9 @@ class Synthesizer:
     """``footprint(topology, collective, num_ranks, options) -> (bytes, what they count)``: the
     memory producing and predicting it needs, before it runs
     (:mod:`~chakra_collectives.synth.footprint`; ``None``: the ``(NPU, chunk)`` pair model)."""
+    chunked: bool = True
+    """It reads ``chunks_per_npu``; when False (ForestColl cuts its trees' shares itself),
+    ``synthesize`` builds it once instead of once per ``K`` it tries."""
 
     def supports(self, collective: Collective, num_ranks: int) -> bool:
         """Whether it can build ``collective`` over ``num_ranks`` ranks."""

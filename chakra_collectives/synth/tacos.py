@@ -38,6 +38,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from chakra_collectives import progress
+
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
@@ -137,15 +139,30 @@ def tacos(
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
     search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, merge_variants)
     mirror = channels.mirror()
-    if collective is Collective.ALL_GATHER:
-        phases = (search.best(channels, judge_by_model=False),)
-    elif mirror is not None:  # the reversed network is the same network: one search serves both phases
-        best = search.best(channels, judge_by_model=False)
-        reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
-        phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
-    else:
-        reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches))
-        phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, search.best(channels, judge_by_model=False))
+    searches = 2 if collective is Collective.ALL_REDUCE and mirror is None else 1
+    with progress.task("phases", total=searches, unit="searches") as steps:
+        if collective is Collective.ALL_GATHER:
+            phases = (search.best(channels, judge_by_model=False, name="all-gather"),)
+        elif mirror is not None:  # the reversed network is the same network: one search serves both phases
+            best = search.best(channels, judge_by_model=False, name="all-gather")
+            reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
+            phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
+        else:
+            reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches), name="reduce-scatter")
+            if collective is Collective.ALL_REDUCE:
+                steps.advance()
+                phases = (reversed_phase, search.best(channels, judge_by_model=False, name="all-gather"))
+            else:
+                phases = (reversed_phase,)
+        steps.update(searches)
+    with progress.task("lower to operations"):
+        algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials)
+    return TacosResult(algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials)
+
+
+def _lower(
+    collective: Collective, phases: tuple[Trial, ...], size_bytes: int, topology: Topology, chunks_per_npu: int, seed: int, trials: int
+) -> CollectiveAlgorithm:
     provenance = {
         "algorithm": "tacos",
         "topology": topology.name,
@@ -158,12 +175,10 @@ def tacos(
     }
     schedules = [p.schedule for p in phases]
     if collective is Collective.ALL_GATHER:
-        algo = all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
-    elif collective is Collective.REDUCE_SCATTER:
-        algo = reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
-    else:
-        algo = all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance)
-    return TacosResult(algorithm=algo, schedule_ns=sum(s.time_ns for s in schedules), phases=phases, trials=trials)
+        return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
+    if collective is Collective.REDUCE_SCATTER:
+        return reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance)
+    return all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance)
 
 
 TRIAL_BUDGET = 2**14
@@ -206,21 +221,23 @@ class _Search:
     trials: int
     variants: tuple[float, ...]
 
-    def best(self, channels: Channels, *, judge_by_model: bool) -> Trial:
+    def best(self, channels: Channels, *, judge_by_model: bool, name: str) -> Trial:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule)."""
         best: Trial | None = None
         ratios = distinct_variants(channels, self.variants)
-        for trial in range(self.trials):
-            for ratio in ratios:
-                schedule = match_all_gather(channels, self.k, seed=self.seed + trial, latency_ratio=ratio)
-                if judge_by_model:
-                    algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes)
-                    judged = predict_time(algo, self.topology)
-                else:
-                    judged = schedule.time_ns
-                if best is None or judged < best.time_ns:
-                    best = Trial(seed=self.seed + trial, latency_ratio=ratio, schedule=schedule, time_ns=judged)
-                del schedule
+        with progress.task(name, total=self.trials * len(ratios), unit="trials") as done:
+            for trial in range(self.trials):
+                for ratio in ratios:
+                    schedule = match_all_gather(channels, self.k, seed=self.seed + trial, latency_ratio=ratio)
+                    if judge_by_model:
+                        algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes)
+                        judged = predict_time(algo, self.topology)
+                    else:
+                        judged = schedule.time_ns
+                    if best is None or judged < best.time_ns:
+                        best = Trial(seed=self.seed + trial, latency_ratio=ratio, schedule=schedule, time_ns=judged)
+                    del schedule
+                    done.advance()
         assert best is not None
         return best
 

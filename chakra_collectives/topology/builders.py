@@ -21,9 +21,12 @@ import itertools
 from math import prod
 from typing import Sequence
 
+import numpy as np
+
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_links, check_npus
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.symmetry import NpuSymmetry
 
 BANDWIDTH_GBPS = 50.0
 """Default link bandwidth (ASTRA-sim's example networks, TACOS's example)."""
@@ -67,7 +70,29 @@ def _grid(
             elif wrap and size > 2:  # size 2: the wrap-around would duplicate the existing pair
                 topo.add_link(here, here - (size - 1) * stride, bw, lat, bidirectional=True)
     topo.uniform = wrap  # a torus: translations map any NPU to any other
+    topo.symmetry = _grid_symmetry(dims, wrap=wrap)
     return topo
+
+
+def _grid_symmetry(dims: Sequence[int], *, wrap: bool) -> NpuSymmetry | None:
+    """A torus's unit translations along each axis; a mesh's flips of its even-length axes
+    (flipping an odd-length axis would fix its middle layer)."""
+    n = prod(dims)
+    coords = np.indices(tuple(reversed(dims))).reshape(len(dims), -1)[::-1]  # coords[axis][npu]
+    strides = [prod(dims[:i]) for i in range(len(dims))]
+    moves = []
+    for axis, size in enumerate(dims):
+        if size < 2 or (not wrap and size % 2):
+            continue
+        moved = coords.copy()
+        moved[axis] = (coords[axis] + 1) % size if wrap else size - 1 - coords[axis]
+        moves.append(sum(moved[a] * strides[a] for a in range(len(dims))))
+    return NpuSymmetry.from_generators(n, moves) if moves else None
+
+
+def _rotation(n: int, extra: int = 0) -> NpuSymmetry:
+    """NPU ``i`` to ``i+1`` (mod ``n``); ``extra`` switch nodes stay where they are."""
+    return NpuSymmetry.from_generators(n, [[(i + 1) % n for i in range(n)] + list(range(n, n + extra))])
 
 
 def ring(
@@ -96,6 +121,7 @@ def ring(
             for i in range(n):
                 topo.add_link((i + 1) % n, i, bandwidth_gbps, latency_ns, bidirectional=False)
     topo.uniform = True
+    topo.symmetry = _rotation(n)
     return topo
 
 
@@ -113,6 +139,7 @@ def fully_connected(n: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, latency_n
             if i != j:
                 topo.add_link(i, j, bandwidth_gbps, latency_ns)
     topo.uniform = True
+    topo.symmetry = _rotation(n)
     return topo
 
 
@@ -124,6 +151,7 @@ def switch(n: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, latency_ns: float 
     for i in range(n):
         topo.add_link(i, hub, bandwidth_gbps, latency_ns, bidirectional=True)
     topo.uniform = True
+    topo.symmetry = _rotation(n, extra=1)
     return topo
 
 
@@ -188,6 +216,7 @@ def hypercube(
                 if other != position:
                     topo.add_link(here, here + (other - position) * stride, bandwidth_gbps, latency_ns)
     topo.uniform = True
+    topo.symmetry = _grid_symmetry(dims, wrap=True)  # cyclic shifts map each fully connected axis to itself
     return topo
 
 
@@ -223,17 +252,138 @@ def dgx(
         for npu in range(topo.num_npus):
             topo.add_link(npu, hub, nic_bandwidth_gbps, nic_latency_ns, bidirectional=True)
     topo.uniform = True
+    hub_fixed = list(range(topo.num_npus, topo.num_nodes))
+    next_server = [((i // gpus + 1) % islands) * gpus + i % gpus for i in range(topo.num_npus)]
+    next_gpu = [(i // gpus) * gpus + (i % gpus + 1) % gpus for i in range(topo.num_npus)]
+    topo.symmetry = NpuSymmetry.from_generators(topo.num_npus, [next_server + hub_fixed, next_gpu + hub_fixed])
+    return topo
+
+
+A100_GPUS = 8
+MI250_GPUS = 16
+MI250_XGMI_LINKS = (
+    (0, 4, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+    (4, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0),
+    (0, 0, 0, 4, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0),
+    (0, 0, 4, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0),
+    (2, 0, 0, 0, 0, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+    (0, 1, 0, 0, 4, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+    (0, 0, 1, 0, 1, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0),
+    (0, 0, 0, 2, 0, 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+    (1, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 2, 0, 0, 0),
+    (0, 1, 1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 1, 0, 0),
+    (0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 1, 0),
+    (0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 2),
+    (0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 4, 1, 0),
+    (0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 4, 0, 1, 1),
+    (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 0, 4),
+    (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, 4, 0),
+)
+"""xGMI links between the 16 GPUs of an MI250 box: entry ``[a][b]`` is how many links join
+GPU ``a`` and GPU ``b`` (ForestColl's ``topologies.py``; symmetric, 7 links per GPU)."""
+
+
+def a100(
+    boxes: int,
+    *,
+    nvlink_bandwidth_gbps: float = 300.0,
+    nvlink_latency_ns: float = 250.0,
+    nic_bandwidth_gbps: float = 25.0,
+    nic_latency_ns: float = 500.0,
+) -> Topology:
+    """ForestColl's NVIDIA DGX A100 platform: ``boxes`` boxes of 8 GPUs.
+
+    In a box every GPU has a 300 GB/s link to and from the box's NVSwitch; with more than one
+    box every GPU also has its own NIC (a switch node) joined by 25 GB/s links, and the NICs of
+    even GPUs meet on one InfiniBand switch, those of odd GPUs on another (the "two IB
+    switches for even/odd NICs" of ForestColl's ``topologies.py``). GPU ``g`` of box ``b`` is
+    NPU ``8*b + g``; then come the NVSwitches (one per box), the NICs (box by box) and the
+    two IB switches. Latencies are ours (ForestColl's model has none): 250 ns per NVLink hop,
+    500 ns per NIC or IB hop.
+
+    >>> a100(2).describe()
+    'a100:2: 16 NPUs, 20 switches, 96 links'
+    """
+    _positive_dims("a100", [boxes])
+    g = A100_GPUS
+    n = boxes * g
+    topo = Topology(n, name=f"a100:{boxes}")
+    nvswitch = [topo.add_switch() for _ in range(boxes)]
+    for box in range(boxes):
+        for gpu in range(g):
+            topo.add_link(box * g + gpu, nvswitch[box], nvlink_bandwidth_gbps, nvlink_latency_ns, bidirectional=True)
+    if boxes > 1:
+        nic = [topo.add_switch() for _ in range(n)]
+        infiniband = [topo.add_switch(), topo.add_switch()]
+        for npu in range(n):
+            topo.add_link(npu, nic[npu], nic_bandwidth_gbps, nic_latency_ns, bidirectional=True)
+        for npu in range(n):
+            topo.add_link(nic[npu], infiniband[npu % 2], nic_bandwidth_gbps, nic_latency_ns, bidirectional=True)
+    next_box = [(i + g) % n for i in range(n)] + [n + (b + 1) % boxes for b in range(boxes)]
+    next_gpu = [(i // g) * g + (i + 1) % g for i in range(n)] + [n + b for b in range(boxes)]
+    if boxes > 1:
+        nic_base = n + boxes
+        next_box += [nic_base + (i + g) % n for i in range(n)] + [nic_base + n, nic_base + n + 1]
+        next_gpu += [nic_base + (i // g) * g + (i + 1) % g for i in range(n)] + [nic_base + n + 1, nic_base + n]
+    topo.uniform = True
+    topo.symmetry = NpuSymmetry.from_generators(n, [next_box, next_gpu])
+    return topo
+
+
+def mi250(
+    boxes: int,
+    *,
+    xgmi_bandwidth_gbps: float = 50.0,
+    xgmi_latency_ns: float = 250.0,
+    ib_bandwidth_gbps: float = 16.0,
+    ib_latency_ns: float = 1000.0,
+) -> Topology:
+    """ForestColl's AMD MI250 platform: ``boxes`` boxes of 16 GPUs.
+
+    Inside a box, GPUs ``a`` and ``b`` are joined both ways by ``MI250_XGMI_LINKS[a][b]`` xGMI
+    links, modeled as one link of that many times 50 GB/s; with more than one box every GPU
+    also has a 16 GB/s InfiniBand port to and from one switch (ForestColl's
+    ``topologies.py``). GPU ``g`` of box ``b`` is NPU ``16*b + g``; the switch comes last.
+    Latencies are ours: 250 ns per xGMI hop, 1 us per IB hop.
+
+    >>> mi250(2).describe()
+    'mi250:2: 32 NPUs, 1 switches, 176 links'
+    """
+    _positive_dims("mi250", [boxes])
+    g = MI250_GPUS
+    n = boxes * g
+    topo = Topology(n, name=f"mi250:{boxes}")
+    for box in range(boxes):
+        for a in range(g):
+            for b in range(g):
+                if MI250_XGMI_LINKS[a][b]:
+                    topo.add_link(box * g + a, box * g + b, MI250_XGMI_LINKS[a][b] * xgmi_bandwidth_gbps, xgmi_latency_ns)
+    if boxes > 1:
+        hub = topo.add_switch()
+        for npu in range(n):
+            topo.add_link(npu, hub, ib_bandwidth_gbps, ib_latency_ns, bidirectional=True)
+    fixed = list(range(n, topo.num_nodes))
+    # the box's own symmetries (ForestColl's link matrix has exactly these two, and their product)
+    half_turn = [(i // g) * g + (i % g + 8) % g for i in range(n)] + fixed
+    mirror = [(i // g) * g + (i % g) ^ 3 for i in range(n)] + fixed
+    next_box = [(i + g) % n for i in range(n)] + fixed
+    topo.symmetry = NpuSymmetry.from_generators(n, [next_box, half_turn, mirror])
     return topo
 
 
 __all__ = [
+    "A100_GPUS",
     "BANDWIDTH_GBPS",
     "LATENCY_NS",
+    "MI250_GPUS",
+    "MI250_XGMI_LINKS",
+    "a100",
     "dgx",
     "fully_connected",
     "hetero_mesh2d",
     "hypercube",
     "mesh2d",
+    "mi250",
     "mesh3d",
     "ring",
     "switch",

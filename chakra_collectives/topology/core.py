@@ -27,12 +27,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_bandwidth, check_latency, check_links, check_npus, check_switches
+
+if TYPE_CHECKING:
+    from chakra_collectives.topology.symmetry import NpuSymmetry
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class Topology:
         """Every NPU looks alike (some symmetry of the network maps any NPU to any other).
         Builders that guarantee it set it after adding their links; adding a link clears it.
         Lower bounds use it to try one NPU instead of all."""
+        self.symmetry: "NpuSymmetry | None" = None
+        """Automorphisms acting freely on the NPUs (:mod:`~chakra_collectives.topology.symmetry`),
+        set by builders that know them; adding a link clears it."""
         self._routes: dict[int, list[list[int] | None]] = {}
         self._connected = False
 
@@ -70,6 +77,7 @@ class Topology:
     def add_switch(self) -> int:
         """Add a switch node and return its id."""
         self.num_switches = check_switches(self.num_switches + 1, self.name)
+        self.symmetry = None
         self._invalidate()
         return self.num_nodes - 1
 
@@ -90,6 +98,7 @@ class Topology:
         check_links(len(self.links) + (2 if bidirectional else 1), self.name)
         self.links.append(Link(src, dst, bandwidth_gbps, latency_ns))
         self.uniform = False
+        self.symmetry = None
         if bidirectional:
             self.links.append(Link(dst, src, bandwidth_gbps, latency_ns))
         self._invalidate()

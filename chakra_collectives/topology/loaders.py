@@ -13,6 +13,8 @@ accepted for ``bandwidth_gbps`` and ``latency_ns`` (also as suffixes: ``nic_bw``
     hypercube:4x4x4             generalized hypercube (hypercube:6 = binary 6-cube, 64 NPUs)
     hetero-mesh2d:8x8           2D mesh, x links 100 GB/s and y links 50 GB/s by default
     dgx:4x8                     4 servers x 8 GPUs: NVLink inside, per-GPU NICs to a switch
+    a100:2                      ForestColl's DGX A100 boxes: NVSwitch inside, per-GPU NICs, even/odd IB switches
+    mi250:2                     ForestColl's MI250 boxes: 16 GPUs on xGMI, a 16 GB/s IB port each
     torus2d:8x8,bw=100,lat=250  any builder with other link parameters
     circulant:16,strides=1,5    i -> i +- s (mod 16); totientperms:64,degree=4 (TopoOpt's rings)
     kautz:2,3   debruijn:2,4    Kautz K(2,3), de Bruijn B(2,4); genkautz:100,degree=3 (any N)
@@ -45,7 +47,7 @@ each other NPU) before it is returned.
 >>> load_topology("donut:4")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown topology 'donut' (valid: circulant, debruijn, dgx, fattree, fully-connected, genkautz, hamming, hetero-mesh2d, hypercube, kautz, mesh2d, mesh3d, ring, switch, torus2d, torus3d, totientperms; or a topology file path)
+chakra_collectives.errors.InputError: unknown topology 'donut' (valid: a100, circulant, debruijn, dgx, fattree, fully-connected, genkautz, hamming, hetero-mesh2d, hypercube, kautz, mesh2d, mesh3d, mi250, ring, switch, torus2d, torus3d, totientperms; or a topology file path)
 """
 
 from __future__ import annotations
@@ -112,6 +114,8 @@ BUILDERS: dict[str, _Builder] = {
     "hypercube": _Builder(_hypercube, tuple(range(1, 17)), "hypercube:4x4x4"),
     "hetero-mesh2d": _Builder(builders.hetero_mesh2d, (2,), "hetero-mesh2d:8x8"),
     "dgx": _Builder(builders.dgx, (2,), "dgx:4x8"),
+    "a100": _Builder(builders.a100, (1,), "a100:2"),
+    "mi250": _Builder(builders.mi250, (1,), "mi250:2"),
     "circulant": _Builder(families.circulant, (1,), "circulant:16,strides=1,5"),
     "totientperms": _Builder(families.totientperms, (1,), "totientperms:64,degree=4"),
     "kautz": _Builder(families.kautz, (2,), "kautz:2,3"),

@@ -9,10 +9,10 @@ Along one valid execution order, each slot's accesses form a sequence; it suffic
 each access against the previous write of its slot, and each read against the next write (the
 classic race-detection pairs). The pairs are found for all slots at once with numpy; most are
 ordered by a direct edge (a dependency, or a SEND and its RECV), which is also checked with
-numpy; the rest are decided by a breadth-first search from ``a`` that never looks past ``b``'s
-position in the order. Searches share a visit budget: an algorithm whose ordering paths are
-too long to check within it is reported as such (the caller then falls back to comparing two
-extreme execution orders).
+numpy. The rest are decided exactly by reachability bitsets (:func:`happens_before`): every
+operation gets the set of earlier operations -- among the few that still need an answer --
+that reach it, computed level by level over the dependency + message graph with numpy, in
+blocks of sources sized to a memory budget. No pair is left unchecked, whatever the size.
 
 >>> from chakra_collectives.ir import Collective
 >>> from chakra_collectives.synth.baselines import ring
@@ -20,43 +20,35 @@ extreme execution orders).
 >>> from chakra_collectives.ir.matching import match_messages
 >>> algo = ring(Collective.ALL_REDUCE, 4, size_bytes=4096)
 >>> partner = match_messages(algo).partner
->>> find_race(algo, partner, execute(algo, partner).order)
-RaceCheck(race=None, complete=True)
+>>> find_race(algo, partner, execute(algo, partner).order) is None
+True
 """
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass
-
 import numpy as np
 
+from chakra_collectives import progress
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.ir.structure import dependents
 
-VISIT_BUDGET_PER_OP = 20
-"""The searches together may visit this many operations per operation of the algorithm."""
+MEMORY_BUDGET_BYTES = 256 * 2**20
+"""Bytes the reachability bitsets of one block may take; more sources take more blocks."""
 
 _OFFSET_BITS = 40
 
 
-@dataclass(frozen=True)
-class RaceCheck:
-    race: str | None
-    """A description of the first race found (``None``: none found)."""
-    complete: bool
-    """False when the visit budget ran out before every pair was checked."""
+def find_race(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]) -> str | None:
+    """The first data race along the (complete) valid execution ``order``, described; ``None``: none.
 
-
-def find_race(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]) -> RaceCheck:
-    """Check every conflicting pair of accesses along the (complete) valid execution ``order``."""
+    Every conflicting pair of accesses is checked (see the module docstring).
+    """
     ops = algo.ops
     size = len(ops)
     position = np.empty(size, dtype=np.int64)
     position[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
     op, slot, writes = _accesses(algo)
     if len(op) == 0:
-        return RaceCheck(race=None, complete=True)
+        return None
     sorted_by = np.lexsort((position[op], slot))
     op, slot, writes = op[sorted_by], slot[sorted_by], writes[sorted_by]
     index = np.arange(len(op))
@@ -81,17 +73,102 @@ def find_race(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]) 
     direct = _direct_edge(algo, partner, a, b)
     a, b, first, second = a[~direct], b[~direct], first[~direct], second[~direct]
     if len(a) == 0:
-        return RaceCheck(race=None, complete=True)
-    checked = _Reachability(algo, partner, position)
-    for i in np.argsort(position[b], kind="stable").tolist():
-        ordered = checked.before(int(a[i]), int(b[i]))
-        if ordered is None:
-            return RaceCheck(race=None, complete=False)
-        if not ordered:
-            how_a = "write" if writes[first[i]] else "read"
-            how_b = "write" if writes[second[i]] else "read"
-            return RaceCheck(race=_describe(algo, int(a[i]), how_a, int(b[i]), how_b, int(slot[first[i]])), complete=True)
-    return RaceCheck(race=None, complete=True)
+        return None
+    unordered = np.flatnonzero(~happens_before(algo, partner, a, b))
+    if len(unordered) == 0:
+        return None
+    i = int(unordered[np.argmin(position[b[unordered]])])
+    how_a = "write" if writes[first[i]] else "read"
+    how_b = "write" if writes[second[i]] else "read"
+    return _describe(algo, int(a[i]), how_a, int(b[i]), how_b, int(slot[first[i]]))
+
+
+def happens_before(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each pair, whether a path of dependencies and messages leads from ``a[i]`` to ``b[i]``.
+
+    Exact for any graph: the distinct sources are numbered and processed in blocks of ``64 W``;
+    for a block, every operation's ancestors among the block's sources are a ``W``-word bitset,
+    the OR of its predecessors' (plus the predecessor itself when it is a source), filled in
+    one topological level at a time. ``W`` is as large as :data:`MEMORY_BUDGET_BYTES` allows.
+
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> from chakra_collectives.ir.matching import match_messages
+    >>> algo = ring(Collective.ALL_GATHER, 3, size_bytes=3)
+    >>> partner = match_messages(algo).partner
+    >>> # rank 0's first SEND (op 0) reaches rank 1's RECV (op 5), which its forwarding SEND (op 8)
+    >>> # waits for; nothing leads from rank 1's own first SEND (op 6) back to op 0
+    >>> happens_before(algo, partner, np.array([0, 6]), np.array([8, 0])).tolist()
+    [True, False]
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    answer = np.zeros(len(a), dtype=bool)
+    if len(a) == 0:
+        return answer
+    ops = algo.ops
+    size = len(ops)
+    edge_src, edge_dst = _edges(algo, partner)
+    level = _levels(size, edge_src, edge_dst)
+    by_target = np.lexsort((edge_dst, level[edge_dst]))
+    edge_src, edge_dst = edge_src[by_target], edge_dst[by_target]
+    target_level = level[edge_dst]
+    level_start = np.searchsorted(target_level, np.arange(int(level.max(initial=0)) + 2))
+    sources, source_of = np.unique(a, return_inverse=True)
+    words = int(max(1, min(-(-len(sources) // 64), MEMORY_BUDGET_BYTES // (8 * max(size, 1)))))
+    block = 64 * words
+    passes = -(-len(sources) // block)
+    with progress.task("happens-before", total=passes, unit="blocks") as done:
+        for lo in range(0, len(sources), block):
+            members = sources[lo : lo + block]
+            bit_index = np.full(size, -1, dtype=np.int64)
+            bit_index[members] = np.arange(len(members))
+            reach = np.zeros((size, words), dtype=np.uint64)
+            for lv in range(1, len(level_start) - 1):
+                e0, e1 = level_start[lv], level_start[lv + 1]
+                if e0 == e1:
+                    continue
+                src, dst = edge_src[e0:e1], edge_dst[e0:e1]
+                values = reach[src]
+                own = bit_index[src]
+                mine = own >= 0
+                values[np.flatnonzero(mine), own[mine] // 64] |= np.left_shift(np.uint64(1), (own[mine] % 64).astype(np.uint64))
+                heads = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+                reach[dst[heads]] = np.bitwise_or.reduceat(values, heads, axis=0)
+            asked = np.flatnonzero((source_of >= lo) & (source_of < lo + block))
+            bit = source_of[asked] - lo
+            word = reach[b[asked], bit // 64]
+            answer[asked] = (word >> (bit % 64).astype(np.uint64)) & np.uint64(1) == 1
+            done.advance()
+    return answer
+
+
+def _edges(algo: CollectiveAlgorithm, partner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every edge ``from -> to`` of the happens-before graph: dependencies, then SEND -> RECV."""
+    ops = algo.ops
+    owner = np.repeat(np.arange(len(ops), dtype=np.int64), np.diff(ops.dep_ptr))
+    sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
+    return np.concatenate([ops.dep_idx.astype(np.int64), sends]), np.concatenate([owner, partner[sends].astype(np.int64)])
+
+
+def _levels(size: int, edge_src: np.ndarray, edge_dst: np.ndarray) -> np.ndarray:
+    """Longest-path level of every operation (0: no predecessor), by Kahn's algorithm a level at a time."""
+    order = np.argsort(edge_src, kind="stable")
+    succ = edge_dst[order]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(edge_src, minlength=size))])
+    waiting = np.bincount(edge_dst, minlength=size)
+    level = np.zeros(size, dtype=np.int64)
+    frontier = np.flatnonzero(waiting == 0)
+    depth = 0
+    while len(frontier):
+        level[frontier] = depth
+        counts = ptr[frontier + 1] - ptr[frontier]
+        starts = np.repeat(ptr[frontier] - np.cumsum(counts) + counts, counts)
+        targets = succ[starts + np.arange(int(counts.sum()))]
+        waiting -= np.bincount(targets, minlength=size)
+        frontier = np.unique(targets[waiting[targets] == 0])
+        depth += 1
+    return level
 
 
 def _accesses(algo: CollectiveAlgorithm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,36 +203,6 @@ def _direct_edge(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray, 
     sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
     edges = np.concatenate([ops.dep_idx * size + owner, sends * size + partner[sends]])
     return np.isin(a * size + b, edges)
-
-
-class _Reachability:
-    """Breadth-first "does ``a`` happen before ``b``?" with a shared visit budget."""
-
-    def __init__(self, algo: CollectiveAlgorithm, partner: np.ndarray, position: np.ndarray) -> None:
-        ops = algo.ops
-        sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
-        self.succ_ptr, self.succ = dependents(algo, extra=(sends, partner[sends]))
-        self.position = position.tolist()
-        self.budget = VISIT_BUDGET_PER_OP * len(ops)
-
-    def before(self, a: int, b: int) -> bool | None:
-        """``None`` when the budget is exhausted."""
-        succ, succ_ptr, position = self.succ, self.succ_ptr, self.position
-        limit = position[b]
-        seen = {a}
-        queue = deque([a])
-        while queue:
-            node = queue.popleft()
-            for nxt in succ[succ_ptr[node] : succ_ptr[node + 1]]:
-                if nxt == b:
-                    return True
-                if nxt not in seen and position[nxt] < limit:
-                    seen.add(nxt)
-                    queue.append(nxt)
-            self.budget -= 1
-            if self.budget <= 0:
-                return None
-        return False
 
 
 def _describe(algo: CollectiveAlgorithm, a: int, how_a: str, b: int, how_b: str, slot: int) -> str:

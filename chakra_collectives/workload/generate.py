@@ -4,7 +4,7 @@ Every generator returns a :class:`GeneratedWorkload` (per-rank nodes built with
 :class:`~chakra_collectives.converters.chakra_et.WorkloadBuilder`, plus process groups for hybrid
 parallelism); :meth:`GeneratedWorkload.write` writes ``PREFIX.{rank}.et`` -- and
 ``PREFIX.json``, ASTRA-sim's communicator-group file, when there are groups -- all or nothing.
-The files are what ASTRA-sim's workload feeder reads (``et-conventions.md``): COMP nodes with
+The files are what ASTRA-sim's workload feeder reads (``docs/et-conventions.md``): COMP nodes with
 ``duration_micros`` and ``is_cpu_op = false`` (plus uint64 ``num_ops`` / ``tensor_size`` when
 the spec gives operations, for roofline mode); COMM_COLL nodes with int64 ``comm_type`` and
 ``comm_size``, ``is_cpu_op = false`` and, for groups, ``pg_name``; no METADATA nodes.
@@ -77,7 +77,7 @@ class GeneratedWorkload:
         return {
             "kind": self.kind,
             "name": self.name,
-            "ranks": self.num_ranks,
+            "num_ranks": self.num_ranks,
             "nodes_per_rank": len(nodes),
             "compute_ns_per_rank": compute,
             "collectives": [
@@ -85,6 +85,8 @@ class GeneratedWorkload:
             ],
             "collective_bytes_per_rank": sum(s * n for (_, s, _), n in calls.items()),
             "groups": self.groups,
+            "ranks": self.num_ranks,  # deprecated spelling of num_ranks, kept for one release
+            "deprecated": {"ranks": "num_ranks"},
         }
 
 

@@ -5,7 +5,7 @@ ASTRA-sim's system layer (:mod:`chakra_collectives.astra_system`).
 ASTRA-sim runs a collective from Chakra ETs when the system file names them under
 ``<collective>-implementation-custom``; ``preferred-dataset-splits`` must be 1 for custom
 collectives (ASTRA-sim divides by it, and with more splits no rank finishes;
-``et-conventions.md``). Other collectives use a native implementation per network dimension.
+``docs/et-conventions.md``). Other collectives use a native implementation per network dimension.
 
 >>> from chakra_collectives.ir import Collective
 >>> config = system_config({Collective.ALL_REDUCE: "collectives/all_reduce"}, dimensions=2)

@@ -1,7 +1,7 @@
 """Every attribute chakra-collectives writes into Chakra ET files, with its protobuf type.
 
 The first group is what ASTRA-sim's feeder reads (names and types exactly as in
-``et-conventions.md``); the ``cc_*`` group is ours: ASTRA-sim ignores attributes it does not
+``docs/et-conventions.md``); the ``cc_*`` group is ours: ASTRA-sim ignores attributes it does not
 know, and ours keep an algorithm verifiable and re-scalable after it is written.
 ``schemas/et-attributes.json`` is generated from :data:`ATTRIBUTES` (a test keeps it current).
 
@@ -63,6 +63,7 @@ ATTRIBUTES: dict[str, Attribute] = _attrs(
     Attribute("cc_provenance", "string_list", "metadata", "key=value strings: which tool/options produced the algorithm (absent when empty)", "chakra-collectives"),
     Attribute("cc_src", "int64_list", "SEND COMP", "[buffer, offset, count]: chunks read (buffer 0 input, 1 output, 2 scratch)", "chakra-collectives"),
     Attribute("cc_dst", "int64_list", "RECV COMP", "[buffer, offset, count]: chunks written (for a reduction: accumulated into)", "chakra-collectives"),
+    Attribute("cc_route", "int64_list", "SEND", "the message's path through the network, when the algorithm chose it: node ids from the sending rank's NPU to the receiving rank's (rank r on NPU r), switches (numbered after the NPUs) in between; absent: the network's own route", "chakra-collectives"),
     Attribute("cc_op", "string_val", "COMP", "'reduce' (dst = dst + src) or 'copy' (dst = src); absent on opaque compute", "chakra-collectives"),
     Attribute("cc_duration_ns", "double_val", "COMP", "exact duration in ns when known (duration_micros is whole microseconds)", "chakra-collectives"),
 )

@@ -24,6 +24,7 @@ True
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,10 @@ def _as_float(kind: str | None, value: Any) -> float | None:
     return float(value) if kind in ("double_val", "float_val") else None
 
 
+def _as_route(kind: str | None, value: Any) -> tuple[int, ...] | None:
+    return tuple(int(v) for v in value) if kind == "int64_list" and len(value) >= 2 and min(value) >= 0 else None
+
+
 def _as_local_op(kind: str | None, value: Any) -> str | None:
     return value if kind == "string_val" and value in ("reduce", "copy") else None
 
@@ -132,6 +137,13 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         present, ok = parts[0][0], parts[0][1]
         _refuse(nodes, present & ~ok, f"attribute {name} must be an int64_list [buffer, offset, count] with buffer 0, 1 or 2")
         refs[name] = (present, np.column_stack([values for _, _, values in parts]))
+    route_present, route_ok, route_path = attrs.converted("cc_route", _as_route, fill=None, dtype=object)
+    _refuse(nodes, route_present & ~route_ok, "cc_route must be an int64_list of at least two node ids")
+    _refuse(nodes, route_present & ~send, "cc_route belongs on SEND nodes only")
+    routes: dict[tuple[int, ...], int] = {}
+    route = np.full(len(types), NONE, dtype=np.int32)
+    for i in np.flatnonzero(route_present).tolist():
+        route[i] = routes.setdefault(route_path[i], len(routes))
     op_present, op_ok, op = attrs.converted("cc_op", _as_local_op, fill="", dtype=object)
     _refuse(nodes, comp & op_present & ~op_ok, "cc_op must be the string 'reduce' or 'copy'")
     exact_present, exact_ok, exact = attrs.converted("cc_duration_ns", _as_float, fill=np.nan, dtype=np.float64)
@@ -169,6 +181,8 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         "nbytes": np.where(comm, size, NONE),
         "duration_ns": duration,
         "node_id": nodes.ids,
+        "route": route,
+        "routes": tuple(routes),
     }
 
 
@@ -197,12 +211,13 @@ def read_algorithm(
     if ours:
         _check_consistent(files)
     columns = _operation_columns(nodes)
+    routes = columns.pop("routes")
     num_ranks = len(files)
     rank = np.repeat(np.arange(num_ranks, dtype=np.int32), np.diff(nodes.file_ptr))
     table = OpTable.from_columns(rank=rank, dep_ptr=nodes.dep_ptr, dep_idx=nodes.dep_pos, **columns)
     if ours:
-        return _ours(files, table, collective, size_bytes)
-    return _foreign(files, table, collective, size_bytes)
+        return replace(_ours(files, table, collective, size_bytes), routes=routes)
+    return replace(_foreign(files, table, collective, size_bytes), routes=routes)
 
 
 _SHARED_METADATA = ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes", "cc_inplace", "cc_root", "cc_name")

@@ -45,6 +45,7 @@ from chakra_collectives.converters.chakra_et.read_policy import (
 )
 from chakra_collectives.converters.chakra_et.repairs import repair_dependencies
 from chakra_collectives.converters.chakra_et.reader import rank_files
+from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_nodes, split_records
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 
@@ -211,4 +212,28 @@ def read_workload(prefix: str | Path, policy: ReadPolicy | None = None) -> Workl
     )
 
 
-__all__ = ["NO_COLLECTIVE", "Workload", "collective_name", "node_type_name", "read_workload"]
+def read_node_names(workload: Workload) -> list[str]:
+    """The ``name`` of every node of ``workload``, in its order (pictures and traces label nodes
+    with it; reading the columns skips names). Names are looked up by rank and node id in the
+    files, so nodes the read policy skipped do not shift them.
+
+    >>> import tempfile, pathlib
+    >>> from chakra_collectives.converters.chakra_et.workload_writer import single_collective_workload
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-reduce", 2, 2**20)
+    ...     names = read_node_names(read_workload(pathlib.Path(tmp) / "w"))
+    >>> names
+    ['all-reduce', 'all-reduce']
+    """
+    names: list[str] = []
+    bounds = workload.rank_bounds()
+    for rank, path in enumerate(workload.paths):
+        data = load_bytes(path)
+        records = split_records(data, path)
+        view = parse_nodes(data, records[1:])[0] if len(records) > 1 else []
+        by_id = {node.id: node.name.decode("utf-8", "replace") for node in view}
+        names += [by_id.get(int(i), "") for i in workload.node_id[bounds[rank] : bounds[rank + 1]].tolist()]
+    return names
+
+
+__all__ = ["NO_COLLECTIVE", "Workload", "collective_name", "node_type_name", "read_node_names", "read_workload"]

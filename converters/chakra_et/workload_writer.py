@@ -2,7 +2,7 @@
 
 Files are what ASTRA-sim's workload feeder reads: a ``GlobalMetadata`` then ``Node`` messages
 framed by Chakra's ``protolib.encodeMessage``, with the attribute names and types of
-``et-conventions.md``.
+``docs/et-conventions.md``.
 
 >>> import tempfile, pathlib
 >>> b = WorkloadBuilder(2)

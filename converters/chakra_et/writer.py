@@ -136,7 +136,7 @@ def write_files_atomically(paths: list[Path], contents: list[bytes]) -> None:
 
 
 def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path) -> None:
-    """Refuse what would make ASTRA-sim abort or silently misbehave (et-conventions.md)."""
+    """Refuse what would make ASTRA-sim abort or silently misbehave (docs/et-conventions.md)."""
     ops = algo.ops
     comm = ops.kind <= OpKind.RECV
     counts = np.bincount(ops.rank, minlength=algo.num_ranks)
@@ -188,6 +188,7 @@ class _NodeEncoder:
         self.tags = _Fragments(lambda tag: _attr_bytes("comm_tag", "int32_val", tag))
         self.sources = _Fragments(lambda ref: _attr_bytes("cc_src", "int64_list", ref))
         self.destinations = _Fragments(lambda ref: _attr_bytes("cc_dst", "int64_list", ref))
+        self.paths = _Fragments(lambda path: _attr_bytes("cc_route", "int64_list", path))
         self.exact = _Fragments(lambda ns: _attr_bytes("cc_duration_ns", "double_val", ns))
         # comm_type + comm_dst/comm_src + comm_size, keyed by (kind, peer, bytes)
         self.comm = _Fragments(self._comm_fragment)
@@ -245,7 +246,9 @@ class _NodeEncoder:
         dep_idx = dep_idx.tolist()
         dep_ptr = dep_ptr.tolist()
         SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
+        routes, paths = algo.routes, self.paths
         columns = zip(
+            ops.route[start:stop].tolist(),
             node_ids.tolist(),
             ops.kind[start:stop].tolist(),
             ops.peer[start:stop].tolist(),
@@ -260,7 +263,7 @@ class _NodeEncoder:
             dep_ptr,
             dep_ptr[1:],
         )
-        for node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration, d0, d1 in columns:
+        for route, node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration, d0, d1 in columns:
             head = ids[node_id] + heads[kind, peer]
             if d1 > d0:
                 head += deps_of[tuple(dep_idx[d0:d1])]
@@ -268,6 +271,8 @@ class _NodeEncoder:
                 payload = head + comm[kind, peer, size_i] + tags[tag]
                 if count >= 0:
                     payload += sources[sbuf, soff, count]
+                if route >= 0:
+                    payload += paths[routes[route]]
             elif kind == RECV:
                 payload = head + comm[kind, peer, size_i] + tags[tag]
                 if count >= 0:

@@ -20,7 +20,7 @@ from chakra_collectives.errors import InputError
 
 
 class StepType(str, Enum):
-    """The instructions of the MSCCL runtime (msccl-ir.md, "Step types")."""
+    """The instructions of the MSCCL runtime (docs/msccl-ir.md, "Step types")."""
 
     SEND = "s"
     RECV = "r"

@@ -1,0 +1,617 @@
+"""Trees to IR: every tree carries its share of its root's data, pipelined along the tree.
+
+A forest (:mod:`~chakra_collectives.synth.forestcoll.packing`) gives each root trees whose
+weights (units) sum to ``k`` per unit of demand. With ``P`` pieces per tree, the IR cuts every
+root's data into ``K = k * P`` chunks; a tree of weight ``w`` owns ``w * P`` consecutive chunks
+of its root's data and moves them as ``P`` pieces of ``w`` chunks, each piece along every edge
+of the tree. A tree edge that stands for several switch paths (edge splitting may give one
+NPU pair more than one) sends each piece as one message per path, of the units that path
+carries.
+
+Two directions, one layout:
+
+* **down** (All-Gather, broadcast): a node forwards a piece to its children once the piece has
+  arrived (the root sends from its input);
+* **up** (Reduce-Scatter, reduce; the trees of the reversed network): a node sends its partial
+  sum of a piece to its parent once every child's partial sum has been reduced into it -- a
+  leaf sends its input, an inner node first copies its input into a scratch accumulator, the
+  root reduces into its output;
+* **All-Reduce** = up, then down: a down piece leaves its root once the up phase has finished
+  every chunk it carries.
+
+Every message has its own tag (per pair of ranks). Its switch path, when it is not the one the
+network model would take anyway, is the SEND's route (``algorithm.routes``: node paths).
+Each rank's program is ordered by (piece, tree level, tree), so dependencies point backwards
+and the first pieces of every tree go first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.ir.dag import longest_path
+from chakra_collectives.network.model import NetworkModel
+from chakra_collectives.synth.forestcoll.packing import Forest
+
+_I32 = np.int32
+
+
+@dataclass
+class _Messages:
+    """One row per message of one piece direction: tree, piece, sender, receiver, chunks, route."""
+
+    tree: np.ndarray
+    piece: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    level: np.ndarray
+    """Depth of the tree edge's child (down) -- the edge's level."""
+    position: np.ndarray
+    """Place of the tree edge's child in its tree's breadth-first order (images of one grown
+    tree share it, so at every step different roots send to different children)."""
+    first: np.ndarray
+    """First chunk (global chunk index) the message carries."""
+    count: np.ndarray
+    route: np.ndarray
+    """The path's stream key (:class:`_Routes`)."""
+    unit: np.ndarray
+    """Which of its root's ``k`` units the message starts at (the same in every piece)."""
+
+
+class _Layout:
+    """Trees as arrays, and where each tree's pieces sit among its root's chunks.
+
+    A root's ``K = k * P`` chunks are laid out piece by piece: piece ``p`` of every tree of the
+    root lies in chunks ``p*k .. p*k + k - 1`` (each tree ``weight`` of them, the root's trees in
+    lineage order), so the pieces of trees that split from one another sit side by side and a
+    message can carry several of them at once.
+    """
+
+    def __init__(self, forest: Forest, pieces: int, root_base, units_per_root: int) -> None:
+        trees = forest.trees
+        n = forest.num_npus
+        self.n = n
+        self.pieces = pieces
+        self.k = units_per_root
+        self.root = np.array([t.root for t in trees], dtype=np.int64)
+        self.weight = np.array([t.weight for t in trees], dtype=np.int64)
+        parent = np.stack([t.parent for t in trees]) if trees else np.zeros((0, n), dtype=np.int64)
+        order = np.stack([t.order for t in trees]) if trees else np.zeros((0, n), dtype=np.int64)
+        self.parent = parent
+        depth = np.zeros_like(parent)
+        rows = np.arange(len(trees))
+        for i in range(1, n):
+            nodes = order[:, i]
+            depth[rows, nodes] = depth[rows, parent[rows, nodes]] + 1
+        self.depth = depth
+        self.position = np.zeros_like(parent)
+        self.position[rows[:, None], order] = np.arange(n)[None, :]
+        offset = np.zeros(len(trees), dtype=np.int64)
+        used: dict[int, int] = {}
+        for i in sorted(range(len(trees)), key=lambda i: (trees[i].root, trees[i].lineage, i)):
+            r = trees[i].root
+            offset[i] = used.get(r, 0)
+            used[r] = offset[i] + self.weight[i]
+        self.offset = offset
+        self.root_base = root_base(self.root)
+
+    def piece_start(self, tree: np.ndarray, piece: np.ndarray) -> np.ndarray:
+        """First chunk of a tree's piece."""
+        return self.root_base[tree] + piece * self.k + self.offset[tree]
+
+
+def _tree_edges(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(tree, parent, child)`` of every tree edge."""
+    tree, child = np.nonzero(layout.parent >= 0)
+    return tree, layout.parent[tree, child], child
+
+
+def _assign_paths(layout: _Layout, paths, routes: "_Routes", *, reverse: bool):
+    """Split every tree edge over the switch paths of its logical edge.
+
+    Returns per part ``(tree, parent, child, unit offset, units, route index)``; route indexes
+    come from ``routes``. ``reverse``: the forest is of the reversed network, messages go
+    child -> parent along the reversed paths.
+    """
+    tree, parent, child = _tree_edges(layout)
+    weight = layout.weight[tree]
+    order = np.lexsort((tree, child, parent))
+    tree, parent, child, weight = tree[order], parent[order], child[order], weight[order]
+    parts = ([], [], [], [], [], [])
+    boundaries = np.flatnonzero(np.diff(parent * layout.n + child)) + 1
+    starts = np.concatenate([[0], boundaries])
+    ends = np.concatenate([boundaries, [len(tree)]])
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        key = (int(parent[s]), int(child[s]))
+        pieces = paths[key]
+        if len(pieces) == 1:
+            index = routes.index(pieces[0][0][::-1] if reverse else pieces[0][0])
+            parts[0].append(tree[s:e])
+            parts[1].append(parent[s:e])
+            parts[2].append(child[s:e])
+            parts[3].append(np.zeros(e - s, dtype=np.int64))
+            parts[4].append(weight[s:e])
+            parts[5].append(np.full(e - s, index, dtype=np.int64))
+            continue
+        # several paths: fill them in turn with the trees' units
+        piece_index, left = 0, pieces[0][1]
+        for i in range(s, e):
+            need, done = int(weight[i]), 0
+            while need > 0:
+                while left == 0:
+                    piece_index += 1
+                    left = pieces[piece_index][1]
+                units = min(need, left)
+                node_path = pieces[piece_index][0]
+                index = routes.index(node_path[::-1] if reverse else node_path)
+                for column, value in zip(parts, (tree[i], parent[i], child[i], done, units, index)):
+                    column.append(np.array([value], dtype=np.int64))
+                need -= units
+                done += units
+                left -= units
+    columns = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in parts]
+    return columns
+
+
+class _Routes:
+    """Node paths that messages take, numbered; a path the network would take anyway gets ``-1``
+    (the IR then names no route and the network model routes it), the others an index into
+    :attr:`paths`. Every message gets a distinct stream key (:attr:`key`), ``-1`` included."""
+
+    def __init__(self, topology) -> None:
+        self.model = NetworkModel(topology)
+        self.paths: list[tuple[int, ...]] = []
+        self.number: dict[tuple[int, ...], int] = {}
+        self.keys: dict[tuple[int, ...], int] = {}
+        self.hops: list[int] = []
+
+    def index(self, path: tuple[int, ...]) -> int:
+        """The stream key of ``path`` (see :meth:`route_of` for the IR's route index)."""
+        key = self.keys.get(path)
+        if key is None:
+            key = self.keys[path] = len(self.keys)
+            self.hops.append(len(path) - 1)
+            links = self.model.path_links(path)
+            if links != self.model.route(path[0], path[-1]):
+                self.number[path] = len(self.paths)
+                self.paths.append(path)
+        return key
+
+    def route_of(self, keys: np.ndarray) -> np.ndarray:
+        """IR route index of each stream key (-1: the network's own route)."""
+        by_key = np.full(len(self.keys), -1, dtype=np.int64)
+        for path, key in self.keys.items():
+            by_key[key] = self.number.get(path, -1)
+        return by_key[keys]
+
+
+def _messages(layout: _Layout, parts, *, up: bool) -> _Messages:
+    """Every part of every tree edge, once per piece."""
+    tree, parent, child, unit_offset, units, route = parts
+    p = layout.pieces
+    m = len(tree)
+    piece = np.tile(np.arange(p, dtype=np.int64), m)
+    rep = lambda a: np.repeat(a, p)
+    tree_r = rep(tree)
+    first = layout.piece_start(tree_r, piece) + rep(unit_offset)
+    src, dst = (rep(child), rep(parent)) if up else (rep(parent), rep(child))
+    level = rep(layout.depth[tree, child])
+    position = rep(layout.position[tree, child])
+    unit = layout.offset[tree_r] + rep(unit_offset)
+    return _Messages(tree_r, piece, src, dst, level, position, first, rep(units), rep(route), unit)
+
+
+class _Program:
+    """Operations gathered per kind, then laid out rank by rank in sort-key order."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[np.ndarray]] = {name: [] for name in ("rank", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "key0", "key1", "key2", "key3", "route")}
+        self.size = 0
+
+    def add(self, **values) -> np.ndarray:
+        """Append operations (arrays or scalars broadcast to the length of ``rank``); return their ids."""
+        length = len(values["rank"])
+        for name in self.cols:
+            value = values.get(name, -1)
+            self.cols[name].append(np.broadcast_to(np.asarray(value, dtype=np.int64), (length,)).copy())
+        ids = np.arange(self.size, self.size + length)
+        self.size += length
+        return ids
+
+    def freeze(self, deps_owner: list[np.ndarray], deps_target: list[np.ndarray]):
+        """``(columns, position)``: operations sorted by rank then key; ``position[id]`` is the new index."""
+        cols = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64) for name, parts in self.cols.items()}
+        order = np.lexsort((np.arange(self.size), cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))
+        position = np.empty(self.size, dtype=np.int64)
+        position[order] = np.arange(self.size)
+        sorted_cols = {name: column[order] for name, column in cols.items()}
+        owner = np.concatenate(deps_owner) if deps_owner else np.zeros(0, dtype=np.int64)
+        target = np.concatenate(deps_target) if deps_target else np.zeros(0, dtype=np.int64)
+        owner, target = position[owner], position[target]
+        if np.any(target >= owner):
+            raise AssertionError("a dependency points forward in program order")
+        key = np.unique(owner * self.size + target)
+        owner, target = key // max(self.size, 1), key % max(self.size, 1)
+        dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, minlength=self.size), out=dep_ptr[1:])
+        return sorted_cols, dep_ptr, target
+
+
+def _tags(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """A distinct tag per message between each pair of ranks."""
+    pair = src * n + dst
+    order = np.argsort(pair, kind="stable")
+    sorted_pair = pair[order]
+    tag = np.empty(len(pair), dtype=np.int64)
+    tag[order] = np.arange(len(pair)) - np.searchsorted(sorted_pair, sorted_pair, side="left")
+    return tag
+
+
+def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, starts, ends)`` grouping equal keys."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(keys)]]).astype(np.int64)
+    return order, starts, ends
+
+
+def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, dst, route, root, unit, piece, hops: np.ndarray) -> None:
+    """Each stream of pieces (the same chunks of every piece over one path) keeps at most as
+    many messages in flight as its path has hops: the send of piece ``p`` waits for the send of
+    piece ``p - hops``.
+
+    Without it a root would queue all its pieces on its links at once and every forwarded piece
+    would wait behind them; with it the links interleave the trees' pieces and the pipeline
+    drains quickly."""
+    keys = np.stack([src, dst, route, root, unit], axis=1)  # the same for every piece of a stream
+    _, stream = np.unique(keys, axis=0, return_inverse=True)
+    stream = stream.reshape(-1)
+    streams = int(stream.max()) + 1 if len(stream) else 0
+    at = np.full((streams, layout.pieces), -1, dtype=np.int64)
+    at[stream, piece] = np.arange(len(sends))
+    window = hops[route]
+    later = np.flatnonzero(piece >= window)
+    earlier = at[stream[later], piece[later] - window[later]]
+    keep = earlier >= 0
+    deps[0].append(sends[later[keep]])
+    deps[1].append(sends[earlier[keep]])
+
+
+def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the messages of one root's trees that cross the same path in the same piece with
+    adjacent chunks (unless ``merge`` is False): ``(run of each message, first message of each run)``."""
+    root = layout.root[msgs.tree]
+    order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, msgs.piece, root))
+    fresh = np.ones(len(order), dtype=bool)
+    if merge and len(order) > 1:
+        same = (
+            (root[order][1:] == root[order][:-1])
+            & (msgs.piece[order][1:] == msgs.piece[order][:-1])
+            & (msgs.src[order][1:] == msgs.src[order][:-1])
+            & (msgs.dst[order][1:] == msgs.dst[order][:-1])
+            & (msgs.route[order][1:] == msgs.route[order][:-1])
+            & (msgs.first[order][1:] == msgs.first[order][:-1] + msgs.count[order][:-1])
+        )
+        fresh[1:] = ~same
+    run_sorted = np.cumsum(fresh) - 1
+    run_of = np.empty(len(order), dtype=np.int64)
+    run_of[order] = run_sorted
+    return run_of, order[fresh]
+
+
+def _run_levels(layout: _Layout, msgs: _Messages, run_of: np.ndarray, runs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Program order of merged messages: ``(level of each run, waiting run, awaited run)`` per wait
+    (a forwarded piece waits for every message that brought that tree's piece to the sender), or
+    None when merging made runs wait for one another in a cycle (the caller then sends unmerged).
+
+    A run's level is its depth in the graph of waits, at least its trees' level."""
+    n = layout.n
+    level = np.zeros(runs, dtype=np.int64)
+    np.maximum.at(level, run_of, msgs.level)
+    arrive_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.dst
+    need_key = (msgs.tree * layout.pieces + msgs.piece) * n + msgs.src
+    order, _, _ = _group_first(arrive_key)
+    sorted_keys = arrive_key[order]
+    forwarded = np.flatnonzero(layout.root[msgs.tree] != msgs.src)
+    lo = np.searchsorted(sorted_keys, need_key[forwarded], side="left")
+    hi = np.searchsorted(sorted_keys, need_key[forwarded], side="right")
+    counts = hi - lo
+    owner_run = np.repeat(run_of[forwarded], counts)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    target_run = run_of[order[np.repeat(lo, counts) + within]]
+    by_owner = np.argsort(owner_run, kind="stable")
+    dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner_run, minlength=runs))])
+    if np.isnan(longest_path(dep_ptr, target_run[by_owner], np.ones(runs))).any():
+        return None  # some runs wait for one another in a cycle
+    while True:  # settles within the graph's depth
+        raised = level.copy()
+        np.maximum.at(raised, owner_run, level[target_run] + 1)
+        if np.array_equal(raised, level):
+            return level, owner_run, target_run
+        level = raised
+
+
+def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None) -> None:
+    """SEND/RECV pairs of a down phase. ``source(rank, first)`` -> (buffer, offset) a root sends from;
+    receivers write ``output[first]``. ``ready(rank, first, count, sends)``: deps of a root's sends.
+
+    Messages of one root's trees that share a path, a piece and adjacent chunks go as one
+    (:func:`_runs`): trees split from one another share their first edges."""
+    n = layout.n
+    for merge in (True, False):
+        run_of, heads = _runs(layout, msgs, merge=merge)
+        waits = _run_levels(layout, msgs, run_of, len(heads))
+        if waits is not None:
+            break
+    else:  # pragma: no cover - unmerged messages wait only for their trees' earlier edges
+        raise AssertionError("ForestColl: the trees' messages wait for one another in a cycle")
+    level, owner_run, target_run = waits
+    runs = len(heads)
+    count = np.bincount(run_of, weights=msgs.count, minlength=runs).astype(np.int64)
+    position = np.full(runs, np.iinfo(np.int64).max)
+    np.minimum.at(position, run_of, msgs.position)
+    src, dst, first, piece, route = msgs.src[heads], msgs.dst[heads], msgs.first[heads], msgs.piece[heads], msgs.route[heads]
+    tags = _tags(src, dst, n) + tag_offset(src, dst)
+    at_root = layout.root[msgs.tree[heads]] == src
+    src_buf = np.where(at_root, source(src, first)[0], int(Buffer.OUTPUT))
+    src_off = np.where(at_root, source(src, first)[1], first)
+    common = dict(key0=phase, key1=piece, key2=level, key3=position)
+    sends = prog.add(rank=src, kind=int(OpKind.SEND), peer=dst, tag=tags, src_buf=src_buf, src_off=src_off, count=count, route=route, **common)
+    recvs = prog.add(rank=dst, kind=int(OpKind.RECV), peer=src, tag=tags, dst_buf=int(Buffer.OUTPUT), dst_off=first, count=count, **common)
+    deps[0].append(sends[owner_run])
+    deps[1].append(recvs[target_run])
+    if hops is not None:
+        _window(deps, sends, layout, src, dst, route, layout.root[msgs.tree[heads]], msgs.unit[heads], piece, hops)
+    if ready is not None:
+        rooted = np.flatnonzero(at_root)
+        owner, target = ready(src[rooted], first[rooted], count[rooted], sends[rooted])
+        deps[0].append(owner)
+        deps[1].append(target)
+
+
+def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, result, phase: int, tag_offset, hops=None) -> dict:
+    """A reducing up phase; ``result(rank, first)`` -> (buffer, offset) where a root's sum goes.
+
+    Returns ``final``: per (root rank, first chunk of a piece) the op that completes that piece's sum."""
+    n, p = layout.n, layout.pieces
+    tags = _tags(msgs.src, msgs.dst, n) + tag_offset(msgs.src, msgs.dst)
+    # accumulator of a (tree, piece, node): root -> result; inner node -> scratch; leaf -> none
+    node_key = lambda tree, piece, node: (tree * p + piece) * n + node
+    recv_key = node_key(msgs.tree, msgs.piece, msgs.dst)
+    send_key = node_key(msgs.tree, msgs.piece, msgs.src)
+    has_children = np.zeros(0, dtype=bool)
+    inner_keys = np.unique(recv_key)
+    is_root_key = lambda keys: layout.root[keys // (p * n)] == keys % n
+    # scratch: every received part gets fresh slots; every inner non-root accumulator w slots
+    order_recv = np.lexsort((np.arange(len(msgs.tree)), msgs.dst))
+    slot = np.empty(len(msgs.tree), dtype=np.int64)
+    sizes = msgs.count[order_recv]
+    sorted_dst = msgs.dst[order_recv]
+    cumulative = np.cumsum(sizes) - sizes
+    first_of_rank = np.searchsorted(sorted_dst, sorted_dst, side="left")
+    slot[order_recv] = cumulative - (cumulative[first_of_rank] if len(cumulative) else 0)
+    used = np.bincount(msgs.dst, weights=msgs.count, minlength=n).astype(np.int64)
+    acc_keys = inner_keys[~is_root_key(inner_keys)]
+    acc_rank = acc_keys % n
+    acc_tree = acc_keys // (p * n)
+    acc_piece = (acc_keys // n) % p
+    acc_w = layout.weight[acc_tree]
+    order_acc = np.lexsort((np.arange(len(acc_keys)), acc_rank))
+    acc_slot = np.empty(len(acc_keys), dtype=np.int64)
+    cum = np.cumsum(acc_w[order_acc]) - acc_w[order_acc]
+    first_acc = np.searchsorted(acc_rank[order_acc], acc_rank[order_acc], side="left")
+    acc_slot[order_acc] = used[acc_rank[order_acc]] + cum - (cum[first_acc] if len(cum) else 0)
+    scratch = used + np.bincount(acc_rank, weights=acc_w, minlength=n).astype(np.int64)
+    acc_first = layout.piece_start(acc_tree, acc_piece)
+    acc_level = layout.depth[acc_tree, acc_rank]
+    # COPY input -> accumulator (inner nodes), input -> result (roots with children)
+    copies = prog.add(
+        rank=acc_rank, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=acc_first, dst_buf=int(Buffer.SCRATCH),
+        dst_off=acc_slot, count=acc_w, key0=phase, key1=acc_piece, key2=-acc_level - 1, key3=-1,
+    )
+    root_keys = inner_keys[is_root_key(inner_keys)]
+    root_rank = root_keys % n
+    root_tree = root_keys // (p * n)
+    root_piece = (root_keys // n) % p
+    root_w = layout.weight[root_tree]
+    root_first = layout.piece_start(root_tree, root_piece)
+    res_buf, res_off = result(root_rank, root_first)
+    root_copies = prog.add(
+        rank=root_rank, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=root_first, dst_buf=res_buf,
+        dst_off=res_off, count=root_w, key0=phase, key1=root_piece, key2=-1, key3=-1,
+    )
+    all_keys = np.concatenate([acc_keys, root_keys])
+    all_init = np.concatenate([copies, root_copies])
+    key_sort = np.argsort(all_keys)
+    sorted_all = all_keys[key_sort]
+    # receives and reductions
+    common = dict(key0=phase, key1=msgs.piece, key3=msgs.position)
+    recvs = prog.add(rank=msgs.dst, kind=int(OpKind.RECV), peer=msgs.src, tag=tags, dst_buf=int(Buffer.SCRATCH), dst_off=slot, count=msgs.count, key2=-msgs.level, **common)
+    at = np.searchsorted(sorted_all, recv_key)
+    init_of_recv = all_init[key_sort[at]]
+    recv_is_root = is_root_key(recv_key)
+    within = msgs.first - layout.piece_start(msgs.tree, msgs.piece)
+    acc_index = key_sort[at]
+    target_off_acc = np.where(acc_index < len(acc_keys), acc_slot[np.minimum(acc_index, len(acc_keys) - 1)] if len(acc_keys) else 0, 0) + within
+    r_buf, r_off = result(msgs.dst, msgs.first)
+    reduces = prog.add(
+        rank=msgs.dst, kind=int(OpKind.REDUCE), src_buf=int(Buffer.SCRATCH), src_off=slot,
+        dst_buf=np.where(recv_is_root, r_buf, int(Buffer.SCRATCH)), dst_off=np.where(recv_is_root, r_off, target_off_acc),
+        count=msgs.count, key2=-msgs.level, **common,
+    )
+    # each reduction waits for its receive and for the previous writer of its accumulator
+    deps[0].append(reduces)
+    deps[1].append(recvs)
+    order = np.lexsort((np.arange(len(recv_key)), msgs.position, recv_key))  # program order within each accumulator
+    sorted_keys = recv_key[order]
+    bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64)
+    ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
+    previous = np.empty(len(reduces), dtype=np.int64)
+    sorted_reduces = reduces[order]
+    previous[order] = np.concatenate([[0], sorted_reduces[:-1]]) if len(order) else previous[order]
+    group_start = np.zeros(len(order), dtype=bool)
+    group_start[starts] = True
+    previous_sorted = previous[order]
+    previous_sorted[group_start] = init_of_recv[order][group_start]
+    previous[order] = previous_sorted
+    deps[0].append(reduces)
+    deps[1].append(previous)
+    last_writer = {int(k): int(sorted_reduces[e - 1]) for k, e in zip(recv_key[order][starts].tolist(), ends.tolist())} if len(order) else {}
+    # sends: leaves from the input, inner nodes from the accumulator after its last reduction
+    has_acc = np.isin(send_key, acc_keys)
+    at_acc = np.searchsorted(acc_keys, send_key)
+    send_acc_slot = np.where(has_acc, acc_slot[np.minimum(at_acc, max(len(acc_keys) - 1, 0))] if len(acc_keys) else 0, 0)
+    sends = prog.add(
+        rank=msgs.src, kind=int(OpKind.SEND), peer=msgs.dst, tag=tags,
+        src_buf=np.where(has_acc, int(Buffer.SCRATCH), int(Buffer.INPUT)), src_off=np.where(has_acc, send_acc_slot + within, msgs.first),
+        count=msgs.count, route=msgs.route, key2=-msgs.level + 0, **common,
+    )
+    waited = np.array([last_writer.get(int(k), -1) for k in send_key[has_acc].tolist()], dtype=np.int64)
+    deps[0].append(sends[has_acc])
+    deps[1].append(waited)
+    if hops is not None:
+        _window(deps, sends, layout, msgs.src, msgs.dst, msgs.route, layout.root[msgs.tree], msgs.unit, msgs.piece, hops)
+    # final writer of every root piece
+    final = {}
+    for key, init in zip(root_keys.tolist(), root_copies.tolist()):
+        final[key] = last_writer.get(key, init)
+    del has_children
+    return {"final": final, "scratch": scratch, "root_keys": root_keys}
+
+
+def lower_forest(
+    collective: Collective,
+    forest: Forest,
+    paths,
+    topology,
+    *,
+    units_per_root: int,
+    pieces: int,
+    size_bytes: int,
+    root: int | None = None,
+    up_forest: Forest | None = None,
+    up_paths=None,
+    name: str = "forestcoll",
+    provenance: dict[str, str] | None = None,
+) -> CollectiveAlgorithm:
+    """The IR of ``collective`` from ``forest`` (and ``up_forest``, the reversed network's
+    trees, for All-Reduce); ``units_per_root`` is ``k`` (per unit of demand); ``pieces`` is the
+    number of pipeline pieces per tree (equal ones: a pipeline takes the sum of its pieces plus
+    its depth times the largest, so unequal pieces would not help)."""
+    n = forest.num_npus
+    K = units_per_root * pieces
+    rooted = collective in (Collective.BROADCAST, Collective.REDUCE)
+    chunk_count = K if rooted else n * K
+    base = (lambda roots: np.zeros(len(roots), dtype=np.int64)) if rooted else (lambda roots: roots * K)
+    prog = _Program()
+    deps: tuple[list, list] = ([], [])
+    scratch = np.zeros(n, dtype=np.int64)
+    zero_tags = lambda a, b: 0
+    down_forest = forest if collective in (Collective.ALL_GATHER, Collective.BROADCAST, Collective.ALL_REDUCE) else None
+    if collective is Collective.ALL_REDUCE:
+        if up_forest is None:
+            raise ValueError("All-Reduce needs the reversed network's trees too")
+    else:
+        up_forest = forest if down_forest is None else None
+        up_paths = paths if down_forest is None else None
+    routes = _Routes(topology)
+    up_final = None
+    up_tag_counts = None
+    if up_forest is not None:
+        layout = _Layout(up_forest, pieces, base, units_per_root)
+        parts = _assign_paths(layout, up_paths, routes, reverse=True)
+        msgs = _messages(layout, parts, up=True)
+        if collective is Collective.REDUCE_SCATTER:
+            result = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first - rank * K)
+        else:
+            result = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first)
+        hops = np.array(routes.hops, dtype=np.int64)
+        info = _emit_up(prog, deps, layout, msgs, result=result, phase=0, tag_offset=zero_tags, hops=hops)
+        scratch = scratch + info["scratch"]
+        up_final = (info, layout)
+        pair = msgs.src * n + msgs.dst
+        up_tag_counts = np.bincount(pair, minlength=n * n)
+    if down_forest is not None:
+        layout = _Layout(down_forest, pieces, base, units_per_root)
+        parts = _assign_paths(layout, paths, routes, reverse=False)
+        msgs = _messages(layout, parts, up=False)
+        if collective is Collective.ALL_GATHER:
+            source = lambda rank, first: (np.full(len(first), int(Buffer.INPUT)), first - rank * K)
+        elif collective is Collective.BROADCAST:
+            source = lambda rank, first: (np.full(len(first), int(Buffer.INPUT)), first)
+        else:
+            source = lambda rank, first: (np.full(len(first), int(Buffer.OUTPUT)), first)
+        tag_offset = zero_tags if up_tag_counts is None else (lambda a, b: up_tag_counts[a * n + b])
+        ready = None
+        if up_final is not None:
+            ready = _after_up(up_final, n, K)
+        hops = np.array(routes.hops, dtype=np.int64)
+        _emit_down(prog, deps, layout, msgs, source=source, phase=1, tag_offset=tag_offset, ready=ready, hops=hops)
+        # every rank's own data: roots copy their input to their output (All-Gather, broadcast)
+        if collective is Collective.ALL_GATHER:
+            ranks = np.arange(n)
+            prog.add(rank=ranks, kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=0, dst_buf=int(Buffer.OUTPUT), dst_off=ranks * K, count=K, key0=-1, key1=0, key2=0, key3=0)
+        elif collective is Collective.BROADCAST:
+            prog.add(rank=np.array([root]), kind=int(OpKind.COPY), src_buf=int(Buffer.INPUT), src_off=0, dst_buf=int(Buffer.OUTPUT), dst_off=0, count=K, key0=-1, key1=0, key2=0, key3=0)
+    cols, dep_ptr, dep_idx = prog.freeze(*deps)
+    stream = cols.pop("route")
+    route = np.where(stream >= 0, routes.route_of(np.maximum(stream, 0)), -1)
+    for key in ("key0", "key1", "key2", "key3"):
+        cols.pop(key)
+    table = OpTable.from_columns(
+        rank=cols.pop("rank").astype(_I32), dep_ptr=dep_ptr, dep_idx=dep_idx.astype(_I32),
+        kind=cols["kind"].astype(np.int8), peer=cols["peer"].astype(_I32), tag=cols["tag"].astype(_I32),
+        src_buf=cols["src_buf"].astype(np.int8), src_off=cols["src_off"].astype(_I32),
+        dst_buf=cols["dst_buf"].astype(np.int8), dst_off=cols["dst_off"].astype(_I32), count=cols["count"].astype(_I32),
+        route=route.astype(_I32),
+    )
+    sizes = [collective.buffer_chunks(rank=r, num_ranks=n, chunk_count=chunk_count, root=root) for r in range(n)]
+    algorithm = CollectiveAlgorithm(
+        collective=collective,
+        num_ranks=n,
+        chunk_count=chunk_count,
+        ops=table,
+        input_chunks=np.array([s[0] for s in sizes], dtype=np.int64),
+        output_chunks=np.array([s[1] for s in sizes], dtype=np.int64),
+        scratch_chunks=scratch,
+        size_bytes=size_bytes,
+        root=root,
+        name=name,
+        provenance=dict(provenance or {}),
+        routes=tuple(routes.paths),
+    )
+    return algorithm
+
+
+def _after_up(up_final, n: int, K: int):
+    """Dependencies of a down piece's root sends on the up phase's sums of the chunks it carries."""
+    info, layout = up_final
+    final = info["final"]
+    pieces = layout.pieces
+    # per owner rank and chunk: the op completing that chunk's sum
+    chunk_final = np.full(n * K, -1, dtype=np.int64)
+    for key, op in final.items():
+        tree = key // (pieces * n)
+        piece = (key // n) % pieces
+        w = int(layout.weight[tree])
+        first = int(layout.piece_start(np.array([tree]), np.array([piece]))[0])
+        chunk_final[first : first + w] = op
+
+    def ready(rank, first, count, sends):
+        owners, targets = [], []
+        for send, f, c in zip(sends.tolist(), first.tolist(), count.tolist()):
+            for op in np.unique(chunk_final[f : f + c]).tolist():
+                owners.append(send)
+                targets.append(op)
+        return np.asarray(owners, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+
+    return ready
+
+
+__all__ = ["lower_forest"]

@@ -1,0 +1,114 @@
+"""How many pipeline pieces per tree: a latency/bandwidth model, checked by prediction.
+
+More pieces shorten the pipeline's fill and drain (a tree of hop depth ``D`` delivers its last
+piece ``D`` hops after its root sent it) but every piece is a message per tree edge, and each
+message costs its link a latency. For a forest whose busiest link carries ``m`` tree edges, a
+piece of ``W`` ns on that link and a latency ``a``, the time is about
+``T_bw + D (W / P + a) + m P a``, least at ``P* = sqrt(D W / (m a))``.
+The model tends to overshoot (links interleave other trees while a pipeline drains), so
+:func:`candidate_pieces` starts at half of it and, when predicting is cheap, tries its
+neighbours.
+
+>>> from chakra_collectives.topology import load_topology
+>>> from chakra_collectives.synth.forestcoll import build_trees
+>>> t = load_topology("dgx:2x4")
+>>> trees = build_trees(t, [1] * 8, reverse=False)
+>>> shape = forest_shape(trees, t)
+>>> shape.depth_hops, shape.messages_per_piece >= 1      # NIC, switch, NIC... then NVLink
+(3, True)
+>>> model_pieces(shape, share_bytes=2**27, k=trees.optimum.k) >= 8
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.units import bytes_per_ns
+
+MAX_PIECES = 256
+
+
+@dataclass(frozen=True)
+class ForestShape:
+    depth_hops: int
+    """Most link hops from a root to a node of its tree."""
+    messages_per_piece: int
+    """Tree edges crossing the most loaded link (relative to its bandwidth)."""
+    unit_ns_per_byte: float
+    """Per byte of a tree unit's share: ns the most loaded link needs (1 / bandwidth)."""
+    latency_ns: float
+    """That link's latency."""
+    mean_weight: float
+    tree_edges: int
+    """Tree edge parts (messages per piece over the whole forest)."""
+
+
+def forest_shape(trees, topology) -> ForestShape:
+    """Depth, load and message count of a phase's forest on ``topology``."""
+    logical = trees.logical
+    forest = trees.forest
+    link_of: dict[tuple[int, int], int] = {}
+    for index, link in enumerate(topology.links):
+        key = (link.dst, link.src) if trees.reverse else (link.src, link.dst)
+        link_of.setdefault(key, index)
+    route: dict[tuple[int, int], list[int]] = {}
+    for edge, pieces in logical.paths.items():
+        path = pieces[0][0]
+        route[edge] = [link_of[(a, b)] for a, b in zip(path, path[1:])]
+    count = np.zeros(len(topology.links))
+    load = np.zeros(len(topology.links))
+    depth = 0
+    parts = 0
+    for tree in forest.trees:
+        hops = np.zeros(forest.num_npus, dtype=np.int64)
+        for v in tree.order[1:].tolist():
+            p = int(tree.parent[v])
+            links = route[(p, v)]
+            hops[v] = hops[p] + len(links)
+            count[links] += 1
+            load[links] += tree.weight
+            parts += len(logical.paths[(p, v)])
+        depth = max(depth, int(hops.max()))
+    rate = np.array([bytes_per_ns(link.bandwidth_gbps) for link in topology.links])
+    busiest = int(np.argmax(load / rate))
+    return ForestShape(
+        depth_hops=depth,
+        messages_per_piece=int(count[busiest]),
+        unit_ns_per_byte=1.0 / float(rate[busiest]),
+        latency_ns=float(topology.links[busiest].latency_ns),
+        mean_weight=float(np.mean([t.weight for t in forest.trees])),
+        tree_edges=parts,
+    )
+
+
+def model_pieces(shape: ForestShape, *, share_bytes: float, k: int) -> int:
+    """``P*`` of the module docstring, as a power of two within ``1 .. MAX_PIECES``."""
+    piece_ns = shape.mean_weight * share_bytes / k * shape.unit_ns_per_byte
+    latency = max(shape.latency_ns, 1.0)
+    best = math.sqrt(shape.depth_hops * piece_ns / (max(shape.messages_per_piece, 1) * latency))
+    return int(min(MAX_PIECES, max(1, 2 ** round(math.log2(max(best, 1.0))))))
+
+
+def estimate_ns(shape: ForestShape, *, share_bytes: float, k: int, pieces: int, bandwidth_ns: float) -> float:
+    """The model's time of a phase: bandwidth term, pipeline drain, latency of the messages."""
+    piece_ns = shape.mean_weight * share_bytes / k * shape.unit_ns_per_byte / pieces
+    latency = shape.latency_ns
+    return bandwidth_ns + shape.depth_hops * (piece_ns + latency) + shape.messages_per_piece * pieces * latency
+
+
+def candidate_pieces(shapes: list[ForestShape], *, share_bytes: float, k: int, affordable: int) -> list[int]:
+    """Pieces to try, best guess first: half the model's ``P*``, then its neighbours while the
+    operations they make stay within ``affordable`` (one guess when even that is too many)."""
+    model = max(model_pieces(s, share_bytes=share_bytes, k=k) for s in shapes)
+    guess = max(1, model // 2)
+    per_piece = 2 * sum(s.tree_edges for s in shapes)
+    options = [guess] + [p for p in (guess // 2, guess * 2) if 1 <= p <= MAX_PIECES and p != guess]
+    chosen = [p for p in options if p * per_piece <= affordable]
+    return chosen if len(chosen) > 1 else [guess]
+
+
+__all__ = ["ForestShape", "MAX_PIECES", "candidate_pieces", "estimate_ns", "forest_shape", "model_pieces"]

@@ -1,0 +1,205 @@
+"""ForestColl: optimum equals the cut bound, trees fit their capacities, results verify."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chakra_collectives.errors import InputError
+from chakra_collectives.flow import max_cut_ratio
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth.forestcoll import forestcoll
+from chakra_collectives.topology import Topology, load_topology
+from chakra_collectives.verify import verify_algorithm
+
+from network_helpers import random_topology
+
+COLLECTIVES = ["all-gather", "reduce-scatter", "all-reduce", "broadcast", "reduce"]
+SMALL = ["ring:4", "ring:5,bidirectional=false", "switch:5", "mesh2d:3x3", "torus2d:3x4", "dgx:2x4", "a100:1", "a100:2", "mi250:1", "hetero-mesh2d:3x3", "fully-connected:4", "hypercube:3x2"]
+
+
+def check_trees(result, topology: Topology) -> None:
+    """Every phase: trees span all NPUs, roots get k units each, loads within the logical capacities,
+    and every logical edge's switch paths are real paths whose units add up to its capacity."""
+    n = topology.num_npus
+    links = {(l.src, l.dst) for l in topology.links}
+    for phase in result.trees:
+        forest, logical, k = phase.forest, phase.logical, phase.optimum.k
+        units: dict[int, int] = {}
+        for tree in forest.trees:
+            assert (tree.parent >= 0).sum() == n - 1 and tree.parent[tree.root] == -1
+            depth = 0
+            for v in range(n):  # following parents from any node reaches the root
+                node, steps = v, 0
+                while node != tree.root:
+                    node, steps = int(tree.parent[node]), steps + 1
+                    assert steps < n
+                depth = max(depth, steps)
+            units[tree.root] = units.get(tree.root, 0) + tree.weight
+        assert set(units.values()) == {k}
+        for edge, load in forest.loads().items():
+            assert load <= logical.capacity[edge]
+        for (u, t), pieces in logical.paths.items():
+            assert sum(a for _, a in pieces) == logical.capacity[(u, t)]
+            for path, _ in pieces:
+                assert path[0] == u and path[-1] == t and all(v >= n for v in path[1:-1])
+                hops = list(zip(path, path[1:]))
+                assert all(((b, a) if phase.reverse else (a, b)) in links for a, b in hops)
+
+
+@pytest.mark.parametrize("spec", SMALL)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_every_collective_verifies_and_meets_the_cut_bound(spec, collective):
+    topology = load_topology(spec)
+    result = forestcoll(topology, collective, "1MiB", chunks_per_tree=2, root=1, trees_per_npu="optimal")
+    report = verify_algorithm(result.algorithm)
+    assert report.ok, report
+    check_trees(result, topology)
+    n = topology.num_npus
+    demand = None
+    if collective in ("broadcast", "reduce"):
+        demand = [1 if v == 1 else 0 for v in range(n)]
+    reverse = collective in ("reduce-scatter", "reduce")
+    expected = max_cut_ratio(topology, reverse=reverse, demand=demand).ratio
+    if collective == "all-reduce":
+        expected = max_cut_ratio(topology, reverse=True).ratio + max_cut_ratio(topology).ratio
+    assert result.ratio_gbps == result.optimal_ratio_gbps == expected
+
+
+@pytest.mark.parametrize("spec", ["a100:2", "mi250:1", "torus2d:3x4"])
+@pytest.mark.parametrize("collective", ["all-gather", "all-reduce"])
+def test_default_may_trade_trees_for_messages_but_reports_the_optimum(spec, collective):
+    topology = load_topology(spec)
+    result = forestcoll(topology, collective, "1MiB")
+    assert verify_algorithm(result.algorithm).ok
+    optimal = forestcoll(topology, collective, "1MiB", trees_per_npu="optimal", chunks_per_tree=1)
+    assert result.optimal_ratio_gbps == optimal.ratio_gbps <= result.ratio_gbps
+    assert result.optimal_k == optimal.k and result.k in (1, optimal.k)
+    assert result.predicted_ns is not None and result.chunks_per_tree >= 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_topologies_with_switches(data):
+    # one-way links make switches that send more than they receive: ForestColl's theorem needs
+    # in >= out, so such switches may be scaled down (and the result then falls short of the bound)
+    symmetric = data.draw(st.booleans())
+    topology = random_topology(data.draw, st, max_npus=5, max_switches=3, symmetric=symmetric)
+    collective = data.draw(st.sampled_from(["all-gather", "reduce-scatter", "all-reduce"]))
+    result = forestcoll(topology, collective, 4096, chunks_per_tree=data.draw(st.integers(1, 3)), trees_per_npu="optimal")
+    assert verify_algorithm(result.algorithm).ok
+    check_trees(result, topology)
+    for phase in result.trees:
+        bound = max_cut_ratio(topology, reverse=phase.reverse).ratio
+        assert phase.optimum.optimal_ratio_gbps == bound
+        if symmetric or not phase.balanced:
+            assert not phase.balanced and phase.optimum.ratio_gbps == bound
+        else:
+            assert phase.optimum.ratio_gbps >= bound
+
+
+@pytest.mark.parametrize(("spec", "algbw"), [("a100:1", "342.857"), ("a100:2", "346.667"), ("mi250:1", "342.857"), ("mi250:2", "354.133")])
+def test_forestcolls_own_figures(spec, algbw):
+    result = forestcoll(load_topology(spec), "all-gather", "1GiB", trees_per_npu="optimal", chunks_per_tree=1)
+    assert f"{result.algorithm_bandwidth_gbps:.3f}" == algbw
+
+
+def test_symmetric_and_plain_packing_agree_on_the_optimum():
+    symmetric = load_topology("torus2d:4x4")
+    plain = load_topology("torus2d:4x4")
+    plain.symmetry = None
+    a = forestcoll(symmetric, "all-gather", "1MiB", trees_per_npu="optimal")
+    b = forestcoll(plain, "all-gather", "1MiB", trees_per_npu="optimal")
+    assert a.ratio_gbps == b.ratio_gbps == Fraction(15, 200)
+    assert a.forest.base_trees < b.forest.base_trees  # one root's trees moved to the others
+    assert verify_algorithm(a.algorithm).ok and verify_algorithm(b.algorithm).ok
+
+
+def test_fixed_trees_per_npu():
+    topology = load_topology("a100:2")
+    one = forestcoll(topology, "all-gather", "1MiB", trees_per_npu=1)
+    assert one.k == 1 and len(one.forest.trees) == 16
+    assert one.ratio_gbps == Fraction(7, 150) > forestcoll(topology, "all-gather", "1MiB", trees_per_npu="optimal").ratio_gbps
+    assert verify_algorithm(one.algorithm).ok
+    with pytest.raises(InputError, match="more than the optimum needs"):
+        forestcoll(topology, "all-gather", "1MiB", trees_per_npu=14)
+
+
+def test_bandwidth_time_is_the_cut_bound():
+    topology = load_topology("dgx:2x4")
+    result = forestcoll(topology, "all-gather", "8MiB", trees_per_npu="optimal")
+    assert result.bandwidth_time_ns() == pytest.approx(max_cut_ratio(topology).time_ns(2**20), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (dict(collective="all-to-all"), "not all-to-all"),
+        (dict(chunks_per_tree=0), "chunks per tree must be positive"),
+        (dict(size_bytes=0), "must be positive"),
+        (dict(collective="broadcast", root=9), "root 9 is not an NPU"),
+        (dict(trees_per_npu=0), "trees per NPU must be positive"),
+        (dict(trees_per_npu="many"), "must be a positive integer, 'optimal' or 'auto'"),
+    ],
+)
+def test_bad_arguments(arguments, message):
+    call = dict(collective="all-gather", size_bytes="1MiB") | arguments
+    with pytest.raises(InputError, match=message):
+        forestcoll(load_topology("ring:4"), **call)
+
+
+def test_unreachable_npu():
+    topology = Topology(3, name="broken")
+    topology.add_link(0, 1, 50.0, 0.0, bidirectional=True)
+    topology.add_link(1, 2, 50.0, 0.0)
+    with pytest.raises(InputError, match="cannot reach"):
+        forestcoll(topology, "all-gather", "1MiB")
+
+
+def slow_direct_link() -> Topology:
+    """Three NPUs on a 100 GB/s switch; NPUs 0 and 1 also share a 1 GB/s direct link, which the
+    network's fewest-hops route takes between them."""
+    topology = Topology(3, name="slow-direct")
+    hub = topology.add_switch()
+    topology.add_link(0, 1, 1.0, 100.0, bidirectional=True)
+    for v in range(3):
+        topology.add_link(v, hub, 100.0, 100.0, bidirectional=True)
+    return topology
+
+
+def test_switch_paths_the_network_would_not_take_become_routes(tmp_path):
+    from dataclasses import replace
+
+    from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+    from chakra_collectives.network import NetworkModel, predict_time
+
+    topology = slow_direct_link()
+    result = forestcoll(topology, "all-gather", "64MiB", trees_per_npu="optimal", chunks_per_tree=4)
+    algo, ops = result.algorithm, result.algorithm.ops
+    routed = np.flatnonzero(ops.route >= 0)
+    assert len(routed) and set(algo.routes) == {(0, 3, 1), (1, 3, 0)}
+    model = NetworkModel(topology)
+    for i in routed.tolist():
+        path = algo.routes[ops.route[i]]
+        assert path[0] == ops.rank[i] and path[-1] == ops.peer[i] and ops.kind[i] == 0
+        assert model.path_links(path) != model.route(path[0], path[-1])
+    assert verify_algorithm(algo).ok
+    # the model honours the routes: without them the messages crawl over the 1 GB/s link
+    with_routes = predict_time(algo, topology)
+    unrouted = replace(algo.with_ops(replace(ops, route=np.full(len(ops), -1, dtype=np.int32))), routes=())
+    assert predict_time(unrouted, topology) > 10 * with_routes
+    # and they survive the ET files
+    write_algorithm(algo, tmp_path / "ag")
+    back = read_algorithm(tmp_path / "ag")
+    assert back.equals(algo) and predict_time(back, topology) == with_routes
+
+
+def test_the_algorithm_is_named_after_its_producer():
+    """The lowering's name survives its own bookkeeping (a loop once overwrote it with 'key3')."""
+    result = forestcoll(load_topology("ring:4"), "all-gather", "1MiB")
+    assert result.algorithm.name.startswith("forestcoll")
+    assert "key" not in result.algorithm.describe()

@@ -1,0 +1,150 @@
+"""Verdicts say exactly what was proved, and the exit code follows (0 verified, 1 wrong, 3 not proved)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import jsonschema
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective, OpKind
+from chakra_collectives.ir.execution import execute
+from chakra_collectives.ir.matching import match_messages
+from chakra_collectives.synth.baselines import binomial_tree, ring
+from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.topology import load_topology
+from chakra_collectives.verify import EXIT_UNPROVED, Verdict, races, verify_algorithm
+from chakra_collectives.verify.report import Status
+
+from schema_helpers import schema
+
+
+def _bytes_only(algo):
+    """The same algorithm as foreign files describe it: bytes, no chunk identity."""
+    ops = algo.ops
+    moving = ops.kind != OpKind.COMPUTE
+    nbytes = np.where(moving, ops.count.astype(np.int64) * algo.chunk_bytes(), ops.nbytes)
+    return algo.with_ops(replace(ops, count=np.where(moving, -1, ops.count), nbytes=nbytes))
+
+
+def test_bytes_only_files_are_not_proved_and_say_what_was():
+    report = verify_algorithm(_bytes_only(ring(Collective.ALL_REDUCE, 4, size_bytes=4 * 2**20)))
+    assert report.verdict is Verdict.UNPROVED and report.exit_code == EXIT_UNPROVED and not report.ok
+    assert report.proved == ["structure", "matching", "deadlock"]
+    assert report.check("semantics").status is Status.SKIPPED and report.check("semantics").required
+    assert report.conclusion().startswith("NOT PROVED: all-reduce over 4 ranks -- cannot prove what the files compute")
+
+
+def test_custom_collectives_are_verified_for_what_they_claim():
+    report = verify_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=4096), collective=Collective.CUSTOM)
+    assert report.verdict is Verdict.VERIFIED and report.exit_code == 0
+    assert "no postcondition" in report.conclusion()
+
+
+def test_claiming_an_in_place_all_gather_of_an_in_place_all_reduce_is_wrong_not_a_crash():
+    algo = replace(ring(Collective.ALL_REDUCE, 4, size_bytes=4096), inplace=True)
+    report = verify_algorithm(algo, collective=Collective.ALL_GATHER)
+    semantics = report.check("semantics")
+    assert report.verdict is Verdict.WRONG and report.exit_code == 1
+    assert semantics.status is Status.FAILED and semantics.summary.endswith("the files are not an in-place all-gather")
+
+
+def test_rooted_collectives_need_a_root_in_range():
+    algo = ring(Collective.ALL_REDUCE, 4, size_bytes=4096)
+    with pytest.raises(InputError, match="broadcast has a root rank.*give --root R"):
+        verify_algorithm(algo, collective=Collective.BROADCAST)
+    with pytest.raises(InputError, match="root 4 is not a rank"):
+        verify_algorithm(algo, collective=Collective.BROADCAST, root=4)
+    tree = binomial_tree(Collective.BROADCAST, 5, size_bytes=5 * 64, root=2)
+    assert verify_algorithm(tree).ok and verify_algorithm(tree, root=2).ok
+    stated_wrong = verify_algorithm(tree, root=1)
+    assert stated_wrong.verdict is Verdict.WRONG and "counterexample" in stated_wrong.check("semantics").summary
+
+
+def test_cli_exit_codes_and_json(cli, tmp_path):
+    write_algorithm(replace(ring(Collective.ALL_REDUCE, 4, size_bytes=4 * 2**20), inplace=True), tmp_path / "ar")
+    wrong = cli("verify", tmp_path / "ar", "--collective", "all-gather")
+    assert wrong.exit_code == 1 and "Traceback" not in wrong.output and "NOT verified: all-gather over 4 ranks" in wrong.stdout
+    missing_root = cli("verify", tmp_path / "ar", "--collective", "broadcast")
+    assert missing_root.exit_code == 2 and "give --root R" in missing_root.stderr and missing_root.stdout == ""
+    rooted = cli("verify", tmp_path / "ar", "--collective", "broadcast", "--root", "1", "--json")
+    document = json.loads(rooted.stdout)
+    assert rooted.exit_code == 1 and document["root"] == 1 and document["verdict"] == "wrong"
+    write_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=4 * 2**20), tmp_path / "good")
+    ok = cli("verify", tmp_path / "good", "--json")
+    document = json.loads(ok.stdout)
+    jsonschema.validate(document, schema("verify"))
+    assert ok.exit_code == 0 and document["collective"] == "all-reduce" and document["num_ranks"] == 4 and document["exit_code"] == 0
+    assert document["proved"] == ["structure", "matching", "deadlock", "semantics"] and document["inplace"] is False
+
+
+def test_cli_unproved_exits_3_unless_allowed(cli, astra_custom_allreduce):
+    result = cli("verify", astra_custom_allreduce)
+    assert result.exit_code == EXIT_UNPROVED and "NOT PROVED: all-reduce over 8 ranks" in " ".join(result.stdout.split())
+    assert "verified" not in result.stdout.replace("NOT verified", "")
+    document = json.loads(cli("verify", astra_custom_allreduce, "--json").stdout)
+    jsonschema.validate(document, schema("verify"))
+    assert document["verdict"] == "unproved" and document["ok"] is False and document["exit_code"] == EXIT_UNPROVED
+    assert cli("verify", astra_custom_allreduce, "--allow-unproved").exit_code == 0
+
+
+def test_imported_ring_is_proved_for_every_order_exactly(cli, interop, tmp_path):
+    # ASTRA-sim's custom all-reduce as MSCCL-IR: 8 ranks, 280 operations (the old bounded search gave up on it)
+    assert cli("import-msccl", interop / "msccl" / "astrasim_custom_allreduce.xml", "-o", tmp_path / "ring").exit_code == 0
+    result = cli("verify", tmp_path / "ring", "--json")
+    document = json.loads(result.stdout)
+    semantics = next(c for c in document["checks"] if c["name"] == "semantics")
+    assert result.exit_code == 0 and "for every execution order" in semantics["summary"]
+
+
+# ------------------------------------------------------------------ exact happens-before
+def _graph(algo, partner):
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(algo.num_ops))
+    owner = np.repeat(np.arange(algo.num_ops), np.diff(algo.ops.dep_ptr))
+    graph.add_edges_from(zip(algo.ops.dep_idx.tolist(), owner.tolist()))
+    sends = np.flatnonzero((algo.ops.kind == OpKind.SEND) & (partner >= 0))
+    graph.add_edges_from(zip(sends.tolist(), partner[sends].tolist()))
+    return graph
+
+
+_ALGORITHMS = {
+    "tacos torus": lambda: tacos(load_topology("torus2d:3x3"), Collective.ALL_REDUCE, 9 * 64, chunks_per_npu=2).algorithm,
+    "tacos switch": lambda: tacos(load_topology("dgx:2x2"), Collective.ALL_GATHER, 4 * 64, chunks_per_npu=2).algorithm,
+    "ring": lambda: ring(Collective.ALL_REDUCE, 5, size_bytes=5 * 64),
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(sorted(_ALGORITHMS)), seed=st.integers(0, 2**32 - 1), budget_words=st.sampled_from([1, 1000]))
+def test_happens_before_agrees_with_graph_reachability(name, seed, budget_words, monkeypatch_module):
+    algo = _ALGORITHMS[name]()
+    partner = match_messages(algo).partner
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, algo.num_ops, 300)
+    b = rng.integers(0, algo.num_ops, 300)
+    # a budget of one word per operation forces 64-source blocks: many passes, same answers
+    monkeypatch_module.setattr(races, "MEMORY_BUDGET_BYTES", budget_words * 8 * algo.num_ops)
+    got = races.happens_before(algo, partner, a, b)
+    graph = _graph(algo, partner)
+    expected = [x != y and nx.has_path(graph, int(x), int(y)) for x, y in zip(a, b)]
+    assert got.tolist() == expected
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_race_check_has_no_budget_on_a_long_ring():
+    algo = ring(Collective.ALL_REDUCE, 64, size_bytes=64 * 64)
+    partner = match_messages(algo).partner
+    assert races.find_race(algo, partner, execute(algo, partner).order) is None
