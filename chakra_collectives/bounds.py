@@ -35,6 +35,15 @@ strong ones do the rest, and TACOS does (``tests/test_bounds.py`` keeps such a c
 latency bound of All-Reduce is the one-way ``latency_ns`` (a direct algorithm crosses the
 network once).
 
+**Methods.** ``method="exact"`` (the default) computes all of the above. ``method="fast"``
+computes bounds that are just as valid but may be weaker, in time linear in the links
+(:func:`fast_lower_bounds`): the cut bounds over a family of candidate sets -- every
+``V - {v}`` (the ingress bound) and every prefix of the NPUs in a few orders (their ids, whose
+prefixes are the planar cuts of meshes and tori; breadth-first from NPU 0 and from the NPU
+farthest from it), with the switches inside the set or outside -- and the latency bound from
+a double sweep (the farthest NPU from NPU 0, then the farthest from that one). On the suite's
+meshes, tori, rings and switches they equal the exact bounds (``tests/test_bounds.py``).
+
 ``best_ns = max(ingress_ns, cut_ns, latency_ns)``, and
 ``efficiency(predicted) = best_ns / predicted`` (1.0 = provably optimal). The bounds hold
 for both network modes in :mod:`~chakra_collectives.network` up to ASTRA-sim's truncation of
@@ -61,7 +70,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable
 
-import networkx as nx
 import numpy as np
 
 from chakra_collectives.errors import InputError
@@ -72,6 +80,8 @@ from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
+METHODS = ("exact", "fast")
+"""How :func:`lower_bounds` computes (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,8 @@ class LowerBounds:
     """All-Reduce only: the bound (docs/bounds.md) for algorithms that reduce-scatter and then
     all-gather (Reduce-Scatter's bound plus All-Gather's). TACOS and every baseline are such
     algorithms; it is *not* a bound for every All-Reduce (see the module docstring)."""
+    method: str = "exact"
+    """``"exact"``, or ``"fast"``: valid bounds that may be weaker than the exact ones."""
 
     @property
     def best_ns(self) -> float:
@@ -116,6 +128,7 @@ class LowerBounds:
             "latency_ns": self.latency_ns,
             "best_ns": self.best_ns,
             "cut_nodes": list(self.cut_nodes),
+            "method": self.method,
         }
         if self.reduce_scatter_all_gather_ns is not None:
             document["reduce_scatter_all_gather_ns"] = self.reduce_scatter_all_gather_ns
@@ -128,6 +141,7 @@ def lower_bounds(
     size_bytes: int | str,
     *,
     sinks: Iterable[int] | None = None,
+    method: str = "exact",
 ) -> LowerBounds:
     """Ingress, cut and latency bounds of ``collective`` of ``size_bytes`` on ``topology``.
 
@@ -139,9 +153,13 @@ def lower_bounds(
     ``collective`` and ``size_bytes`` take what :func:`~chakra_collectives.synth.synthesize`
     takes: ``"all-reduce"`` or a :class:`Collective`, ``"12MiB"`` or bytes.
 
-    Raises :class:`InputError` for other collectives, a non-positive size, or a topology in
-    which some NPU cannot reach another.
+    ``method="fast"`` gives valid bounds that may be weaker (:func:`fast_lower_bounds`).
+
+    Raises :class:`InputError` for other collectives, a non-positive size, an unknown method,
+    or a topology in which some NPU cannot reach another.
     """
+    if method not in METHODS:
+        raise InputError(f"unknown bounds method {method!r} (valid: {', '.join(METHODS)})")
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
     if collective not in SUPPORTED:
@@ -153,7 +171,9 @@ def lower_bounds(
     topology.validate()
     n = topology.num_npus
     if n == 1:
-        return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0)
+        return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0, method=method)
+    if method == "fast":
+        return fast_lower_bounds(topology, collective, size_bytes)
     if sinks is None:
         sinks = default_sinks(topology)
     sink_list = sorted(set(sinks))
@@ -220,6 +240,8 @@ def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -
     Stoer-Wagner global min cut when every link has an equal reverse and there are no switches
     (then every cut separates NPUs and both directions weigh the same).
     """
+    import networkx as nx  # imported when used (start-up time)
+
     n = topology.num_npus
     symmetric = all(capacity.get((v, u)) == b for (u, v), b in capacity.items())
     if symmetric and topology.num_switches == 0:
@@ -244,18 +266,155 @@ def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -
 
 
 # ---------------------------------------------------------------------------- latency
+def _latency_graph(topology: Topology):
+    """Least latency of each node pair with a link (parallel links: the fastest), as a sparse matrix."""
+    from scipy.sparse import csr_matrix  # imported when used (start-up time)
+
+    arrays = topology.link_arrays
+    src, dst, latency = arrays["src"], arrays["dst"], arrays["latency_ns"].astype(np.float64)
+    order = np.lexsort((latency, dst, src))
+    src, dst, latency = src[order], dst[order], latency[order]
+    first = np.ones(len(src), dtype=bool)
+    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    nodes = topology.num_nodes
+    return csr_matrix((latency[first], (src[first], dst[first])), shape=(nodes, nodes))
+
+
 def _latency_bound(topology: Topology) -> float:
-    """Longest least-latency path between two NPUs (ns)."""
-    graph = nx.DiGraph()
-    for link in topology.links:
-        current = graph.get_edge_data(link.src, link.dst)
-        if current is None or link.latency_ns < current["latency"]:
-            graph.add_edge(link.src, link.dst, latency=link.latency_ns)
+    """Longest least-latency path between two NPUs (ns): Dijkstra from every NPU (from one when
+    every NPU looks alike), in batches."""
+    from scipy.sparse.csgraph import dijkstra
+
+    graph = _latency_graph(topology)
+    n = topology.num_npus
+    sources = [0] if topology.uniform else range(n)
     worst = 0.0
-    for npu in range(topology.num_npus):
-        lengths = nx.single_source_dijkstra_path_length(graph, npu, weight="latency")
-        worst = max(worst, max(lengths.get(v, math.inf) for v in range(topology.num_npus)))
-    return float(worst)
+    batch = max(1, 2**24 // max(topology.num_nodes, 1))  # 128 MiB of distances at a time
+    for first in range(0, len(sources), batch):
+        distances = dijkstra(graph, indices=list(sources[first : first + batch]))[:, :n]
+        worst = max(worst, float(distances.max()))
+    return worst
 
 
-__all__ = ["LowerBounds", "lower_bounds"]
+def _latency_sweep(topology: Topology) -> float:
+    """A lower bound on :func:`_latency_bound`: the farthest NPU from NPU 0 (both ways), then the
+    farthest from it (double sweep; exact on rings, meshes and tori)."""
+    from scipy.sparse.csgraph import dijkstra
+
+    graph = _latency_graph(topology)
+    n = topology.num_npus
+    forward = dijkstra(graph, indices=[0])[0, :n]
+    backward = dijkstra(graph.T.tocsr(), indices=[0])[0, :n]
+    far = int(np.argmax(forward))
+    again = dijkstra(graph, indices=[far])[0, :n]
+    return float(max(forward.max(), backward.max(), again.max()))
+
+
+# ---------------------------------------------------------------------------- fast
+def fast_lower_bounds(topology: Topology, collective: Collective, size_bytes: int) -> LowerBounds:
+    """Valid bounds in time linear in the links (see the module docstring): never above
+    :func:`lower_bounds`'s exact ones, equal on the suite's regular topologies.
+
+    >>> from chakra_collectives.topology import mesh2d
+    >>> fast = fast_lower_bounds(mesh2d(4, 4), Collective.ALL_GATHER, 2**20)
+    >>> exact = lower_bounds(mesh2d(4, 4), Collective.ALL_GATHER, 2**20)
+    >>> (fast.cut_ns, fast.latency_ns) == (exact.cut_ns, exact.latency_ns), fast.method
+    (True, 'fast')
+    """
+    n = topology.num_npus
+    links = _Links(topology)
+    latency = _latency_sweep(topology)
+    if collective is Collective.ALL_REDUCE:
+        ingress, cut, cut_set = links.all_reduce(size_bytes)
+        phases = sum(max(links.phase(size_bytes / n, reverse=reverse)[:2]) for reverse in (True, False))
+        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, reduce_scatter_all_gather_ns=phases, method="fast")
+    ingress, cut, cut_set = links.phase(size_bytes / n, reverse=collective is Collective.REDUCE_SCATTER)
+    return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method="fast")
+
+
+class _Links:
+    """Link arrays and the candidate cut sets of :func:`fast_lower_bounds`."""
+
+    def __init__(self, topology: Topology) -> None:
+        arrays = topology.link_arrays
+        self.topology = topology
+        self.n, self.nodes = topology.num_npus, topology.num_nodes
+        self.src, self.dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
+        self.gbps = arrays["bandwidth_gbps"].astype(np.float64)
+        self.orders = self._orders()
+
+    def _orders(self) -> list[np.ndarray]:
+        """NPU orders whose prefixes are the candidate sets: ids, and breadth-first (by hops)
+        from NPU 0 and from the NPU farthest from it."""
+        from scipy.sparse import csr_matrix  # imported when used (start-up time)
+        from scipy.sparse.csgraph import dijkstra
+
+        hops = csr_matrix((np.ones(len(self.src)), (self.src, self.dst)), shape=(self.nodes, self.nodes))
+        first = dijkstra(hops, indices=[0], unweighted=True)[0, : self.n]
+        far = int(np.argmax(first))
+        second = dijkstra(hops, indices=[far], unweighted=True)[0, : self.n]
+        ids = np.arange(self.n)
+        return [ids, np.argsort(first, kind="stable"), np.argsort(second, kind="stable")]
+
+    def _prefix_rates(self, order: np.ndarray, switches_in: bool, reverse: bool) -> np.ndarray:
+        """``B_out`` (GB/s) of the sets ``order[:i]`` (+ every switch when ``switches_in``),
+        ``i = 1 .. N-1`` (links reversed when ``reverse``)."""
+        n = self.n
+        position = np.full(self.nodes, -1 if switches_in else n, dtype=np.int64)
+        position[order] = np.arange(n)
+        src, dst = (self.dst, self.src) if reverse else (self.src, self.dst)
+        # link u -> v leaves the set order[:i] (i = 1 .. N-1) when position[u] < i <= position[v]
+        low = np.maximum(position[src] + 1, 1)
+        high = np.minimum(position[dst], n - 1)
+        crossing = low <= high
+        delta = np.zeros(n + 1)
+        np.add.at(delta, low[crossing], self.gbps[crossing])
+        np.add.at(delta, high[crossing] + 1, -self.gbps[crossing])
+        return np.cumsum(delta)[1:n]
+
+    def _candidates(self, reverse: bool):
+        """Every candidate ``(sizes, B_out, order, switches_in)``."""
+        sizes = np.arange(1, self.n)
+        for order in self.orders:
+            for switches_in in ((False, True) if self.topology.num_switches else (False,)):
+                yield sizes, self._prefix_rates(order, switches_in, reverse), order, switches_in
+
+    def _set(self, order: np.ndarray, size: int, switches_in: bool) -> tuple[int, ...]:
+        members = order[:size].tolist() + (list(range(self.n, self.nodes)) if switches_in else [])
+        return tuple(sorted(members))
+
+    def phase(self, share: float, *, reverse: bool) -> tuple[float, float, tuple[int, ...]]:
+        """``(ingress_ns, cut_ns, cut set)`` of an All-Gather (Reduce-Scatter when ``reverse``)."""
+        n = self.n
+        into = np.bincount(self.src if reverse else self.dst, weights=self.gbps, minlength=self.nodes)[:n]
+        v = int(np.argmin(into))
+        ingress = share * (n - 1) / bytes_per_ns(float(into[v]))
+        best, best_set = ingress, tuple(u for u in range(self.nodes) if u != v)
+        for sizes, rates, order, switches_in in self._candidates(reverse):
+            times = np.where(rates > 0, share * sizes / bytes_per_ns(np.where(rates > 0, rates, 1.0)), np.inf)
+            i = int(np.argmax(times))
+            if times[i] > best:
+                best, best_set = float(times[i]), self._set(order, int(sizes[i]), switches_in)
+        return ingress, best, best_set
+
+    def all_reduce(self, size_bytes: int) -> tuple[float, float, tuple[int, ...]]:
+        """``(ingress_ns, cut_ns, cut set)`` of an All-Reduce: the exact ingress bounds, and the
+        cut bound over the candidate sets and their complements."""
+        n = self.n
+        out = np.bincount(self.src, weights=self.gbps, minlength=self.nodes)[:n]
+        into = np.bincount(self.dst, weights=self.gbps, minlength=self.nodes)[:n]
+        aggregate = 2 * (n - 1) * size_bytes / bytes_per_ns(float(min(out.sum(), into.sum())))
+        per_npu = size_bytes / bytes_per_ns(float(np.minimum(into, out).min()))
+        ingress = max(aggregate, per_npu)
+        v = int(np.argmin(np.minimum(into, out)))
+        weakest, weakest_set = float(min(into[v], out[v])), (v,) if out[v] <= into[v] else tuple(u for u in range(self.nodes) if u != v)
+        for reverse in (False, True):  # B_in of a set is B_out of its complement
+            for sizes, rates, order, switches_in in self._candidates(reverse):
+                i = int(np.argmin(rates))
+                if rates[i] < weakest:
+                    members = self._set(order, int(sizes[i]), switches_in)
+                    weakest, weakest_set = float(rates[i]), members if not reverse else tuple(u for u in range(self.nodes) if u not in set(members))
+        return ingress, max(size_bytes / bytes_per_ns(weakest), ingress), weakest_set
+
+
+__all__ = ["LowerBounds", "METHODS", "fast_lower_bounds", "lower_bounds"]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
-from chakra_collectives.ir.execution import execute
+from chakra_collectives.ir.dag import longest_path
 from chakra_collectives.ir.matching import match_messages
 
 
@@ -26,8 +26,7 @@ def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[
     """
     ops = algo.ops
     nbytes = algo.op_bytes(size_bytes)
-    kinds = np.zeros((algo.num_ranks, len(OpKind)), dtype=np.int64)
-    np.add.at(kinds, (ops.rank, ops.kind), 1)
+    kinds = np.bincount(ops.rank.astype(np.int64) * len(OpKind) + ops.kind, minlength=algo.num_ranks * len(OpKind)).reshape(algo.num_ranks, len(OpKind))
     sent = np.bincount(ops.rank[ops.kind == OpKind.SEND], weights=nbytes[ops.kind == OpKind.SEND], minlength=algo.num_ranks)
     received = np.bincount(ops.rank[ops.kind == OpKind.RECV], weights=nbytes[ops.kind == OpKind.RECV], minlength=algo.num_ranks)
     local_depth = _longest_chains(algo, with_messages=False)
@@ -66,23 +65,18 @@ def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[
 
 
 def _longest_chains(algo: CollectiveAlgorithm, *, with_messages: bool) -> np.ndarray:
-    """Length (in operations) of the longest chain ending at each operation (-1: never runs)."""
+    """Length (in operations) of the longest chain ending at each operation (-1: never runs):
+    :func:`~chakra_collectives.ir.dag.longest_path` over the dependencies (and, ``with_messages``,
+    each RECV after its SEND)."""
     ops = algo.ops
     size = len(ops)
-    partner = match_messages(algo).partner if with_messages else np.full(size, -1)
-    order = execute(algo, partner, semantics="eager").order
-    depth = [-1] * size
-    dep_ptr = ops.dep_ptr.tolist()
-    dep_idx = ops.dep_idx.tolist()
-    kind = ops.kind.tolist()
-    partners = partner.tolist()
-    RECV = int(OpKind.RECV)
-    for i in order:
-        best = 0
-        for d in dep_idx[dep_ptr[i] : dep_ptr[i + 1]]:
-            if depth[d] > best:
-                best = depth[d]
-        if kind[i] == RECV and partners[i] >= 0 and depth[partners[i]] > best:
-            best = depth[partners[i]]
-        depth[i] = best + 1
-    return np.asarray(depth)
+    dep_ptr, dep_idx = ops.dep_ptr, ops.dep_idx
+    if with_messages:
+        partner = match_messages(algo).partner
+        recvs = np.flatnonzero((ops.kind == OpKind.RECV) & (partner >= 0))
+        owner = np.concatenate([np.repeat(np.arange(size), np.diff(dep_ptr)), recvs])
+        order = np.argsort(owner, kind="stable")
+        dep_idx = np.concatenate([dep_idx, partner[recvs]])[order]
+        dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=size))])
+    depth = longest_path(dep_ptr, dep_idx, np.ones(size))
+    return np.where(np.isnan(depth), -1, depth).astype(np.int64)

@@ -195,3 +195,37 @@ def test_all_reduce_reports_the_reduce_scatter_all_gather_bound_beside_the_unive
     # corners have two links: an algorithm that spares them can beat twice the All-Gather bound
     assert ar.best_ns < ar.reduce_scatter_all_gather_ns
     assert lower_bounds(mesh, Collective.ALL_GATHER, 2**24).reduce_scatter_all_gather_ns is None
+
+
+# ---------------------------------------------------------------------------- fast bounds
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), collective=st.sampled_from(["all-gather", "reduce-scatter", "all-reduce"]))
+def test_fast_bounds_never_exceed_the_exact_ones(data, collective):
+    topo = random_topology(data.draw, st, max_npus=6, max_switches=2)
+    exact = lower_bounds(topo, Collective.parse(collective), 6 * MIB)
+    fast = lower_bounds(topo, Collective.parse(collective), 6 * MIB, method="fast")
+    assert fast.method == "fast" and exact.method == "exact"
+    assert fast.ingress_ns == pytest.approx(exact.ingress_ns)
+    for name in ("cut_ns", "latency_ns", "best_ns"):
+        assert getattr(fast, name) <= getattr(exact, name) * (1 + 1e-12)
+    if exact.reduce_scatter_all_gather_ns is not None:
+        assert fast.reduce_scatter_all_gather_ns <= exact.reduce_scatter_all_gather_ns * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    "spec", ["ring:8", "mesh2d:4x4", "mesh2d:8x8", "torus2d:8x8", "torus3d:4x4x4", "hypercube:4x4x4", "hetero-mesh2d:8x8", "switch:16", "dgx:4x8"]
+)
+@pytest.mark.parametrize("collective", [Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE])
+def test_fast_bounds_equal_the_exact_ones_on_regular_topologies(spec, collective):
+    from chakra_collectives.topology import load_topology
+
+    topo = load_topology(spec)
+    exact = lower_bounds(topo, collective, 64 * MIB)
+    fast = lower_bounds(topo, collective, 64 * MIB, method="fast")
+    assert (fast.ingress_ns, fast.cut_ns, fast.latency_ns) == (exact.ingress_ns, exact.cut_ns, exact.latency_ns)
+    assert fast.reduce_scatter_all_gather_ns == exact.reduce_scatter_all_gather_ns
+
+
+def test_unknown_bounds_method_is_refused():
+    with pytest.raises(InputError, match="unknown bounds method"):
+        lower_bounds(ring_topology(4), Collective.ALL_GATHER, MIB, method="guess")

@@ -64,3 +64,46 @@ def test_bidirectional_ring_halves_the_ring_time():
     two = predict_time(bidirectional_ring(Collective.ALL_GATHER, n, size_bytes=size), topo)
     assert two == pytest.approx((n - 1) * transfer_ns(topo.links[0], size / (2 * n)))
     assert two < 0.55 * one
+
+
+# ---------------------------------------------------------------------- column-wise = one op at a time
+import baseline_reference as reference  # noqa: E402  (the op-at-a-time AlgorithmBuilder versions)
+import numpy as np  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from chakra_collectives.ir import Buffer  # noqa: E402
+from chakra_collectives.ir.steps import StepBuilder  # noqa: E402
+
+REFERENCE = {
+    "ring": reference.ring, "biring": reference.bidirectional_ring, "direct": reference.direct,
+    "rhd": reference.recursive_halving_doubling, "tree": reference.binomial_tree,
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    case=st.sampled_from([(n, c) for n, cs in SUPPORTED.items() for c in cs]),
+    ranks=st.integers(2, 20),
+    k=st.integers(1, 3),
+    root=st.integers(0, 19),
+)
+def test_column_wise_baselines_equal_the_op_at_a_time_reference(case, ranks, k, root):
+    """Same operations, order, tags, dependencies and buffers as building them one call at a time."""
+    name, collective = case
+    if name == "rhd":
+        ranks = 1 << (ranks.bit_length() - 1)
+    kwargs = {"chunks": k, "root": root % ranks} if name == "tree" else {"chunks_per_rank": k}
+    ours = BUILD[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
+    theirs = REFERENCE[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
+    assert ours.equals(theirs)
+
+
+def test_step_builder_refuses_two_writes_of_one_slot_in_a_step():
+    b = StepBuilder(Collective.ALL_GATHER, num_ranks=3, chunk_count=3, size_bytes=3)
+    with pytest.raises(ValueError, match="twice"):
+        b.transfer(np.array([0, 1]), np.array([2, 2]), src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, 0), count=1)
+
+
+def test_large_baselines_use_compact_columns():
+    algo = ring(Collective.ALL_REDUCE, 64, size_bytes=2**20)
+    assert algo.ops.dep_idx.dtype == np.int32 and algo.ops.src_off.dtype == np.int32

@@ -40,6 +40,15 @@ def test_default_is_the_best_of_all(cli):
     assert summary["predicted_ns"] == min(timed)
 
 
+def test_bounds_fast_and_none(cli):
+    run = lambda *extra: json.loads(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "-s", "1MiB", "-a", "ring", "--json", *extra).stdout)  # noqa: E731
+    exact, fast, none = run("--bounds", "exact"), run("--bounds", "fast"), run("--bounds", "none")
+    assert (exact["bounds_method"], fast["bounds_method"], none["bounds_method"]) == ("exact", "fast", None)
+    assert fast["bounds"] == exact["bounds"]  # a mesh: the fast candidates find the exact cut
+    assert none["bounds"] is None and none["efficiency"] is None
+    assert run()["bounds_method"] == "exact"  # auto, 16 NPUs
+
+
 @pytest.mark.parametrize("algorithm", ["ring", "biring", "direct", "rhd"])
 def test_synth_baselines(cli, algorithm):
     result = cli("synth", "-t", "ring:4", "-c", "reduce-scatter", "-s", "1MiB", "-a", algorithm, "--json")
@@ -59,6 +68,7 @@ def test_synth_baselines(cli, algorithm):
         (["-t", "ring:6", "-a", "rhd"], "power-of-two"),
         (["-t", "ring:4", "-c", "gossip"], "unknown collective 'gossip'"),
         (["-t", "ring:4", "-c", "broadcast", "-a", "tacos"], "TACOS synthesizes all-gather, reduce-scatter, all-reduce"),
+        (["-t", "ring:4", "--bounds", "maybe"], "unknown bounds 'maybe' (valid: auto, exact, fast, none)"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, message):

@@ -240,3 +240,13 @@ def test_no_uplink_idles_at_the_start_on_a_switch(n):
     assert all(schedule.start[schedule.src == s].min() == 0 for s in range(n))
     result = tacos(topo, AG, n * 2**20, trials=1)
     assert predict_time(result.algorithm, topo) == pytest.approx(result.schedule_ns, rel=1e-12)
+
+
+def test_matchings_in_parallel_processes_give_the_same_algorithm(monkeypatch):
+    from chakra_collectives.synth import tacos as tacos_module
+
+    topo = load_topology("torus2d:4x4")
+    alone = tacos_module.tacos(topo, "all-reduce", 16 * 2**20, trials=2)
+    monkeypatch.setattr(tacos_module, "PARALLEL_PAIRS", 0)  # every problem is "large"
+    shared = tacos_module.tacos(topo, "all-reduce", 16 * 2**20, trials=2)
+    assert shared.algorithm.equals(alone.algorithm) and shared.seeds == alone.seeds

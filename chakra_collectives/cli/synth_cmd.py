@@ -54,6 +54,10 @@ def synth(
     chunks_per_tree: Optional[int] = typer.Option(
         None, "--chunks-per-tree", metavar="P", help="ForestColl: pipeline pieces per tree (default: chosen from a latency/bandwidth model)."
     ),
+    bounds: str = typer.Option(
+        "auto", "--bounds", metavar="METHOD",
+        help="Lower bounds: exact, fast (valid, maybe weaker; linear time), none, or auto (exact up to 1,024 NPUs, fast above).",
+    ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (an ASTRA-sim custom collective)."),
     astra_sim: Optional[Path] = typer.Option(
         None, "--astra-sim", metavar="DIR", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."
@@ -88,7 +92,7 @@ def synth(
     with showing_progress(err_console, "synth", enabled=not as_json):
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, network_model=model,
+            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model,
         )
         write_s = None
         if output is not None:
@@ -145,7 +149,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     rows.append(("predicted", f"{format_time_ns(result.predicted_ns)} ({result.network_model} network model)"))
     if result.bounds is not None:
         b = result.bounds
-        rows.append(("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}"))
+        fast = " (fast: valid, maybe weaker than exact)" if b.method == "fast" else ""
+        rows.append(("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}{fast}"))
         rows.append(("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted; any algorithm)"))
         if b.reduce_scatter_all_gather_ns is not None:
             rows.append((
@@ -176,7 +181,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
             rows.append(("", f"{forest['routes']} switch path(s) differ from the network's own route: the ETs carry them (cc_route)"))
         if forest["balanced_switches"]:
             rows.append(("", f"switches {forest['balanced_switches']} send more than they receive: their output was scaled down (below the cut bound)"))
-    rows.append(("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s)"))
+    rows.append(("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s, bounds {result.bounds_s:.3f} s)"))
     if summary["et_write_s"] is not None:
         rows.append(("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s"))
     for label, text in rows:

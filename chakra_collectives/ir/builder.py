@@ -170,7 +170,7 @@ class AlgorithmBuilder:
             **merged,
         )
         if scratch_chunks is None:
-            scratch_chunks = _touched_scratch(table, n)
+            scratch_chunks = touched_scratch(table, n)
         return CollectiveAlgorithm(
             collective=self.collective,
             num_ranks=n,
@@ -187,7 +187,7 @@ class AlgorithmBuilder:
         )
 
 
-def _touched_scratch(table: OpTable, num_ranks: int) -> np.ndarray:
+def touched_scratch(table: OpTable, num_ranks: int) -> np.ndarray:
     """Per rank, one past the highest scratch slot any operation reads or writes."""
     sizes = np.zeros(num_ranks, dtype=np.int64)
     count = np.maximum(table.count, 1)

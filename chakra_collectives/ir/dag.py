@@ -77,6 +77,7 @@ def longest_path(dep_ptr: np.ndarray, dep_idx: np.ndarray, weight: np.ndarray) -
     succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(waited, minlength=size))])
     start = np.zeros(size)
     finish = np.full(size, np.nan)
+    stamp = np.zeros(size, dtype=np.int64)
     frontier = np.flatnonzero(pending == 0)
     while len(frontier):
         finish[frontier] = start[frontier] + weight[frontier]
@@ -88,7 +89,9 @@ def longest_path(dep_ptr: np.ndarray, dep_idx: np.ndarray, weight: np.ndarray) -
         targets = successors[edges]
         np.maximum.at(start, targets, np.repeat(finish[frontier], lengths))
         np.subtract.at(pending, targets, 1)
-        frontier = np.unique(targets[pending[targets] == 0])
+        ready = targets[pending[targets] == 0]
+        stamp[ready] = np.arange(len(ready))  # a node reached by several edges is kept once (no sort)
+        frontier = ready[stamp[ready] == np.arange(len(ready))]
     return finish
 
 

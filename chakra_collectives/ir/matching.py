@@ -45,9 +45,50 @@ def pair_in_order(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndar
     >>> sorted(zip(s.tolist(), r.tolist()))      # the second 0 -> 1 send has no receive
     [(0, 1), (2, 0)]
     """
+    packed = _packed(send_keys, recv_keys)
+    if packed is not None:  # each key one int64: sorts instead of row comparisons
+        send_packed, recv_packed = packed
+        return _pair_packed(send_packed, recv_packed)
     send_full = np.column_stack([send_keys, _occurrence(send_keys)]).astype(np.int64)
     recv_full = np.column_stack([recv_keys, _occurrence(recv_keys)]).astype(np.int64)
     return _intersect_rows(send_full, recv_full)
+
+
+def _packed(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both sides' rows as single int64 keys (mixed radix), when the columns are non-negative
+    and the product of their ranges fits; else None."""
+    if len(send_keys) == 0 or len(recv_keys) == 0 or send_keys.ndim != 2 or send_keys.shape[1] != recv_keys.shape[1]:
+        return None
+    if min(int(send_keys.min()), int(recv_keys.min())) < 0:
+        return None
+    spans = np.maximum(send_keys.max(axis=0), recv_keys.max(axis=0)).astype(object) + 1
+    if int(np.prod(spans)) >= 2**62:
+        return None
+    send, recv = np.zeros(len(send_keys), dtype=np.int64), np.zeros(len(recv_keys), dtype=np.int64)
+    for column, span in enumerate(spans.tolist()):
+        send = send * span + send_keys[:, column]
+        recv = recv * span + recv_keys[:, column]
+    return send, recv
+
+
+def _pair_packed(send: np.ndarray, recv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_in_order` on packed keys: sort each side by (key, program order) and walk
+    the k-th of every key on one side to the k-th on the other."""
+    send_order = np.argsort(send, kind="stable")
+    recv_order = np.argsort(recv, kind="stable")
+    send_sorted, recv_sorted = send[send_order], recv[recv_order]
+    send_occurrence = np.arange(len(send)) - np.searchsorted(send_sorted, send_sorted, side="left")
+    recv_occurrence = np.arange(len(recv)) - np.searchsorted(recv_sorted, recv_sorted, side="left")
+    # the k-th receive of a key pairs with the send at (first send of that key) + k, if it exists
+    first = np.searchsorted(send_sorted, recv_sorted, side="left")
+    candidate = first + recv_occurrence
+    inside = candidate < len(send)
+    candidate = np.where(inside, candidate, 0)
+    found = inside & (send_sorted[candidate] == recv_sorted) & (send_occurrence[candidate] == recv_occurrence)
+    pairs = np.flatnonzero(found)
+    in_send, in_recv = send_order[candidate[pairs]], recv_order[pairs]
+    by_send = np.argsort(in_send, kind="stable")
+    return in_send[by_send], in_recv[by_send]
 
 
 def match_messages(algo: CollectiveAlgorithm, limit: int = 10) -> Matching:

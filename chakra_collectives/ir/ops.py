@@ -20,8 +20,8 @@ program order inside a rank; dependencies are kept in CSR form (``dep_ptr``/``de
 indices). Synthesizers of 10^7 operations build it with array operations; readable per-operation
 views are :class:`Op` objects.
 
-Columns are compact where that is safe: a producer may hand ``int32`` columns (and an
-``int32`` ``dep_idx``) where the declared type is ``int64``, and they are kept as they are;
+Columns are compact where that is safe: a producer may hand ``int32`` columns (and an ``int32``
+``dep_ptr`` and ``dep_idx``) where the declared type is ``int64``, and they are kept as they are;
 columns it omits hold their "not applicable" value as a read-only broadcast view that takes
 no memory. Consumers therefore widen to ``int64`` before arithmetic that could overflow
 (``count * chunk_bytes``, keys built from several columns) and never write into a table.
@@ -173,7 +173,7 @@ class OpTable:
         built["duration_ns"] = np.broadcast_to(np.nan, (size,)) if duration is None else np.asarray(duration, dtype=np.float64)
         if columns:
             raise TypeError(f"unknown columns {sorted(columns)}")
-        built["dep_ptr"] = np.asarray(dep_ptr, dtype=np.int64)
+        built["dep_ptr"] = _column(dep_ptr, np.int64)
         built["dep_idx"] = _column(dep_idx, np.int64)
         table = cls(**built)
         table._check_shapes()

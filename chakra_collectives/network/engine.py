@@ -30,11 +30,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from chakra_collectives.network.events import EventLoop
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, locality_order, permuted
+from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.network.model import NetworkModel
 
 
@@ -77,7 +79,17 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     Tasks that become ready at the same instant start in the order of
     :func:`~chakra_collectives.network.graph.locality_order` (position in their NPU's list, then
     NPU), which is also the order they offer messages to a shared link.
+
+    A graph whose messages never wait for a link (and whose tasks hold no units) is timed level
+    by level instead (:mod:`~chakra_collectives.network.levels`): the same times, in numpy.
     """
+    if not record_links:
+        messages = _Messages(graph, model)
+        costs = HopCosts(messages.kind_of_send, messages.hop_ptr, messages.hop_link, messages.hop_busy, messages.hop_delivered)
+        fast = contention_free_times(graph, costs)
+        if fast is not None:
+            return Timing(start=fast.start, end=fast.end, links=messages.link_use(messages.sends, []), stuck=np.zeros(0, dtype=np.int64))
+        del messages, costs
     order = locality_order(graph)
     timing = _run(permuted(graph, order), model, record_links=record_links)
     start = np.empty_like(timing.start)
@@ -251,10 +263,12 @@ class _Messages:
 
     A distinct message is a (source NPU, destination NPU, bytes) triple; a collective has few,
     so routes and hop costs are looked up from the model a few times, not once per message.
+    ``kind_of_send[j]`` is the distinct message of the ``j``-th SEND; the distinct messages'
+    hops are flat arrays (``hop_ptr``, ``hop_link``, ``hop_busy``, ``hop_delivered``).
     """
 
     def __init__(self, graph: TaskGraph, model: NetworkModel) -> None:
-        size = len(graph)
+        self.size = len(graph)
         sends = np.flatnonzero(graph.kind == SEND)
         self.sends = sends
         dst = graph.npu[graph.partner[sends]] if len(sends) else np.zeros(0, np.int32)
@@ -271,21 +285,30 @@ class _Messages:
             graph.routes[r] if r >= 0 else model.route(src, dst_npu) for (src, dst_npu, _), r in zip(unique.tolist(), route_id.tolist())
         ]
         lengths = [len(path) for path in self.routes]
-        hops = np.fromiter((link for path in self.routes for link in path), dtype=np.int64, count=sum(lengths))
-        busy, delivered = model.hop_times(hops, np.repeat(unique[:, 2], lengths))
-        pairs = list(zip(busy.tolist(), delivered.tolist()))  # Python numbers: the engine's loop is faster on them
-        bounds = np.cumsum([0, *lengths]).tolist()
-        self.costs: list[tuple[tuple[float, float], ...]] = [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:])]
+        self.hop_ptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+        self.hop_link = np.fromiter((link for path in self.routes for link in path), dtype=np.int64, count=sum(lengths))
+        self.hop_busy, self.hop_delivered = model.hop_times(self.hop_link, np.repeat(unique[:, 2], lengths))
         self.unique = unique
         self.num_links = model.num_links
-        route_of: list = [None] * size
-        cost_of: list = [None] * size
-        routes, costs = self.routes, self.costs
-        for i, k in zip(sends.tolist(), self.kind_of_send.tolist()):
-            route_of[i] = routes[k]
+
+    @cached_property
+    def route_of(self) -> list:
+        """Per task: the route of its message (None for non-SENDs): the event engine's lists."""
+        route_of: list = [None] * self.size
+        for i, k in zip(self.sends.tolist(), self.kind_of_send.tolist()):
+            route_of[i] = self.routes[k]
+        return route_of
+
+    @cached_property
+    def cost_of(self) -> list:
+        """Per task: ``((busy, delivered), ...)`` per hop of its message (Python numbers)."""
+        pairs = list(zip(self.hop_busy.tolist(), self.hop_delivered.tolist()))  # Python numbers: the engine's loop is faster on them
+        bounds = self.hop_ptr.tolist()
+        costs = [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:])]
+        cost_of: list = [None] * self.size
+        for i, k in zip(self.sends.tolist(), self.kind_of_send.tolist()):
             cost_of[i] = costs[k]
-        self.route_of = route_of
-        self.cost_of = cost_of
+        return cost_of
 
     def link_use(self, started: np.ndarray, intervals: list) -> LinkUse:
         """Busy time, bytes and messages per link, over the SENDs that started."""
@@ -294,12 +317,10 @@ class _Messages:
         busy = np.zeros(self.num_links)
         nbytes = np.zeros(self.num_links, dtype=np.int64)
         messages = np.zeros(self.num_links, dtype=np.int64)
-        for k in np.flatnonzero(counts).tolist():
-            c = int(counts[k])
-            for link, (hop_busy, _) in zip(self.routes[k], self.costs[k]):
-                busy[link] += c * hop_busy
-                nbytes[link] += c * int(self.unique[k, 2])
-                messages[link] += c
+        per_hop = np.repeat(counts, np.diff(self.hop_ptr))
+        np.add.at(busy, self.hop_link, per_hop * self.hop_busy)
+        np.add.at(nbytes, self.hop_link, per_hop * np.repeat(self.unique[:, 2], np.diff(self.hop_ptr)))
+        np.add.at(messages, self.hop_link, per_hop)
         return LinkUse(busy_ns=busy, bytes=nbytes, messages=messages, intervals=intervals)
 
 

@@ -51,6 +51,28 @@ def algorithm_names() -> list[str]:
 DEFAULT_ALGORITHM = "best"
 """What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
 
+BOUNDS = ("auto", "exact", "fast", "none")
+"""How :func:`synthesize` bounds the result: ``exact`` and ``fast`` are
+:func:`~chakra_collectives.bounds.lower_bounds`'s methods, ``none`` skips the bounds, ``auto``
+is ``exact`` up to :data:`EXACT_BOUNDS_NPUS` NPUs and ``fast`` above."""
+
+EXACT_BOUNDS_NPUS = 1024
+"""Largest topology ``bounds="auto"`` computes exact bounds for (the exact cut bound takes one
+max-flow per NPU class and round: minutes at 4,096 NPUs)."""
+
+
+def bounds_method(bounds: str, num_npus: int) -> str | None:
+    """The :func:`~chakra_collectives.bounds.lower_bounds` method ``bounds`` means (None: none).
+
+    >>> bounds_method("auto", 64), bounds_method("auto", 4096), bounds_method("none", 8)
+    ('exact', 'fast', None)
+    """
+    if bounds not in BOUNDS:
+        raise InputError(f"unknown bounds {bounds!r} (valid: {', '.join(BOUNDS)})")
+    if bounds == "auto":
+        return "exact" if num_npus <= EXACT_BOUNDS_NPUS else "fast"
+    return None if bounds == "none" else bounds
+
 
 @dataclass
 class SynthesisResult:
@@ -66,9 +88,10 @@ class SynthesisResult:
     schedule_ns: float | None
     """The producer's own estimate of its time, when it plans with the network model (TACOS)."""
     bounds: LowerBounds | None
-    """``None`` for collectives without bounds (all-to-all, broadcast, reduce)."""
+    """``None`` for collectives without bounds (all-to-all, broadcast, reduce) or when not asked for."""
     synthesis_s: float
     predict_s: float
+    bounds_s: float = 0.0
     seed: int | None = None
     trials: int = 1
     requested: str = ""
@@ -123,10 +146,12 @@ class SynthesisResult:
             "network_model": self.network_model,
             "schedule_ns": self.schedule_ns,
             "bounds": None if bounds is None else {k: v for k, v in bounds.as_dict().items() if k.endswith("_ns")},
+            "bounds_method": None if bounds is None else bounds.method,
             "efficiency": self.efficiency,
             "reduce_scatter_all_gather_efficiency": self.reduce_scatter_all_gather_efficiency,
             "synthesis_s": self.synthesis_s,
             "predict_s": self.predict_s,
+            "bounds_s": self.bounds_s,
             "seed": self.seed,
             "trials": self.trials,
             "phase_seeds": list(self.phase_seeds),
@@ -171,6 +196,7 @@ def synthesize(
     root: int = 0,
     trees_per_npu: int | str | None = None,
     chunks_per_tree: int | None = None,
+    bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
 ) -> SynthesisResult:
@@ -187,7 +213,8 @@ def synthesize(
     chunks of ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works.
     ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
     ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``
-    or ``"auto"``) and pieces per tree (default: its own choice).
+    or ``"auto"``) and pieces per tree (default: its own choice). ``bounds``: one of
+    :data:`BOUNDS` (:func:`bounds_method`).
     Progress is reported through :mod:`chakra_collectives.progress`; ``on_step(name)`` (deprecated)
     is called before each phase.
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
@@ -198,6 +225,7 @@ def synthesize(
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
+    method = bounds_method(bounds, topology.num_npus)
     network_model = Mode.parse(network_model).value
     nbytes = parse_size(size_bytes)
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(topology.num_npus)
@@ -224,7 +252,9 @@ def synthesize(
         if on_step:
             on_step("bounds")
         with progress.task("lower bounds"):
-            found.bounds = lower_bounds(topology, collective, nbytes) if collective in BOUNDED else None
+            started = time.perf_counter()
+            found.bounds = lower_bounds(topology, collective, nbytes, method=method) if method and collective in BOUNDED else None
+            found.bounds_s = time.perf_counter() - started
     found.chunks_tried = tried if chunks_per_npu is None else {}
     return found
 
@@ -319,4 +349,4 @@ def _synthesize_with(
     )
 
 
-__all__ = ["AUTO_CHUNKS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "synthesize"]
+__all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "synthesize"]

@@ -108,6 +108,8 @@ class _Deps:
         dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
         np.cumsum(counts, out=dep_ptr[1:])
         dep_idx = np.empty(int(dep_ptr[-1]), dtype=_I32)
+        if dep_ptr[-1] < 2**31:
+            dep_ptr = dep_ptr.astype(_I32)
         counts[:] = 0
         while self.parts:
             owners, targets = self.parts.pop(0)

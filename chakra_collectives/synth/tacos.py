@@ -34,7 +34,12 @@ queue in another order than planned, so those trials are lowered and judged by
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Iterator
 
 import numpy as np
 
@@ -225,21 +230,44 @@ class _Search:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule)."""
         best: Trial | None = None
         ratios = distinct_variants(channels, self.variants)
-        with progress.task(name, total=self.trials * len(ratios), unit="trials") as done:
-            for trial in range(self.trials):
-                for ratio in ratios:
-                    schedule = match_all_gather(channels, self.k, seed=self.seed + trial, latency_ratio=ratio)
-                    if judge_by_model:
-                        algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes)
-                        judged = predict_time(algo, self.topology)
-                    else:
-                        judged = schedule.time_ns
-                    if best is None or judged < best.time_ns:
-                        best = Trial(seed=self.seed + trial, latency_ratio=ratio, schedule=schedule, time_ns=judged)
-                    del schedule
-                    done.advance()
+        jobs = [(self.seed + trial, ratio) for trial in range(self.trials) for ratio in ratios]
+        with progress.task(name, total=len(jobs), unit="trials") as done:
+            for (seed, ratio), schedule in zip(jobs, matchings(channels, self.k, jobs)):
+                if judge_by_model:
+                    algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes)
+                    judged = predict_time(algo, self.topology)
+                else:
+                    judged = schedule.time_ns
+                if best is None or judged < best.time_ns:
+                    best = Trial(seed=seed, latency_ratio=ratio, schedule=schedule, time_ns=judged)
+                del schedule
+                done.advance()
         assert best is not None
         return best
+
+
+PARALLEL_PAIRS = 2**18
+"""(NPU, chunk) pairs per phase from which a phase's matchings run in parallel processes."""
+
+
+def matchings(channels: Channels, k: int, jobs: list[tuple[int, float]]) -> Iterator[Schedule]:
+    """``match_all_gather(channels, k, seed, latency_ratio)`` for every ``(seed, ratio)`` of
+    ``jobs``, in order. Large problems share them among the machine's cores: the first job
+    runs here while processes run the others (forked when this process runs one thread,
+    else spawned); the schedules are the same."""
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS:
+        for seed, ratio in jobs:
+            yield match_all_gather(channels, k, seed=seed, latency_ratio=ratio)
+        return
+    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if fork else "spawn")
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
+        others = [pool.submit(match_all_gather, channels, k, seed=seed, latency_ratio=ratio) for seed, ratio in jobs[1:]]
+        seed, ratio = jobs[0]
+        yield match_all_gather(channels, k, seed=seed, latency_ratio=ratio)
+        for future in others:
+            yield future.result()
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:

@@ -29,13 +29,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_bandwidth, check_latency, check_links, check_npus, check_switches
 
 if TYPE_CHECKING:
+    import networkx as nx
     from chakra_collectives.topology.symmetry import NpuSymmetry
 
 
@@ -116,6 +118,8 @@ class Topology:
     @cached_property
     def graph(self) -> nx.MultiDiGraph:
         """The topology as a networkx MultiDiGraph (edge key = link id)."""
+        import networkx as nx  # imported when used: it takes a noticeable part of a command's start-up
+
         graph = nx.MultiDiGraph(name=self.name)
         graph.add_nodes_from(range(self.num_npus), kind="npu")
         graph.add_nodes_from(range(self.num_npus, self.num_nodes), kind="switch")

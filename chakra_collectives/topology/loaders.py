@@ -60,7 +60,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import networkx as nx
 import yaml
 
 from chakra_collectives.converters.astra_sim.network import AnalyticalNetwork, parse_network
@@ -310,6 +309,8 @@ def network_topology(network: AnalyticalNetwork, *, name: str = "astra-sim") -> 
 
 
 def _from_graphml(path: Path, overrides: dict[str, Any]) -> Topology:
+    import networkx as nx  # imported when used (start-up time)
+
     try:
         graph = nx.read_graphml(path)
     except ElementTree.ParseError as error:

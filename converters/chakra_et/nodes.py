@@ -141,14 +141,23 @@ class AttributeColumns:
         found = np.full(self.num_nodes, MISSING, dtype=np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
-            mask = self._name_codes == code
-            found[self.node_of[mask]] = self.ids[mask]
+            order, bounds = self._by_name
+            if code + 1 < len(bounds):
+                chosen = order[bounds[code] : bounds[code + 1]]
+                found[self.node_of[chosen]] = self.ids[chosen]
         return found
 
     @cached_property
-    def _name_codes(self) -> np.ndarray:
-        """Name code of every occurrence (computed once: files carry millions of attributes)."""
-        return CATALOG.name_codes()[self.ids]
+    def _by_name(self) -> tuple[np.ndarray, np.ndarray]:
+        """Occurrences grouped by attribute name (one stable sort: files carry millions of
+        attributes and readers ask for a dozen names): ``order[bounds[c]:bounds[c+1]]`` are the
+        occurrences of name code ``c``, in node order."""
+        codes = CATALOG.name_codes()[self.ids]
+        if len(codes) and codes.max() < 2**15:
+            codes = codes.astype(np.int16)  # numpy sorts 16-bit keys stably by radix sort
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
+        return order, bounds
 
     def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
@@ -393,23 +402,29 @@ def _combine(parts: list[_FileColumns]) -> NodeColumns:
 
 def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
     """Every file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once)."""
-    known = CATALOG.ids
     distinct = list(chain.from_iterable(p.attr_distinct for p in parts))
-    catalog = np.fromiter((known.get(data, -1) for data in distinct), dtype=np.int64, count=len(distinct))
-    first_of_part = np.cumsum([0] + [len(p.attr_distinct) for p in parts])
-    for position in np.flatnonzero(catalog < 0).tolist():
-        data = distinct[position]
-        index = known.get(data)  # the same new attribute may appear in several files
+    catalog_id: dict[bytes, int] = {}
+    for data in dict.fromkeys(distinct):  # each attribute of all files once
+        index = CATALOG.ids.get(data)
         if index is None:
             try:
                 index = CATALOG.add(data)
             except DecodeError:
-                part = parts[int(np.searchsorted(first_of_part, position, side="right")) - 1]
-                local = position - int(first_of_part[parts.index(part)])
-                node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
-                raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node])) from None
-        catalog[position] = index
+                _raise_malformed_attribute(parts, data)
+        catalog_id[data] = index
+    catalog = np.fromiter(map(catalog_id.__getitem__, distinct), dtype=np.int64, count=len(distinct))
+    first_of_part = np.cumsum([0] + [len(p.attr_distinct) for p in parts])
     return np.concatenate([catalog[first + p.attr_local] for first, p in zip(first_of_part.tolist(), parts)])
+
+
+def _raise_malformed_attribute(parts: list[_FileColumns], data: bytes) -> None:
+    """Name the first file and node that carry the attribute ``data`` protobuf cannot decode."""
+    for part in parts:
+        if data in part.attr_distinct:
+            local = part.attr_distinct.index(data)
+            node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
+            raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node]))
+    raise InputError("malformed attribute")
 
 
 def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error") -> _FileColumns:

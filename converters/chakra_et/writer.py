@@ -12,9 +12,11 @@ serializations of its fields, and the few distinct field values (ids, dependency
 attributes) are serialized by protobuf once each and reused (``tests/test_et_writer.py`` checks
 the bytes against ``Node.SerializeToString`` and ``protolib.encodeMessage``).
 
-Writing is all-or-nothing: every rank file is written under a temporary name and renamed only
-when all of them are complete; rank files of the same prefix left by an earlier write (more
-ranks, or the other compression) are then removed, so the prefix names one algorithm.
+Files are streamed rank by rank: one rank's bytes are encoded, written and freed before the
+next (never every rank's nodes in memory). Writing is all-or-nothing: every rank file is
+written under a temporary name and renamed only when all of them are complete; rank files of
+the same prefix left by an earlier write (more ranks, or the other compression) are then
+removed, so the prefix names one algorithm.
 
 >>> import tempfile, pathlib
 >>> from chakra_collectives.ir import Collective
@@ -31,8 +33,9 @@ import gzip
 import io
 import os
 import re
+from itertools import chain
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -90,21 +93,24 @@ def write_algorithm(
     _check_astra_sim_constraints(algo, nbytes, prefix)
     encoder = _NodeEncoder()
     bounds = algo.rank_bounds()
-    blobs = [
-        encoder.encode_rank(algo, rank, int(bounds[rank]), int(bounds[rank + 1]), nbytes, durations, size)
-        for rank in range(algo.num_ranks)
-    ]
+
+    def rank_bytes(rank: int) -> bytes:
+        data = encoder.encode_rank(algo, rank, int(bounds[rank]), int(bounds[rank + 1]), nbytes, durations, size)
+        encoder.trim()
+        return gzip.compress(data, mtime=0) if compress else data
+
     paths = [rank_path(prefix, rank, compress=compress) for rank in range(algo.num_ranks)]
-    write_rank_files(prefix, paths, [gzip.compress(b, mtime=0) if compress else b for b in blobs])
+    write_rank_files(prefix, paths, (rank_bytes(rank) for rank in range(algo.num_ranks)))
     return paths
 
 
-def write_rank_files(prefix: str | Path, paths: list[Path], contents: list[bytes], *, extra: Mapping[Path, bytes] | None = None) -> None:
+def write_rank_files(prefix: str | Path, paths: list[Path], contents: Iterable[bytes], *, extra: Mapping[Path, bytes] | None = None) -> None:
     """Write the rank files ``paths`` of ``prefix`` (and the ``extra`` files) all or nothing,
     then remove the prefix's other rank files (an earlier, larger or differently compressed
-    write), so the prefix names exactly what was just written."""
+    write), so the prefix names exactly what was just written. ``contents`` may be a generator:
+    each file's bytes are produced when it is written."""
     extra = dict(extra or {})
-    write_files_atomically(paths + list(extra), contents + list(extra.values()))
+    write_files_atomically(paths + list(extra), chain(contents, extra.values()))
     _remove_stale_rank_files(prefix, paths)
 
 
@@ -117,8 +123,11 @@ def _remove_stale_rank_files(prefix: str | Path, written: list[Path]) -> None:
             path.unlink(missing_ok=True)
 
 
-def write_files_atomically(paths: list[Path], contents: list[bytes]) -> None:
-    """Write every file under a temporary name, then rename them all; on error remove the temps."""
+def write_files_atomically(paths: list[Path], contents: Iterable[bytes]) -> None:
+    """Write every file under a temporary name, then rename them all; on error remove the temps.
+
+    ``contents`` is consumed one file at a time (a generator streams: only one file's bytes
+    are held at once)."""
     if paths:
         paths[0].parent.mkdir(parents=True, exist_ok=True)
     temps: list[Path] = []
@@ -180,6 +189,10 @@ class _NodeEncoder:
     order; each part comes from a fragment table filled by protobuf on first use.
     """
 
+    LIMIT = 2**17
+    """Entries a fragment table keeps between ranks (:meth:`trim`): dependency lists and chunk
+    references are mostly distinct per node, and caching all of them would hold every node."""
+
     def __init__(self) -> None:
         self.ids = _Fragments(lambda node_id: Node(id=node_id).SerializeToString())
         self.deps = _Fragments(lambda deps: Node(data_deps=deps).SerializeToString())
@@ -197,6 +210,12 @@ class _NodeEncoder:
             OpKind.REDUCE: _attr_bytes("cc_op", "string_val", "reduce"),
             OpKind.COPY: _attr_bytes("cc_op", "string_val", "copy"),
         }
+
+    def trim(self) -> None:
+        """Forget the fragment tables that grew past :attr:`LIMIT` (called between ranks)."""
+        for table in (self.ids, self.deps, self.durations, self.tags, self.sources, self.destinations, self.exact, self.comm):
+            if len(table) > self.LIMIT:
+                table.clear()
 
     @staticmethod
     def _comm_fragment(key: tuple[int, int, int]) -> bytes:

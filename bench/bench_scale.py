@@ -1,0 +1,213 @@
+"""Scale: whole commands at 256 to 16,384 NPUs, each run in a fresh process.
+
+``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,read,replay,small]``
+
+Every row is one command (``chakra-coll ...``) run as a user runs it, in its own process:
+wall seconds, CPU seconds (user + system: what the machine's load does not inflate), peak RSS
+(the child's ``ru_maxrss``), and the phases the command reports. Tables:
+
+* **synth**: ``synth -t mesh2d|torus2d:RxC -c all-gather -s 64MiB -a tacos -o DIR --json`` at
+  256 and 1,024 NPUs (``--full``: 4,096 and 16,384 too): synthesis, prediction, bounds and
+  ET-write seconds, operations, files on disk, efficiency against the bound. Targets: 4,096
+  NPUs <= 90 s, <= 2 GB, efficiency >= 0.90; 16,384 <= 10 min, <= 8 GB; write memory <= 2x files.
+* **baselines**: ring, direct, rhd all-reduce and tree reduce at 1,024 ranks built alone, each in
+  a fresh process (target <= 2 s, <= 0.5 GB), and ``synth -t ring:1024 -a ring -c all-reduce``
+  whole.
+* **read**: the 1,024-rank ring all-reduce's files (5.2M nodes): ``read_algorithm`` alone
+  (nodes/s, target >= 600k) and ``inspect --json`` (target <= 10 s).
+* **replay**: a 1,024-rank all-reduce microbenchmark with that algorithm on ``ring:1024``
+  (target <= 15 s, <= 1.5 GB).
+* **small**: TACOS on 64-NPU meshes in one process (median; target <= 10 ms) and ``synth -t
+  mesh2d:8x8 -a tacos`` end to end (target <= 0.7 s).
+
+Medians of ``--repeat`` runs (default 1: the big ones take minutes). The machine is shared:
+compare CPU seconds, and ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent / "chakra-coll"
+GIB = 2**30
+
+
+MONITOR = """
+import json, resource, subprocess, sys, time
+started = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - started
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "peak_mib": usage.ru_maxrss / 1024, "stdout": done.stdout, "stderr": done.stderr[-3000:]}))
+"""
+
+
+def measured(args: list, *, repeat: int = 1) -> dict:
+    """``args`` run ``repeat`` times, each under a fresh monitor process (so ``ru_maxrss`` is this
+    command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout."""
+    results = []
+    for _ in range(repeat):
+        done = subprocess.run([sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout)
+        if result["rc"] != 0:
+            raise RuntimeError(f"{' '.join(map(str, args))} failed ({result['rc']}):\n{result['stderr']}")
+        results.append(result)
+    return {
+        "wall_s": statistics.median(r["wall_s"] for r in results),
+        "cpu_s": statistics.median(r["cpu_s"] for r in results),
+        "peak_mib": max(r["peak_mib"] for r in results),
+        "stdout": results[-1]["stdout"],
+    }
+
+
+def disk_mib(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.iterdir()) / 2**20
+
+
+# ---------------------------------------------------------------------------- tables
+def synth_table(sizes: list[int], repeat: int) -> None:
+    print("\nsynth -c all-gather -s 64MiB -a tacos -o DIR (whole command; seconds; MiB)")
+    header = f"{'topology':<16} {'NPUs':>6} {'wall':>7} {'cpu':>7} {'synth':>7} {'predict':>7} {'bounds':>7} {'write':>7} {'ops':>11} {'files':>7} {'peak':>7} {'eff':>6} {'bounds':>6}"
+    print(header)
+    for shape in ("mesh2d", "torus2d"):
+        for n in sizes:
+            side = int(round(n**0.5))
+            spec = f"{shape}:{side}x{side}"
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "ag"
+                r = measured([BIN, "synth", "-t", spec, "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", out, "--json"], repeat=repeat)
+                files = disk_mib(Path(tmp))
+            s = json.loads(r["stdout"])
+            eff = s["efficiency"]
+            print(
+                f"{spec:<16} {n:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {s['synthesis_s']:>7.1f} {s['predict_s']:>7.1f} "
+                f"{s['bounds_s']:>7.1f} {s['et_write_s']:>7.1f} {s['operations']:>11,} {files:>7.0f} {r['peak_mib']:>7.0f} "
+                f"{eff if eff is None else format(eff, '.3f'):>6} {s['bounds_method'] or '-':>6}",
+                flush=True,
+            )
+
+
+BASELINE = """
+import json, resource, sys, time
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.topology import load_topology
+name, collective, ranks = sys.argv[1], Collective.parse(sys.argv[2]), int(sys.argv[3])
+started, cpu = time.perf_counter(), time.process_time()
+algo = get(name).make(load_topology(f"ring:{ranks}"), collective, ranks, SynthesisOptions(size_bytes=2**20)).algorithm
+print(json.dumps({"ops": algo.num_ops, "s": time.perf_counter() - started, "cpu": time.process_time() - cpu}))
+"""
+
+
+def baselines_table(repeat: int) -> None:
+    print("\nbaselines at 1,024 ranks, 1 MiB: the producer alone (fresh process; peak RSS includes start-up)")
+    print(f"{'algorithm':<10} {'collective':<11} {'ops':>11} {'wall':>7} {'cpu':>7} {'peak':>7}")
+    for name, collective in (("ring", "all-reduce"), ("direct", "all-reduce"), ("rhd", "all-reduce"), ("tree", "reduce")):
+        r = measured([sys.executable, "-c", BASELINE, name, collective, "1024"], repeat=repeat)
+        s = json.loads(r["stdout"])
+        print(f"{name:<10} {collective:<11} {s['ops']:>11,} {s['s']:>7.2f} {s['cpu']:>7.2f} {r['peak_mib']:>7.0f}", flush=True)
+    r = measured([BIN, "synth", "-t", "ring:1024", "-c", "all-reduce", "-s", "1MiB", "-a", "ring", "--json"], repeat=repeat)
+    s = json.loads(r["stdout"])
+    print(f"whole `synth -t ring:1024 -a ring -c all-reduce -s 1MiB`: {r['wall_s']:.1f} s (cpu {r['cpu_s']:.1f} s; synthesis "
+          f"{s['synthesis_s']:.1f} s, prediction {s['predict_s']:.1f} s, bounds {s['bounds_s']:.1f} s), peak {r['peak_mib']:.0f} MiB", flush=True)
+
+
+READ = """
+import json, sys, time
+from chakra_collectives.converters.chakra_et import read_algorithm
+started = time.perf_counter(); cpu = time.process_time()
+algo = read_algorithm(sys.argv[1])
+print(json.dumps({"nodes": algo.num_ops, "s": time.perf_counter() - started, "cpu": time.process_time() - cpu}))
+"""
+
+WRITE = """
+import sys
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth.baselines import ring
+write_algorithm(ring(Collective.ALL_REDUCE, int(sys.argv[2]), size_bytes=2**20), sys.argv[1])
+"""
+
+
+def read_and_replay_tables(repeat: int, *, replay: bool) -> None:
+    ranks = 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = Path(tmp) / "ar"
+        subprocess.run([sys.executable, "-c", WRITE, prefix, str(ranks)], check=True)
+        files = disk_mib(Path(tmp))
+        print(f"\nthe {ranks}-rank ring all-reduce: {files:.0f} MiB in {ranks} files")
+        r = measured([sys.executable, "-c", READ, prefix], repeat=repeat)
+        read = json.loads(r["stdout"])
+        print(f"{'read_algorithm':<28} {read['nodes']:>10,} nodes {read['s']:>7.1f} s ({read['nodes'] / read['s']:>9,.0f} nodes/s; "
+              f"cpu {read['cpu']:.1f} s), peak {r['peak_mib']:.0f} MiB")
+        r = measured([BIN, "inspect", prefix, "--json"], repeat=repeat)
+        print(f"{'inspect --json':<28} {'':>16} {r['wall_s']:>7.1f} s (cpu {r['cpu_s']:.1f} s), peak {r['peak_mib']:.0f} MiB", flush=True)
+        if not replay:
+            return
+        workload = Path(tmp) / "mb"
+        subprocess.run([BIN, "workload", "microbenchmark", "-c", "all-reduce", "-s", "1MiB", "-n", str(ranks), "-o", workload], check=True, capture_output=True)
+        r = measured([BIN, "replay", workload, "-t", f"ring:{ranks}", "-c", f"all-reduce={prefix}", "--no-timeline", "--json"], repeat=repeat)
+        print(f"{'replay (microbenchmark)':<28} {'':>16} {r['wall_s']:>7.1f} s (cpu {r['cpu_s']:.1f} s), peak {r['peak_mib']:.0f} MiB", flush=True)
+
+
+SMALL = """
+import json, statistics, sys, time
+from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.topology import load_topology
+topo = load_topology(sys.argv[1])
+walls, cpus = [], []
+for _ in range(int(sys.argv[2])):
+    started, cpu = time.perf_counter(), time.process_time()
+    tacos(topo, "all-gather", 64 * 2**20, trials=1)
+    walls.append(time.perf_counter() - started)
+    cpus.append(time.process_time() - cpu)
+print(json.dumps([statistics.median(walls), statistics.median(cpus)]))
+"""
+
+
+def small_table(repeat: int) -> None:
+    print("\n64 NPUs: TACOS All-Gather, one trial (median of 9 in one process) and `synth` end to end")
+    for spec in ("mesh2d:8x8", "torus2d:8x8", "hypercube:4x4x4"):
+        wall, cpu = json.loads(subprocess.run([sys.executable, "-c", SMALL, spec, "9"], capture_output=True, text=True, check=True).stdout)
+        print(f"{spec:<16} tacos {wall * 1000:7.1f} ms (cpu {cpu * 1000:.1f} ms)", flush=True)
+    r = measured([BIN, "synth", "-t", "mesh2d:8x8", "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "--json"], repeat=max(repeat, 3))
+    print(f"{'synth mesh2d:8x8':<16} end to end {r['wall_s']:.2f} s (cpu {r['cpu_s']:.2f} s), peak {r['peak_mib']:.0f} MiB")
+    r = measured([BIN, "--help"], repeat=max(repeat, 3))
+    print(f"{'chakra-coll --help':<16} {r['wall_s']:.2f} s (cpu {r['cpu_s']:.2f} s): the start-up every command pays")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--only", default="synth,baselines,read,small", help="tables to print (synth, baselines, read, replay, small)")
+    parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    if args.full:
+        only.add("replay")
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([256, 1024, 4096, 16384] if args.full else [256, 1024])
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if "small" in only:
+        small_table(args.repeat)
+    if "baselines" in only:
+        baselines_table(args.repeat)
+    if "read" in only or "replay" in only:
+        read_and_replay_tables(args.repeat, replay="replay" in only)
+    if "synth" in only:
+        synth_table(sizes, args.repeat)
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

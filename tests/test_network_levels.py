@@ -1,0 +1,73 @@
+"""The engine's fast path: contention-free task graphs timed level by level equal the event engine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chakra_collectives.ir import Collective
+from chakra_collectives.network import NetworkModel
+from chakra_collectives.network.collective import collective_task_graph
+from chakra_collectives.network.engine import run
+from chakra_collectives.network.graph import SEND, TaskGraph
+from chakra_collectives.network.levels import HopCosts, contention_free_times
+from chakra_collectives.synth.baselines import direct, ring
+from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.topology import load_topology
+
+
+def hop_costs(graph: TaskGraph, model: NetworkModel) -> HopCosts:
+    """Every SEND's own route and hop times, straight from the model."""
+    sends = np.flatnonzero(graph.kind == SEND)
+    routes = [model.route(int(graph.npu[s]), int(graph.npu[graph.partner[s]])) for s in sends]
+    lengths = np.array([len(r) for r in routes], dtype=np.int64)
+    links = np.array([link for r in routes for link in r], dtype=np.int64)
+    busy, delivered = model.hop_times(links, np.repeat(graph.nbytes[sends], lengths))
+    return HopCosts(np.arange(len(sends)), np.concatenate([[0], np.cumsum(lengths)]), links, busy, delivered)
+
+
+def cases():
+    for spec in ("ring:6", "torus2d:3x4", "hypercube:3x3", "switch:6", "fully-connected:5"):
+        topo = load_topology(spec)
+        n = topo.num_npus
+        for collective in ("all-gather", "reduce-scatter", "all-reduce"):
+            yield spec, topo, tacos(topo, collective, n * 2**20, chunks_per_npu=2).algorithm
+            yield spec, topo, ring(Collective.parse(collective), n, size_bytes=n * 2**20)
+            yield spec, topo, direct(Collective.parse(collective), n, size_bytes=n * 2**20)
+
+
+@pytest.mark.parametrize("mode", ["tacos", "astra-sim"])
+def test_fast_path_equals_the_event_engine(mode):
+    taken = 0
+    for spec, topo, algo in cases():
+        model = NetworkModel(topo, mode=mode)
+        graph = collective_task_graph(algo, model)
+        events = run(graph, model, record_links=True)  # recording links runs the event engine
+        fast = contention_free_times(graph, hop_costs(graph, model))
+        if fast is not None:
+            taken += 1
+            assert np.array_equal(fast.start, events.start) and np.array_equal(fast.end, events.end), (spec, algo.name)
+        timing = run(graph, model)  # whichever path: the same times and link use
+        assert np.array_equal(timing.end, events.end) and np.array_equal(timing.links.busy_ns, events.links.busy_ns)
+        assert np.array_equal(timing.links.bytes, events.links.bytes)
+    assert taken >= 20
+
+
+def test_schedules_made_for_the_network_take_the_fast_path():
+    topo = load_topology("torus2d:4x4")
+    model = NetworkModel(topo)
+    for algo in (tacos(topo, "all-reduce", 16 * 2**20).algorithm, ring(Collective.ALL_REDUCE, 16, size_bytes=2**20)):
+        if algo.name == "ring":
+            model = NetworkModel(load_topology("ring:16"))
+        graph = collective_task_graph(algo, model)
+        assert contention_free_times(graph, hop_costs(graph, model)) is not None
+
+
+def test_contention_and_units_fall_back_to_the_event_engine():
+    model = NetworkModel(load_topology("ring:8"))
+    graph = collective_task_graph(direct(Collective.ALL_GATHER, 8, size_bytes=2**20), model)  # messages share links
+    assert contention_free_times(graph, hop_costs(graph, model)) is None
+    small = collective_task_graph(ring(Collective.ALL_GATHER, 8, size_bytes=2**20), model)
+    fields = {name: getattr(small, name) for name in small.__dataclass_fields__}
+    held = TaskGraph.build(**{**fields, "unit": np.zeros(len(small), dtype=np.int32)})
+    assert contention_free_times(held, hop_costs(held, model)) is None
