@@ -9,6 +9,8 @@ wrong; the CLI prints it and exits with :attr:`ChakraCollError.exit_code`, never
 'algo.xml:12: unknown step type x'
 >>> AlgorithmError("deadlock").exit_code
 1
+>>> LimitError("ring:100000 has 100,000 NPUs, above the limit of 65,536").exit_code
+4
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ class ChakraCollError(Exception):
     """Base class of every error chakra-collectives raises on purpose.
 
     ``exit_code`` is what the CLI returns: 2 for unreadable input or bad arguments,
-    1 when an algorithm was read fine but is wrong.
+    1 when an algorithm was read fine but is wrong, 4 when a request is refused because it
+    exceeds a documented size or memory limit (:class:`LimitError`).
     """
 
     exit_code = 2
@@ -81,3 +84,11 @@ class AlgorithmError(ChakraCollError):
     """The input was read, but the algorithm it describes is wrong."""
 
     exit_code = 1
+
+
+class LimitError(InputError):
+    """The request is well-formed but exceeds a documented limit (README "Limits"): a size,
+    an NPU or link count, or the memory it would need. The message says the figure, the limit
+    and how to proceed (a smaller request, or ``--max-memory``)."""
+
+    exit_code = 4

@@ -23,9 +23,11 @@ Examples
 
 from __future__ import annotations
 
+import math
 import re
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import MAX_SIZE_BYTES, check_duration, check_size
 
 GIB = 2**30
 """Bytes in one GB of bandwidth (ASTRA-sim, TACOS)."""
@@ -52,23 +54,29 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 def parse_size(text: str | int) -> int:
     """Parse a byte count such as ``"64MiB"``, ``"1MB"``, ``"4096"`` or ``"1.5K"``.
 
-    Suffixes are binary (K = 1024). The result must be a positive whole number of bytes.
+    Suffixes are binary (K = 1024). The result must be a positive whole number of bytes, at
+    most :data:`~chakra_collectives.limits.MAX_SIZE_BYTES` (1 TiB).
 
     >>> parse_size("4096")
     4096
     >>> parse_size("2G")
     2147483648
     """
+    if isinstance(text, bool):
+        raise InputError(f"malformed size {text!r}: expected a number with an optional unit such as 64MiB, 1MB, 4096")
     if isinstance(text, int):
-        value, unit = float(text), ""
+        value, unit = text, ""
     else:
         match = _SIZE_RE.match(text)
         if not match:
             raise InputError(f"malformed size {text!r}: expected a number with an optional unit such as 64MiB, 1MB, 4096")
-        value, unit = float(match.group(1)), match.group(2).lower()
+        number = match.group(1)
+        value, unit = (float(number) if "." in number else int(number)), match.group(2).lower()
     if unit not in _SIZE_UNITS:
         raise InputError(f"malformed size {text!r}: unknown unit {unit!r} (use B, KiB, MiB, GiB, TiB; K/KB/MB/GB mean the same)")
     nbytes = value * _SIZE_UNITS[unit]
+    if nbytes > MAX_SIZE_BYTES:  # also inf: a number too long for a float
+        check_size(round(nbytes) if math.isfinite(nbytes) else 2**1024, f"size {str(text)[:40]!r}")
     if nbytes != int(nbytes):
         raise InputError(f"malformed size {text!r}: not a whole number of bytes")
     if nbytes <= 0:
@@ -101,7 +109,7 @@ def parse_duration(text: str | int | float) -> float:
         raise InputError(f"malformed duration {text!r}: unknown unit {unit!r} (use ns, us, ms or s)")
     if not value >= 0:
         raise InputError(f"malformed duration {text!r}: must be zero or positive")
-    return value * _TIME_UNITS[unit]
+    return check_duration(value * _TIME_UNITS[unit], f"duration {text!r}")
 
 
 def bytes_per_ns(gbps: float) -> float:

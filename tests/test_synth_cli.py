@@ -62,7 +62,7 @@ def test_synth_baselines(cli, algorithm):
         (["-t", "donut:4"], "unknown topology 'donut' (valid: a100, circulant, debruijn, dgx, fattree, fully-connected,"),
         (["-t", "ring:4", "-s", "12 parsecs"], "malformed size"),
         (["-t", "ring:4", "-s", "0"], "must be positive"),
-        (["-t", "ring:4,bw=0"], "must be positive"),
+        (["-t", "ring:4,bw=0"], "bandwidth 0.0 GB/s; it must be a finite number"),
         (["-t", "ring:4", "-k", "0"], "--chunks-per-npu must be positive"),
         (["-t", "ring:4", "-a", "magic"], "unknown algorithm 'magic'"),
         (["-t", "ring:6", "-a", "rhd"], "power-of-two"),

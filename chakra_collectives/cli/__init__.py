@@ -3,11 +3,22 @@
 See :mod:`chakra_collectives.cli.app` for how commands are registered and listed.
 """
 
+import sys
+
 from chakra_collectives.cli.app import app
 
 
 def main() -> None:
-    app()
+    """Run the CLI. Memory that runs out where even the one-line error could not be formatted
+    (the command's frames still held it) ends here, after they are released: one line, exit 4."""
+    try:
+        app()
+    except MemoryError:
+        sys.stderr.write(
+            "chakra-coll: error: ran out of memory; ask for less work, or set a lower --max-memory "
+            "so that the work is refused before it starts\n"
+        )
+        raise SystemExit(4) from None
 
 
 __all__ = ["app", "main"]

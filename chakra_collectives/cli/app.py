@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 import typer
 from rich.console import Console
 
+from chakra_collectives.cli.limits_option import with_memory_limit
 from chakra_collectives.cli.helpformat import Command, Group
 from chakra_collectives.errors import ChakraCollError
 
@@ -121,10 +122,12 @@ def command(name: str, *, group: typer.Typer | None = None, **options: Any) -> C
     tool's errors into one-line exits. A top-level NAME must be listed in :data:`COMMANDS`."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(func)
+        limited = with_memory_limit(func, f"chakra-coll {name}")
+
+        @functools.wraps(limited)
         def run(*args: Any, **kwargs: Any) -> Any:
             try:
-                return func(*args, **kwargs)
+                return limited(*args, **kwargs)
             except ChakraCollError as error:
                 fail(error)
             except OSError as error:  # e.g. permission denied on an output folder

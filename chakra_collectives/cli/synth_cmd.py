@@ -163,7 +163,10 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         for c in result.candidates:
             if c.name == result.algorithm_name:
                 continue
-            shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
+            if c.skipped is not None:
+                shown.append(f"{c.name} not tried: {c.skipped.split(' (')[0]} > --max-memory")
+            else:
+                shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
         rows.append(("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})"))
     if result.phase_seeds:
         names = {"all-gather": ["all-gather"], "reduce-scatter": ["reduce-scatter"]}.get(algo.collective.value, ["reduce-scatter", "all-gather"])

@@ -26,10 +26,12 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
 from chakra_collectives.network.model import Mode
+from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
+from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.units import parse_size
+from chakra_collectives.units import format_size, parse_size
 
 # Every producer module registers itself when imported; best breaks ties in registration order.
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
@@ -134,7 +136,7 @@ class SynthesisResult:
             "collective": algo.collective.value,
             "algorithm": self.algorithm_name,
             "requested_algorithm": self.requested or self.algorithm_name,
-            "candidates": {c.name: {"predicted_ns": c.predicted_ns, "at_least_ns": c.at_least_ns} for c in self.candidates},
+            "candidates": {c.name: c.as_dict() for c in self.candidates},
             "size_bytes": algo.size_bytes,
             "chunks_per_npu": self.chunks_per_npu,
             "chunk_count": algo.chunk_count,
@@ -298,18 +300,30 @@ def _synthesize_with(
             unchunked[candidate] = produced[candidate]
         return made.algorithm, predicted
 
+    def footprint(candidate: str) -> Estimate:
+        return estimate(candidate, topology, collective, topology.num_npus, options)
+
     candidate_names = applicable(collective, topology.num_npus, topology) if name == "best" else [name]
     if not candidate_names:
         raise InputError(f"no algorithm implements {collective.value}")
     with progress.task(label or "candidates"):
         if name == "best":
+            # a candidate whose memory estimate does not fit is neither bounded nor produced
+            too_large = {c: footprint(c) for c in candidate_names if not fits(footprint(c))}
+            if len(too_large) == len(candidate_names):
+                require(min(too_large.values(), key=lambda e: e.nbytes))
             started = time.perf_counter()
             chosen, algo, candidates = choose(
-                candidate_names, lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model), produce
+                [c for c in candidate_names if c not in too_large],
+                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model),
+                produce,
             )
+            candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
+            candidates.sort(key=lambda c: candidate_names.index(c.name))
             bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
         else:
             chosen = name
+            require(footprint(name))
             algo, _ = produce(name)
             candidates, bounding_s = [], 0.0
     made, _, _, predicted = produced[chosen]

@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm
 from chakra_collectives.ir.steps import FRESH, StepBuilder
+from chakra_collectives.synth.footprint import message_footprint, phases
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology import Topology
 
@@ -296,6 +298,29 @@ def baseline_messages(name: str, collective: Collective, num_ranks: int, *, chun
     raise InputError(f"no message list for {name}")
 
 
+def _message_count(name: str) -> Callable[[Collective, int, int], float]:
+    """How many messages baseline ``name`` sends for ``(collective, N, K)`` (its footprint's measure)."""
+
+    def sent(collective: Collective, n: int, k: int) -> float:
+        if name == "tree":
+            return (n - 1) * k
+        per_phase = n * max(1, n.bit_length() - 1) if name == "rhd" else n * (n - 1)
+        return per_phase * phases(collective) * (2 if name == "biring" else 1)
+
+    return sent
+
+
+_FOOTPRINTS = {
+    "ring": message_footprint(_message_count("ring"), "neighbour"),
+    "biring": message_footprint(_message_count("biring"), "neighbour", per_slot=2100),
+    "direct": message_footprint(_message_count("direct"), "any", per_slot=1000),
+    "rhd": message_footprint(_message_count("rhd"), "any", per_slot=1200),
+    "tree": message_footprint(_message_count("tree"), "any"),
+}
+"""Memory models of the baselines (:mod:`~chakra_collectives.synth.footprint`); ``per_slot``:
+the per-chunk state each rank keeps while the algorithm is built, measured at 1,000 chunks per rank."""
+
+
 def _register(name: str, build, collectives: tuple[Collective, ...], summary: str, *, share_factor: int = 1, accepts=None, messages: bool = True) -> None:
     """Register baseline ``name``; ``share_factor`` is how many of its chunks a requested chunk becomes (biring: 2)."""
 
@@ -308,7 +333,7 @@ def _register(name: str, build, collectives: tuple[Collective, ...], summary: st
         return src, dst, chunks * chunk_bytes
 
     extra = {} if accepts is None else {"accepts": accepts}
-    register(Synthesizer(name, make, collectives, summary, messages=message_list if messages else None, **extra))
+    register(Synthesizer(name, make, collectives, summary, messages=message_list if messages else None, footprint=_FOOTPRINTS[name], **extra))
 
 
 _register("ring", lambda c, n, o: ring(c, n, size_bytes=o.size_bytes, chunks_per_npu=o.chunks_per_npu), _RS_AG_AR,

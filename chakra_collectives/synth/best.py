@@ -84,9 +84,18 @@ def baseline_bound_ns(name: str, topology: Topology, collective: Collective, siz
 class Candidate:
     name: str
     predicted_ns: float | None
-    """``None`` when skipped: it could not beat the winner (see :attr:`at_least_ns`)."""
+    """``None`` when skipped: it could not beat the winner (see :attr:`at_least_ns`), or
+    it would not fit the memory limit (see :attr:`skipped`)."""
     at_least_ns: float
     """A lower bound on its predicted time (0: none computed)."""
+    skipped: str | None = None
+    """Why it was not tried although it might have won: its memory estimate (``needs about 53 GiB (...)``)."""
+
+    def as_dict(self) -> dict[str, float | str | None]:
+        found: dict[str, float | str | None] = {"predicted_ns": self.predicted_ns, "at_least_ns": self.at_least_ns}
+        if self.skipped is not None:
+            found["skipped"] = self.skipped
+        return found
 
 
 def choose(

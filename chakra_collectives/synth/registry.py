@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_size
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.topology import Topology
 
@@ -69,6 +70,7 @@ class SynthesisOptions:
     def __post_init__(self) -> None:
         if not self.size_bytes > 0:
             raise InputError(f"collective size must be positive, got {self.size_bytes}")
+        check_size(self.size_bytes, "collective size")
         if self.chunks_per_npu < 1:
             raise InputError(f"chunks per NPU must be positive, got {self.chunks_per_npu}")
         if self.trials is not None and self.trials < 1:
@@ -136,6 +138,10 @@ class Synthesizer:
     """Its messages without building it (lets ``best`` bound its time and skip it)."""
     switch_handling: str = "messages routed through the switches by the network model"
     """How its messages cross switches (for reports)."""
+    footprint: Callable[[Topology, Collective, int, SynthesisOptions], "tuple[float, str]"] | None = None
+    """``footprint(topology, collective, num_ranks, options) -> (bytes, what they count)``: the
+    memory producing and predicting it needs, before it runs
+    (:mod:`~chakra_collectives.synth.footprint`; ``None``: the ``(NPU, chunk)`` pair model)."""
     chunked: bool = True
     """It reads ``chunks_per_npu``; when False (ForestColl cuts its trees' shares itself),
     ``synthesize`` builds it once instead of once per ``K`` it tries."""

@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_links, check_npus
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.symmetry import NpuSymmetry
 
@@ -34,9 +35,12 @@ LATENCY_NS = 500.0
 
 
 def _positive_dims(kind: str, dims: Sequence[int]) -> None:
+    """Every dimension a positive whole number, and their product within the NPU limit
+    (checked before anything is built)."""
     for d in dims:
         if int(d) != d or d < 1:
             raise InputError(f"{kind}: every dimension must be a positive integer, got {'x'.join(map(str, dims))}")
+    check_npus(prod(int(d) for d in dims), _grid_name(kind, dims))
 
 
 def _grid_name(kind: str, dims: Sequence[int]) -> str:
@@ -128,6 +132,7 @@ def fully_connected(n: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, latency_n
     'fully-connected:4: 4 NPUs, 12 links'
     """
     _positive_dims("fully-connected", [n])
+    check_links(n * (n - 1), f"fully-connected:{n}")
     topo = Topology(n, name=f"fully-connected:{n}")
     for i in range(n):
         for j in range(n):
@@ -201,6 +206,7 @@ def hypercube(
     """
     dims = list(dims)
     _positive_dims("hypercube", dims)
+    check_links(prod(dims) * sum(d - 1 for d in dims), _grid_name("hypercube", dims))
     topo = Topology(prod(dims), name=_grid_name("hypercube", dims))
     strides = [prod(dims[:i]) for i in range(len(dims))]
     for axis, (size, stride) in enumerate(zip(dims, strides)):
@@ -233,6 +239,7 @@ def dgx(
     'dgx:2x4: 8 NPUs, 1 switches, 40 links'
     """
     _positive_dims("dgx", [islands, gpus])
+    check_links(islands * gpus * (gpus - 1) + (2 * islands * gpus if islands > 1 else 0), f"dgx:{islands}x{gpus}")
     topo = Topology(islands * gpus, name=f"dgx:{islands}x{gpus}")
     for island in range(islands):
         base = island * gpus

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_bandwidth, check_latency, check_links, check_npus, check_switches
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -56,9 +57,9 @@ class Topology:
     def __init__(self, num_npus: int, *, num_switches: int = 0, name: str = "") -> None:
         if num_npus < 1:
             raise InputError(f"a topology needs at least one NPU, got {num_npus}")
-        self.num_npus = num_npus
-        self.num_switches = num_switches
         self.name = name or f"{num_npus} NPUs"
+        self.num_npus = check_npus(num_npus, self.name)
+        self.num_switches = check_switches(num_switches, self.name)
         self.links: list[Link] = []
         self.uniform = False
         """Every NPU looks alike (some symmetry of the network maps any NPU to any other).
@@ -77,27 +78,31 @@ class Topology:
 
     def add_switch(self) -> int:
         """Add a switch node and return its id."""
-        self.num_switches += 1
+        self.num_switches = check_switches(self.num_switches + 1, self.name)
         self.symmetry = None
         self._invalidate()
         return self.num_nodes - 1
 
     def add_link(self, src: int, dst: int, bandwidth_gbps: float, latency_ns: float, *, bidirectional: bool = False) -> None:
-        """Add a directed link (and its reverse when ``bidirectional``)."""
+        """Add a directed link (and its reverse when ``bidirectional``).
+
+        Bandwidth and latency must be finite and inside :mod:`~chakra_collectives.limits`'
+        range; a topology holds at most :data:`~chakra_collectives.limits.MAX_LINKS` links.
+        """
         for node in (src, dst):
             if not 0 <= node < self.num_nodes:
                 raise InputError(f"{self.name}: link {src}->{dst} names node {node}, which does not exist (0..{self.num_nodes - 1})")
         if src == dst:
             raise InputError(f"{self.name}: link {src}->{dst} is a self-loop")
-        if not 0 < bandwidth_gbps < float("inf"):
-            raise InputError(f"{self.name}: link {src}->{dst} has bandwidth {bandwidth_gbps} GB/s; it must be positive and finite")
-        if not 0 <= latency_ns < float("inf"):
-            raise InputError(f"{self.name}: link {src}->{dst} has latency {latency_ns} ns; it must be zero or positive and finite")
-        self.links.append(Link(src, dst, float(bandwidth_gbps), float(latency_ns)))
+        where = f"{self.name}: link {src}->{dst}"
+        bandwidth_gbps = check_bandwidth(bandwidth_gbps, where)
+        latency_ns = check_latency(latency_ns, where)
+        check_links(len(self.links) + (2 if bidirectional else 1), self.name)
+        self.links.append(Link(src, dst, bandwidth_gbps, latency_ns))
         self.uniform = False
         self.symmetry = None
         if bidirectional:
-            self.links.append(Link(dst, src, float(bandwidth_gbps), float(latency_ns)))
+            self.links.append(Link(dst, src, bandwidth_gbps, latency_ns))
         self._invalidate()
 
     def _invalidate(self) -> None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_links, check_npus
 from chakra_collectives.topology.core import Topology
 
 NPU_LIMIT = 4096
@@ -144,17 +145,21 @@ def _direct(topology: Topology, what: str) -> None:
         raise InputError(f"{what}: {topology.name} has switches; expansions take direct-connect topologies (NPUs only)")
 
 
-def _check_size(name: str, npus: int, npu_limit: int | None, force: bool) -> None:
+def _check_size(name: str, npus: int, links: int, npu_limit: int | None, force: bool) -> None:
+    """Refuse a result above ``npu_limit`` (unless ``force``) or above the tool's own limits,
+    before building it."""
     limit = NPU_LIMIT if npu_limit is None else npu_limit
     if npus > limit and not force:
         raise InputError(f"{name} would have {npus:,} NPUs, above the limit of {limit:,} (--force builds it anyway)")
+    check_npus(npus, name)
+    check_links(links, name)
 
 
 def line_graph(topology: Topology, *, npu_limit: int | None = None, force: bool = False) -> Topology:
     """The line digraph ``L(G)``: NPU ``i`` is link ``i`` of ``G`` (see the module docstring)."""
     name = f"line({topology.name})"
     _direct(topology, name)
-    _check_size(name, len(topology.links), npu_limit, force)
+    _check_size(name, len(topology.links), sum(len(topology.out_links[link.dst]) for link in topology.links), npu_limit, force)
     result = Topology(len(topology.links), name=name)
     for first, link in enumerate(topology.links):
         for second in topology.out_links[link.dst]:
@@ -170,7 +175,7 @@ def cartesian(left: Topology, right: Topology, *, npu_limit: int | None = None, 
     _direct(left, name)
     _direct(right, name)
     n_left, n_right = left.num_npus, right.num_npus
-    _check_size(name, n_left * n_right, npu_limit, force)
+    _check_size(name, n_left * n_right, n_right * len(left.links) + n_left * len(right.links), npu_limit, force)
     result = Topology(n_left * n_right, name=name)
     for h in range(n_right):
         for link in left.links:
@@ -195,7 +200,7 @@ def degree_expand(topology: Topology, copies: int, *, npu_limit: int | None = No
     copies = int(copies)
     name = f"degree({topology.name},{copies})"
     _direct(topology, name)
-    _check_size(name, topology.num_npus * copies, npu_limit, force)
+    _check_size(name, topology.num_npus * copies, len(topology.links) * copies * copies, npu_limit, force)
     result = Topology(topology.num_npus * copies, name=name)
     for link in topology.links:
         for i in range(copies):

@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_links, check_npus
 from chakra_collectives.topology.builders import BANDWIDTH_GBPS, LATENCY_NS
 from chakra_collectives.topology.core import Topology
 
@@ -64,7 +65,7 @@ def circulant(
     'circulant:8,strides=1,4: 8 NPUs, 24 links'
     """
     kind = f"circulant:{n}"
-    n = _whole("circulant", "the NPU count", n, least=2)
+    n = check_npus(_whole("circulant", "the NPU count", n, least=2), kind)
     values = [strides] if isinstance(strides, (int, float)) else list(strides)
     if not values:
         raise InputError(f"{kind}: needs at least one stride")
@@ -86,6 +87,7 @@ def circulant(
     if gcd(n, *picked) > 1:
         raise InputError(f"{kind}: strides {','.join(map(str, picked))} share the factor {gcd(n, *picked)} with {n}: the NPUs fall apart")
     name = f"circulant:{n},strides={','.join(map(str, picked))}" + ("" if bidirectional else ",bidirectional=false")
+    check_links(n * sum(1 if not bidirectional or 2 * s == n else 2 for s in picked), name)
     topo = Topology(n, name=name)
     for s in picked:
         for i in range(n):
@@ -209,8 +211,20 @@ def totient_strides(n: int, degree: int, *, bidirectional: bool = False, passes:
     return best[1]
 
 
+_BFS_BLOCK_BYTES = 2**26
+"""Memory one batch of :func:`_replacement_scores` may take (about 40 bytes per row entry)."""
+
+
 def _replacement_scores(n: int, fixed: list[int], free: np.ndarray, bidirectional: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(diameter, mean distance)`` of the circulant ``fixed + [s]`` for every ``s`` in ``free``, in one batched BFS."""
+    """``(diameter, mean distance)`` of the circulant ``fixed + [s]`` for every ``s`` in ``free``,
+    in batched BFSs of at most :data:`_BFS_BLOCK_BYTES` each."""
+    rows = max(1, _BFS_BLOCK_BYTES // (40 * n))
+    parts = [_replacement_block(n, fixed, free[i : i + rows], bidirectional) for i in range(0, len(free), rows)]
+    return np.concatenate([d for d, _ in parts]), np.concatenate([m for _, m in parts])
+
+
+def _replacement_block(n: int, fixed: list[int], free: np.ndarray, bidirectional: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_replacement_scores` of one batch, in one BFS."""
     shifts = sorted({f % n for f in fixed} | ({(-f) % n for f in fixed} if bidirectional else set()))
     rows = len(free)
     index = np.arange(n)
@@ -305,7 +319,7 @@ def totientperms(
     ...
     chakra_collectives.errors.InputError: totientperms:8: degree 9 is larger than N - 1 = 7 (an NPU has only 7 others to link to)
     """
-    n = _whole("totientperms", "the NPU count", n, least=3)
+    n = check_npus(_whole("totientperms", "the NPU count", n, least=3), f"totientperms:{n}")
     strides = totient_strides(n, degree, bidirectional=bidirectional)
     topo = circulant(n, strides=strides, bidirectional=bidirectional, bandwidth_gbps=bandwidth_gbps, latency_ns=latency_ns)
     suffix = "" if not bidirectional else ",bidirectional=true"
@@ -335,6 +349,8 @@ def generalized_kautz(
     degree = _whole(kind, "the degree", degree, least=1)
     if degree > n - 1:
         raise InputError(f"{kind}: degree {degree} is larger than N - 1 = {n - 1}")
+    check_npus(n, kind)
+    check_links(n * degree, f"genkautz:{n},degree={degree}")
     topo = Topology(n, name=f"genkautz:{n},degree={degree}")
     for i in range(n):
         for j in range(1, degree + 1):
@@ -352,6 +368,7 @@ def kautz(d: int, diameter: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, late
     """
     d = _whole("kautz", "the degree", d, least=2)
     diameter = _whole("kautz", "the diameter", diameter, least=1)
+    check_npus((d + 1) * d ** min(diameter - 1, 64), f"kautz:{d},{diameter}")
     topo = generalized_kautz((d + 1) * d ** (diameter - 1), degree=d, bandwidth_gbps=bandwidth_gbps, latency_ns=latency_ns)
     topo.name = f"kautz:{d},{diameter}"
     return topo
@@ -368,7 +385,9 @@ def de_bruijn(d: int, diameter: int, *, bandwidth_gbps: float = BANDWIDTH_GBPS, 
     """
     d = _whole("debruijn", "the degree", d, least=2)
     diameter = _whole("debruijn", "the diameter", diameter, least=1)
+    check_npus(d ** min(diameter, 64), f"debruijn:{d},{diameter}")  # d >= 2: past 2^64 it is too large anyway
     n = d**diameter
+    check_links(n * d, f"debruijn:{d},{diameter}")
     topo = Topology(n, name=f"debruijn:{d},{diameter}")
     for i in range(n):
         for j in range(d):
@@ -435,7 +454,7 @@ def fat_tree(
     >>> t.describe(), t.links[0].bandwidth_gbps, t.links[0].latency_ns
     ('fattree:16,degree=2,radix=64: 16 NPUs, 1 switches, 32 links', 100.0, 500.0)
     """
-    n = _whole("fattree", "the NPU count", n, least=2)
+    n = check_npus(_whole("fattree", "the NPU count", n, least=2), f"fattree:{n}")
     degree = _whole(f"fattree:{n}", "the degree", degree, least=1)
     radix = _whole(f"fattree:{n}", "the switch radix", radix, least=4)
     if radix % 2:

@@ -64,6 +64,7 @@ import yaml
 
 from chakra_collectives.converters.astra_sim.network import AnalyticalNetwork, parse_network
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_links, check_npus, check_switches
 from chakra_collectives.locate import line_of
 from chakra_collectives.topology import builders, families
 from chakra_collectives.topology.core import Topology
@@ -263,6 +264,9 @@ def _endpoint(value: Any, npus: int, switches: int, where: str) -> int:
 
 def _from_document(document: dict[str, Any], path: Path, text: str, overrides: dict[str, Any]) -> Topology:
     npus, switches = document["npus"], document.get("switches", 0)
+    check_npus_at(npus, "npus", path, line_of(text, ["npus"]))
+    check_switches_at(switches, "switches", path, line_of(text, ["switches"]))
+    check_links_at(len(document["links"]) * 2, "links", path, line_of(text, ["links"]))
     topo = Topology(npus, num_switches=switches, name=document.get("name") or path.stem)
     defaults = {"bandwidth_gbps": builders.BANDWIDTH_GBPS, "latency_ns": builders.LATENCY_NS, "bidirectional": False}
     defaults.update(overrides)
@@ -281,7 +285,7 @@ def _from_document(document: dict[str, Any], path: Path, text: str, overrides: d
                 bidirectional=link.get("bidirectional", defaults["bidirectional"]),
             )
         except InputError as error:
-            raise InputError(error.message, path=path, line=line) from None
+            raise type(error)(error.message.removeprefix(f"{topo.name}: "), path=path, line=line) from None
     return topo
 
 
@@ -327,7 +331,7 @@ def _from_graphml(path: Path, overrides: dict[str, Any]) -> Topology:
         try:
             topo.add_link(ids[src], ids[dst], bw, lat, bidirectional=not graph.is_directed())
         except InputError as error:
-            raise InputError(f"{where}: {error.message.split(': ', 1)[-1]}", path=path) from None
+            raise type(error)(f"{where}: {error.message.split(': ', 1)[-1]}", path=path) from None
     return topo
 
 
@@ -372,13 +376,41 @@ def _from_edge_list(text: str, path: Path, overrides: dict[str, Any]) -> Topolog
         entries.append((number, nodes, bw, lat, match.group("arrow") is None))
     if not entries:
         raise InputError("no links in the edge list", path=path)
-    npus = 1 + max(i for _, nodes, *_ in entries for kind, i in nodes if kind == "npu")
-    switches = 1 + max((i for _, nodes, *_ in entries for kind, i in nodes if kind == "switch"), default=-1)
+    npus = switches = 0
+    for number, nodes, *_ in entries:  # the node counts, checked against the limits before building
+        for kind, i in nodes:
+            if kind == "npu" and i >= npus:
+                npus = check_npus_at(i + 1, f"NPU {i}", path, number)
+            elif kind == "switch" and i >= switches:
+                switches = check_switches_at(i + 1, f"switch s{i}", path, number)
+    check_links_at(sum(2 if both else 1 for *_, both in entries), "the edge list", path, None)
     topo = Topology(npus, num_switches=switches, name=path.stem)
     for number, nodes, bw, lat, both in entries:
         a, b = (i if kind == "npu" else npus + i for kind, i in nodes)
         try:
             topo.add_link(a, b, bw, lat, bidirectional=both)
         except InputError as error:
-            raise InputError(error.message.split(": ", 1)[-1], path=path, line=number) from None
+            raise type(error)(error.message.split(": ", 1)[-1], path=path, line=number) from None
     return topo
+
+
+def check_npus_at(count: int, what: str, path: Path, line: int | None) -> int:
+    """:func:`~chakra_collectives.limits.check_npus`, the error located in a file."""
+    try:
+        return check_npus(count, what)
+    except InputError as error:
+        raise error.located(path=path, line=line) from None
+
+
+def check_switches_at(count: int, what: str, path: Path, line: int | None) -> int:
+    try:
+        return check_switches(count, what)
+    except InputError as error:
+        raise error.located(path=path, line=line) from None
+
+
+def check_links_at(count: int, what: str, path: Path, line: int | None) -> int:
+    try:
+        return check_links(count, what)
+    except InputError as error:
+        raise error.located(path=path, line=line) from None

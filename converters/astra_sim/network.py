@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.limits import check_bandwidth, check_latency, check_links, check_npus
 from chakra_collectives.locate import line_of
 
 if TYPE_CHECKING:  # the converter reads a Topology's links; it never builds one
@@ -68,6 +69,17 @@ class AnalyticalNetwork:
         for dim in self.dimensions:
             total *= dim.npus
         return total
+
+    @property
+    def num_links(self) -> int:
+        """How many directed links :meth:`links` makes (known before making them)."""
+        total, count = self.num_npus, 0
+        for dim in self.dimensions:
+            n, groups = dim.npus, total // dim.npus
+            if n > 1:
+                per_group = {"Ring": 2 * n if n > 2 else 2, "FullyConnected": n * (n - 1)}.get(dim.kind, 2 * n)
+                count += groups * per_group
+        return count
 
     def document(self) -> dict[str, list[Any]]:
         return {
@@ -131,7 +143,7 @@ def parse_network(document: dict[str, Any], *, path: str | Path, text: str = "",
     >>> parse_network({"topology": ["Ring"], "npus_count": [4], "bandwidth": [0], "latency": [500]}, path="net.yml")
     Traceback (most recent call last):
     ...
-    chakra_collectives.errors.InputError: net.yml: dimension 0: bandwidth 0 GB/s; it must be positive
+    chakra_collectives.errors.InputError: net.yml: dimension 0 has bandwidth 0 GB/s; it must be a finite number from 0.001 to 1e+06 GB/s
     """
     defaults = defaults or {}
     fallback = {"bandwidth": defaults.get("bandwidth_gbps"), "latency": defaults.get("latency_ns")}
@@ -154,7 +166,7 @@ def parse_network(document: dict[str, Any], *, path: str | Path, text: str = "",
         if canonical is None:
             raise InputError(f"unknown ASTRA-sim topology {kind!r} (valid: Ring, FullyConnected, Switch)", path=path, line=line_of(text, ["topology", index]))
         npus = fields["npus_count"][index]
-        if not isinstance(npus, int) or npus < 1:
+        if not isinstance(npus, int) or isinstance(npus, bool) or npus < 1:
             raise InputError(f"npus_count entry {npus!r} is not a positive integer", path=path, line=line_of(text, ["npus_count", index]))
         dimensions.append((canonical, npus))
     result = []
@@ -163,13 +175,23 @@ def parse_network(document: dict[str, Any], *, path: str | Path, text: str = "",
         for what, value in (("bandwidth", bw), ("latency", lat)):
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise InputError(f"{what} entry {value!r} is not a number", path=path, line=line_of(text, [what, index]))
-        where = {"path": path, "line": line_of(text, ["bandwidth", index])}
-        if npus > 1 and not bw > 0:
-            raise InputError(f"dimension {index}: bandwidth {bw} GB/s; it must be positive", **where)
-        if npus > 1 and not lat >= 0:
-            raise InputError(f"dimension {index}: latency {lat} ns; it must be zero or positive", **where)
+        if npus > 1:
+            try:
+                check_bandwidth(bw, f"dimension {index}")
+            except InputError as error:
+                raise error.located(path=path, line=line_of(text, ["bandwidth", index])) from None
+            try:
+                check_latency(lat, f"dimension {index}")
+            except InputError as error:
+                raise error.located(path=path, line=line_of(text, ["latency", index])) from None
         result.append(Dimension(kind, npus, float(bw), float(lat)))
-    return AnalyticalNetwork(tuple(result))
+    network = AnalyticalNetwork(tuple(result))
+    try:  # before anything is built from it
+        check_npus(network.num_npus, "npus_count " + " x ".join(str(d.npus) for d in network.dimensions))
+        check_links(network.num_links, "the network")
+    except InputError as error:
+        raise error.located(path=path, line=line_of(text, ["npus_count"])) from None
+    return network
 
 
 def _dimension_groups(total: int, size: int, stride: int) -> list[list[int]]:

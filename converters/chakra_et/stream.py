@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,8 @@ from google.protobuf.internal import decoder
 from google.protobuf.message import DecodeError
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.resources import Estimate, require
+from chakra_collectives.units import format_size
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -86,10 +89,45 @@ def load_bytes(path: Path) -> bytes:
         raise InputError(f"cannot read: {exc.strerror}", path=path) from None
     if data.startswith(GZIP_MAGIC):
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, ValueError) as exc:
+            data = gunzip(data, path)
+        except (OSError, EOFError, ValueError, zlib.error) as exc:
             raise InputError(f"corrupt gzip data ({exc})", path=path) from None
     return data
+
+
+UNPACK_STEP = 64 * 2**20
+"""Bytes :func:`gunzip` unpacks between two checks of the memory limit."""
+
+
+def gunzip(data: bytes, path: str | Path) -> bytes:
+    """``data`` (one or more gzip members) unpacked, a step at a time: a file that unpacks to more
+    than the memory limit allows (a "gzip bomb") is refused with a :class:`LimitError` before it
+    is held, instead of exhausting memory.
+
+    >>> gunzip(gzip.compress(b"node"), "x.et")
+    b'node'
+    """
+    parts: list[bytes] = []
+    total = 0
+    pending = data
+    while pending:
+        inflater = zlib.decompressobj(wbits=31)
+        while True:
+            part = inflater.decompress(pending, UNPACK_STEP)
+            pending = inflater.unconsumed_tail
+            if part:
+                parts.append(part)
+                total += len(part)
+                require(Estimate(
+                    f"reading {path}", total, f"{format_size(total)} unpacked so far from {format_size(len(data))} of gzip",
+                    "check the file (an ET this large is unlikely) or read fewer files",
+                ))
+            if inflater.eof or not pending and not part:
+                break
+        if not inflater.eof:
+            raise EOFError("the gzip data ends before its last member does")
+        pending = inflater.unused_data
+    return b"".join(parts)
 
 
 def split_records(data: bytes, path: str | Path) -> list[tuple[int, int, int]]:

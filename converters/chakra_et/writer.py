@@ -51,6 +51,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 from chakra.src.third_party.utils import protolib
 
 from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.limits import check_size
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
 from chakra_collectives.converters.chakra_et.stream import length_prefix
@@ -86,6 +87,7 @@ def write_algorithm(
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
+    check_size(size, "collective size")
     nbytes = algo.op_bytes(size)
     durations = algo.local_durations(nbytes, reduce_bandwidth_gbps)
     _check_astra_sim_constraints(algo, nbytes, prefix)

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.limits import check_size
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.converters.msccl.checks import check_program, located, where
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
@@ -70,6 +71,7 @@ def lower_program(
     """
     if size_bytes < 1:
         raise InputError(f"collective size must be positive, got {size_bytes}")
+    check_size(size_bytes, "collective size")
     warnings = check_program(program, path)
     gpus = sorted(program.gpus, key=lambda g: g.id)
     claimed, note = _collective(program, collective, path)

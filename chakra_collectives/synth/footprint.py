@@ -1,0 +1,116 @@
+"""What producing (and predicting) an algorithm costs in memory, known before it is produced.
+
+:func:`estimate` gives a :class:`~chakra_collectives.resources.Estimate` for one registered
+producer, collective, rank count and chunking; :func:`~chakra_collectives.synth.synthesize`
+refuses a producer whose estimate does not fit the memory limit (``best`` skips it and says
+so), and the replayer does the same for the algorithms it builds. A producer states its own
+model as :attr:`~chakra_collectives.synth.registry.Synthesizer.footprint`; the default is
+:func:`pair_footprint`.
+
+Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` measures them):
+
+* :func:`pair_footprint` (TACOS, BFB, any producer that states none): the work is the
+  ``(NPU, chunk)`` pairs each phase serves, ``N * N * K`` per phase, at :data:`PER_PAIR`
+  bytes each (TACOS: 190-250 bytes per pair at 1,024 NPUs, matching and prediction included).
+* :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
+  :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
+  baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
+
+>>> from chakra_collectives.topology import load_topology
+>>> from chakra_collectives.ir import Collective
+>>> from chakra_collectives.synth.registry import SynthesisOptions
+>>> e = estimate("direct", load_topology("ring:4096"), Collective.ALL_REDUCE, 4096, SynthesisOptions(size_bytes=2**20))
+>>> e.what, e.work
+('synthesizing direct all-reduce on ring:4096', '33.5M messages, 34.4G message hops, 16.8M (rank, chunk) slots')
+>>> e.nbytes > 2**40          # every message crosses 1,024 links on average: terabytes
+True
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from chakra_collectives.ir import Collective
+from chakra_collectives.resources import Estimate, count
+from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.topology.core import Topology
+
+PER_PAIR = 300
+"""Bytes per ``(NPU, chunk)`` pair and phase of a pair-model producer (TACOS measured 190-250)."""
+PER_OP = 600
+"""Bytes per operation of a baseline, built and predicted (measured 450-490 at 256-1,024 ranks)."""
+PER_HOP = 150
+"""Bytes per link a predicted message crosses (measured 80-110)."""
+SAMPLES = 8
+"""NPUs whose distances to all others estimate a topology's mean route length."""
+
+Footprint = Callable[[Topology, Collective, int, SynthesisOptions], tuple[float, str]]
+"""``footprint(topology, collective, num_ranks, options) -> (bytes, what they count)``."""
+
+ADVICE = "use fewer NPUs or fewer chunks per NPU (--chunks-per-npu), or another algorithm (--algorithm)"
+
+
+def phases(collective: Collective) -> int:
+    """All-Reduce is two phases (Reduce-Scatter, then All-Gather); every other collective one."""
+    return 2 if collective is Collective.ALL_REDUCE else 1
+
+
+def estimate(name: str, topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Estimate:
+    """The memory producer ``name`` needs for ``collective`` over ``num_ranks`` ranks of ``topology``."""
+    footprint = get(name).footprint or pair_footprint
+    nbytes, work = footprint(topology, collective, num_ranks, options)
+    return Estimate(f"synthesizing {name} {collective.value} on {topology.name}", nbytes, work, ADVICE)
+
+
+def pair_footprint(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> tuple[float, str]:
+    """:data:`PER_PAIR` bytes per ``(NPU, chunk)`` pair and phase: ``N * N * K`` pairs per phase."""
+    pairs = float(num_ranks) * num_ranks * options.chunks_per_npu * phases(collective)
+    return PER_PAIR * pairs, f"{count(pairs)} (NPU, chunk) pairs"
+
+
+def message_footprint(messages: Callable[[Collective, int, int], float], pattern: str, *, per_slot: float = 0.0) -> Footprint:
+    """A baseline's footprint from its message count ``messages(collective, N, K)`` and
+    ``pattern``, which partners its messages go between: ``neighbour`` (rank ``r`` and
+    ``r + 1``) or ``any`` (all pairs); ``per_slot`` bytes of per-chunk state per rank."""
+
+    def footprint(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> tuple[float, str]:
+        sent = float(messages(collective, num_ranks, options.chunks_per_npu))
+        hops = sent * mean_route_length(topology, num_ranks, pattern)
+        slots = float(num_ranks) * num_ranks * options.chunks_per_npu
+        nbytes = PER_OP * 2.5 * sent + PER_HOP * hops + per_slot * slots
+        state = f", {count(slots)} (rank, chunk) slots" if per_slot else ""
+        return nbytes, f"{count(sent)} messages, {count(hops)} message hops{state}"
+
+    return footprint
+
+
+def mean_route_length(topology: Topology, num_ranks: int, pattern: str) -> float:
+    """Mean number of links a message crosses between partners of ``pattern``, from the
+    distances of up to :data:`SAMPLES` NPUs (hops through switches count)."""
+    n = min(num_ranks, topology.num_npus)
+    if n < 2:
+        return 1.0
+    sources = np.unique(np.linspace(0, n - 1, min(SAMPLES, n)).astype(np.int64))
+    distances = _distances(topology, sources)
+    if pattern == "neighbour":
+        hops = distances[np.arange(len(sources)), (sources + 1) % n]
+    else:
+        hops = distances[:, :n][np.arange(n)[None, :] != sources[:, None]]
+    hops = hops[np.isfinite(hops)]
+    return float(hops.mean()) if len(hops) else 1.0
+
+
+def _distances(topology: Topology, sources: np.ndarray) -> np.ndarray:
+    """Hop distances from ``sources`` to every node (``inf``: unreachable)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    arrays = topology.link_arrays
+    size = topology.num_nodes
+    graph = csr_matrix((np.ones(len(arrays["src"])), (arrays["src"], arrays["dst"])), shape=(size, size))
+    return shortest_path(graph, method="D", unweighted=True, indices=sources)
+
+
+__all__ = ["ADVICE", "Footprint", "PER_HOP", "PER_OP", "PER_PAIR", "estimate", "mean_route_length", "message_footprint", "pair_footprint", "phases"]

@@ -1,0 +1,143 @@
+"""Hostile input ends in one line and a documented exit code, never a traceback or a thrashing
+machine: the crash cases of the reliability campaign, each a regression test.
+
+Exit codes: 2 bad input, 4 a request above a documented limit (README "Limits")."""
+
+from __future__ import annotations
+
+import gzip
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chakra_collectives.limits import MAX_NPUS, MAX_SIZE_BYTES
+
+
+def one_line_error(result, code: int, *phrases: str) -> str:
+    """The result failed with ``code`` and exactly one non-empty line on stderr naming ``phrases``."""
+    text = result.stderr if isinstance(result, subprocess.CompletedProcess) else result.output
+    lines = [line for line in text.splitlines() if line.strip()]
+    exit_code = result.returncode if isinstance(result, subprocess.CompletedProcess) else result.exit_code
+    assert exit_code == code, text
+    assert "Traceback" not in text
+    errors = [line for line in lines if line.startswith("chakra-coll: error:")]
+    assert len(errors) == 1, text
+    for phrase in phrases:
+        assert phrase in errors[0], errors[0]
+    return errors[0]
+
+
+def capped(*args: str, memory: int = 1_500 * 2**20, timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``chakra-coll ARGS`` in a fresh process whose address space is capped at ``memory`` bytes."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run(
+        [sys.executable, "-m", "chakra_collectives", *args], capture_output=True, text=True, timeout=timeout, preexec_fn=cap, cwd=cwd
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, phrase",
+    [
+        ("ring:8,bw=inf", "bandwidth inf GB/s"),
+        ("ring:8,bw=1e308", "bandwidth 1e+308 GB/s"),
+        ("ring:8,bw=1e-320", "bandwidth 1e-320 GB/s"),
+        ("ring:8,lat=inf", "latency inf ns"),
+        ("ring:8,lat=1e308", "latency 1e+308 ns"),
+    ],
+)
+def test_absurd_link_parameters_are_refused_at_load_time(cli, spec, phrase):
+    one_line_error(cli("synth", "-t", spec, "-a", "ring"), 2, phrase, "must be a finite number")
+
+
+@pytest.mark.parametrize("model", ["default", "astra-sim"])
+def test_replay_refuses_absurd_latencies_in_both_network_models(cli, tmp_path, model):
+    cli("workload", "microbenchmark", "-c", "all-reduce", "-n", "8", "-s", "1MiB", "-o", tmp_path / "w")
+    one_line_error(cli("replay", tmp_path / "w", "-t", "ring:8,lat=1e308", "--network-model", model), 2, "latency 1e+308 ns")
+
+
+def test_an_edge_list_with_an_infinite_latency_names_its_line(cli, tmp_path):
+    (tmp_path / "edges.txt").write_text("0 -> 1\n1 -> 0 bw=50 lat=inf\n")
+    one_line_error(cli("synth", "-t", tmp_path / "edges.txt"), 2, "edges.txt:2", "latency")
+
+
+@pytest.mark.parametrize("size", ["8388608TiB", str(2**63 - 1), str(MAX_SIZE_BYTES + 1)])
+def test_sizes_above_the_limit_are_refused(cli, size):
+    one_line_error(cli("synth", "-t", "ring:4", "-s", size), 4, "above the limit of 1 TiB")
+
+
+def test_the_largest_size_is_accepted(cli):
+    result = cli("synth", "-t", "ring:4", "-a", "ring", "-k", "1", "-s", str(MAX_SIZE_BYTES), "--json")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_corrupt_gzip_rank_file_is_one_line(cli, tmp_path):
+    """A deflate stream damaged inside raises zlib.error (not OSError): still one line, exit 2."""
+    cli("synth", "-t", "ring:4", "-a", "ring", "-s", "1MiB", "-o", tmp_path / "ar")
+    for rank in range(4):
+        data = bytearray(gzip.compress((tmp_path / f"ar.{rank}.et").read_bytes()))
+        if rank == 0:
+            data[30] ^= 0x55
+        (tmp_path / f"ar.{rank}.et").write_bytes(bytes(data))
+    for command in ("verify", "inspect"):
+        one_line_error(cli(command, tmp_path / "ar"), 2, "ar.0.et", "corrupt gzip data")
+
+
+def test_gzipped_rank_files_still_read(cli, tmp_path):
+    cli("synth", "-t", "ring:4", "-a", "ring", "-s", "1MiB", "-o", tmp_path / "ar")
+    for rank in range(4):
+        path = tmp_path / f"ar.{rank}.et"
+        path.write_bytes(gzip.compress(path.read_bytes()))
+    assert cli("verify", tmp_path / "ar").exit_code == 0
+
+
+def test_a_comm_groups_file_with_bytes_that_are_not_utf8_is_not_a_crash(cli, tmp_path):
+    cli("workload", "hybrid", "--tp", "2", "--dp", "2", "-o", tmp_path / "hy")
+    (tmp_path / "hy.json").write_bytes(b'{"1": [0, 1], "\xff\xfe": [2, 3]}')
+    result = cli("replay", tmp_path / "hy", "-t", "ring:4")
+    assert result.exit_code in (0, 2) and "Traceback" not in result.output
+    if result.exit_code:
+        one_line_error(result, 2, "hy")
+
+
+@pytest.mark.parametrize(
+    "name, text, phrases",
+    [
+        ("edges.txt", "0 -> 2147483648\n", ("edges.txt:1", "NPU 2147483648", f"limit of {MAX_NPUS:,} NPUs")),
+        ("topo.yaml", "npus: 2147483648\nlinks:\n  - {src: 0, dst: 1}\n", ("topo.yaml:1", f"limit of {MAX_NPUS:,} NPUs")),
+        (
+            "net.yml",
+            "topology: [ Ring, Ring ]\nnpus_count: [ 100000, 100000 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n",
+            ("net.yml", "10,000,000,000 NPUs"),
+        ),
+    ],
+)
+def test_npu_counts_from_files_are_bounded_before_anything_is_built(tmp_path, name, text, phrases):
+    (tmp_path / name).write_text(text)
+    result = capped("synth", "-t", str(tmp_path / name), memory=1_000 * 2**20, timeout=10)
+    one_line_error(result, 4, *phrases)
+
+
+def test_work_estimated_above_the_memory_limit_is_refused_before_it_starts():
+    result = capped("synth", "-t", "ring:4096", "-a", "direct", "-c", "all-reduce", "-s", "1MiB", "--max-memory", "1GiB", timeout=10)
+    one_line_error(result, 4, "synthesizing direct all-reduce on ring:4096 needs about", "--max-memory")
+
+
+def test_a_gzip_bomb_is_refused_as_it_unpacks(tmp_path):
+    (tmp_path / "bomb.0.et").write_bytes(gzip.compress(bytes(256 * 2**20)))
+    result = capped("inspect", str(tmp_path / "bomb"), "--max-memory", "200MiB", timeout=20)
+    one_line_error(result, 4, "reading", "bomb.0.et", "unpacked so far")
+
+
+def test_memory_that_runs_out_anyway_is_one_line(tmp_path):
+    """Without --max-memory, under an address-space cap: the default limit follows the cap, so
+    the work is refused as it grows (or, should an allocation fail first, ends the same way):
+    one line, exit 4."""
+    (tmp_path / "bomb.0.et").write_bytes(gzip.compress(bytes(256 * 2**20)))
+    result = capped("inspect", str(tmp_path / "bomb"), memory=700 * 2**20, timeout=30)
+    one_line_error(result, 4, "bomb")
