@@ -132,3 +132,13 @@ def test_verify(cli, tmp_path):
 def test_a_document_with_an_undocumented_key_fails():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"schema_version": 1, "surprise": True}, schema("workload"))
+
+
+def test_search(cli, tmp_path):
+    space = tmp_path / "space.yaml"  # a skipped candidate, a failed evaluation (BFB on a switch), a winner and plots
+    space.write_text("npus: 8\ntopologies: [ring:8, switch:8, torus2d:4x4]\nalgorithms: [bfb, ring]\n"
+                     "workload: {kind: data-parallel, layers: 2, gradient: 1MiB}\n")
+    document = _json(cli, "search", space, "--workers", "1", "-o", tmp_path / "out")
+    jsonschema.validate(document, schema("search"))
+    (group,) = document["groups"]
+    assert document["skipped"] and group["failed"] and len(group["ranked"]) == 3 and document["winners"] and document["plots"]

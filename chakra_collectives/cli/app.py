@@ -37,6 +37,7 @@ COMMANDS: tuple[tuple[str, str | tuple[str, ...], str], ...] = (
     ("plot", "plot_cmd", "Draw a replay's timeline or link utilization, or an algorithm's chunks."),
     ("inspect", "inspect_cmd", "Per-rank statistics of an algorithm's or a workload's files."),
     ("topo-info", "topo_info_cmd", "What a topology offers collectives: ports, diameter, bisection, bounds, BFB."),
+    ("search", "search_cmd", "Choose a fabric and its collective algorithms for a job by simulating the job."),
     ("import-msccl", "msccl_cmd", "Convert MSCCL-IR XML into Chakra ET files ASTRA-sim runs."),
     ("export-msccl", "msccl_cmd", "Write an algorithm's files as MSCCL-IR XML the MSCCL runtime loads."),
 )

@@ -2,7 +2,8 @@
 
 * :func:`plot_timeline` -- per-rank compute and communication from ``replay --json``;
 * :func:`plot_links` -- link utilization over time from ``replay --json``;
-* :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology.
+* :func:`plot_algorithm` -- which chunk crosses which link when, for one algorithm on a small topology;
+* :func:`plot_iteration_vs_cost`, :func:`plot_small_vs_large` -- a search's Pareto fronts.
 
 Each ``plot_*`` writes what the matching ``*_figure`` function returns (a matplotlib Figure
 on the Agg canvas, for a caller who wants to change it or look at what was drawn).
@@ -17,8 +18,12 @@ _HOMES = {
     "load_replay_document": "chakra_collectives.plot.document",
     "algorithm_figure": "chakra_collectives.plot.algorithm",
     "plot_algorithm": "chakra_collectives.plot.algorithm",
+    "iteration_vs_cost_figure": "chakra_collectives.plot.pareto",
+    "plot_iteration_vs_cost": "chakra_collectives.plot.pareto",
     "links_figure": "chakra_collectives.plot.links",
     "plot_links": "chakra_collectives.plot.links",
+    "small_vs_large_figure": "chakra_collectives.plot.pareto",
+    "plot_small_vs_large": "chakra_collectives.plot.pareto",
     "timeline_figure": "chakra_collectives.plot.timeline",
     "plot_timeline": "chakra_collectives.plot.timeline",
 }

@@ -42,7 +42,6 @@ chakra_collectives.errors.InputError: line(fully-connected:64) would have 4,032 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,12 +63,23 @@ class Expansion:
     copies: int = 1
 
 
-_ORIGINS: "weakref.WeakKeyDictionary[Topology, Expansion]" = weakref.WeakKeyDictionary()
+def _remember(topology: Topology, expansion: Expansion) -> None:
+    """Record how ``topology`` was built on the topology itself, so that a copy keeps it (a
+    topology pickled to another process -- a search's worker -- is still scheduled as an expansion)."""
+    topology._expansion = expansion  # type: ignore[attr-defined]
 
 
 def origin(topology: Topology) -> Expansion | None:
-    """The expansion ``topology`` was built by, or ``None`` (a builder's or a file's topology)."""
-    return _ORIGINS.get(topology)
+    """The expansion ``topology`` was built by, or ``None`` (a builder's or a file's topology).
+
+    A copy made by pickling keeps it:
+
+    >>> import pickle
+    >>> from chakra_collectives.topology.builders import ring
+    >>> origin(pickle.loads(pickle.dumps(degree_expand(ring(4), 2)))).kind
+    'degree'
+    """
+    return getattr(topology, "_expansion", None)
 
 
 def expanded_distances(topology: Topology, base_distances) -> np.ndarray | None:
@@ -155,7 +165,7 @@ def line_graph(topology: Topology, *, npu_limit: int | None = None, force: bool 
         for second in topology.out_links[link.dst]:
             onward = topology.links[second]
             result.add_link(first, second, onward.bandwidth_gbps, onward.latency_ns)
-    _ORIGINS[result] = Expansion("line", (topology,))
+    _remember(result, Expansion("line", (topology,)))
     return result
 
 
@@ -174,7 +184,7 @@ def cartesian(left: Topology, right: Topology, *, npu_limit: int | None = None, 
         for g in range(n_left):
             result.add_link(g + n_left * link.src, g + n_left * link.dst, link.bandwidth_gbps, link.latency_ns)
     result.uniform = left.uniform and right.uniform  # products of vertex-transitive graphs are vertex-transitive
-    _ORIGINS[result] = Expansion("cartesian", (left, right))
+    _remember(result, Expansion("cartesian", (left, right)))
     return result
 
 
@@ -197,7 +207,7 @@ def degree_expand(topology: Topology, copies: int, *, npu_limit: int | None = No
             for j in range(copies):
                 result.add_link(link.src * copies + i, link.dst * copies + j, link.bandwidth_gbps, link.latency_ns)
     result.uniform = topology.uniform
-    _ORIGINS[result] = Expansion("degree", (topology,), copies)
+    _remember(result, Expansion("degree", (topology,), copies))
     return result
 
 

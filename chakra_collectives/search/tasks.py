@@ -1,0 +1,150 @@
+"""The two kinds of task a search runs, on any executor: synthesize a collective, evaluate a workload.
+
+Both are plain functions of picklable arguments, so a Dask worker on another machine runs
+them as the in-process executor does, with identical results. Neither raises for a failing
+candidate: an error (a producer that cannot build the collective, an algorithm that does not
+verify, a replay that deadlocks, or a bug) becomes part of the result, so the search goes on.
+
+>>> from chakra_collectives.topology import load_topology
+>>> made = synthesize_collective(load_topology("ring:4"), "ring", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "default")
+>>> made.error, made.verified, made.produced_by, made.probe_ns[1] > made.probe_ns[0]
+(None, True, 'ring', True)
+>>> synthesize_collective(load_topology("switch:4"), "bfb", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "default").error
+'BFB schedules direct-connect topologies; switch:4 has 1 switch(es)'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chakra_collectives.errors import ChakraCollError
+from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.network import predict_time
+from chakra_collectives.replay import ProcessGroups, replay
+from chakra_collectives.synth import synthesize
+from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.topology import Topology
+from chakra_collectives.converters.chakra_et.workload_reader import Workload
+from chakra_collectives.verify import verify_algorithm
+
+
+@dataclass
+class SynthesisOutcome:
+    """One synthesized (and verified) collective on one topology, or why there is none."""
+
+    algorithm: CollectiveAlgorithm | None
+    produced_by: str
+    """The producer that made it (for ``best``: the one that won)."""
+    error: str | None
+    verified: bool
+    synthesis_s: float
+    verify_s: float
+    probe_ns: tuple[float, ...] | None
+    """Predicted time alone on the topology at each probe size (the algorithm scaled)."""
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ChakraCollError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"  # a bug in a producer: recorded, the search goes on
+
+
+def synthesize_collective(
+    topology: Topology,
+    algorithm: str,
+    collective: Collective,
+    size_bytes: int,
+    chunks_per_npu: int,
+    probe_sizes: tuple[int, ...],
+    mode: str,
+) -> SynthesisOutcome:
+    """Produce ``collective`` with the registered ``algorithm`` (or ``best``), verify it, and time it at the probe sizes."""
+    started = time.perf_counter()
+    produced_by, algo, verified, verify_s, probes = algorithm, None, False, 0.0, None
+    try:
+        if algorithm == "best":
+            result = synthesize(topology, collective, size_bytes, chunks_per_npu=chunks_per_npu, algorithm="best", network_model=mode)
+            algo, produced_by = result.algorithm, result.algorithm_name
+        else:
+            options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
+            algo = get(algorithm).make(topology, collective, topology.num_npus, options).algorithm
+        synthesis_s = time.perf_counter() - started
+        started = time.perf_counter()
+        report = verify_algorithm(algo)
+        verify_s = time.perf_counter() - started
+        if not report.ok:
+            failed = next(c for c in report.checks if c.status.value == "failed")
+            raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failed.name}: {failed.summary}")
+        verified = True
+        probes = tuple(predict_time(algo, topology, size_bytes=size, mode=mode) for size in probe_sizes)
+    except Exception as error:  # noqa: BLE001 -- a failing candidate is recorded, never fatal
+        synthesis_s = time.perf_counter() - started if algo is None else synthesis_s
+        return SynthesisOutcome(None, produced_by, _describe(error), verified, synthesis_s, verify_s, None)
+    return SynthesisOutcome(algo, produced_by, None, verified, synthesis_s, verify_s, probes)
+
+
+def warm_up() -> int:
+    """Nothing: calling it makes a worker import this module (and the engines) before the first task; its pid."""
+    return os.getpid()
+
+
+def evaluate(
+    topology: Topology,
+    workload: Workload,
+    groups: ProcessGroups,
+    meta: dict[str, Any],
+    group_algorithm: str,
+    mode: str,
+    collectives: list[Collective],
+    *outcomes: SynthesisOutcome,
+) -> dict[str, Any]:
+    """Replay ``workload`` on ``topology`` with the synthesized algorithms; one result row.
+
+    ``outcomes[i]`` is the algorithm for ``collectives[i]`` (collectives over every rank); the
+    rest -- collectives over process groups, or types the algorithm set does not name -- run
+    ``group_algorithm``. ``meta`` (key, labels, topology facts...) is copied into the row.
+    """
+    row = dict(meta)
+    row["synthesis_s"] = sum(o.synthesis_s for o in outcomes)
+    row["verify_s"] = sum(o.verify_s for o in outcomes)
+    row["verified"] = all(o.verified for o in outcomes)
+    row["algorithm_used"] = ",".join(sorted({o.produced_by for o in outcomes})) or group_algorithm
+    if outcomes and outcomes[0].probe_ns is not None:
+        row["probe_collective"] = collectives[0].value
+        row["probe_small_ns"], row["probe_large_ns"] = outcomes[0].probe_ns[0], outcomes[0].probe_ns[-1]
+    failed = [o.error for o in outcomes if o.error is not None]
+    if failed:
+        row.update(status="failed", error=failed[0])
+        return row
+    started = time.perf_counter()
+    try:
+        result = replay(
+            workload, topology,
+            algorithms={c: o.algorithm for c, o in zip(collectives, outcomes)},  # type: ignore[misc]
+            default_algorithm=group_algorithm, groups=groups, mode=mode,
+        )
+    except Exception as error:  # noqa: BLE001 -- recorded, the search goes on
+        row.update(status="failed", error=_describe(error), replay_s=time.perf_counter() - started)
+        return row
+    row["replay_s"] = time.perf_counter() - started
+    exposed = [r.exposed_communication_ns for r in result.ranks]
+    row.update(
+        status="ok",
+        error=None,
+        iteration_ns=result.total_ns,
+        exposed_comm_ns=max(exposed),
+        exposed_comm_mean_ns=sum(exposed) / len(exposed),
+        comm_ns=max(r.communication_ns for r in result.ranks),
+        collectives=json.dumps(
+            [{"collective": c.collective, "size_bytes": c.size_bytes, "members": c.members, "group": c.group, "algorithm": c.algorithm, "time_ns": c.time_ns}
+             for c in result.collectives]
+        ),
+    )
+    return row
+
+
+__all__ = ["SynthesisOutcome", "evaluate", "synthesize_collective", "warm_up"]

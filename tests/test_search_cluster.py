@@ -1,0 +1,151 @@
+"""chakra-coll search on real Dask clusters: the README's worked example on a LocalCluster of 2 workers
+(identical to the in-process run), and a worker killed mid-search followed by a resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chakra_collectives.search import InProcess, ResultTable, load_space, plan_search, run_search
+from chakra_collectives.search.report import groups
+from chakra_collectives.search.table import TIMING_COLUMNS
+
+from conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+
+def _design_rows(table: ResultTable) -> dict[str, dict]:
+    """Rows by key without the columns that time the machine."""
+    return {r["key"]: {k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in table.rows()}
+
+
+def _in_process(space_file: Path, tmp_path: Path, **overrides) -> tuple[dict[str, dict], set[str]]:
+    space = load_space(space_file, overrides=overrides)
+    plan = plan_search(space, tmp_path / "reference-workloads")
+    table = ResultTable(tmp_path / "reference.parquet")
+    run_search(plan, InProcess(), table)
+    return _design_rows(table), set(plan.by_key())
+
+
+def _readme_command() -> list[str]:
+    """The worked example's command, as README gives it."""
+    text = (REPO / "README.md").read_text()
+    line = next(l for l in text.splitlines() if l.startswith("chakra-coll search docs/search/fabric_for_dp.yaml"))
+    return shlex.split(line.split("#")[0])[1:]
+
+
+def test_the_worked_example_on_a_local_cluster_equals_the_in_process_run(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the README's paths are relative to the repository
+    args = _readme_command()
+    result = cli(*args, "--npus", "16", "--workers", "2", "-o", tmp_path / "out")  # a small version: 16 NPUs
+    assert result.exit_code == 0, result.output
+    assert "local Dask cluster, 2 worker process(es)" in " ".join(result.stdout.split())
+    cluster = _design_rows(ResultTable(tmp_path / "out" / "results.parquet"))
+    reference, keys = _in_process(REPO / args[1], tmp_path, npus=[16])
+    assert set(cluster) == set(reference) == keys and len(keys) == 12
+    assert cluster == reference  # identical whatever the executor
+
+    # what README says the numbers show (16 NPUs): TopoOpt's qualitative result
+    (group,) = groups(list(cluster.values()))
+    best = {}
+    for row in group.ranked:
+        best.setdefault(row["candidate"], row)
+    totient, torus = best["totientperms:{npus},degree=4"], best["torus2d:{grid2}"]
+    same_cost, same_ports = best["fat-tree, same cost"], best["fat-tree, same ports"]
+    assert totient["cost"] == torus["cost"] == same_cost["cost"] == same_ports["cost"] / 2
+    assert same_cost["iteration_ns"] > 1.5 * totient["iteration_ns"]  # the cost-equivalent fat-tree is far behind
+    assert totient["iteration_ns"] <= same_ports["iteration_ns"]  # and the direct-connect fabric matches the ideal switch
+    assert abs(torus["iteration_ns"] - totient["iteration_ns"]) < 0.01 * totient["iteration_ns"]
+    assert totient["diameter"] < torus["diameter"]
+    ring = {r["candidate"]: r for r in group.ranked if r["algorithm"] == "ring"}
+    assert ring["totientperms:{npus},degree=4"]["iteration_ns"] < ring["torus2d:{grid2}"]["iteration_ns"] / 1.5
+
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _worker(scheduler_file: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN / "dask"), "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=log.open("ab"),
+    )
+
+
+RESUME_SPACE = """\
+name: resume
+npus: 32
+topologies:
+  - "torus2d:{grid2}"
+  - "totientperms:{npus},degree=4"
+  - spec: "circulant:{npus},strides=1,{s}"
+    vary: {s: [3, 5, 7]}
+algorithms: [tacos, bfb, ring]
+workload: {kind: data-parallel, layers: 4, gradient: 8MiB}
+"""
+
+
+def test_a_killed_worker_then_a_resume_completes_the_table_without_recomputing(tmp_path):
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(RESUME_SPACE)
+    scheduler_file, log = tmp_path / "scheduler.json", tmp_path / "dask.log"
+    out = tmp_path / "out"
+    table = ResultTable(out / "results.parquet")
+    processes: list[subprocess.Popen] = []
+    env = {**os.environ, "COLUMNS": "80"}
+    try:
+        processes.append(subprocess.Popen(
+            [str(BIN / "dask"), "scheduler", "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=log.open("ab"),
+        ))
+        _wait_for(scheduler_file.exists, 60, "the scheduler")
+        address = json.loads(scheduler_file.read_text())["address"]
+        first_worker = _worker(scheduler_file, log)
+        processes.append(first_worker)
+        command = [str(BIN / "chakra-coll"), "search", str(space_file), "--scheduler", address, "-o", str(out), "--no-plots", "--no-winner"]
+        search = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        processes.append(search)
+        _wait_for(lambda: len(table.keys()) >= 2, 180, "the first rows")
+
+        first_worker.kill()  # the worker dies mid-search; its running task is lost with it
+        first_worker.wait(timeout=30)
+        done = len(table.keys())
+        second_worker = _worker(scheduler_file, log)
+        processes.append(second_worker)
+        _wait_for(lambda: len(table.keys()) > done, 180, "the search to go on on the new worker")  # Dask reschedules
+
+        search.send_signal(signal.SIGINT)  # then the user interrupts the search
+        stdout, stderr = search.communicate(timeout=60)
+        assert search.returncode == 130, stderr
+        assert "run the same command again to resume" in stderr
+        interrupted = len(table.keys())
+        total = 5 * 3  # topologies x algorithms
+        assert 2 < interrupted < total
+
+        resumed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+        assert resumed.returncode == 0, resumed.stderr
+        match = re.search(r"(\d+) already in", resumed.stdout)
+        assert match is not None and int(match.group(1)) >= interrupted, resumed.stdout
+        assert f"ran {total - int(match.group(1))} evaluation(s)" in resumed.stdout
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+    assert not list(table.path.glob(".part-*"))  # only whole rows, even after the kill and the interrupt
+    reference, keys = _in_process(space_file, tmp_path)
+    assert _design_rows(table) == reference and set(reference) == keys  # every evaluation once, as in one process
