@@ -54,3 +54,13 @@ def test_mutations_change_their_input():
     rng = random.Random(1)
     data = SEEDS["msccl"][0]
     assert sum(mutate(data, rng) != data for _ in range(20)) >= 15
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.bin"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_inputs_that_once_crashed_are_refused(path):
+    """Every crash a campaign found (fuzz/crashes/TARGET-HASH.bin, copied here once fixed)."""
+    name = path.stem.split("-")[0]
+    assert run(TARGETS[name], path.read_bytes()) == "refused"
