@@ -113,7 +113,7 @@ def kill_campaign(runs: int, rng: random.Random) -> dict:
         for _ in range(runs):
             child = subprocess.Popen([sys.executable, "-c", writer, str(prefix)], stdout=subprocess.PIPE, text=True)
             child.stdout.readline()
-            time.sleep(rng.uniform(0, 3.0))
+            time.sleep(rng.uniform(0, 8.0))
             child.send_signal(signal.SIGKILL)
             child.wait()
             try:
