@@ -149,8 +149,12 @@ def test_a_huge_declared_scratch_buffer_is_bounded_by_what_the_program_touches(t
     text = (interop / "msccl" / "ag_simple_ring_n4.xml").read_text()
     import re
 
-    (tmp_path / "big.xml").write_text(re.sub(r's_chunks="\d+"', 's_chunks="2147483648"', text))
+    (tmp_path / "big.xml").write_text(re.sub(r's_chunks="\d+"', 's_chunks="2147483647"', text))
     imported = capped("import-msccl", str(tmp_path / "big.xml"), "-s", "1MiB", "-o", str(tmp_path / "big"), timeout=30)
     assert imported.returncode == 0, imported.stderr
     verified = capped("verify", str(tmp_path / "big"), timeout=30)
     assert verified.returncode == 0, verified.stderr + verified.stdout
+    # one past the runtime's 32-bit integers is refused at its line
+    (tmp_path / "bigger.xml").write_text(re.sub(r's_chunks="\d+"', 's_chunks="2147483648"', text))
+    refused = capped("import-msccl", str(tmp_path / "bigger.xml"), "-s", "1MiB", "-o", str(tmp_path / "bigger"), timeout=30)
+    one_line_error(refused, 2, "bigger.xml:", "s_chunks=2147483648 does not fit a 32-bit integer")
