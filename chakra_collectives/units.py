@@ -71,10 +71,15 @@ def parse_size(text: str | int) -> int:
         if not match:
             raise InputError(f"malformed size {text!r}: expected a number with an optional unit such as 64MiB, 1MB, 4096")
         number = match.group(1)
+        if len(number.split(".")[0].lstrip("0")) > 20:  # more digits than any accepted size has
+            check_size(2**1024, f"size {str(text)[:40]!r}")
         value, unit = (float(number) if "." in number else int(number)), match.group(2).lower()
     if unit not in _SIZE_UNITS:
-        raise InputError(f"malformed size {text!r}: unknown unit {unit!r} (use B, KiB, MiB, GiB, TiB; K/KB/MB/GB mean the same)")
-    nbytes = value * _SIZE_UNITS[unit]
+        raise InputError(f"malformed size {str(text)[:60]!r}: unknown unit {unit[:20]!r} (use B, KiB, MiB, GiB, TiB; K/KB/MB/GB mean the same)")
+    try:
+        nbytes = value * _SIZE_UNITS[unit]
+    except OverflowError:  # an integer too large for a float
+        nbytes = math.inf
     if nbytes > MAX_SIZE_BYTES:  # also inf: a number too long for a float
         check_size(round(nbytes) if math.isfinite(nbytes) else 2**1024, f"size {str(text)[:40]!r}")
     if nbytes != int(nbytes):

@@ -141,3 +141,20 @@ def test_memory_that_runs_out_anyway_is_one_line(tmp_path):
     (tmp_path / "bomb.0.et").write_bytes(gzip.compress(bytes(256 * 2**20)))
     result = capped("inspect", str(tmp_path / "bomb"), memory=700 * 2**20, timeout=30)
     one_line_error(result, 4, "bomb")
+
+
+def test_a_huge_declared_scratch_buffer_is_bounded_by_what_the_program_touches(tmp_path, interop):
+    """s_chunks="2147483648" imported fine and then made verify allocate without bound: the
+    lowering keeps only the scratch the steps touch."""
+    text = (interop / "msccl" / "ag_simple_ring_n4.xml").read_text()
+    import re
+
+    (tmp_path / "big.xml").write_text(re.sub(r's_chunks="\d+"', 's_chunks="2147483647"', text))
+    imported = capped("import-msccl", str(tmp_path / "big.xml"), "-s", "1MiB", "-o", str(tmp_path / "big"), timeout=30)
+    assert imported.returncode == 0, imported.stderr
+    verified = capped("verify", str(tmp_path / "big"), timeout=30)
+    assert verified.returncode == 0, verified.stderr + verified.stdout
+    # one past the runtime's 32-bit integers is refused at its line
+    (tmp_path / "bigger.xml").write_text(re.sub(r's_chunks="\d+"', 's_chunks="2147483648"', text))
+    refused = capped("import-msccl", str(tmp_path / "bigger.xml"), "-s", "1MiB", "-o", str(tmp_path / "bigger"), timeout=30)
+    one_line_error(refused, 2, "bigger.xml:", "s_chunks=2147483648 does not fit a 32-bit integer")

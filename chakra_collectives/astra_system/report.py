@@ -93,8 +93,11 @@ def replay_astra_sim(
     comm_groups: str | Path | None = None,
     collectives: list[str] | None = None,
     rescale: bool = False,
+    override: bool = False,
 ) -> AstraSimReplay:
-    """Run the ASTRA-sim model; see the module docstring."""
+    """Run the ASTRA-sim model; see the module docstring. ``collectives``: ``TYPE=PREFIX`` (or
+    ``PREFIX``) custom algorithms; files that say they implement another type are refused
+    unless ``override``."""
     config = SystemConfig.from_file(system)
     network = network_of(topology)
     chosen = backend or default_backend(network)
@@ -107,8 +110,13 @@ def replay_astra_sim(
     system_dir = Path(system).resolve().parent
     for option in collectives or []:
         kind, prefix = parse_collective_option(option)
-        if kind is None:
-            kind = read_algorithm(prefix).collective
+        claimed = read_algorithm(prefix).collective
+        if kind is not None and claimed not in (kind, Collective.CUSTOM) and not override:
+            raise InputError(
+                f"--algorithm {option}: the files implement {claimed.value}, not {kind.value}; "
+                f"give {claimed.value}={prefix}, or --override-collective to run them as {kind.value}"
+            )
+        kind = kind or claimed
         if kind.value not in COLLECTIVE_TYPES.values():
             raise InputError(f"ASTRA-sim runs custom all-reduce, all-gather, reduce-scatter and all-to-all; not {kind.value}")
         custom[kind.value] = str(Path(prefix).resolve())

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from chakra_collectives.cli.app import command, print_json, say
-from chakra_collectives.cli.options import JSON, REDUCE_BANDWIDTH, collective_option, merged, size_option, warn
+from chakra_collectives.cli.options import JSON, REDUCE_BANDWIDTH, collective_option, merged, prefix_option, size_option, warn
 from chakra_collectives.errors import AlgorithmError, InputError
 
 SCHEMA_VERSION = 1
@@ -20,7 +20,9 @@ SCHEMA_VERSION = 1
 @command("import-msccl")
 def import_msccl_command(
     xml: Path = typer.Argument(..., metavar="XML", help="MSCCL-IR XML file (MSCCLang's output; text around the <algo> is ignored)."),
-    output: Path = typer.Option(..., "--output", "-o", metavar="PREFIX", help="Write the Chakra ETs PREFIX.{rank}.et."),
+    output_text: str = typer.Option(
+        ..., "--output", "-o", metavar="PREFIX", help="Write the Chakra ETs PREFIX.{rank}.et (a folder, e.g. out/: out/XMLNAME.{rank}.et)."
+    ),
     size: str = typer.Option("1MiB", "--size", "-s", metavar="SIZE", help="Collective size: bytes of the larger per-rank buffer, e.g. 1MiB."),
     index: Optional[int] = typer.Option(None, "--index", metavar="N", help="Which <algo> document, when the file holds several (0, 1, ...)."),
     collective: Optional[str] = typer.Option(None, "--collective", "-c", metavar="NAME", help="Collective to claim instead of the XML's coll label."),
@@ -49,6 +51,7 @@ def import_msccl_command(
     from chakra_collectives.verify import verify_algorithm
 
     reduce_gbps = merged(reduce_bandwidth_gbps, "--reduce-bandwidth-gbps", old_reduce_gbps, "--reduce-gbps", None)
+    output = prefix_option(output_text, xml.stem)
     size_bytes = size_option(size)
     program = choose_program(read_programs(xml), index, xml)
     imported = lower_program(program, size_bytes=size_bytes, path=xml, collective=collective_option(collective), root=root)

@@ -25,6 +25,7 @@ print a deprecation warning (:func:`deprecated`).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -44,6 +45,20 @@ def size_option(value: str | None) -> int | None:
     from chakra_collectives.units import parse_size
 
     return None if value is None else parse_size(value)
+
+
+def prefix_option(text: str | None, default_name: str) -> Path | None:
+    """``-o PREFIX``: files ``PREFIX.{rank}.et``. A value ending in ``/`` or naming an existing
+    folder means inside it: ``DIR/default_name`` (never ``DIR.0.et`` beside it).
+
+    >>> prefix_option("out/ar", "all_reduce"), prefix_option("out/", "all_reduce"), prefix_option(".", "w")
+    (PosixPath('out/ar'), PosixPath('out/all_reduce'), PosixPath('w'))
+    """
+    if text is None:
+        return None
+    if text.endswith(("/", "\\")) or Path(text).is_dir():
+        return Path(text) / default_name
+    return Path(text)
 
 
 def warn(message: str) -> None:

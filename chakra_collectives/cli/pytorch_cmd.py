@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from chakra_collectives.cli.app import command, console, err_console, invocation, print_json, say
-from chakra_collectives.cli.options import warn
+from chakra_collectives.cli.options import prefix_option, warn
 from chakra_collectives.cli.tables import print_table
 from chakra_collectives.cli.workload_cmd import workload_app
 from chakra_collectives.converters.pytorch.convert import convert_pytorch
@@ -43,7 +43,9 @@ SCHEMA_VERSION = 1
 def from_pytorch_command(
     host: List[str] = typer.Argument(..., help="PyTorch execution traces (ExecutionTraceObserver JSON, .json or .json.gz), one per rank; globs allowed."),
     kineto: Optional[List[str]] = typer.Option(None, "--kineto", "-k", help="Kineto traces (torch.profiler JSON) of the same runs, one per rank (repeatable; globs allowed): GPU kernel times."),
-    output: Path = typer.Option(..., "--output", "-o", help="Write PREFIX.{rank}.et (and PREFIX.json when there are process groups)."),
+    output_text: str = typer.Option(
+        ..., "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (and PREFIX.json when there are process groups); a folder (out/) means out/workload."
+    ),
     replicate: Optional[int] = typer.Option(None, "--replicate", help="Run one rank's trace on N ranks (an SPMD job traced on one rank)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -56,6 +58,7 @@ def from_pytorch_command(
       chakra-coll workload from-pytorch 'traces/et_rank*.json' \\
         --kineto 'traces/kineto_rank*.json' -o out/step
     """
+    output = prefix_option(output_text, "workload")
     hosts = expand(list(host), "execution trace")
     kinetos = expand(list(kineto), "Kineto trace") if kineto else None
     with err_console.status(f"converting {len(hosts)} trace(s)..."):

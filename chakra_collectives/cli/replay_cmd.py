@@ -38,6 +38,9 @@ def replay_command(
         help="Files of the algorithm a collective type runs, e.g. all-reduce=out/ar (repeatable); a bare PREFIX takes the type from the files.",
     ),
     old_algorithm: Optional[List[str]] = typer.Option(None, "--collective", "-c", hidden=True, help="Deprecated: --algorithm."),
+    override_collective: bool = typer.Option(
+        False, "--override-collective", help="Run TYPE=PREFIX files as TYPE even when they say they implement another collective."
+    ),
     default_algorithm: str = typer.Option(
         DEFAULT_ALGORITHMS, "--default-algorithm", metavar="TYPE=NAME,...", show_default=False,
         help=f"What collectives without --algorithm run, per type: TYPE=NAME entries and *=NAME, each NAME one of {', '.join(synthesizer_names())} "
@@ -121,7 +124,7 @@ def replay_command(
             raise InputError("--system and --astra-sim-backend model ASTRA-sim: add --network-model astra-sim")
         if system is None:
             raise InputError("--astra-sim-backend needs --system (ASTRA-sim's system JSON)")
-        _replay_astra_sim(workload, topology, system, astra_sim_backend, comm_groups, given, rescale, as_json)
+        _replay_astra_sim(workload, topology, system, astra_sim_backend, comm_groups, given, rescale, override_collective, as_json)
         return
     if concurrency not in CONCURRENCY:
         raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
@@ -131,7 +134,7 @@ def replay_command(
         work = read_workload(workload, policy)
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
-        algorithms = load_algorithms(given)
+        algorithms = load_algorithms(given, override=override_collective)
         groups = ProcessGroups.load(comm_groups, num_ranks=work.num_ranks) if comm_groups else None
         result = replay(
             work,
@@ -162,12 +165,14 @@ def replay_command(
         say(f"trace: {trace} (open it in https://ui.perfetto.dev)")
 
 
-def _replay_astra_sim(workload: Path, topology: str, system: Path, backend: str | None, comm_groups: Path | None, collectives: list[str], rescale: bool, as_json: bool) -> None:
+def _replay_astra_sim(
+    workload: Path, topology: str, system: Path, backend: str | None, comm_groups: Path | None, collectives: list[str], rescale: bool, override: bool, as_json: bool
+) -> None:
     from chakra_collectives.astra_system.report import replay_astra_sim
     from chakra_collectives.topology import load_topology
 
     with showing_progress(err_console, "ASTRA-sim model", enabled=not as_json):
-        result = replay_astra_sim(workload, load_topology(topology), system, backend=backend, comm_groups=comm_groups, collectives=collectives, rescale=rescale)
+        result = replay_astra_sim(workload, load_topology(topology), system, backend=backend, comm_groups=comm_groups, collectives=collectives, rescale=rescale, override=override)
     for message in result.warnings:
         warn(message)
     if as_json:

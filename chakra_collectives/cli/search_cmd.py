@@ -156,7 +156,7 @@ def search(
                 _print_plan(plan, table)
             run = run_search(plan, executor, table)
     except KeyboardInterrupt:
-        err_console.print(f"chakra-coll: interrupted: the results so far are in {table.path}; run the same command again to resume", markup=False)
+        err_console.print(f"chakra-coll: interrupted: the results so far are in {table.path}; run the same command again to resume", markup=False, soft_wrap=True)
         raise typer.Exit(130) from None
     except InputError as error:
         raise error if space_file is None else error.located(path=space_file) from None

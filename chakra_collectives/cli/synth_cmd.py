@@ -10,7 +10,7 @@ import typer
 
 from chakra_collectives import progress
 from chakra_collectives.cli.app import command, err_console, print_json, say
-from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option
+from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option, prefix_option
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.errors import InputError
 from chakra_collectives.synth import DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
@@ -58,7 +58,9 @@ def synth(
         "auto", "--bounds", metavar="METHOD",
         help="Lower bounds: exact, fast (valid, maybe weaker; linear time), none, or auto (exact up to 1,024 NPUs, fast above).",
     ),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (an ASTRA-sim custom collective)."),
+    output_text: Optional[str] = typer.Option(
+        None, "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (an ASTRA-sim custom collective); a folder (out/) means out/COLLECTIVE_ALGORITHM."
+    ),
     astra_sim: Optional[Path] = typer.Option(
         None, "--astra-sim", metavar="DIR", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."
     ),
@@ -95,6 +97,7 @@ def synth(
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model,
         )
         write_s = None
+        output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
         if output is not None:
             from chakra_collectives.converters.chakra_et import write_algorithm
 

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from chakra_collectives.cli.app import command, command_group, invocation, print_json, say
-from chakra_collectives.cli.options import JSON
+from chakra_collectives.cli.options import JSON, prefix_option
 from chakra_collectives.cli.tables import print_table
 from chakra_collectives.errors import InputError
 
@@ -25,7 +25,10 @@ workload_app = command_group(
 
 _DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}
 
-_OUTPUT = typer.Option(..., "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (hybrid: also PREFIX.json, the communicator groups).")
+_OUTPUT = typer.Option(
+    ..., "--output", "-o", metavar="PREFIX",
+    help="Write PREFIX.{rank}.et (hybrid: also PREFIX.json, the communicator groups); a folder (out/) means out/KIND.{rank}.et.",
+)
 _JSON = JSON
 _SPEC = typer.Option(None, "--spec", metavar="FILE", help="Model spec YAML: layers with forward/backward times, gradient and activation sizes (see README).")
 _LAYERS = typer.Option(None, "--layers", "-l", metavar="N", help="Identical layers (default 4).")
@@ -53,7 +56,7 @@ def microbenchmark_command(
     collective: str = typer.Option("all-reduce", "--collective", "-c", metavar="NAME", help="all-reduce, all-gather, reduce-scatter or all-to-all."),
     size: str = typer.Option("1MiB", "--size", "-s", metavar="SIZE", help="Collective size, e.g. 1MiB."),
     ranks: int = typer.Option(8, "--ranks", "-n", metavar="N", help="Number of ranks."),
-    output: Path = _OUTPUT,
+    output: str = _OUTPUT,
     as_json: bool = _JSON,
 ) -> None:
     """One collective over N ranks: what ASTRA-sim's microbenchmarks are.
@@ -77,7 +80,7 @@ def data_parallel_command(
     backward: Optional[str] = _BACKWARD,
     gradient: Optional[str] = _GRADIENT,
     optimizer: Optional[str] = _OPTIMIZER,
-    output: Path = _OUTPUT,
+    output: str = _OUTPUT,
     as_json: bool = _JSON,
 ) -> None:
     """One data-parallel training iteration: forward, backward with per-layer gradient all-reduces, optimizer step.
@@ -108,7 +111,7 @@ def hybrid_command(
     activation: Optional[str] = _ACTIVATION,
     optimizer: Optional[str] = _OPTIMIZER,
     involved_dim: bool = typer.Option(False, "--involved-dim", help="Also write involved_dim ([tensor, data] network dimensions) on every collective."),
-    output: Path = _OUTPUT,
+    output: str = _OUTPUT,
     as_json: bool = _JSON,
 ) -> None:
     """Tensor + data parallelism: per-layer activation all-reduces in each tensor group, gradient all-reduces in each data-parallel group.
@@ -126,9 +129,11 @@ def hybrid_command(
     _finish(hybrid_parallel(model, tp, dp, involved_dim=involved_dim), output, as_json)
 
 
-def _finish(workload: Any, output: Path, as_json: bool) -> None:
+def _finish(workload: Any, output_text: str, as_json: bool) -> None:
     from chakra_collectives.units import format_size, format_time_ns
     from chakra_collectives.workload import groups_path
+
+    output = prefix_option(output_text, workload.kind.replace("-", "_"))
 
     paths = workload.write(output)
     summary = workload.summary()

@@ -47,12 +47,23 @@ def parse_collective_option(text: str) -> tuple[Collective | None, str]:
     return Collective.parse(name), prefix
 
 
-def load_algorithms(options: list[str]) -> dict[Collective, CollectiveAlgorithm]:
-    """Read every ``--algorithm`` option; one algorithm per collective type."""
+def load_algorithms(options: list[str], *, override: bool = False) -> dict[Collective, CollectiveAlgorithm]:
+    """Read every ``--algorithm`` option; one algorithm per collective type.
+
+    ``TYPE=PREFIX`` whose files say they implement another collective is refused (an all-gather
+    run as an all-reduce would replay silently wrong) unless ``override`` is set; files that do
+    not say (foreign ETs) take ``TYPE``."""
     found: dict[Collective, CollectiveAlgorithm] = {}
     for text in options:
         collective, prefix = parse_collective_option(text)
-        algo = read_algorithm(prefix, collective=collective)
+        algo = read_algorithm(prefix)
+        if collective is not None and algo.collective is not collective:
+            if algo.collective is not Collective.CUSTOM and not override:
+                raise InputError(
+                    f"--algorithm {text}: the files implement {algo.collective.value}, not {collective.value}; "
+                    f"give {algo.collective.value}={prefix}, or --override-collective to run them as {collective.value}"
+                )
+            algo = read_algorithm(prefix, collective=collective)
         if not algo.name:
             algo = replace(algo, name=Path(prefix).name)
         if collective is None:

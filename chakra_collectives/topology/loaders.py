@@ -135,7 +135,7 @@ def load_topology(spec: str, *, force: bool = False, **overrides: Any) -> Topolo
     """
     spec = str(spec).strip()
     path = Path(spec)
-    if not path.is_file():
+    if not _is_file(path):
         if is_expression(spec):
             return evaluate(spec, load=lambda part: load_topology(part, **overrides), force=force).validate()
         return _from_spec(spec, overrides).validate()
@@ -210,6 +210,14 @@ def _option_value(text: str, key: str) -> Any:
 
 
 # ---------------------------------------------------------------------- files
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` names a file (a spec too long or odd to be a path is not one)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load_topology_file(path: str | Path, **overrides: Any) -> Topology:
     """Read a topology file; the format is chosen by extension (and by content for YAML)."""
     path = Path(path)

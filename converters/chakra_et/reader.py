@@ -34,6 +34,7 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, CO
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import NONE, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.converters.chakra_et.attributes import FORMAT
+from chakra_collectives.converters.chakra_et.commit import check_not_being_written
 from chakra_collectives.converters.chakra_et.nodes import EtFile, NodeColumns, decode_rank_files
 
 _RANK_FILE = re.compile(r"^(?P<stem>.+)\.(?P<rank>\d+)\.et(?P<gz>\.gz)?$")
@@ -51,6 +52,7 @@ def split_prefix(prefix: str | Path) -> Path:
 def rank_files(prefix: str | Path) -> list[Path]:
     """The rank files of ``prefix``, in rank order; every rank 0..N-1 must be present once."""
     prefix = split_prefix(prefix)
+    check_not_being_written(prefix)
     folder = prefix.parent if str(prefix.parent) else Path(".")
     found: dict[int, list[Path]] = {}
     if folder.is_dir():

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import os
 import re
 from itertools import chain
 from pathlib import Path
@@ -54,6 +53,7 @@ from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
+from chakra_collectives.converters.chakra_et.commit import commit_files
 from chakra_collectives.converters.chakra_et.stream import length_prefix
 
 _NODE_TYPE = {
@@ -105,13 +105,15 @@ def write_algorithm(
 
 
 def write_rank_files(prefix: str | Path, paths: list[Path], contents: Iterable[bytes], *, extra: Mapping[Path, bytes] | None = None) -> None:
-    """Write the rank files ``paths`` of ``prefix`` (and the ``extra`` files) all or nothing,
-    then remove the prefix's other rank files (an earlier, larger or differently compressed
-    write), so the prefix names exactly what was just written. ``contents`` may be a generator:
-    each file's bytes are produced when it is written."""
+    """Write the rank files ``paths`` of ``prefix`` (and the ``extra`` files) all or nothing
+    (:mod:`~chakra_collectives.converters.chakra_et.commit`), then remove the prefix's other rank
+    files (an earlier, larger or differently compressed write), so the prefix names exactly what
+    was just written. ``contents`` may be a generator: each file's bytes are produced when it is
+    written."""
     extra = dict(extra or {})
-    write_files_atomically(paths + list(extra), chain(contents, extra.values()))
-    _remove_stale_rank_files(prefix, paths)
+    commit_files(
+        paths + list(extra), chain(contents, extra.values()), name=Path(prefix).name, after=lambda: _remove_stale_rank_files(prefix, paths)
+    )
 
 
 def _remove_stale_rank_files(prefix: str | Path, written: list[Path]) -> None:
@@ -124,24 +126,9 @@ def _remove_stale_rank_files(prefix: str | Path, written: list[Path]) -> None:
 
 
 def write_files_atomically(paths: list[Path], contents: Iterable[bytes]) -> None:
-    """Write every file under a temporary name, then rename them all; on error remove the temps.
-
-    ``contents`` is consumed one file at a time (a generator streams: only one file's bytes
-    are held at once)."""
-    if paths:
-        paths[0].parent.mkdir(parents=True, exist_ok=True)
-    temps: list[Path] = []
-    try:
-        for path, data in zip(paths, contents):
-            temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            temps.append(temp)
-            temp.write_bytes(data)
-        for temp, path in zip(temps, paths):
-            os.replace(temp, path)
-    except OSError as exc:
-        for temp in temps:
-            temp.unlink(missing_ok=True)
-        raise InputError(f"cannot write: {exc.strerror}", path=exc.filename or paths[0]) from None
+    """Write every file (all in one folder), all or nothing as readers see them
+    (:func:`~chakra_collectives.converters.chakra_et.commit.commit_files`)."""
+    commit_files(paths, contents)
 
 
 def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path) -> None:

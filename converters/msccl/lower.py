@@ -233,6 +233,21 @@ def _raise_unmatched(key, out: list, inc: list, path) -> None:
 
 
 # ---------------------------------------------------------------------------- one rank
+
+def _scratch_touched(gpu: Gpu) -> int:
+    """Chunks of ``gpu``'s declared scratch buffer its steps read or write: the scratch the
+    lowering keeps (a declared ``s_chunks`` far beyond what the program touches -- 2^31 in a
+    hostile file -- would otherwise size every later buffer and verification)."""
+    extent = 0
+    for tb in gpu.threadblocks:
+        for step in tb.steps:
+            if step.srcbuf == "s" and step.srcoff >= 0:
+                extent = max(extent, step.srcoff + max(step.cnt, 1))
+            if step.dstbuf == "s" and step.dstoff >= 0:
+                extent = max(extent, step.dstoff + max(step.cnt, 1))
+    return min(extent, gpu.s_chunks)
+
+
 class _RankLowering:
     """Turns one GPU's threadblocks into IR operations with rank-local dependencies.
 
@@ -250,7 +265,7 @@ class _RankLowering:
         self.starts: list[int] = []  # first operation of each real step
         self.origin: list[tuple[Threadblock, Step, int]] = []  # (tb, step, index in tb) of each real step
         self.last: dict[tuple[int, int], int] = {}  # (tb id, step index) -> last operation of the step
-        next_temp = gpu.s_chunks
+        next_temp = _scratch_touched(gpu)
         for tb in gpu.threadblocks:
             temp_size = 0
             sends, recvs = send_tags.get(id(tb)), recv_tags.get(id(tb))

@@ -234,9 +234,12 @@ class _Where:
                 raise self.error(f"<{element}> lacks attribute {name}", line)
             return default
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
-            raise self.error(f"<{element}> {name}={value!r} is not an integer", line) from None
+            raise self.error(f"<{element}> {name}={value[:40]!r} is not an integer", line) from None
+        if not -(2**31) <= number < 2**31:  # ids, offsets and counts of the runtime are 32-bit
+            raise self.error(f"<{element}> {name}={value[:40]} does not fit a 32-bit integer", line)
+        return number
 
     def flag(self, attrs, name: str, line: int, element: str) -> bool:
         value = attrs.get(name, "0")

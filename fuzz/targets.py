@@ -1,0 +1,169 @@
+"""What the fuzzers feed: each target takes raw bytes and runs one reader or parser on them.
+
+A target may end with the tool's own error (:class:`~chakra_collectives.errors.ChakraCollError`:
+a one-line message and an exit code) -- anything else escaping is a crash. The hypothesis
+suite (``tests/test_fuzz.py``), the atheris harness (``fuzz/atheris_run.py``) and the campaign
+(``fuzz/campaign.py``) share these targets and the seeds below.
+
+>>> run(spec_parsers, b"64MiB")
+'ok'
+>>> run(topology_loader, b"npus: 2\\nlinks: [{src: 0, dst: 5}]")
+'refused'
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from chakra_collectives.errors import ChakraCollError
+
+Target = Callable[[bytes], None]
+
+
+def run(target: Target, data: bytes) -> str:
+    """``ok`` or ``refused`` (the tool's own error); any other exception propagates: a crash."""
+    try:
+        target(data)
+    except ChakraCollError:
+        return "refused"
+    return "ok"
+
+
+def _in_temp(write_and_read: Callable[[Path], None]) -> None:
+    with tempfile.TemporaryDirectory(prefix="chakra-coll-fuzz-") as folder:
+        write_and_read(Path(folder))
+
+
+def et_reader(data: bytes) -> None:
+    """``data`` as rank 0 of a one-rank algorithm, then as a workload."""
+    from chakra_collectives.converters.chakra_et import read_algorithm
+    from chakra_collectives.converters.chakra_et.workload_reader import read_workload
+
+    def go(folder: Path) -> None:
+        (folder / "x.0.et").write_bytes(data)
+        try:
+            read_algorithm(folder / "x")
+        except ChakraCollError:
+            pass
+        read_workload(folder / "x")
+
+    _in_temp(go)
+
+
+def et_rank_set(files: list[bytes]) -> None:
+    """``files`` as ranks 0..N-1 of one algorithm (what verify and inspect read)."""
+    from chakra_collectives.converters.chakra_et import read_algorithm
+    from chakra_collectives.verify import verify_algorithm
+
+    def go(folder: Path) -> None:
+        for rank, data in enumerate(files):
+            (folder / f"x.{rank}.et").write_bytes(data)
+        verify_algorithm(read_algorithm(folder / "x"))
+
+    _in_temp(go)
+
+
+def msccl_importer(data: bytes) -> None:
+    """``data`` as an MSCCL-IR XML file, imported at 1 MiB."""
+    from chakra_collectives.converters.msccl import read_programs
+    from chakra_collectives.converters.msccl.lower import lower_program
+
+    def go(folder: Path) -> None:
+        (folder / "algo.xml").write_bytes(data)
+        for program in read_programs(folder / "algo.xml"):
+            lower_program(program, size_bytes=2**20, path=folder / "algo.xml")
+
+    _in_temp(go)
+
+
+def topology_loader(data: bytes) -> None:
+    """``data`` as a YAML topology file and as an edge list; as a builder spec when it is one line."""
+    from chakra_collectives.topology import load_topology
+
+    def go(folder: Path) -> None:
+        for name in ("t.yaml", "t.txt"):
+            (folder / name).write_bytes(data)
+            try:
+                load_topology(str(folder / name))
+            except ChakraCollError:
+                pass
+        text = data.decode("utf-8", "replace")
+        if text and "\n" not in text and "/" not in text and len(text) < 200:
+            load_topology(text)
+
+    _in_temp(go)
+
+
+def spec_parsers(data: bytes) -> None:
+    """``data`` as what users type: a size, a collective, a replay algorithm option, a
+    --default-algorithm spec, a memory limit."""
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.replay.algorithms import DefaultAlgorithms, parse_collective_option
+    from chakra_collectives.resources import parse_memory
+    from chakra_collectives.units import parse_size
+
+    text = data.decode("utf-8", "replace")
+    for parse in (parse_size, Collective.parse, parse_collective_option, DefaultAlgorithms, parse_memory):
+        try:
+            parse(text)
+        except ChakraCollError:
+            pass
+
+
+TARGETS: dict[str, Target] = {
+    "et": et_reader,
+    "msccl": msccl_importer,
+    "topology": topology_loader,
+    "specs": spec_parsers,
+}
+
+
+def seeds(name: str) -> list[bytes]:
+    """Valid inputs the mutations start from (generated here; no file outside the repository)."""
+    if name == "et":
+        return [_algorithm_bytes("ring", "all-reduce"), _algorithm_bytes("direct", "all-to-all"), _workload_bytes()]
+    if name == "msccl":
+        return [_msccl_bytes()]
+    if name == "topology":
+        return [
+            b"npus: 4\nlinks:\n  - {src: 0, dst: 1, bandwidth_gbps: 50, latency_ns: 500, bidirectional: true}\n"
+            b"  - {src: 1, dst: 2, bidirectional: true}\n  - {src: 2, dst: 3, bidirectional: true}\n",
+            b"0 <-> 1 bw=50 lat=500\n1 <-> 2\n2 <-> 3\n3 -> s0\ns0 -> 0\n",
+            b"torus2d:4x4,bw=100",
+        ]
+    return [b"64MiB", b"all-reduce=out/ar", b"all-to-all=direct,*=ring", b"50%"]
+
+
+def _algorithm_bytes(name: str, collective: str) -> bytes:
+    from chakra_collectives.converters.chakra_et import write_algorithm
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.registry import SynthesisOptions, get
+
+    algo = get(name).make(None, Collective.parse(collective), 4, SynthesisOptions(size_bytes=2**20)).algorithm  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_algorithm(algo, Path(folder) / "a")
+        return paths[1].read_bytes()
+
+
+def _workload_bytes() -> bytes:
+    from chakra_collectives.workload import data_parallel, uniform_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = uniform_model(layers=2, forward="10us", gradient="1MiB")
+        paths = data_parallel(model, 2).write(Path(folder) / "w")
+        return paths[0].read_bytes()
+
+
+def _msccl_bytes() -> bytes:
+    import warnings
+
+    from chakra_collectives.converters.msccl.io import write_msccl
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_msccl(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), Path(folder) / "a.xml")
+        return (Path(folder) / "a.xml").read_bytes()

@@ -1,0 +1,66 @@
+"""The fuzz suite: hypothesis drives the campaign's mutations (fuzz/mutate.py) over every reader
+and parser (fuzz/targets.py); only the tool's own one-line errors may come out. CI runs a
+bounded budget; ``python fuzz/campaign.py`` and ``fuzz/atheris_run.py`` run longer."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+
+from mutate import mutate  # noqa: E402
+from targets import TARGETS, et_rank_set, run, seeds  # noqa: E402
+
+SEEDS = {name: seeds(name) for name in TARGETS}
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(choice=st.integers(min_value=0), rng=st.randoms(use_true_random=False))
+def test_mutated_inputs_end_in_the_tools_own_errors(name, choice, rng):
+    starts = SEEDS[name]
+    assert run(TARGETS[name], mutate(starts[choice % len(starts)], rng)) in ("ok", "refused")
+
+
+@settings(max_examples=60, deadline=None)
+@given(rng=st.randoms(use_true_random=False), rank=st.integers(min_value=0, max_value=3))
+def test_one_mutated_rank_of_a_real_set_is_refused_or_verified(rng, rank):
+    """What verify and inspect meet: four rank files, one of them damaged."""
+    from chakra_collectives.converters.chakra_et import write_algorithm
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), Path(folder) / "a")
+        files = [p.read_bytes() for p in paths]
+    files[rank] = mutate(files[rank], rng)
+    assert run(lambda _: et_rank_set(files), b"") in ("ok", "refused")
+
+
+def test_the_seeds_themselves_are_accepted():
+    for name, starts in SEEDS.items():
+        for data in starts:
+            assert run(TARGETS[name], data) == "ok", name
+
+
+def test_mutations_change_their_input():
+    rng = random.Random(1)
+    data = SEEDS["msccl"][0]
+    assert sum(mutate(data, rng) != data for _ in range(20)) >= 15
+
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.bin"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_inputs_that_once_crashed_are_refused(path):
+    """Every crash a campaign found (fuzz/crashes/TARGET-HASH.bin, copied here once fixed)."""
+    name = path.stem.split("-")[0]
+    assert run(TARGETS[name], path.read_bytes()) == "refused"
