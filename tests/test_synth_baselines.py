@@ -92,9 +92,11 @@ def test_column_wise_baselines_equal_the_op_at_a_time_reference(case, ranks, k, 
     name, collective = case
     if name == "rhd":
         ranks = 1 << (ranks.bit_length() - 1)
-    kwargs = {"chunks": k, "root": root % ranks} if name == "tree" else {"chunks_per_rank": k}
-    ours = BUILD[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
-    theirs = REFERENCE[name](Collective.parse(collective), ranks, size_bytes=2**20, **kwargs)
+    tree = name == "tree"
+    ours_kwargs = {"chunks": k, "root": root % ranks} if tree else {"chunks_per_npu": k}
+    reference_kwargs = {"chunks": k, "root": root % ranks} if tree else {"chunks_per_rank": k}  # the reference keeps the old name
+    ours = BUILD[name](Collective.parse(collective), ranks, size_bytes=2**20, **ours_kwargs)
+    theirs = REFERENCE[name](Collective.parse(collective), ranks, size_bytes=2**20, **reference_kwargs)
     assert ours.equals(theirs)
 
 
