@@ -51,7 +51,7 @@ def _print(result: Any) -> None:
     bandwidths = sorted({l.bandwidth_gbps for l in topo.links}, reverse=True)
     tacos = result.run("tacos")
     sizes = sorted({c.size_bytes for c in tacos.replay.collectives})
-    say("chakra-coll demo: a topology-aware all-reduce against the classic ones, alone and in a data-parallel training iteration", style="bold")
+    say("chakra-coll demo: topology-aware all-reduces (TACOS, ForestColl) against the classic ones, alone and in a data-parallel training iteration", style="bold")
     say(f"{topo.name}: {topo.num_npus} NPUs, {len(topo.links)} links of {' / '.join(f'{b:g}' for b in bandwidths)} GB/s ({result.topology_file})", prefix="topology  ")
     say(
         f"{result.model_layers} layers on {len(tacos.replay.ranks)} ranks: {len(tacos.replay.collectives)} gradient all-reduces of "
@@ -79,6 +79,13 @@ def _print(result: Any) -> None:
     print_table(["algorithm", "iteration", "exposed comm", "tacos speedup"], rows, title="training iteration replayed with each")
     best = result.best_baseline()
     say(f"TACOS makes the iteration {result.speedup(best.name):.2f}x faster than the best baseline ({best.name}) and {result.speedup('ring'):.2f}x faster than ring.", style="bold")
+    forest = result.run("forestcoll")
+    say(
+        f"ForestColl's spanning trees make it {result.speedup(best.name, over='forestcoll'):.2f}x faster than {best.name} "
+        f"({format_time_ns(forest.replay.total_ns)}); alone, its all-reduce takes {format_time_ns(forest.synthesis.predicted_ns)} "
+        f"against TACOS's {format_time_ns(tacos.synthesis.predicted_ns)}.",
+        style="bold",
+    )
     console.print()
     say(f"{result.trace} (open it in https://ui.perfetto.dev)", prefix="trace     ")
     say(str(result.replay_json), prefix="replay    ")
