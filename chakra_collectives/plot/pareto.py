@@ -52,8 +52,23 @@ def _grid(count: int) -> tuple[int, int]:
     return math.ceil(count / columns), columns
 
 
+_PLACEHOLDER_WORDS = {"{npus}": "N", "{grid2}": "RxC", "{grid3}": "XxYxZ", "{log2}": "log2 N"}
+"""How a search space's placeholders read in a legend, where one entry stands for every panel's size."""
+
+
+def readable(template: str) -> str:
+    """A candidate's spec as a legend shows it: placeholders in words.
+
+    >>> readable("torus2d:{grid2}"), readable("totientperms:{npus},degree=4")
+    ('torus2d:RxC', 'totientperms:N,degree=4')
+    """
+    for placeholder, word in _PLACEHOLDER_WORDS.items():
+        template = template.replace(placeholder, word)
+    return template
+
+
 def _legend(figure, key: str, colors: dict[str, Any], markers: dict[str, str]) -> None:
-    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=_short(f, 40)) for f, c in colors.items()]
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=_short(readable(f), 40)) for f, c in colors.items()]
     handles += [Line2D([], [], color="0.3", marker=m, linestyle="", label=a, markerfacecolor="none") for a, m in markers.items()]
     figure.legend(handles=handles, loc="outside right upper", fontsize=8, title=f"{key} / algorithm", title_fontsize=8)
 
@@ -76,6 +91,7 @@ def _draw(axes, rows, front, x_key, y_key, x_scale, y_scale, style) -> None:
                      s=36, alpha=0.85, edgecolors="0.2", linewidths=0.4, zorder=3, transform=transform)
     if rows:  # points drawn through a shifted transform do not grow the data limits by themselves
         axes.update_datalim([(r[x_key] / x_scale, r[y_key] / y_scale) for r in rows])
+        axes.margins(y=0.12)  # room for the front's labels above and below its points
         axes.autoscale_view()
     if front:
         xs = [r[x_key] / x_scale for r in front]
@@ -148,4 +164,4 @@ def small_vs_large_figure(panels: Sequence[dict[str, Any]]) -> Figure:
     return figure
 
 
-__all__ = ["iteration_vs_cost_figure", "plot_iteration_vs_cost", "plot_small_vs_large", "small_vs_large_figure"]
+__all__ = ["iteration_vs_cost_figure", "plot_iteration_vs_cost", "plot_small_vs_large", "readable", "small_vs_large_figure"]
