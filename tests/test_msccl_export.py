@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import random
 import warnings
 from collections import Counter
@@ -15,11 +16,14 @@ from lxml import etree
 
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.converters.msccl import MscclOptions, MscclWarning, read_msccl, write_msccl
-from chakra_collectives.converters.msccl.lift import lift_algorithm
+from chakra_collectives.converters.msccl import lift
+from chakra_collectives.converters.msccl.lift import lift_algorithm, rendezvous_deadlock
 from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.converters.msccl.program import Program, StepType
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, OpKind
+from chakra_collectives.ir.execution import execute
+from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.verify import verify_algorithm
 
@@ -145,24 +149,99 @@ RING_STEPS_PER_RANK = {
 
 @pytest.mark.parametrize("collective", list(RING_STEPS_PER_RANK))
 @pytest.mark.parametrize("n, k", [(2, 1), (3, 2), (5, 1), (8, 3)])
-def test_ring_exports_to_msccls_own_shape_and_back(collective, n, k):
+def test_ring_exports_with_msccls_fused_steps_and_back(collective, n, k):
     algo = ring(collective, n, size_bytes=n * k * 1024, chunks_per_npu=k)
     program, again = _roundtrip(algo)
     _assert_runtime_rules(program)
     _assert_same_result(algo, again)
     assert program.num_steps == n * RING_STEPS_PER_RANK[collective](n)
-    assert program.nchannels == 1 and all(len(g.threadblocks) == (2 if collective is Collective.ALL_GATHER else 1) for g in program.gpus)
+    # MSCCLang's single-channel ring needs buffered sends (every rank sends first); ours runs
+    # with rendezvous sends, on two channels
+    assert rendezvous_deadlock(program, algo) == [] and program.nchannels <= 2
     unfused, again = _roundtrip(algo, fuse=False)
     _assert_runtime_rules(unfused)
     _assert_same_result(algo, again)
     assert unfused.num_steps == algo.num_ops  # one step per operation (no dependency needs a nop)
 
 
+def _stream(messages: int):
+    """Rank 0 sends ``messages`` chunks to rank 1, one after the other: one threadblock each."""
+    b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=2, chunk_count=messages, size_bytes=messages * 64)
+    previous: list[int] = []
+    for c in range(messages):
+        previous = [b.send(0, 1, tag=c, src=(I, c), count=1, deps=previous)]
+    previous = []
+    for c in range(messages):
+        previous = [b.recv(1, 0, tag=c, dst=(O, c), count=1, deps=previous)]
+    return b.build(input_chunks=[messages, 0], output_chunks=[0, messages])
+
+
 def test_threadblock_step_limit_boundary():
-    # 2N - 1 steps in the single threadblock of a fused ring all-reduce: 63 at N=32, 65 at N=33
-    assert not lift_algorithm(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20), MscclOptions(fit_limits=False)).warnings
-    warned = lift_algorithm(ring(Collective.ALL_REDUCE, 33, size_bytes=2**20), MscclOptions(fit_limits=False)).warnings
-    assert len(warned) == 33 and all("has 65 steps (the MSCCL runtime allows 64 per threadblock)" in w for w in warned)
+    assert not lift_algorithm(_stream(64), MscclOptions(fit_limits=False)).warnings
+    warned = lift_algorithm(_stream(65), MscclOptions(fit_limits=False)).warnings
+    assert len(warned) == 2 and all("has 65 steps (the MSCCL runtime allows 64 per threadblock)" in w for w in warned)
+    fitted = lift_algorithm(_stream(65)).program  # the default spreads the stream over two channels
+    assert fitted.nchannels == 2 and max(len(tb.steps) for g in fitted.gpus for tb in g.threadblocks) <= 64
+
+
+def _fan_in(peers: int):
+    """Rank 0 receives one chunk from each of ``peers`` ranks, then one reduction reads them all:
+    its threadblock must wait for every receiving threadblock, a nop per extra dependency."""
+    n = peers + 1
+    b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=n, chunk_count=n, size_bytes=n * 64)
+    received = []
+    for r in range(1, n):
+        b.send(r, 0, tag=0, src=(I, 0), count=1)
+        received.append(b.recv(0, r, tag=0, dst=(O, r), count=1))
+    b.add(0, OpKind.REDUCE, src=(O, 1), dst=(O, 0), count=1, deps=received)
+    return b.build(input_chunks=[0] + [1] * peers, output_chunks=[n] + [0] * peers)
+
+
+def test_a_threadblock_over_64_steps_that_channels_cannot_split_is_refused(tmp_path):
+    assert max(len(tb.steps) for tb in lift_algorithm(_fan_in(60)).program.gpus[0].threadblocks) <= 64
+    with pytest.raises(AlgorithmError, match=r"does not fit the MSCCL runtime's limits even with more channels: gpu 0 tb \d+ has 7\d steps"):
+        write_msccl(_fan_in(70), tmp_path / "x.xml")
+    assert not list(tmp_path.iterdir())
+    with pytest.warns(MscclWarning) as caught:
+        write_msccl(_fan_in(70), tmp_path / "x.xml", MscclOptions(fit_limits=False))
+    assert any(re.search(r"has 7\d steps", str(w.message)) for w in caught)
+
+
+# ---------------------------------------------------------------------------- rendezvous sends
+def _rendezvous_free(algo) -> bool:
+    return execute(algo, match_messages(algo).partner, semantics="rendezvous").finished
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("name", VECTORS)
+def test_an_export_deadlocks_with_rendezvous_sends_only_if_its_input_does(interop, name):
+    algo = read_msccl(interop / "msccl" / name, 2**20)
+    lifted = lift_algorithm(algo)
+    again = lower_program(lifted.program, size_bytes=algo.size_bytes).algorithm
+    assert _rendezvous_free(again) == _rendezvous_free(algo) == lifted.rendezvous_free
+    relies = [w for w in lifted.warnings if "relies on the MSCCL runtime's per-connection buffers" in w]
+    assert len(relies) == (0 if lifted.rendezvous_free else 1)
+
+
+def test_a_ring_reduce_scatter_is_spread_over_channels_rather_than_deadlock():
+    algo = ring(Collective.REDUCE_SCATTER, 8, size_bytes=8 * 1024)
+    assert _rendezvous_free(algo)
+    first = lift_algorithm(algo, MscclOptions()).program
+    lifted = lift_algorithm(algo)
+    assert lifted.rendezvous_free and rendezvous_deadlock(lifted.program, algo) == [] and rendezvous_deadlock(first, algo) == []
+    assert lifted.layout_note == "flows are spread over 2 channels, as fewer would deadlock with rendezvous sends"
+    assert lifted.program.step_types() == {"s": 8, "rrs": 48, "rrc": 8}  # still fused as MSCCLang fuses
+
+
+def test_a_program_that_would_deadlock_is_refused_unless_allowed(tmp_path, monkeypatch):
+    monkeypatch.setattr(lift, "_RENDEZVOUS_FALLBACKS", ())  # no safer layout to fall back on
+    algo = ring(Collective.REDUCE_SCATTER, 4, size_bytes=4 * 1024)
+    with pytest.raises(AlgorithmError, match="would deadlock with rendezvous sends although the algorithm does not .read back: rank"):
+        write_msccl(algo, tmp_path / "rs.xml")
+    assert not list(tmp_path.iterdir())
+    lifted = lift.lift_algorithm(algo, MscclOptions(allow_rendezvous_deadlock=True))
+    assert any("would deadlock with rendezvous sends" in w for w in lifted.warnings)
+    assert not lifted.rendezvous_free and rendezvous_deadlock(lifted.program, algo)
 
 
 @pytest.mark.parametrize("n", [33, 64])
@@ -183,7 +262,7 @@ def test_many_peers_are_spread_over_channels_of_at_most_32_threadblocks():
     for gpu in program.gpus:
         assert max(Counter(tb.chan for tb in gpu.threadblocks).values()) <= 32
     crowded = lift_algorithm(algo, MscclOptions(fit_limits=False))
-    assert crowded.program.nchannels == 1 and len(crowded.warnings) == 40
+    assert crowded.program.nchannels == 1 and sum("threadblocks on channel 0" in w for w in crowded.warnings) == 40
 
 
 # ---------------------------------------------------------------------------- the shared vectors
@@ -237,6 +316,8 @@ def test_import_of_export_proves_the_same_collective(kind, collective, n, k, see
     program, again = _roundtrip(algo, fuse=fuse)
     _assert_runtime_rules(program)
     _assert_same_result(algo, again)
+    if _rendezvous_free(algo):
+        assert _rendezvous_free(again)
 
 
 def test_conflicting_message_orders_get_separate_channels():
@@ -274,7 +355,8 @@ def test_written_file_has_what_the_runtime_requires(tmp_path):
     root = etree.parse(str(path)).getroot()
     assert root.tag == "algo" and root.get("coll") == "allreduce" and root.get("proto") == "LL128"
     assert (root.get("inplace"), root.get("outofplace"), root.get("minBytes"), root.get("maxBytes")) == ("0", "1", "1024", str(2**30))
-    assert root.get("nchunksperloop") == "4" and root.get("ngpus") == "4" and root.get("nchannels") == "1"
+    assert root.get("nchunksperloop") == "4" and root.get("ngpus") == "4"
+    assert root.get("nchannels") == str(1 + max(int(tb.get("chan")) for tb in root.iter("tb")))
     steps = list(root.iter("step"))
     assert steps and all(set(s.keys()) == {"s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep"} for s in steps)
     assert verify_algorithm(read_msccl(path, 2**20)).ok
@@ -304,6 +386,9 @@ def test_cli_export_then_import_then_verify(cli, tmp_path):
     summary = json.loads(exported.stdout)
     assert summary["coll"] == "reducescatter" and summary["ngpus"] == 6 and summary["nchunksperloop"] == 12
     assert sum(summary["steps"].values()) == 6 * 6 and summary["warnings"] == []
+    assert summary["rendezvous_deadlock_free"] is True and "channels" in summary["layout_note"]
+    said = cli("export-msccl", tmp_path / "rs", "-o", tmp_path / "rs2.xml")
+    assert "flows are spread over 2 channels" in said.stdout and "deadlock-free with rendezvous sends" in said.stdout
     imported = cli("import-msccl", tmp_path / "rs.xml", "--size", "6MiB", "-o", tmp_path / "back", "--verify")
     assert imported.exit_code == 0, imported.stderr
     assert "verified" in imported.stdout

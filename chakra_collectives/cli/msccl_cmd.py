@@ -107,7 +107,16 @@ def export_msccl_command(
     output: Path = typer.Option(..., "--output", "-o", metavar="XML", help="MSCCL-IR XML file to write."),
     fuse: bool = typer.Option(True, "--fuse/--no-fuse", help="Fuse receive chains into rcs/rrc/rrs/rrcs steps."),
     fit_limits: bool = typer.Option(
-        True, "--fit-limits/--no-fit-limits", help="Use more channels to stay within 64 steps per threadblock and 32 threadblocks per channel."
+        True,
+        "--fit-limits/--no-fit-limits",
+        help="Use more channels to stay within the runtime's limits (64 steps per threadblock, 32 threadblocks per channel, "
+        "32 channels, cnt < 72); refuse what still exceeds them. --no-fit-limits writes it with warnings.",
+    ),
+    allow_rendezvous_deadlock: bool = typer.Option(
+        False,
+        "--allow-rendezvous-deadlock",
+        help="Write a program that deadlocks with rendezvous sends (full per-connection buffers) although the algorithm does not; "
+        "a warning instead of an error.",
     ),
     proto: str = typer.Option("Simple", "--proto", metavar="PROTO", help="NCCL protocol the runtime uses: Simple, LL or LL128."),
     name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="Algorithm name in the XML (default: the algorithm's own)."),
@@ -118,25 +127,35 @@ def export_msccl_command(
     """Write an algorithm's files as MSCCL-IR XML the MSCCL runtime loads.
 
     Threadblocks per connection, FIFO-consistent channels, depid/deps and nop runs, hasdep
-    flags, and the attributes the current runtime requires (outofplace, minBytes, maxBytes);
-    warns where its limits are exceeded. import-msccl reads the file back.
+    flags, and the attributes the current runtime requires (outofplace, minBytes, maxBytes).
+    The program is read back and run with rendezvous sends (a send waits for its receive, as
+    when the runtime's per-connection buffers are full): an algorithm that finishes that way
+    gets a program that does too, using more channels or unfused steps if needed, or an
+    error. import-msccl reads the file back.
 
     \b
     Example:
       chakra-coll export-msccl out/ar -o ar.xml --min-bytes 1MiB
     """
     from chakra_collectives.converters.chakra_et import read_algorithm
-    from chakra_collectives.converters.msccl import MscclOptions, MscclWarning, write_msccl
+    from chakra_collectives.converters.msccl import MscclOptions, MscclWarning, export_msccl
 
     options = MscclOptions(
-        fuse=fuse, fit_limits=fit_limits, proto=proto, name=name, min_bytes=_bytes(min_bytes), max_bytes=_bytes(max_bytes)
+        fuse=fuse,
+        fit_limits=fit_limits,
+        proto=proto,
+        name=name,
+        min_bytes=_bytes(min_bytes),
+        max_bytes=_bytes(max_bytes),
+        allow_rendezvous_deadlock=allow_rendezvous_deadlock,
     )
     if options.max_bytes and options.min_bytes > options.max_bytes:
         raise InputError(f"--min-bytes {min_bytes} is more than --max-bytes {max_bytes}")
     algo = read_algorithm(prefix)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", MscclWarning)
-        program = write_msccl(algo, output, options)
+        lifted = export_msccl(algo, output, options)
+    program = lifted.program
     found = [str(w.message) for w in caught if issubclass(w.category, MscclWarning)]
     for w in caught:
         if not issubclass(w.category, MscclWarning):
@@ -157,6 +176,8 @@ def export_msccl_command(
                 "threadblocks": tbs,
                 "steps": program.step_types(),
                 "warnings": found,
+                "rendezvous_deadlock_free": lifted.rendezvous_free,
+                "layout_note": lifted.layout_note,
                 # deprecated spellings, kept for one release
                 "coll": program.coll,
                 "ngpus": program.ngpus,
@@ -167,6 +188,10 @@ def export_msccl_command(
     steps = ", ".join(f"{n} {t}" for t, n in sorted(program.step_types().items()))
     say(f"{prefix}: {algo.describe()}", style="bold")
     say(f"-> {program.num_steps} steps ({steps}) in {tbs} threadblocks, {program.nchannels} channel(s)", prefix="  ")
+    if lifted.layout_note:
+        say(lifted.layout_note, prefix="  ")
+    if lifted.rendezvous_free:
+        say("deadlock-free with rendezvous sends (read back and run)", prefix="  ", style="green")
     say(f"wrote {output}", prefix="  ")
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.converters.chakra_et.writer import write_files_atomically
-from chakra_collectives.converters.msccl.lift import lift_algorithm
+from chakra_collectives.converters.msccl.lift import Lifted, lift_algorithm
 from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.converters.msccl.options import MscclOptions
 from chakra_collectives.converters.msccl.program import Program
@@ -76,7 +76,13 @@ def choose_program(programs: list[Program], index: int | None, path: str | Path 
 
 
 def write_msccl(algo: CollectiveAlgorithm, path: str | Path, options: MscclOptions | None = None) -> Program:
-    """Write ``algo`` as an MSCCL-IR XML file the MSCCL runtime loads; return the program.
+    """:func:`export_msccl`'s program (the XML written to ``path``)."""
+    return export_msccl(algo, path, options).program
+
+
+def export_msccl(algo: CollectiveAlgorithm, path: str | Path, options: MscclOptions | None = None) -> Lifted:
+    """Write ``algo`` as an MSCCL-IR XML file the MSCCL runtime loads; return the program with
+    what was checked (:class:`~chakra_collectives.converters.msccl.lift.Lifted`).
 
     ``options`` (:class:`MscclOptions`): fusion of receive chains, fitting the runtime's limits,
     the protocol, the name and the size range the runtime should use the algorithm for.
@@ -87,8 +93,8 @@ def write_msccl(algo: CollectiveAlgorithm, path: str | Path, options: MscclOptio
     lifted = lift_algorithm(algo, options)
     write_files_atomically([Path(path)], [format_program(lifted.program).encode("utf-8")])
     for message in lifted.warnings:
-        warnings.warn(MscclWarning(message), stacklevel=2)
-    return lifted.program
+        warnings.warn(MscclWarning(message), stacklevel=3)
+    return lifted
 
 
-__all__ = ["MscclWarning", "choose_program", "read_msccl", "read_programs", "write_msccl"]
+__all__ = ["MscclWarning", "choose_program", "export_msccl", "read_msccl", "read_programs", "write_msccl"]

@@ -34,6 +34,7 @@ from chakra_collectives.ir.execution import describe_stuck, execute
 from chakra_collectives.ir.matching import Matching, match_messages
 from chakra_collectives.ir.structure import structural_problems
 from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
+from chakra_collectives.converters.msccl.lower import lower_program
 from chakra_collectives.converters.msccl.fusion import SEND, Group, OpColumns, form_groups
 from chakra_collectives.converters.msccl.options import MscclOptions
 from chakra_collectives.converters.msccl.program import BUFFER_LETTERS, Gpu, Program, Step, StepType, Threadblock
@@ -57,29 +58,98 @@ COLL_NAMES = {
 class Lifted:
     program: Program
     warnings: list[str]
+    rendezvous_free: bool
+    """Whether the program finishes with rendezvous sends (checked by reading it back)."""
+    layout_note: str | None = None
+    """How the layout differs from the first one tried, and why (e.g. more channels)."""
 
 
 def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = None) -> Lifted:
     """The MSCCL-IR program of ``algo`` (see the module docstring), with runtime-limit warnings.
 
     ``options.fit_limits`` spreads messages over more channels so that no threadblock gets more
-    than 64 communication steps and no channel more than 32 threadblocks; local steps and nops
-    are not budgeted, so a warning can remain.
+    than 64 communication steps and no channel more than 32 threadblocks; a program that still
+    exceeds a runtime limit is refused (:class:`~chakra_collectives.errors.AlgorithmError`
+    naming the threadblock) rather than written.
+
+    Rendezvous sends: when ``algo`` finishes with rendezvous sends (a send waits for its
+    receive, as on a runtime whose per-connection buffers are full), the steps are ordered by
+    a rendezvous execution and the program is read back and executed the same way. If fused
+    steps would deadlock, the receive chains are written unfused; if the program still
+    deadlocks, it is refused unless ``options.allow_rendezvous_deadlock`` (then a warning).
+    An algorithm that itself deadlocks with rendezvous sends gets a warning that its program
+    relies on the runtime's buffers.
     """
     options = options or MscclOptions()
     matching = _check_exportable(algo)
-    execution = execute(algo, matching.partner, semantics="eager", order="fifo")
+    execution = execute(algo, matching.partner, semantics="rendezvous", order="fifo")
+    rendezvous_free = execution.finished
+    if not rendezvous_free:
+        execution = execute(algo, matching.partner, semantics="eager", order="fifo")
     if not execution.finished:
         lines = describe_stuck(algo, matching.partner, execution, "eager")
         raise AlgorithmError("deadlocks, so it has no MSCCL-IR program: " + "; ".join(lines[:2]))
     position = [0] * len(algo.ops)
     for t, i in enumerate(execution.order):
         position[i] = t
+    program = _program(algo, matching, position, options, fuse=options.fuse)
+    if not rendezvous_free:
+        note = (
+            "the algorithm deadlocks with rendezvous sends (a send that waits for its receive), so its "
+            "program relies on the MSCCL runtime's per-connection buffers"
+        )
+        return Lifted(program, _fitted(program, options) + [note], rendezvous_free=False)
+    layout_note = None
+    stuck = rendezvous_deadlock(program, algo)
+    if stuck:  # serialising flows in shared threadblocks created a cycle: try safer layouts
+        for fuse, spread, note in _RENDEZVOUS_FALLBACKS:
+            if fuse and not options.fuse:
+                continue
+            candidate = _program(algo, matching, position, options, fuse=fuse, spread=spread)
+            if (not options.fit_limits or not limit_warnings(candidate)) and not rendezvous_deadlock(candidate, algo):
+                program, stuck, layout_note = candidate, [], note
+                break
+    if stuck:
+        problem = (
+            "its MSCCL-IR program would deadlock with rendezvous sends although the algorithm does not "
+            f"(read back: {'; '.join(stuck[1:3])})"
+        )
+        if not options.allow_rendezvous_deadlock:
+            raise AlgorithmError(problem + "; --allow-rendezvous-deadlock writes it anyway")
+        return Lifted(program, _fitted(program, options) + [problem], rendezvous_free=False)
+    return Lifted(program, _fitted(program, options), rendezvous_free=True, layout_note=layout_note)
+
+
+_RENDEZVOUS_FALLBACKS = (
+    *((True, c, f"flows are spread over {c} channels, as fewer would deadlock with rendezvous sends") for c in (2, 4, 8, 16, 32)),
+    (True, 2**31, "each flow gets its own channel, as fewer channels would deadlock with rendezvous sends"),
+    (False, 0, "fused receive chains would deadlock with rendezvous sends, so they are written unfused"),
+)
+"""Layouts tried, in order, when the first one deadlocks with rendezvous sends: (fuse, spread:
+flow ``n`` starts looking for a channel at ``n % spread`` (0: at channel 0), the note that
+says what was done)."""
+
+
+def rendezvous_deadlock(program: Program, algo: CollectiveAlgorithm) -> list[str]:
+    """Where ``program``, read back as the importer reads it, gets stuck with rendezvous sends
+    (the lines of :func:`~chakra_collectives.ir.execution.describe_stuck`); empty when it
+    finishes."""
+    lowered = lower_program(program, size_bytes=algo.size_bytes, collective=algo.collective, root=algo.root).algorithm
+    partner = match_messages(lowered).partner
+    run = execute(lowered, partner, semantics="rendezvous", order="fifo")
+    return [] if run.finished else describe_stuck(lowered, partner, run, "rendezvous")
+
+
+def _program(
+    algo: CollectiveAlgorithm, matching: Matching, position: list[int], options: MscclOptions, *, fuse: bool, spread: int = 0
+) -> Program:
+    """Lay ``algo``'s operations, completed in ``position`` order, out as an MSCCL-IR program."""
     cols = OpColumns(algo)
-    partner = matching.partner.tolist()
-    groups = form_groups(cols, position, fuse=options.fuse)
+    groups = form_groups(cols, position, fuse=fuse)
     limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
-    layout = _Layout(algo.num_ranks, cols, groups, position, partner, max_steps=limits[0], max_tbs=limits[1])
+    layout = _Layout(
+        algo.num_ranks, cols, groups, position, matching.partner.tolist(), max_steps=limits[0], max_tbs=limits[1], spread=spread
+    )
     program = Program(
         name=options.name if options.name is not None else (algo.name or "chakra-collectives"),
         coll=COLL_NAMES[algo.collective],
@@ -91,7 +161,19 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
         extra={"outofplace": str(int(not algo.inplace)), "minBytes": str(options.min_bytes), "maxBytes": str(options.max_bytes)},
     )
     layout.build(program, algo)
-    return Lifted(program, limit_warnings(program))
+    return program
+
+
+def _fitted(program: Program, options: MscclOptions) -> list[str]:
+    """The runtime-limit warnings of ``program``; with ``fit_limits`` the first one is an error."""
+    problems = limit_warnings(program)
+    if problems and options.fit_limits:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise AlgorithmError(
+            f"does not fit the MSCCL runtime's limits even with more channels: {problems[0]}{more}; "
+            "--no-fit-limits writes it anyway"
+        )
+    return problems
 
 
 def _check_exportable(algo: CollectiveAlgorithm) -> Matching:
@@ -127,8 +209,10 @@ class _Layout:
         *,
         max_steps: float,
         max_tbs: float,
+        spread: int = 0,
     ) -> None:
         self.num_ranks = num_ranks
+        self.spread = spread
         self.max_steps = max_steps
         self.max_tbs = max_tbs
         self.cols = cols
@@ -164,12 +248,12 @@ class _Layout:
         )
         placement = _Placement(self.max_steps, self.max_tbs)
         channel: dict[int, int] = {}
-        for head in heads:
+        for n, head in enumerate(heads):
             flow = [head]
             while flow[-1] in forward:
                 flow.append(forward[flow[-1]])
             messages = [(cols.rank[m], cols.peer[m], key[group_of[m]], key[group_of[partner[m]]]) for m in flow]
-            chan = 0
+            chan = n % self.spread if self.spread else 0
             while not placement.place(messages, chan):
                 chan += 1
             for m in flow:

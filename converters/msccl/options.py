@@ -35,6 +35,9 @@ class MscclOptions:
     """Smallest call size (bytes) the runtime should use the algorithm for."""
     max_bytes: int = 0
     """Largest call size (bytes) the runtime should use it for; 0 = any."""
+    allow_rendezvous_deadlock: bool = False
+    """Write a program that deadlocks with rendezvous sends although the algorithm does not
+    (a warning instead of an error)."""
 
     def __post_init__(self) -> None:
         if self.proto not in PROTOCOLS:
