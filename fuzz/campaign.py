@@ -1,12 +1,14 @@
 """A fuzzing campaign: many mutated inputs per reader, crashes counted and saved.
 
-``python fuzz/campaign.py [--runs N] [--seed S] [--targets et,msccl,topology,specs] [--cli N] [--kills N]``
+``python fuzz/campaign.py [--runs N] [--seed S] [--targets et,msccl,topology,specs] [--cli N] [--commands N] [--kills N]``
 
 * every target of :mod:`targets` gets ``N`` mutations of its seeds (:mod:`mutate`); a crash is
   any exception other than the tool's own error, and its input is saved under
   ``fuzz/crashes/TARGET-HASH.bin`` to reproduce it (``python fuzz/reproduce.py FILE``);
 * ``--cli N`` runs N odd command lines (specs, sizes, flags) through the real CLI in-process
   and counts tracebacks;
+* ``--commands N`` runs N damaged rank sets (one file of four mutated) through every command
+  that reads them -- verify, inspect, replay, export-msccl -- and counts tracebacks;
 * ``--kills N`` kills N rank-file writes at random moments and checks that nothing reads as
   complete when it is not.
 
@@ -90,6 +92,28 @@ def cli_campaign(runs: int, rng: random.Random) -> dict:
     return {**counts, "seconds": time.perf_counter() - started}
 
 
+def commands_campaign(runs: int, rng: random.Random) -> dict:
+    """``runs`` rank sets (a 4-rank ring all-reduce, one file mutated) through every command
+    that reads them (:data:`targets.FILE_COMMANDS`)."""
+    from targets import CommandCrash, commands_on_rank_set, ring_all_reduce_files
+
+    counts = {"ok": 0, "refused": 0, "crash": 0}
+    started = time.perf_counter()
+    base = ring_all_reduce_files()
+    for _ in range(runs):
+        files = list(base)
+        rank = rng.randrange(len(files))
+        files[rank] = mutate(files[rank], rng)
+        try:
+            codes = commands_on_rank_set(files)
+        except CommandCrash as crash:
+            counts["crash"] += 1
+            print(f"  crash: {crash}", file=sys.stderr)
+            continue
+        counts["ok" if not any(codes) else "refused"] += 1
+    return {**counts, "seconds": time.perf_counter() - started}
+
+
 def kill_campaign(runs: int, rng: random.Random) -> dict:
     import signal
     import subprocess
@@ -136,10 +160,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--cli", type=int, default=0, help="odd command lines")
     parser.add_argument("--kills", type=int, default=0, help="writes killed with SIGKILL")
+    parser.add_argument("--commands", type=int, default=0, help="damaged rank sets through verify, inspect, replay, export-msccl")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     crashes = 0
-    for name in args.targets.split(","):
+    for name in filter(None, args.targets.split(",")):
         result = campaign(name, args.runs, rng)
         crashes += result["crash"]
         print(f"{name:9} {args.runs:>6} runs  {result['refused']:>6} refused  {result['ok']:>6} accepted  {result['crash']:>3} crashes  {result['seconds']:7.1f} s", flush=True)
@@ -147,6 +172,10 @@ def main(argv: list[str]) -> int:
         result = cli_campaign(args.cli, rng)
         crashes += result["crash"]
         print(f"{'cli':9} {args.cli:>6} runs  {result['refused']:>6} refused  {result['ok']:>6} accepted  {result['crash']:>3} crashes  {result['seconds']:7.1f} s", flush=True)
+    if args.commands:
+        result = commands_campaign(args.commands, rng)
+        crashes += result["crash"]
+        print(f"{'commands':9} {args.commands:>6} runs  {result['refused']:>6} refused  {result['ok']:>6} accepted  {result['crash']:>3} crashes  {result['seconds']:7.1f} s", flush=True)
     if args.kills:
         result = kill_campaign(args.kills, rng)
         crashes += result["crash"]

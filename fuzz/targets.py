@@ -65,6 +65,59 @@ def et_rank_set(files: list[bytes]) -> None:
     _in_temp(go)
 
 
+FILE_COMMANDS = (
+    ("verify", "{x}"),
+    ("inspect", "{x}"),
+    ("replay", "{w}", "-t", "ring:4", "-a", "all-reduce={x}"),
+    ("export-msccl", "{x}", "-o", "{folder}/x.xml"),
+)
+"""The commands that read an algorithm's rank files, as a user types them."""
+
+
+def ring_all_reduce_files() -> list[bytes]:
+    """The four rank files of a ring all-reduce (1 MiB), as chakra-coll writes them."""
+    from chakra_collectives.converters.chakra_et import write_algorithm
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+
+    with tempfile.TemporaryDirectory(prefix="chakra-coll-fuzz-") as folder:
+        return [p.read_bytes() for p in write_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), Path(folder) / "a")]
+
+
+class CommandCrash(Exception):
+    """A command ended in a traceback instead of the tool's own one-line error."""
+
+
+def commands_on_rank_set(files: list[bytes]) -> list[int]:
+    """``files`` as ranks 0..N-1 of an algorithm, through every command of
+    :data:`FILE_COMMANDS` in-process (replay beside a 4-rank all-reduce microbenchmark).
+    Returns the exit codes; 0-4 pass, and an exception other than the CLI's own exit raises
+    :class:`CommandCrash`."""
+    from typer.testing import CliRunner
+
+    from chakra_collectives.cli.app import app
+
+    runner = CliRunner()
+    codes: list[int] = []
+
+    def go(folder: Path) -> None:
+        for rank, data in enumerate(files):
+            (folder / f"x.{rank}.et").write_bytes(data)
+        made = runner.invoke(app, ["workload", "microbenchmark", "-n", "4", "-c", "all-reduce", "-s", "1MiB", "-o", str(folder / "w")])
+        assert made.exit_code == 0, made.output
+        for command in FILE_COMMANDS:
+            args = [a.format(x=folder / "x", w=folder / "w", folder=folder) for a in command]
+            result = runner.invoke(app, args)
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                raise CommandCrash(f"chakra-coll {' '.join(args)}: {result.exception!r}") from result.exception
+            if result.exit_code not in (0, 1, 2, 3, 4):
+                raise CommandCrash(f"chakra-coll {' '.join(args)}: exit code {result.exit_code}")
+            codes.append(result.exit_code)
+
+    _in_temp(go)
+    return codes
+
+
 def msccl_importer(data: bytes) -> None:
     """``data`` as an MSCCL-IR XML file, imported at 1 MiB."""
     from chakra_collectives.converters.msccl import read_programs

@@ -15,9 +15,12 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 
 from mutate import mutate  # noqa: E402
-from targets import TARGETS, et_rank_set, run, seeds  # noqa: E402
+from targets import TARGETS, commands_on_rank_set, et_rank_set, ring_all_reduce_files, run, seeds  # noqa: E402
 
 SEEDS = {name: seeds(name) for name in TARGETS}
+
+
+RING_ALL_REDUCE = ring_all_reduce_files()
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
@@ -42,6 +45,19 @@ def test_one_mutated_rank_of_a_real_set_is_refused_or_verified(rng, rank):
         files = [p.read_bytes() for p in paths]
     files[rank] = mutate(files[rank], rng)
     assert run(lambda _: et_rank_set(files), b"") in ("ok", "refused")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False), rank=st.integers(min_value=0, max_value=3))
+def test_commands_on_a_damaged_rank_set_end_in_one_line(rng, rank):
+    """verify, inspect, replay and export-msccl, in-process, on four rank files, one damaged."""
+    files = list(RING_ALL_REDUCE)
+    files[rank] = mutate(files[rank], rng)
+    commands_on_rank_set(files)  # raises CommandCrash on a traceback
+
+
+def test_commands_accept_the_undamaged_rank_set():
+    assert commands_on_rank_set(RING_ALL_REDUCE) == [0, 0, 0, 0]
 
 
 def test_the_seeds_themselves_are_accepted():

@@ -158,3 +158,31 @@ def test_a_huge_declared_scratch_buffer_is_bounded_by_what_the_program_touches(t
     (tmp_path / "bigger.xml").write_text(re.sub(r's_chunks="\d+"', 's_chunks="2147483648"', text))
     refused = capped("import-msccl", str(tmp_path / "bigger.xml"), "-s", "1MiB", "-o", str(tmp_path / "bigger"), timeout=30)
     one_line_error(refused, 2, "bigger.xml:", "s_chunks=2147483648 does not fit a 32-bit integer")
+
+
+def test_the_replay_of_a_large_data_parallel_step_is_estimated_before_it_is_expanded(tmp_path):
+    # the campaign's case: 1,024 ranks, 50 layers, torus2d:32x32 (> 8 GB before it was killed)
+    workload = capped("workload", "data-parallel", "-n", "1024", "--layers", "50", "-o", str(tmp_path / "step"), timeout=60)
+    assert workload.returncode == 0, workload.stderr
+    result = capped("replay", str(tmp_path / "step"), "-t", "torus2d:32x32", "--max-memory", "8GiB", memory=3 * 2**30, timeout=120)
+    line = one_line_error(result, 4, f"replaying {tmp_path / 'step'} needs about", "tasks for 50 collective calls", "--default-algorithm rhd")
+    assert "M tasks" in line
+
+
+def test_a_replay_that_fits_runs_and_the_same_with_more_operations_is_refused(cli, tmp_path):
+    cli("workload", "data-parallel", "-n", "64", "--layers", "50", "-o", tmp_path / "step")
+    refused = cli("replay", tmp_path / "step", "-t", "torus2d:8x8", "--max-memory", "400MiB")
+    one_line_error(refused, 4, "tasks for 50 collective calls", "above the memory limit of 400 MiB")
+    fits = cli("replay", tmp_path / "step", "-t", "torus2d:8x8", "--max-memory", "400MiB", "--default-algorithm", "rhd")
+    assert fits.exit_code == 0, fits.output
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "replay"])
+def test_reading_rank_files_is_estimated_from_their_size_first(cli, tmp_path, command):
+    cli("synth", "-t", "ring:64", "-a", "ring", "-c", "all-reduce", "-s", "1MiB", "-o", tmp_path / "ar")
+    if command == "replay":
+        cli("workload", "microbenchmark", "-n", "64", "-c", "all-reduce", "-s", "1MiB", "-o", tmp_path / "w")
+        args = ("replay", tmp_path / "w", "-t", "ring:64", "-a", tmp_path / "ar")
+    else:
+        args = (command, tmp_path / "ar")
+    one_line_error(cli(*args, "--max-memory", "1MiB"), 4, f"reading {tmp_path / 'ar'}" if command != "replay" else "reading", "of ET")

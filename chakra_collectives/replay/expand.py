@@ -37,6 +37,7 @@ import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.resources import Estimate, count, require
 from chakra_collectives.ir import Collective
 from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
@@ -80,6 +81,34 @@ class ExpandedWorkload:
     instance_of_task: np.ndarray
     """Per task: the collective instance it belongs to (-1: a workload node's own task)."""
     warnings: list[str] = field(default_factory=list)
+
+
+TASK_BYTES = 480
+"""Peak bytes per task of an expanded workload, from expansion through the engine's run
+(measured 330-440 above the process's start on data-parallel steps of 256 and 1,024 ranks on
+tori; the most where messages cross the most links)."""
+EDGE_BYTES = 16
+"""Further bytes per dependency edge beyond the first per task."""
+REPLAY_ADVICE = (
+    "replay fewer ranks or collective calls, or give algorithms with fewer operations "
+    "(--default-algorithm rhd, or --algorithm with a smaller chunk count)"
+)
+
+
+def replay_estimate(what: str, workload_nodes: int, templates: list[TaskGraph | None]) -> Estimate:
+    """Memory to expand a workload of ``workload_nodes`` nodes whose collective calls run
+    ``templates`` (None: a call with nothing to run) and to time it: :data:`TASK_BYTES` per
+    task, :data:`EDGE_BYTES` per further dependency.
+
+    >>> e = replay_estimate("replaying out/step", 4, [None, None])
+    >>> e.work, e.nbytes
+    ('8 tasks for 2 collective calls', 3840.0)
+    """
+    tasks = workload_nodes + len(templates) + sum(1 if t is None else len(t) for t in templates)
+    edges = sum(0 if t is None else len(t.dep_idx) for t in templates)
+    nbytes = float(TASK_BYTES * tasks + EDGE_BYTES * max(0, edges - tasks))
+    calls = f"{len(templates):,} collective call{'s' if len(templates) != 1 else ''}"
+    return Estimate(what, nbytes, f"{count(tasks)} tasks for {calls}", REPLAY_ADVICE)
 
 
 def _sinks(graph: TaskGraph) -> np.ndarray:
@@ -160,11 +189,38 @@ def expand_workload(
     instances = _instances(workload, groups, catalog)
     templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
     instance_of_task_parts = [np.full(next_task, -1, dtype=np.int64)]
+    # pass 1: every call's algorithm and template, so the whole graph is known before it is built
+    planned: list[tuple[CollectiveInstance, tuple[int, int] | None]] = []
     for inst in instances:
+        if inst.algorithm == "":  # nothing to run: a barrier, or a group of one
+            planned.append((inst, None))
+            continue
+        collective = Collective.parse(inst.collective)
+        algo, label = catalog.get(collective, inst.members, model.topology)
+        inst.algorithm = label
+        size, note = catalog.run_size(collective, inst.size_bytes, algo, label)
+        key = (id(algo), size)
+        if key not in templates:
+            if note is not None:
+                warnings.append(note)
+            if not algo.has_chunk_identity and size != algo.size_bytes:
+                warnings.append(
+                    f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
+                    f"from {algo.size_bytes} to {size} bytes"
+                )
+            tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r as NPU r
+            templates[key] = (tasks, _sinks(tasks))
+            route_base[key] = len(routes)
+            routes.extend(tasks.routes)
+        planned.append((inst, key))
+    require(replay_estimate(f"replaying {workload.prefix}", len(workload), [templates[key][0] if key else None for _, key in planned]))
+
+    # pass 2: the tasks of every call
+    for inst, key in planned:
         begins = begin_task[inst.nodes]
         ends = np.asarray(inst.nodes, dtype=np.int64)
         members = np.asarray(inst.members, dtype=np.int64)
-        if inst.algorithm == "":  # nothing to run: a barrier, or a group of one
+        if key is None:
             inst.algorithm = "synchronization only" if inst.collective == "barrier" else "none (group of one)"
             inst.first_task, inst.num_tasks = next_task, 1
             for name, value in (("kind", LOCAL), ("npu", members[0]), ("partner", -1), ("nbytes", 0), ("duration", 0), ("route", -1)):
@@ -174,25 +230,8 @@ def expand_workload(
             instance_of_task_parts.append(np.array([inst.index]))
             next_task += 1
             continue
-        collective = Collective.parse(inst.collective)
-        algo, label = catalog.get(collective, inst.members, model.topology)
-        inst.algorithm = label
-        size, note = catalog.run_size(collective, inst.size_bytes, algo, label)
-        key = (id(algo), size)
-        template = templates.get(key)
-        if template is None:
-            if note is not None:
-                warnings.append(note)
-            if not algo.has_chunk_identity and size != algo.size_bytes:
-                warnings.append(
-                    f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
-                    f"from {algo.size_bytes} to {size} bytes"
-                )
-            tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r as NPU r
-            template = templates[key] = (tasks, _sinks(tasks))
-            route_base[key] = len(routes)
-            routes.extend(tasks.routes)
-        tpl, sinks = template
+        label = inst.algorithm
+        tpl, sinks = templates[key]
         if tpl.routes and not np.array_equal(members, np.arange(len(members))):
             raise AlgorithmError(f"{label} names the network paths of its messages, so its rank r must run on NPU r; this call's group is {inst.members}")
         rank_of = tpl.npu

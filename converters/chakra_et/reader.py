@@ -35,6 +35,8 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import NONE, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.converters.chakra_et.attributes import FORMAT
 from chakra_collectives.converters.chakra_et.commit import check_not_being_written
+from chakra_collectives.converters.chakra_et.footprint import reading_estimate
+from chakra_collectives.resources import require
 from chakra_collectives.converters.chakra_et.nodes import EtFile, NodeColumns, decode_rank_files
 
 _RANK_FILE = re.compile(r"^(?P<stem>.+)\.(?P<rank>\d+)\.et(?P<gz>\.gz)?$")
@@ -207,7 +209,9 @@ def read_algorithm(
     the largest message times the number of ranks, which is right for ring and direct
     algorithms).
     """
-    nodes = decode_rank_files(rank_files(prefix))
+    paths = rank_files(prefix)
+    require(reading_estimate(prefix, paths))
+    nodes = decode_rank_files(paths)
     files = nodes.files
     ours = files[0].metadata.get("cc_format") == FORMAT
     if ours:

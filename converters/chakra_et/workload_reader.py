@@ -34,6 +34,8 @@ from chakra.schema.protobuf.et_def_pb2 import (
     NodeType,
 )
 
+from chakra_collectives.converters.chakra_et.footprint import reading_estimate
+from chakra_collectives.resources import require
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
 from chakra_collectives.converters.chakra_et.read_policy import (
     ReadPolicy,
@@ -187,6 +189,7 @@ def read_workload(prefix: str | Path, policy: ReadPolicy | None = None) -> Workl
     """
     policy = policy or ReadPolicy()
     paths = rank_files(prefix)
+    require(reading_estimate(prefix, paths))
     nodes = decode_rank_files(paths, missing="error" if policy.dangling == "error" else "keep")
     repairs = Repairs()
     dep_ptr, dep_idx, repairs.dependencies = repair_dependencies(nodes, policy.dependencies)
