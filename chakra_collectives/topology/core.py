@@ -68,7 +68,7 @@ class Topology:
         self.symmetry: "NpuSymmetry | None" = None
         """Automorphisms acting freely on the NPUs (:mod:`~chakra_collectives.topology.symmetry`),
         set by builders that know them; adding a link clears it."""
-        self._routes: dict[int, list[list[int] | None]] = {}
+        self._routes: dict[int, list[int]] = {}
         self._connected = False
 
     # ------------------------------------------------------------------ building
@@ -158,16 +158,24 @@ class Topology:
         Fewest hops; among those, the lowest total latency; among those, the links added
         first. Deterministic, so synthesis and replay route identically.
         """
-        routes = self._routes.get(src)
-        if routes is None:
-            routes = self._routes[src] = self._routes_from(src)
-        path = routes[dst]
-        if path is None:
+        via = self._routes.get(src)
+        if via is None:
+            via = self._routes[src] = self._tree_from(src)
+        if dst != src and (via[dst] < 0 or dst >= self.num_npus):
             raise InputError(f"{self.name}: NPU {dst} cannot be reached from NPU {src}")
-        return path
+        path = []
+        cursor = dst
+        while cursor != src:
+            index = via[cursor]
+            path.append(index)
+            cursor = self.links[index].src
+        return path[::-1]
 
-    def _routes_from(self, src: int) -> list[list[int] | None]:
-        """BFS by hops with latency tie-break (lexicographic (hops, latency, link order))."""
+    def _tree_from(self, src: int) -> list[int]:
+        """The shortest-path tree from ``src``: for every node, the link it is reached by (-1:
+        ``src`` itself, or unreachable). BFS by hops with latency tie-break (lexicographic
+        (hops, latency, link order)). One list per source, so routes between all pairs take
+        O(N^2) memory, not the O(N^3) of keeping every path."""
         best: list[tuple[int, float] | None] = [None] * self.num_nodes
         via: list[int] = [-1] * self.num_nodes
         best[src] = (0, 0.0)
@@ -190,18 +198,7 @@ class Topology:
                 best[node] = (hops, latency)
                 via[node] = index
             frontier = sorted(candidates)
-        paths: list[list[int] | None] = [None] * self.num_nodes
-        for node in range(self.num_npus):
-            if best[node] is None:
-                continue
-            path = []
-            cursor = node
-            while cursor != src:
-                index = via[cursor]
-                path.append(index)
-                cursor = self.links[index].src
-            paths[node] = path[::-1]
-        return paths
+        return via
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> "Topology":
