@@ -186,3 +186,13 @@ def test_reading_rank_files_is_estimated_from_their_size_first(cli, tmp_path, co
     else:
         args = (command, tmp_path / "ar")
     one_line_error(cli(*args, "--max-memory", "1MiB"), 4, f"reading {tmp_path / 'ar'}" if command != "replay" else "reading", "of ET")
+
+
+def test_an_msccl_program_declaring_two_billion_gpus_is_refused_at_its_line(tmp_path):
+    path = tmp_path / "huge.xml"
+    path.write_text(
+        '<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2147483647" coll="custom" inplace="0">\n'
+        '  <gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"/>\n</algo>\n'
+    )
+    result = capped("import-msccl", str(path), "-s", "1MiB", "-o", str(tmp_path / "x"), memory=1_000 * 2**20, timeout=10)
+    one_line_error(result, 4, "huge.xml:1", "ngpus: 2,147,483,647 NPUs, above the limit of 65,536 NPUs")

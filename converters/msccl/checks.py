@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.errors import AlgorithmError, InputError, LimitError
+from chakra_collectives.limits import check_npus
 from chakra_collectives.converters.msccl.program import Program, Step, StepType, Threadblock
 
 MAX_STEPS_PER_TB = 64
@@ -66,6 +67,10 @@ def check_program(program: Program, path: str | Path | None = None) -> list[str]
         fail(f"ngpus={program.ngpus}: an algorithm needs at least one GPU", program.line, InputError)
     if program.nchunksperloop < 1:
         fail(f"nchunksperloop={program.nchunksperloop} must be positive", program.line, InputError)
+    try:
+        check_npus(program.ngpus, "ngpus")
+    except LimitError as error:
+        raise LimitError(str(error), path=path, line=program.line or None) from None
     seen: dict[int, int] = {}
     for gpu in program.gpus:
         if not 0 <= gpu.id < program.ngpus:
@@ -76,9 +81,9 @@ def check_program(program: Program, path: str | Path | None = None) -> list[str]
         for name in ("i_chunks", "o_chunks", "s_chunks"):
             if getattr(gpu, name) < 0:
                 fail(f"gpu {gpu.id}: {name}={getattr(gpu, name)} is negative", gpu.line)
-    missing = [g for g in range(program.ngpus) if g not in seen]
-    if missing:
-        fail(f"ngpus={program.ngpus} but no <gpu> with id {missing[0]}", program.line)
+    if len(seen) < program.ngpus:  # the first id without a <gpu> is at most len(seen)
+        missing = next(g for g in range(program.ngpus) if g not in seen)
+        fail(f"ngpus={program.ngpus} but no <gpu> with id {missing}", program.line)
 
     for gpu in program.gpus:
         _check_threadblocks(program, gpu, fail)
