@@ -12,6 +12,9 @@
 * ``--kills N`` kills N rank-file writes at random moments and checks that nothing reads as
   complete when it is not.
 
+The process's address space is capped (``--address-space``, 4 GiB by default), so an input
+that would exhaust memory is a recorded crash rather than a machine the kernel rescues.
+
 Prints one line per target (runs, refused, accepted, crashes, seconds) and exits non-zero when
 anything crashed.
 """
@@ -161,7 +164,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cli", type=int, default=0, help="odd command lines")
     parser.add_argument("--kills", type=int, default=0, help="writes killed with SIGKILL")
     parser.add_argument("--commands", type=int, default=0, help="damaged rank sets through verify, inspect, replay, export-msccl")
+    parser.add_argument(
+        "--address-space", type=float, default=4.0, help="GiB this process may map (0: no cap): a runaway input becomes a MemoryError, a crash"
+    )
     args = parser.parse_args(argv)
+    if args.address_space > 0:
+        import resource
+
+        cap = int(args.address_space * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     rng = random.Random(args.seed)
     crashes = 0
     for name in filter(None, args.targets.split(",")):
