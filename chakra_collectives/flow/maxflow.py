@@ -20,11 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import networkx as nx
 import numpy as np
-from networkx.algorithms.flow import preflow_push
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 INT32_LIMIT = 2**31 - 1
 
@@ -58,12 +54,16 @@ class FlowNetwork:
         bound = total if flow_bound is None else min(total, int(flow_bound))
         self.fits_int32 = largest <= INT32_LIMIT and bound <= INT32_LIMIT
         if self.fits_int32:
+            from scipy.sparse import csr_array  # scipy and networkx load when a flow is built, not at start-up
+
             self._matrix = csr_array(
                 (cap_array.astype(np.int32), (src_array, dst_array)), shape=(num_nodes, num_nodes)
             )
             self._matrix.sum_duplicates()
             self._graph = None
         else:
+            import networkx as nx  # the exact fallback, beyond int32: imported when needed
+
             graph = nx.DiGraph()
             graph.add_nodes_from(range(num_nodes))
             for u, v, c in zip(src_array.tolist(), dst_array.tolist(), cap_array.tolist()):
@@ -77,7 +77,12 @@ class FlowNetwork:
     def max_flow(self, source: int, sink: int) -> int:
         """The value of a maximum ``source`` -> ``sink`` flow."""
         if self._matrix is not None:
+            from scipy.sparse.csgraph import maximum_flow
+
             return int(maximum_flow(self._matrix, source, sink).flow_value)
+        import networkx as nx
+        from networkx.algorithms.flow import preflow_push
+
         return int(nx.maximum_flow_value(self._graph, source, sink, flow_func=preflow_push))
 
     def min_cut(self, source: int, sink: int) -> tuple[int, np.ndarray]:
@@ -87,6 +92,8 @@ class FlowNetwork:
         graph of a maximum flow.
         """
         if self._matrix is not None:
+            from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
             result = maximum_flow(self._matrix, source, sink)
             residual = self._matrix - result.flow
             residual.data[residual.data < 0] = 0
@@ -95,6 +102,9 @@ class FlowNetwork:
             sink_side = np.ones(self.num_nodes, dtype=bool)
             sink_side[reached] = False
             return int(result.flow_value), sink_side
+        import networkx as nx
+        from networkx.algorithms.flow import preflow_push
+
         value, (_, sink_nodes) = nx.minimum_cut(self._graph, source, sink, flow_func=preflow_push)
         sink_side = np.zeros(self.num_nodes, dtype=bool)
         sink_side[list(sink_nodes)] = True

@@ -54,9 +54,6 @@ from fractions import Fraction
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow, shortest_path
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -135,6 +132,9 @@ def hop_distances(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     >>> hop_distances(3, np.array([0, 1, 2]), np.array([1, 2, 0])).tolist()
     [[0, 1, 2], [2, 0, 1], [1, 2, 0]]
     """
+    from scipy.sparse import csr_matrix  # scipy loads when BFB runs, not at start-up
+    from scipy.sparse.csgraph import shortest_path
+
     graph = csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
     hops = shortest_path(graph, method="D", directed=True, unweighted=True)
     hops[np.isinf(hops)] = -1
@@ -194,6 +194,8 @@ def solve_program(program: StepProgram) -> StepSolution:
     a_ub = np.zeros((masks.shape[1], num_vars + 1))
     a_ub[links, np.arange(num_vars)] = 1.0
     a_ub[:, -1] = -rates
+    from scipy.optimize import linprog  # HiGHS: imported when a BFB program is solved
+
     result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(masks.shape[1]), A_eq=a_eq, b_eq=counts.astype(float), bounds=(0, None), method="highs")
     if result.status != 0:
         raise InputError(f"BFB's linear program has no solution ({result.message.strip()}); a shard has no link on a shortest path")
@@ -248,6 +250,9 @@ def _max_flow(masks: np.ndarray, demand: np.ndarray, caps: np.ndarray) -> np.nda
     rows = np.concatenate([np.full(num_groups, source), groups, num_groups + np.arange(num_links)])
     cols = np.concatenate([np.arange(num_groups), num_groups + links, np.full(num_links, sink)])
     cap = np.concatenate([demand, np.full(len(groups), total), caps]).astype(np.int32)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
     graph = csr_matrix((cap, (rows, cols)), shape=(sink + 1, sink + 1))
     result = maximum_flow(graph, source, sink)
     if result.flow_value < total:

@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import shortest_path
 
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.synth.forestcoll.connectivity import Connectivity
@@ -194,6 +192,9 @@ def _preference(state: _State, w: int, orbits: list[np.ndarray]) -> list[int]:
     when another path is as quick (a neighbour with its own link), 2 for a node and itself."""
     capacity = state.capacity
     nodes = state.connectivity.num_nodes
+    from scipy.sparse import csr_array  # scipy loads when ForestColl splits, not at start-up
+    from scipy.sparse.csgraph import shortest_path
+
     keys = [(u, v) for (u, v), c in capacity.items() if c > 0 and u != w and v != w]
     if keys:
         src, dst = zip(*keys)
