@@ -37,8 +37,15 @@ from chakra_collectives.resources import Estimate, count
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology.core import Topology
 
-PER_PAIR = 300
-"""Bytes per ``(NPU, chunk)`` pair and phase of a pair-model producer (TACOS measured 190-250)."""
+PER_PAIR = 100
+"""Bytes per ``(NPU, chunk)`` pair and phase of a pair-model producer, up to :data:`MERGING_FROM`
+pairs (TACOS All-Gather measured 90-121 above start-up at 1,024-4,096 NPUs)."""
+PAIR_BASE = 64 * 2**20
+"""Fixed bytes of a pair-model producer (its tables, imports, the prediction's set-up)."""
+MERGING_FROM = 2**24
+"""Pairs per phase beyond which the bytes per pair fall as ``(pairs / MERGING_FROM) ** -0.25``:
+larger phases merge more chunks into each message (TACOS All-Gather measured 61 bytes per pair
+at 8,192 NPUs and 41 at 16,384; this envelope gives 71 and 50)."""
 PER_OP = 600
 """Bytes per operation of a baseline, built and predicted (measured 450-490 at 256-1,024 ranks)."""
 PER_HOP = 150
@@ -65,9 +72,18 @@ def estimate(name: str, topology: Topology, collective: Collective, num_ranks: i
 
 
 def pair_footprint(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> tuple[float, str]:
-    """:data:`PER_PAIR` bytes per ``(NPU, chunk)`` pair and phase: ``N * N * K`` pairs per phase."""
-    pairs = float(num_ranks) * num_ranks * options.chunks_per_npu * phases(collective)
-    return PER_PAIR * pairs, f"{count(pairs)} (NPU, chunk) pairs"
+    """:data:`PAIR_BASE` plus :data:`PER_PAIR` bytes per ``(NPU, chunk)`` pair and phase
+    (``N * N * K`` pairs per phase), fewer per pair beyond :data:`MERGING_FROM` pairs.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> nbytes, work = pair_footprint(load_topology("torus2d:128x128"), Collective.ALL_GATHER, 16384, SynthesisOptions(size_bytes=2**26))
+    >>> work, round(nbytes / 2**30, 1)      # measured: a 10.9 GiB peak
+    ('268M (NPU, chunk) pairs', 12.6)
+    """
+    per_phase = float(num_ranks) * num_ranks * options.chunks_per_npu
+    pairs = per_phase * phases(collective)
+    per_pair = PER_PAIR * min(1.0, (per_phase / MERGING_FROM) ** -0.25)
+    return PAIR_BASE + per_pair * pairs, f"{count(pairs)} (NPU, chunk) pairs"
 
 
 def message_footprint(messages: Callable[[Collective, int, int], float], pattern: str, *, per_slot: float = 0.0) -> Footprint:
