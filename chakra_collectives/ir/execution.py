@@ -104,12 +104,15 @@ def execute(
         partners = partner.tolist()
         posted = [False] * size
 
+        is_send = (ops.kind == OpKind.SEND).tolist()
+
         def arrive(i: int) -> None:  # noqa: F811
             if is_comm[i]:
                 posted[i] = True
-                if posted[partners[i]]:
-                    push(i)
-                    push(partners[i])
+                if posted[partners[i]]:  # the pair completes together, the SEND first
+                    first, second = (i, partners[i]) if is_send[i] else (partners[i], i)
+                    push(first)
+                    push(second)
             else:
                 push(i)
 

@@ -1,6 +1,7 @@
 """Group IR operations into MSCCL steps, fusing receive chains into rcs / rrc / rrs / rrcs.
 
-The exporter runs the algorithm once (eager sends, breadth-first) and keeps the completion
+The exporter runs the algorithm once (breadth-first; rendezvous sends when it finishes that
+way, a SEND completing just before its RECV, else eager sends) and keeps the completion
 position ``T`` of every operation. A *group* becomes one MSCCL step and executes, in the
 exported program, atomically at the position of its last operation, ``K = T(last)``. Every
 threadblock runs its steps in ``K`` order, so the exported program is deadlock-free whenever

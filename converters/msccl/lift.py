@@ -1,7 +1,8 @@
 """Lift a CollectiveAlgorithm to an MSCCL-IR program the MSCCL runtime can load.
 
-1. The algorithm must be well-formed, matched and deadlock-free; it is executed once (eager
-   sends, breadth-first) and every operation gets its completion position ``T``.
+1. The algorithm must be well-formed, matched and deadlock-free; it is executed once,
+   breadth-first, with rendezvous sends when it finishes that way (a send completes with its
+   receive; else eager sends), and every operation gets its completion position ``T``.
 2. Operations are grouped into steps, receive chains fused into rcs/rrc/rrs/rrcs
    (:mod:`.fusion`); a step sits at ``K`` = the position of its last operation.
 3. Channels: MSCCL pairs the messages of a connection (sender, receiver, channel) in FIFO
@@ -74,9 +75,10 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
 
     Rendezvous sends: when ``algo`` finishes with rendezvous sends (a send waits for its
     receive, as on a runtime whose per-connection buffers are full), the steps are ordered by
-    a rendezvous execution and the program is read back and executed the same way. If fused
-    steps would deadlock, the receive chains are written unfused; if the program still
-    deadlocks, it is refused unless ``options.allow_rendezvous_deadlock`` (then a warning).
+    a rendezvous execution and the program is read back and executed the same way. If that
+    layout deadlocks, the layouts of :data:`_RENDEZVOUS_FALLBACKS` are tried in turn (flows
+    spread over more channels, then unfused steps); if none finishes, the export is refused
+    unless ``options.allow_rendezvous_deadlock`` (then a warning).
     An algorithm that itself deadlocks with rendezvous sends gets a warning that its program
     relies on the runtime's buffers.
     """
@@ -92,7 +94,8 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
     position = [0] * len(algo.ops)
     for t, i in enumerate(execution.order):
         position[i] = t
-    program = _program(algo, matching, position, options, fuse=options.fuse)
+    cols = OpColumns(algo)
+    program = _program(algo, cols, matching, position, options, fuse=options.fuse)
     if not rendezvous_free:
         note = (
             "the algorithm deadlocks with rendezvous sends (a send that waits for its receive), so its "
@@ -105,7 +108,7 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
         for fuse, spread, note in _RENDEZVOUS_FALLBACKS:
             if fuse and not options.fuse:
                 continue
-            candidate = _program(algo, matching, position, options, fuse=fuse, spread=spread)
+            candidate = _program(algo, cols, matching, position, options, fuse=fuse, spread=spread)
             if (not options.fit_limits or not limit_warnings(candidate)) and not rendezvous_deadlock(candidate, algo):
                 program, stuck, layout_note = candidate, [], note
                 break
@@ -141,10 +144,16 @@ def rendezvous_deadlock(program: Program, algo: CollectiveAlgorithm) -> list[str
 
 
 def _program(
-    algo: CollectiveAlgorithm, matching: Matching, position: list[int], options: MscclOptions, *, fuse: bool, spread: int = 0
+    algo: CollectiveAlgorithm,
+    cols: OpColumns,
+    matching: Matching,
+    position: list[int],
+    options: MscclOptions,
+    *,
+    fuse: bool,
+    spread: int = 0,
 ) -> Program:
-    """Lay ``algo``'s operations, completed in ``position`` order, out as an MSCCL-IR program."""
-    cols = OpColumns(algo)
+    """Lay ``algo``'s operations (``cols``), completed in ``position`` order, out as an MSCCL-IR program."""
     groups = form_groups(cols, position, fuse=fuse)
     limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
     layout = _Layout(
