@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective
+from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, OpKind
 from chakra_collectives.ir.execution import execute
 from chakra_collectives.ir.matching import match_messages, pair_in_order
 from chakra_collectives.ir.structure import dependents
@@ -64,3 +64,31 @@ def test_dependents_reverse_the_dependency_lists():
     ptr, idx = dependents(algo)
     assert [idx[ptr[i] : ptr[i + 1]] for i in range(3)] == [[1, 2], [2], []]
     assert execute(algo, np.full(3, -1)).order == [0, 1, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 40), st.integers(-1, 6), st.integers(0, 2), st.integers(0, 40)),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_touched_scratch_is_the_highest_scratch_slot_each_rank_uses(rows):
+    from chakra_collectives.ir import OpTable
+    from chakra_collectives.ir.builder import touched_scratch
+
+    rows = sorted(rows)  # an OpTable is grouped by rank
+    rank, src_buf, src_off, count, dst_buf, dst_off = (np.array(c) for c in zip(*rows))
+    table = OpTable.from_columns(
+        dep_ptr=np.zeros(len(rows) + 1, dtype=np.int64),
+        dep_idx=np.zeros(0, dtype=np.int64),
+        rank=rank,
+        kind=np.full(len(rows), int(OpKind.COPY)), src_buf=src_buf, src_off=src_off, dst_buf=dst_buf, dst_off=dst_off, count=count
+    )
+    expected = [0] * 6
+    for r, sb, so, c, db, do in rows:
+        for buf, off in ((sb, so), (db, do)):
+            if buf == 2:
+                expected[r] = max(expected[r], off + max(c, 1))
+    assert touched_scratch(table, 6).tolist() == expected

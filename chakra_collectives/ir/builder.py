@@ -188,11 +188,16 @@ class AlgorithmBuilder:
 
 
 def touched_scratch(table: OpTable, num_ranks: int) -> np.ndarray:
-    """Per rank, one past the highest scratch slot any operation reads or writes."""
+    """Per rank, one past the highest scratch slot any operation reads or writes: one maximum
+    over each rank's run of operations (an OpTable is grouped by rank), no scatter."""
     sizes = np.zeros(num_ranks, dtype=np.int64)
+    rank = table.rank
+    present = np.flatnonzero(np.bincount(rank, minlength=num_ranks))
+    if not len(present):
+        return sizes
+    starts = np.searchsorted(rank, present)
     count = np.maximum(table.count, 1)
     for buf, off in ((table.src_buf, table.src_off), (table.dst_buf, table.dst_off)):
-        mask = buf == 2
-        if np.any(mask):
-            np.maximum.at(sizes, table.rank[mask], off[mask] + count[mask])
+        ends = np.where(buf == 2, off.astype(np.int64) + count, 0)
+        sizes[present] = np.maximum(sizes[present], np.maximum.reduceat(ends, starts))
     return sizes
