@@ -228,3 +228,18 @@ def test_metadata_with_foreign_fields_is_refused(tmp_path):
         protolib.encodeMessage(handle, Node(id=5, type=COMM_SEND_NODE))  # field 1 is an int here, a string in GlobalMetadata
         protolib.encodeMessage(handle, Node(id=1, type=COMM_SEND_NODE))
     assert "not a Chakra GlobalMetadata" in str(_read_error(prefix))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_attribute_protobuf_cannot_decode_names_its_rank_and_node(tmp_path, workers):
+    from chakra_collectives.converters.chakra_et.nodes import decode_rank_files
+    from chakra_collectives.converters.chakra_et.reader import rank_files
+
+    write_algorithm(ring(Collective.ALL_GATHER, 4, size_bytes=4096), tmp_path / "ag")
+    attribute = AttributeProto(name="comm_tag", int32_val=0).SerializeToString()
+    path = tmp_path / "ag.2.et"
+    data = path.read_bytes()
+    assert attribute in data
+    path.write_bytes(data.replace(attribute, b"\xff" * len(attribute), 1))  # the record still frames; its attribute does not parse
+    with pytest.raises(InputError, match=r"ag\.2\.et.*rank 2.*node \d+.*malformed attribute"):
+        decode_rank_files(rank_files(tmp_path / "ag"), workers=workers)

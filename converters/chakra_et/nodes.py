@@ -26,7 +26,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import chain
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -344,13 +344,33 @@ about 0.1 s; decoding 16 MiB alone takes several times that)."""
 
 
 def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_FileColumns"]:
-    return [_decode_file(load_bytes(path), path, rank, missing) for path, rank in jobs]
+    shared = _AttributeIndex()
+    return [_decode_file(load_bytes(path), path, rank, missing, shared) for path, rank in jobs]
+
+
+class _AttributeIndex:
+    """Distinct serialized attributes of several files, in first-seen order: the files decoded
+    together share one list (and pickle it once), so combining looks each one up once."""
+
+    def __init__(self) -> None:
+        self.position: dict[bytes, int] = {}
+        self.distinct: list[bytes] = []
+
+    def ids(self, flat) -> np.ndarray:
+        """Every attribute occurrence of ``flat`` as its index in :attr:`distinct`."""
+        position = self.position
+        before = len(position)
+        local = [position.setdefault(data, len(position)) for data in flat]
+        if len(position) > before:
+            self.distinct.extend(islice(position, before, None))
+        return np.fromiter(local, dtype=np.int64, count=len(local))
 
 
 @dataclass
 class _FileColumns:
-    """One file's nodes as numpy columns; attributes as local ids into ``attr_distinct``
-    (a worker process has its own catalog, so catalog ids are assigned when combining)."""
+    """One file's nodes as numpy columns; attributes as local ids into ``attr_distinct``, a
+    list shared by the files decoded together (a worker process has its own catalog, so
+    catalog ids are assigned when combining)."""
 
     file: EtFile
     ids: np.ndarray
@@ -370,7 +390,8 @@ def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, mis
     Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
     then freed); everything that can be done for all files at once is done once.
     """
-    return _combine([_decode_file(data, path, rank, missing) for data, path, rank in sources])
+    shared = _AttributeIndex()
+    return _combine([_decode_file(data, path, rank, missing, shared) for data, path, rank in sources])
 
 
 def _combine(parts: list[_FileColumns]) -> NodeColumns:
@@ -401,20 +422,25 @@ def _combine(parts: list[_FileColumns]) -> NodeColumns:
 
 
 def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
-    """Every file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once)."""
-    distinct = list(chain.from_iterable(p.attr_distinct for p in parts))
-    catalog_id: dict[bytes, int] = {}
-    for data in dict.fromkeys(distinct):  # each attribute of all files once
-        index = CATALOG.ids.get(data)
-        if index is None:
-            try:
-                index = CATALOG.add(data)
-            except DecodeError:
-                _raise_malformed_attribute(parts, data)
-        catalog_id[data] = index
-    catalog = np.fromiter(map(catalog_id.__getitem__, distinct), dtype=np.int64, count=len(distinct))
-    first_of_part = np.cumsum([0] + [len(p.attr_distinct) for p in parts])
-    return np.concatenate([catalog[first + p.attr_local] for first, p in zip(first_of_part.tolist(), parts)])
+    """Every file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once;
+    each shared list of distinct attributes looked up once)."""
+    catalogs: dict[int, np.ndarray] = {}
+    for part in parts:
+        if id(part.attr_distinct) in catalogs:
+            continue
+        ids = np.empty(len(part.attr_distinct), dtype=np.int64)
+        for position, data in enumerate(part.attr_distinct):
+            index = CATALOG.ids.get(data)
+            if index is None:
+                try:
+                    index = CATALOG.add(data)
+                except DecodeError:
+                    _raise_malformed_attribute(parts, data)
+            ids[position] = index
+        catalogs[id(part.attr_distinct)] = ids
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([catalogs[id(p.attr_distinct)][p.attr_local] for p in parts])
 
 
 def _raise_malformed_attribute(parts: list[_FileColumns], data: bytes) -> None:
@@ -422,19 +448,21 @@ def _raise_malformed_attribute(parts: list[_FileColumns], data: bytes) -> None:
     for part in parts:
         if data in part.attr_distinct:
             local = part.attr_distinct.index(data)
+            if not np.any(part.attr_local == local):
+                continue  # the list is shared: another file of this share carries it
             node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
             raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node]))
     raise InputError("malformed attribute")
 
 
-def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error") -> _FileColumns:
+def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error", shared: "_AttributeIndex | None" = None) -> _FileColumns:
     try:
-        return _decode_file_columns(data, path, rank, missing)
+        return _decode_file_columns(data, path, rank, missing, shared or _AttributeIndex())
     except ChakraCollError as error:
         raise error.located(path=path, rank=rank) from None
 
 
-def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str = "error") -> _FileColumns:
+def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str, shared: "_AttributeIndex") -> _FileColumns:
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
     bounds = split_records(data, path)
@@ -454,7 +482,7 @@ def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missin
         raise InputError(f"node id {int(ids[position])} does not fit in int64", path=path, rank=rank)
     node_ids = ids.astype(np.int64)
     dep_counts, dep_ids, dep_ctrl = _dependency_lists(nodes, merged)
-    attr_local, attr_distinct = _local_attribute_ids(merged.attr)
+    attr_local = shared.ids(merged.attr)
     return _FileColumns(
         file=EtFile(path, rank, metadata),
         ids=node_ids,
@@ -465,7 +493,7 @@ def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missin
         dep_ctrl=dep_ctrl,
         attr_counts=np.fromiter([len(n.attr) for n in nodes], dtype=np.int64, count=count),
         attr_local=attr_local,
-        attr_distinct=attr_distinct,
+        attr_distinct=shared.distinct,
     )
 
 
@@ -518,15 +546,6 @@ def _positions_of(node_ids: np.ndarray, dep_counts: np.ndarray, dep_ids: np.ndar
             )
         positions[~found] = MISSING_DEPENDENCY
     return positions
-
-
-def _local_attribute_ids(flat) -> tuple[np.ndarray, list[bytes]]:
-    """Every attribute occurrence (all nodes' ``attr`` in order) as an index into the file's
-    distinct serialized attributes."""
-    flat = list(flat)
-    distinct = list(dict.fromkeys(flat))
-    index = {data: i for i, data in enumerate(distinct)}
-    return np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat)), distinct
 
 
 def _raise_bad_record(data: bytes, bounds: list[tuple[int, int, int]], path, rank):
