@@ -97,8 +97,9 @@ def main(argv: list[str]) -> None:
             measured = peak([BIN, *command])
             if measured["rc"] != 0:
                 raise RuntimeError(f"{label}: exit {measured['rc']}: {measured['stderr']}")
-            above = max(measured["peak"] - bare, 1)
-            print(f"{label:<46} {estimate / 2**20:>9.0f} {measured['peak'] / 2**20:>7.0f} {above / 2**20:>7.0f} {estimate / above:>6.2f}  {what}", flush=True)
+            above = measured["peak"] - bare
+            ratio = f"{estimate / above:>6.2f}" if above > 2**20 else f"{'-':>6}"  # within the start-up's own spread
+            print(f"{label:<46} {estimate / 2**20:>9.0f} {measured['peak'] / 2**20:>7.0f} {max(above, 0) / 2**20:>7.0f} {ratio}  {what}", flush=True)
 
 
 if __name__ == "__main__":
