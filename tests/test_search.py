@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pickle
 import time
 
@@ -282,3 +283,17 @@ def test_forestcoll_in_a_space_is_synthesized_verified_and_replayed_with_its_rou
         expected = replay(plan.workloads[0].variant.prefix, topology, algorithms={Collective.ALL_REDUCE: algo})
         assert row["iteration_ns"] == expected.total_ns
         assert 0 < row["probe_small_ns"] < row["probe_large_ns"]
+
+
+def test_the_next_write_removes_what_a_killed_search_was_writing(tmp_path):
+    from chakra_collectives.search.table import ResultTable
+
+    table = ResultTable(tmp_path / "results.parquet")
+    table.append({"key": "a", "status": "ok", "iteration_ns": 1.0, "num_npus": 8})
+    dead = table.path / f".part-b.{2**22 + 12345}.tmp"  # above Linux's largest pid: no such process
+    dead.write_bytes(b"half a part")
+    live = table.path / f".part-c.{os.getpid()}.tmp"  # a writer still running keeps its file
+    live.write_bytes(b"being written")
+    ResultTable(table.path).append({"key": "d", "status": "ok", "iteration_ns": 2.0, "num_npus": 8})
+    assert not dead.exists() and live.exists()
+    assert ResultTable(table.path).keys() == {"a", "d"}

@@ -4,7 +4,7 @@
 (:data:`SCHEMA`); ``pyarrow.dataset`` or ``pandas.read_parquet`` read the folder as one table.
 Each part is written to a temporary name and renamed, so an interrupted search (Ctrl-C, a
 killed worker or client) leaves only whole rows, and rerunning the same space skips every key
-already there.
+already there. The next write removes the staging files of a search that was killed.
 
 >>> import tempfile, pathlib
 >>> table = ResultTable(pathlib.Path(tempfile.mkdtemp()) / "results.parquet")
@@ -74,6 +74,7 @@ class ResultTable:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._swept = False
         if self.path.exists() and not self.path.is_dir():
             raise InputError("a results table is a folder of Parquet parts, but this is a file", path=self.path)
 
@@ -104,8 +105,34 @@ class ResultTable:
         table = pa.Table.from_pylist([{name: row.get(name) for name in SCHEMA.names}], schema=SCHEMA)
         final = self.path / f"part-{row['key']}.parquet"
         staging = self.path / f".part-{row['key']}.{os.getpid()}.tmp"
-        pq.write_table(table, staging)
-        os.replace(staging, final)
+        if not self._swept:
+            self._remove_stale_staging()
+        try:
+            pq.write_table(table, staging)
+            os.replace(staging, final)
+        except BaseException:  # interrupted (Ctrl-C) or failed: no half-written part stays behind
+            staging.unlink(missing_ok=True)
+            raise
+
+    def _remove_stale_staging(self) -> None:
+        """Remove the staging files of writers that no longer run (a killed search): the
+        table is written by one search at a time, and those files never became rows."""
+        self._swept = True
+        for path in self.path.glob(".part-*.tmp"):
+            pid = path.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and not _running(int(pid)):
+                path.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 __all__ = ["ResultTable", "SCHEMA", "TIMING_COLUMNS"]
