@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.processes import is_running
 
 SCHEMA = pa.schema(
     [
@@ -120,19 +121,8 @@ class ResultTable:
         self._swept = True
         for path in self.path.glob(".part-*.tmp"):
             pid = path.name.rsplit(".", 2)[-2]
-            if pid.isdigit() and not _running(int(pid)):
+            if pid.isdigit() and not is_running(int(pid)):
                 path.unlink(missing_ok=True)
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 __all__ = ["ResultTable", "SCHEMA", "TIMING_COLUMNS"]

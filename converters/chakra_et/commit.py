@@ -32,24 +32,13 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.processes import is_running
 
 
 def marker_path(prefix: str | Path) -> Path:
     """The marker that exists while ``prefix``'s files are being renamed into place."""
     prefix = Path(prefix)
     return prefix.with_name(f".{prefix.name}.writing")
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _pid_in(path: Path) -> int | None:
@@ -65,7 +54,7 @@ def check_not_being_written(prefix: str | Path) -> None:
     if not marker.exists():
         return
     pid = _pid_in(marker)
-    if pid is not None and _alive(pid):
+    if pid is not None and is_running(pid):
         raise InputError(f"is being written by process {pid}; read it when that command has finished", path=f"{prefix}.0.et")
     raise InputError(
         f"an interrupted write (process {pid if pid is not None else '?'}) left these files incomplete; "
@@ -84,7 +73,7 @@ def remove_stale_staging(folder: Path) -> None:
         return
     for path in folder.iterdir():
         match = _STAGING.match(path.name)
-        if not match or _alive(int(match.group("pid"))):
+        if not match or is_running(int(match.group("pid"))):
             continue
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
