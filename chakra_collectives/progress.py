@@ -53,6 +53,7 @@ The callback is called from the thread doing the work, at most once per ``interv
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -186,6 +187,7 @@ class _Reporter:
         self.interval_s = interval_s
         self.last = -float("inf")
         self.stack: list[Task] = []
+        self.pid = os.getpid()
 
     def open(self, name: str, total: float | None, unit: str) -> Task:
         parent = self.stack[-1] if self.stack else None
@@ -231,9 +233,13 @@ _CURRENT: ContextVar[_Reporter | None] = ContextVar("chakra_collectives_progress
 
 
 def task(name: str, total: float | None = None, unit: str = "") -> Task:
-    """Open a task (use it as a context manager); a do-nothing task when nobody listens."""
+    """Open a task (use it as a context manager); a do-nothing task when nobody listens.
+
+    A process forked by the work (a worker sharing TACOS trials or rank files) inherits the
+    listener but is not the one it listens to: its tasks do nothing, so only the process that
+    installed the callback reports."""
     reporter = _CURRENT.get()
-    if reporter is None:
+    if reporter is None or reporter.pid != os.getpid():
         return _IDLE
     return reporter.open(name, total, unit)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import os
+import threading
 
 from rich.console import Console
 
@@ -75,3 +77,38 @@ def test_nothing_is_drawn_when_stderr_is_not_a_terminal():
     with showing_progress(console, "synth", delay_s=0):
         synthesize(load_topology("ring:4"), "all-gather", "1MiB", chunks_per_npu=1)
     assert out.getvalue() == ""
+
+
+def test_drawing_progress_runs_no_thread_so_work_may_fork():
+    """Forked workers (TACOS trials, reading and writing rank files) run only while this process
+    has one thread: the progress line must not add a timer or refresh thread."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80)
+    threads = []
+
+    def work():
+        with progress.task("work", total=3) as t:
+            for _ in range(3):
+                threads.append(threading.active_count())
+                t.advance()
+
+    before = threading.active_count()
+    with showing_progress(console, "synth", delay_s=0):
+        work()
+    assert threads == [before] * 3
+    assert "work" in out.getvalue()
+
+
+def test_a_forked_worker_does_not_report_to_its_parents_callback():
+    seen = []
+    with progress.reporting(seen.append, interval_s=0):
+        with progress.task("parent", total=1):
+            reader, writer = os.pipe()
+            child = os.fork()
+            if child == 0:  # the worker: its task must be the do-nothing one
+                os.write(writer, b"idle" if progress.task("child") is progress.task("other") else b"live")
+                os._exit(0)
+            os.waitpid(child, 0)
+            said = os.read(reader, 4)
+    assert said == b"idle"
+    assert [u.path for u in seen] == [("parent",), ("parent",)]

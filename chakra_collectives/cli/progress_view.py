@@ -5,6 +5,10 @@ stderr and only once the work has taken longer than a second, one line: what is 
 (the innermost tasks), a bar and percentage of the whole, and the time left. Nothing is drawn
 when stderr is not a terminal, so pipes and ``--json`` stay clean.
 
+The line is drawn from the progress callbacks themselves, in the thread doing the work: no
+timer or refresh thread runs, so work that forks processes to use every core (TACOS trials,
+reading and writing thousands of rank files) does so on a terminal as it does under ``--json``.
+
 >>> path = ("synth", "synthesize", "K=2", "tacos", "phases", "all-gather", "match chunks to links")
 >>> counts = ((0, None), (1, 3), (0, 1), (0, 2), (0, 2), (1, 4), (40, 112))
 >>> describe(Update(path, 40, 112, "(NPU, chunk) pairs", 0.6, 3.0, counts=counts), 80)
@@ -16,7 +20,7 @@ when stderr is not a terminal, so pipes and ``--json`` stay clean.
 from __future__ import annotations
 
 import contextlib
-import threading
+import time
 from typing import Iterator
 
 from rich.console import Console
@@ -79,22 +83,20 @@ class _View:
             TextColumn("{task.fields[eta]}"),
             console=console,
             transient=True,
+            auto_refresh=False,
         )
         self.task = self.bar.add_task(title[: self.width], total=None, eta="", percent="")
         self.anchor: tuple[str, ...] = ()
-        self.lock = threading.Lock()
         self.started = False
         self.shown = 0
-        self.timer = threading.Timer(delay_s, self.start)
-        self.timer.daemon = True
-
-    def start(self) -> None:
-        with self.lock:
-            if not self.started:
-                self.started = True
-                self.bar.start()
+        self.show_from = time.monotonic() + delay_s
 
     def update(self, update: Update) -> None:
+        if not self.started:
+            if time.monotonic() < self.show_from:
+                return
+            self.started = True
+            self.bar.start()
         depth = next((i for i, (_, total) in enumerate(update.counts) if total), None)
         anchor = update.path[: depth + 1] if depth is not None else ()
         if anchor != self.anchor:
@@ -108,14 +110,12 @@ class _View:
             completed=completed,
             percent=f"{completed / 10:3.0f}%" if known else "",
             eta=format_eta(update.eta_s) if known else "",
+            refresh=True,
         )
 
     def stop(self) -> None:
-        self.timer.cancel()
-        with self.lock:
-            if self.started:
-                self.bar.stop()
-            self.started = True  # a timer firing late must not start it now
+        if self.started:
+            self.bar.stop()
 
 
 @contextlib.contextmanager
@@ -125,7 +125,6 @@ def showing_progress(console: Console, title: str, *, enabled: bool = True, dela
         yield
         return
     view = _View(console, title, delay_s)
-    view.timer.start()
     try:
         with progress.reporting(view.update):
             with progress.task(title):
