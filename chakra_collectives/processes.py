@@ -1,15 +1,31 @@
-"""Other processes, as the writers of multi-file outputs need to know them.
+"""Other processes: whether one runs (for the writers of multi-file outputs), and work shared
+with forked ones (to use every core on a large write).
 
 >>> import os
 >>> is_running(os.getpid())
 True
 >>> is_running(2**22 + 12345)     # above Linux's largest process id
 False
+
+:func:`run_forked` runs the first job here and the others in forked processes, which see this
+process's memory as it was (no pickling of large inputs); a job's error is raised here:
+
+>>> done = []
+>>> run_forked([lambda: done.append("here"), lambda: None])
+>>> done
+['here']
+>>> run_forked([lambda: None, lambda: 1 / 0])
+Traceback (most recent call last):
+ZeroDivisionError: division by zero
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import pickle
+import threading
+from typing import Callable
 
 
 def is_running(pid: int) -> bool:
@@ -27,4 +43,59 @@ def is_running(pid: int) -> bool:
     return True
 
 
-__all__ = ["is_running"]
+def can_fork() -> bool:
+    """Whether work may be shared with forked processes: the platform forks, and this process
+    runs one thread (a fork copies only the calling thread; a lock another thread held would
+    stay locked in the child)."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def run_forked(jobs: list[Callable[[], None]]) -> None:
+    """Run ``jobs[0]`` in this process and every other job in a process forked for it, all at
+    once; return when all have finished. The first error (in job order) is raised here: the
+    child's exception itself when it pickles, else a :class:`RuntimeError` naming it. Jobs
+    communicate only through what they leave behind (files); their return values are dropped."""
+    context = multiprocessing.get_context("fork")
+    children = []
+    for job in jobs[1:]:
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_report_to, args=(send, job), daemon=True)
+        child.start()
+        send.close()
+        children.append((child, receive))
+    errors: list[BaseException] = []
+    try:
+        jobs[0]()
+    except BaseException as exc:  # noqa: BLE001 - raised below, after the children are reaped
+        errors.append(exc)
+    for child, receive in children:
+        try:
+            outcome = receive.recv()
+        except EOFError:  # killed before it could say
+            outcome = None
+        child.join()
+        receive.close()
+        if outcome is None and child.exitcode != 0:
+            outcome = RuntimeError(f"a worker process ended with exit code {child.exitcode}")
+        if outcome is not None:
+            errors.append(pickle.loads(outcome) if isinstance(outcome, bytes) else outcome)
+    if errors:
+        raise errors[0]
+
+
+def _report_to(send, job: Callable[[], None]) -> None:
+    """A forked worker: run ``job``, send ``None`` or its pickled exception."""
+    try:
+        job()
+        outcome = None
+    except BaseException as exc:  # noqa: BLE001 - the parent raises it
+        try:
+            outcome = pickle.dumps(exc)
+            pickle.loads(outcome)
+        except Exception:  # noqa: BLE001 - an exception that does not survive pickling
+            outcome = RuntimeError(f"{type(exc).__name__}: {exc}")
+    send.send(outcome)
+    send.close()
+
+
+__all__ = ["can_fork", "is_running", "run_forked"]

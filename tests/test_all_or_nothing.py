@@ -62,6 +62,34 @@ def test_a_failed_write_keeps_the_old_files_and_names_the_users_path(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"ar.{r}.et" for r in range(4)]
 
 
+def test_ranks_written_by_several_processes_are_the_files_one_process_writes(tmp_path):
+    algo = ring(Collective.ALL_REDUCE, 6, size_bytes=2**20)
+    write_algorithm(algo, tmp_path / "one" / "ar", workers=1)
+    write_algorithm(algo, tmp_path / "two" / "ar", workers=2)
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == [f"ar.{r}.et" for r in range(6)]
+    for rank in range(6):
+        assert (tmp_path / "two" / f"ar.{rank}.et").read_bytes() == (tmp_path / "one" / f"ar.{rank}.et").read_bytes()
+
+
+def test_a_worker_process_that_cannot_write_fails_the_whole_write_and_keeps_the_old_files(tmp_path, monkeypatch):
+    old = ring(Collective.ALL_GATHER, 4, size_bytes=2**20)
+    write_algorithm(old, tmp_path / "ar")
+    real_write = Path.write_bytes
+
+    def disk_full_for_rank_3(path, data):
+        if path.name == "ar.3.et":  # written by the forked worker (ranks 2-3)
+            raise OSError(28, "No space left on device", str(path))
+        return real_write(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full_for_rank_3)
+    with pytest.raises(InputError) as error:
+        write_algorithm(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), tmp_path / "ar", workers=2)
+    assert str(error.value) == f"{tmp_path / 'ar.3.et'}: cannot write: No space left on device"
+    monkeypatch.undo()
+    assert read_algorithm(tmp_path / "ar").equals(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"ar.{r}.et" for r in range(4)]
+
+
 def test_an_unwritable_folder_is_named_as_the_user_gave_it(cli, tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -98,6 +98,20 @@ def commit_files(
 
     ``name`` is the prefix's name (its marker is ``.NAME.writing``; default: the first file's
     name); ``after()`` runs between the renames and the marker's removal."""
+
+    def stage(staging: Path) -> None:
+        for path, data in zip(paths, contents):
+            (staging / path.name).write_bytes(data)
+
+    commit_staged(paths, stage, name=name, after=after)
+
+
+def commit_staged(
+    paths: list[Path], stage: Callable[[Path], None], *, name: str | None = None, after: Callable[[], None] | None = None
+) -> None:
+    """:func:`commit_files` for callers that write the files themselves: ``stage(staging)``
+    writes every file of ``paths`` under its own name into the folder ``staging`` (in any
+    order, from any process), then they are renamed into place all or nothing."""
     if not paths:
         return
     folder = paths[0].parent
@@ -109,15 +123,13 @@ def commit_files(
         folder.mkdir(parents=True, exist_ok=True)
         remove_stale_staging(folder)
         staging.mkdir(exist_ok=True)
-        staged = []
-        for path, data in zip(paths, contents):
-            temp = staging / path.name
-            temp.write_bytes(data)
-            staged.append((temp, path))
+        stage(staging)
+        for path in paths:  # every file staged before any is renamed
+            os.stat(staging / path.name)
         marker.write_text(f"{os.getpid()}\n")
         marked = True
-        for temp, path in staged:
-            os.replace(temp, path)
+        for path in paths:
+            os.replace(staging / path.name, path)
         if after is not None:
             after()
         marker.unlink(missing_ok=True)
@@ -130,4 +142,4 @@ def commit_files(
         shutil.rmtree(staging, ignore_errors=True)
 
 
-__all__ = ["check_not_being_written", "commit_files", "marker_path", "remove_stale_staging"]
+__all__ = ["check_not_being_written", "commit_files", "commit_staged", "marker_path", "remove_stale_staging"]

@@ -13,7 +13,10 @@ attributes) are serialized by protobuf once each and reused (``tests/test_et_wri
 the bytes against ``Node.SerializeToString`` and ``protolib.encodeMessage``).
 
 Files are streamed rank by rank: one rank's bytes are encoded, written and freed before the
-next (never every rank's nodes in memory). Writing is all-or-nothing: every rank file is
+next (never every rank's nodes in memory). A large algorithm (:data:`PARALLEL_OPS` operations
+or more) is written by as many processes as the machine has cores, each encoding a contiguous
+share of the ranks with about as many operations as the others; the files are the same.
+Writing is all-or-nothing: every rank file is
 written under a temporary name and renamed only when all of them are complete; rank files of
 the same prefix left by an earlier write (more ranks, or the other compression) are then
 removed, so the prefix names one algorithm.
@@ -31,10 +34,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
 from itertools import chain
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import (
@@ -53,7 +57,8 @@ from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
-from chakra_collectives.converters.chakra_et.commit import commit_files
+from chakra_collectives.converters.chakra_et.commit import commit_files, commit_staged
+from chakra_collectives.processes import can_fork, run_forked
 from chakra_collectives.converters.chakra_et.stream import length_prefix
 
 _NODE_TYPE = {
@@ -70,6 +75,11 @@ def rank_path(prefix: str | Path, rank: int, *, compress: bool = False) -> Path:
     return Path(f"{prefix}.{rank}.et" + (".gz" if compress else ""))
 
 
+PARALLEL_OPS = 500_000
+"""Operations from which :func:`write_algorithm` shares the ranks among processes (about a
+second of encoding in one; below, forking costs more than it saves)."""
+
+
 def write_algorithm(
     algo: CollectiveAlgorithm,
     prefix: str | Path,
@@ -77,11 +87,14 @@ def write_algorithm(
     size_bytes: int | None = None,
     reduce_bandwidth_gbps: float | None = None,
     compress: bool = False,
+    workers: int | None = None,
 ) -> list[Path]:
     """Write ``algo`` for a collective of ``size_bytes`` (default ``algo.size_bytes``).
 
     ``reduce_bandwidth_gbps`` turns reductions and copies without a duration into COMP nodes
     that take ``bytes / bandwidth``; without it they take no time (ASTRA-sim then charges 1 ns).
+    ``workers`` processes encode the ranks (default: the machine's cores from
+    :data:`PARALLEL_OPS` operations, else 1; always 1 where this process cannot fork).
     Returns the paths written.
     """
     size = algo.size_bytes if size_bytes is None else size_bytes
@@ -100,8 +113,41 @@ def write_algorithm(
         return gzip.compress(data, mtime=0) if compress else data
 
     paths = [rank_path(prefix, rank, compress=compress) for rank in range(algo.num_ranks)]
-    write_rank_files(prefix, paths, (rank_bytes(rank) for rank in range(algo.num_ranks)))
+    if workers is None:
+        workers = (os.cpu_count() or 1) if algo.num_ops >= PARALLEL_OPS else 1
+    workers = min(workers, algo.num_ranks) if can_fork() else 1
+    if workers <= 1:
+        write_rank_files(prefix, paths, (rank_bytes(rank) for rank in range(algo.num_ranks)))
+        return paths
+
+    def stage(staging: Path) -> None:
+        def writer_of(ranks: range) -> Callable[[], None]:
+            def write_share() -> None:
+                for rank in ranks:
+                    (staging / paths[rank].name).write_bytes(rank_bytes(rank))
+
+            return write_share
+
+        run_forked([writer_of(ranks) for ranks in balanced_rank_shares(bounds, workers)])
+
+    commit_staged(paths, stage, name=Path(prefix).name, after=lambda: _remove_stale_rank_files(prefix, paths))
     return paths
+
+
+def balanced_rank_shares(bounds: np.ndarray, shares: int) -> list[range]:
+    """``shares`` contiguous ranges of ranks with about equal operations each, from the ranks'
+    operation bounds (rank ``r`` holds operations ``bounds[r]:bounds[r + 1]``).
+
+    >>> balanced_rank_shares(np.array([0, 10, 20, 30, 40]), 2)
+    [range(0, 2), range(2, 4)]
+    >>> balanced_rank_shares(np.array([0, 90, 95, 100]), 2)
+    [range(0, 1), range(1, 3)]
+    """
+    ranks = len(bounds) - 1
+    targets = bounds[-1] * np.arange(1, shares) / shares
+    cuts = np.searchsorted(bounds[1:], targets, side="left") + 1
+    edges = [0, *np.clip(cuts, 1, ranks - 1).tolist(), ranks]
+    return [range(a, b) for a, b in zip(edges, edges[1:]) if b > a]
 
 
 def write_rank_files(prefix: str | Path, paths: list[Path], contents: Iterable[bytes], *, extra: Mapping[Path, bytes] | None = None) -> None:
