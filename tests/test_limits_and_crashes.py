@@ -128,6 +128,14 @@ def test_work_estimated_above_the_memory_limit_is_refused_before_it_starts():
     one_line_error(result, 4, "synthesizing direct all-reduce on ring:4096 needs about", "--max-memory")
 
 
+@pytest.mark.parametrize("k, advises_fewer_chunks", [(1, False), (2, True)])
+def test_the_refusal_advises_fewer_chunks_only_when_there_are_fewer_to_use(k, advises_fewer_chunks):
+    """40K NPUs (the TACOS paper's largest All-Reduce) is refused up front with its estimate."""
+    result = capped("synth", "-t", "torus3d:34x34x34", "-a", "tacos", "-c", "all-reduce", "-s", "64MiB", "-k", str(k), "--max-memory", "16GiB", timeout=30)
+    line = one_line_error(result, 4, "synthesizing tacos all-reduce on torus3d:34x34x34 needs about", "(NPU, chunk) pairs", "--max-memory")
+    assert ("--chunks-per-npu" in line) is advises_fewer_chunks
+
+
 def test_a_gzip_bomb_is_refused_as_it_unpacks(tmp_path):
     (tmp_path / "bomb.0.et").write_bytes(gzip.compress(bytes(256 * 2**20)))
     result = capped("inspect", str(tmp_path / "bomb"), "--max-memory", "200MiB", timeout=20)

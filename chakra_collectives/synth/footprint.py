@@ -57,6 +57,8 @@ Footprint = Callable[[Topology, Collective, int, SynthesisOptions], tuple[float,
 """``footprint(topology, collective, num_ranks, options) -> (bytes, what they count)``."""
 
 ADVICE = "use fewer NPUs or fewer chunks per NPU (--chunks-per-npu), or another algorithm (--algorithm)"
+ADVICE_ONE_CHUNK = "use fewer NPUs or another algorithm (--algorithm)"
+"""What to change when even one chunk per NPU is too large."""
 
 
 def phases(collective: Collective) -> int:
@@ -68,7 +70,8 @@ def estimate(name: str, topology: Topology, collective: Collective, num_ranks: i
     """The memory producer ``name`` needs for ``collective`` over ``num_ranks`` ranks of ``topology``."""
     footprint = get(name).footprint or pair_footprint
     nbytes, work = footprint(topology, collective, num_ranks, options)
-    return Estimate(f"synthesizing {name} {collective.value} on {topology.name}", nbytes, work, ADVICE)
+    advice = ADVICE if options.chunks_per_npu > 1 else ADVICE_ONE_CHUNK
+    return Estimate(f"synthesizing {name} {collective.value} on {topology.name}", nbytes, work, advice)
 
 
 def pair_footprint(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> tuple[float, str]:
