@@ -26,7 +26,8 @@ from chakra_collectives.ir.ops import OpKind, OpTable
 @dataclass
 class Matching:
     partner: np.ndarray
-    """For each operation, the index of the operation it pairs with (-1: none or not comm)."""
+    """For each operation, the index of the operation it pairs with (-1: none or not comm);
+    int32 below 2**31 operations."""
     problems: list[str]
     """One line per problem found (at most the ``limit`` asked for), naming rank and node."""
 
@@ -45,7 +46,7 @@ def pair_in_order(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndar
     >>> sorted(zip(s.tolist(), r.tolist()))      # the second 0 -> 1 send has no receive
     [(0, 1), (2, 0)]
     """
-    packed = _packed(send_keys, recv_keys)
+    packed = _packed(list(send_keys.T), list(recv_keys.T)) if send_keys.ndim == 2 and recv_keys.ndim == 2 else None
     if packed is not None:  # each key one int64: sorts instead of row comparisons
         send_packed, recv_packed = packed
         return _pair_packed(send_packed, recv_packed)
@@ -54,20 +55,22 @@ def pair_in_order(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndar
     return _intersect_rows(send_full, recv_full)
 
 
-def _packed(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Both sides' rows as single int64 keys (mixed radix), when the columns are non-negative
-    and the product of their ranges fits; else None."""
-    if len(send_keys) == 0 or len(recv_keys) == 0 or send_keys.ndim != 2 or send_keys.shape[1] != recv_keys.shape[1]:
+def _packed(send_columns: list[np.ndarray], recv_columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both sides' keys, given column by column, as single int64 keys (mixed radix), when the
+    columns are non-negative and the product of their ranges fits; else None."""
+    if not len(send_columns) or len(send_columns) != len(recv_columns) or len(send_columns[0]) == 0 or len(recv_columns[0]) == 0:
         return None
-    if min(int(send_keys.min()), int(recv_keys.min())) < 0:
+    if min(min(int(c.min()) for c in send_columns), min(int(c.min()) for c in recv_columns)) < 0:
         return None
-    spans = np.maximum(send_keys.max(axis=0), recv_keys.max(axis=0)).astype(object) + 1
-    if int(np.prod(spans)) >= 2**62:
+    spans = [max(int(s.max()), int(r.max())) + 1 for s, r in zip(send_columns, recv_columns)]
+    if int(np.prod(np.array(spans, dtype=object))) >= 2**62:
         return None
-    send, recv = np.zeros(len(send_keys), dtype=np.int64), np.zeros(len(recv_keys), dtype=np.int64)
-    for column, span in enumerate(spans.tolist()):
-        send = send * span + send_keys[:, column]
-        recv = recv * span + recv_keys[:, column]
+    send, recv = np.zeros(len(send_columns[0]), dtype=np.int64), np.zeros(len(recv_columns[0]), dtype=np.int64)
+    for send_column, recv_column, span in zip(send_columns, recv_columns, spans):
+        send *= span
+        send += send_column
+        recv *= span
+        recv += recv_column
     return send, recv
 
 
@@ -110,14 +113,21 @@ def match_messages(algo: CollectiveAlgorithm, limit: int = 10) -> Matching:
     """
     ops = algo.ops
     size = len(ops)
-    partner = np.full(size, -1, dtype=np.int64)
-    index = np.arange(size, dtype=np.int64)
-    sends = index[ops.kind == OpKind.SEND]
-    recvs = index[ops.kind == OpKind.RECV]
+    partner = np.full(size, -1, dtype=np.int32 if size < 2**31 else np.int64)
+    sends = np.flatnonzero(ops.kind == OpKind.SEND)
+    recvs = np.flatnonzero(ops.kind == OpKind.RECV)
     # key of a message: (sender, receiver, tag); occurrence: k-th with that key in program order
-    send_keys = np.stack([ops.rank[sends].astype(np.int64), ops.peer[sends].astype(np.int64), ops.tag[sends]], axis=1)
-    recv_keys = np.stack([ops.peer[recvs].astype(np.int64), ops.rank[recvs].astype(np.int64), ops.tag[recvs]], axis=1)
-    in_send, in_recv = pair_in_order(send_keys, recv_keys)
+    send_columns = [ops.rank[sends], ops.peer[sends], ops.tag[sends]]
+    recv_columns = [ops.peer[recvs], ops.rank[recvs], ops.tag[recvs]]
+    packed = _packed(send_columns, recv_columns)
+    if packed is not None:  # one int64 per message instead of three columns
+        del send_columns, recv_columns
+        in_send, in_recv = _pair_packed(*packed)
+        del packed
+    else:
+        in_send, in_recv = pair_in_order(
+            np.stack(send_columns, axis=1).astype(np.int64), np.stack(recv_columns, axis=1).astype(np.int64)
+        )
     partner[sends[in_send]] = recvs[in_recv]
     partner[recvs[in_recv]] = sends[in_send]
 

@@ -119,7 +119,7 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     kind = graph.kind.tolist()
     timed = np.flatnonzero((graph.kind == LOCAL) & (graph.duration != 0))
     duration = dict(zip(timed.tolist(), graph.duration[timed].tolist()))  # LOCAL tasks that take time
-    has_units = bool(np.any(graph.unit >= 0) or np.any(graph.release >= 0))
+    has_units = graph.has_units
     unit = graph.unit.tolist() if has_units else None
     release = graph.release.tolist() if has_units else None
     partner = graph.partner.tolist()

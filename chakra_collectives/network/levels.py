@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, task_id_type
 
 
 MAX_HOPS_PER_TASK = 4
@@ -65,11 +65,12 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
     """Every task's ``(start, end)`` assuming no message waits for a link; ``None`` when that
     assumption fails (some hop would begin before its link is free), when tasks hold units, or
     when some task never runs (a deadlock: the event engine reports it)."""
-    if np.any(graph.unit >= 0) or np.any(graph.release >= 0):
+    if graph.has_units:
         return None
     size = len(graph)
+    task_id = task_id_type(size)  # task ids and counts in 4 bytes where they fit (43M tasks at 16K NPUs)
     kind = graph.kind
-    sends = np.flatnonzero(kind == SEND)
+    sends = np.flatnonzero(kind == SEND).astype(task_id)
     # every hop of every SEND, flat: SEND j's hops are first_hop[j] .. first_hop[j] + lengths[j] - 1
     route_length = np.diff(costs.hop_ptr)
     lengths = route_length[costs.kind_of_send]
@@ -78,28 +79,29 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
     first_hop = np.cumsum(lengths) - lengths
     hop_of = np.repeat(costs.hop_ptr[costs.kind_of_send] - first_hop, lengths) + np.arange(int(lengths.sum()))
     hop_link, hop_busy, hop_delivered = costs.hop_link[hop_of], costs.hop_busy[hop_of], costs.hop_delivered[hop_of]
+    del hop_of
     hop_send = np.repeat(sends, lengths)
     # dependencies and successors; a RECV also waits for its SEND (its message)
-    owners = np.repeat(np.arange(size, dtype=np.int64), np.diff(graph.dep_ptr))
-    recvs = np.flatnonzero(kind == RECV)
-    edge_src = np.concatenate([graph.dep_idx, graph.partner[recvs]])
+    owners = np.repeat(np.arange(size, dtype=task_id), np.diff(graph.dep_ptr))
+    recvs = np.flatnonzero(kind == RECV).astype(task_id)
+    edge_src = np.concatenate([graph.dep_idx.astype(task_id, copy=False), graph.partner[recvs].astype(task_id, copy=False)])
     edge_dst = np.concatenate([owners, recvs])
-    del owners
-    pending = np.bincount(edge_dst, minlength=size)
+    del owners, recvs
+    pending = np.bincount(edge_dst, minlength=size).astype(task_id)
     succ = edge_dst[np.argsort(edge_src, kind="stable")]
+    del edge_dst
     succ_ptr = np.zeros(size + 1, dtype=np.int64)
-    fan_out = np.bincount(edge_src, minlength=size)
+    fan_out = np.bincount(edge_src, minlength=size).astype(task_id)
     np.cumsum(fan_out, out=succ_ptr[1:])
-    del edge_src, edge_dst
+    del edge_src
     time_type = np.result_type(graph.duration.dtype, hop_delivered.dtype)
-    start = np.full(size, np.nan)
     end = np.full(size, np.nan)
-    ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies done so far
+    ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
     arrival = np.zeros(size, dtype=time_type)  # a RECV's message arrival
-    send_index = np.full(size, -1, dtype=np.int64)
-    send_index[sends] = np.arange(len(sends))
+    send_index = np.full(size, -1, dtype=task_id)
+    send_index[sends] = np.arange(len(sends), dtype=task_id)
     partner = graph.partner
-    stamp = np.zeros(size, dtype=np.int64)
+    stamp = np.zeros(size, dtype=task_id)
     frontier = np.flatnonzero(pending == 0)
     done = 0
     while len(frontier):
@@ -115,7 +117,6 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
         is_recv = k == RECV
         if is_recv.any():  # posted at begin; done when its message has arrived too
             finish[is_recv] = np.maximum(begin[is_recv], arrival[frontier[is_recv]])
-        start[frontier] = begin
         end[frontier] = finish
         lo, fan = succ_ptr[frontier], fan_out[frontier]
         total = int(fan.sum())
@@ -135,6 +136,8 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
         frontier = ready[stamp[ready] == np.arange(len(ready))]
     if done < size:
         return None
+    start = ready_at.astype(np.float64, copy=False)
+    del ready_at, arrival, pending, succ, succ_ptr, fan_out, send_index, stamp
     # the premise: on every link, hops in time order never overlap
     hop_begin = _hop_begins(start[sends], lengths, first_hop, hop_delivered)
     hop_free = hop_begin + hop_busy
