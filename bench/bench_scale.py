@@ -1,6 +1,6 @@
 """Scale: whole commands at 256 to 16,384 NPUs, each run in a fresh process.
 
-``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,read,replay,small]``
+``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,write,read,replay,small]``
 
 Every row is one command (``chakra-coll ...``) run as a user runs it, in its own process:
 wall seconds, CPU seconds (user + system: what the machine's load does not inflate), peak RSS
@@ -13,6 +13,10 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
 * **baselines**: ring, direct, rhd all-reduce and tree reduce at 1,024 ranks built alone, each in
   a fresh process (target <= 2 s, <= 0.5 GB), and ``synth -t ring:1024 -a ring -c all-reduce``
   whole.
+* **write**: TACOS All-Gather synthesized in a fresh process, then written alone: seconds and
+  the write's own peak memory above what the process held before it (the kernel's peak-RSS
+  mark reset just before the write; forked writer processes counted by their own peak) beside
+  the files' size on disk (target: write memory <= 2x the files).
 * **read**: the 1,024-rank ring all-reduce's files (5.2M nodes): ``read_algorithm`` alone
   (nodes/s, target >= 600k) and ``inspect --json`` (target <= 10 s).
 * **replay**: a 1,024-rank all-reduce microbenchmark with that algorithm on ``ring:1024``
@@ -122,6 +126,42 @@ def baselines_table(repeat: int) -> None:
           f"{s['synthesis_s']:.1f} s, prediction {s['predict_s']:.1f} s, bounds {s['bounds_s']:.1f} s), peak {r['peak_mib']:.0f} MiB", flush=True)
 
 
+WRITE_ALONE = """
+import json, os, resource, sys, tempfile, time
+from pathlib import Path
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.topology import load_topology
+
+def status(key):
+    return next(int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+algo = tacos(load_topology(sys.argv[1]), "all-gather", 64 * 2**20, trials=1).algorithm
+with tempfile.TemporaryDirectory() as tmp:
+    held = status("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # the peak-RSS mark starts again from here
+    started = time.perf_counter()
+    write_algorithm(algo, Path(tmp) / "ag")
+    seconds = time.perf_counter() - started
+    files = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
+print(json.dumps({"ops": algo.num_ops, "s": seconds, "held": held, "peak": status("VmHWM"),
+                  "worker_peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, "files": files}))
+"""
+
+
+def write_table(sizes: list[int], repeat: int) -> None:
+    print("\nwrite_algorithm alone (TACOS all-gather, 64 MiB; MiB): the write's peak above what was held")
+    print(f"{'topology':<16} {'ops':>11} {'write s':>8} {'files':>7} {'held':>7} {'+write':>7} {'worker':>7} {'ratio':>6}")
+    for n in sizes:
+        side = int(round(n**0.5))
+        spec = f"torus2d:{side}x{side}"
+        r = measured([sys.executable, "-c", WRITE_ALONE, spec], repeat=repeat)
+        w = json.loads(r["stdout"])
+        extra = max(w["peak"] - w["held"], w["worker_peak"] - w["held"], 0.0)
+        print(f"{spec:<16} {w['ops']:>11,} {w['s']:>8.2f} {w['files']:>7.0f} {w['held']:>7.0f} {w['peak'] - w['held']:>7.0f} "
+              f"{w['worker_peak']:>7.0f} {extra / w['files']:>6.2f}", flush=True)
+
+
 READ = """
 import json, sys, time
 from chakra_collectives.converters.chakra_et import read_algorithm
@@ -190,7 +230,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default="synth,baselines,read,small", help="tables to print (synth, baselines, read, replay, small)")
+    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
@@ -202,6 +242,8 @@ def main(argv: list[str]) -> None:
         small_table(args.repeat)
     if "baselines" in only:
         baselines_table(args.repeat)
+    if "write" in only:
+        write_table([n for n in sizes if n <= 4096], args.repeat)
     if "read" in only or "replay" in only:
         read_and_replay_tables(args.repeat, replay="replay" in only)
     if "synth" in only:
