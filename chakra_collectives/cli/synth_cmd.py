@@ -161,6 +161,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
                 f"{result.reduce_scatter_all_gather_efficiency:.3f} against reduce-scatter + all-gather algorithms "
                 f"(bound {format_time_ns(b.reduce_scatter_all_gather_ns)})",
             ))
+    if result.bottleneck is not None:
+        rows.append(("limited by", result.bottleneck.describe()))
     if result.candidates:
         shown = []
         for c in result.candidates:

@@ -24,7 +24,8 @@ from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
-from chakra_collectives.network import predict_time
+from chakra_collectives.network import simulate_collective
+from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
@@ -107,6 +108,8 @@ class SynthesisResult:
     """When the chunks per NPU were chosen (none given): the predicted time with each ``K`` tried."""
     network_model: str = "default"
     """The network model the candidates were timed (and ``best`` chose) under: default or astra-sim."""
+    bottleneck: Bottleneck | None = None
+    """What limited the prediction: its busiest link (``None`` when the producer timed itself)."""
 
     @property
     def efficiency(self) -> float | None:
@@ -158,6 +161,7 @@ class SynthesisResult:
             "phase_latency_ratios": list(self.phase_latency_ratios),
             "chunks_per_npu_tried": {str(k): t for k, t in self.chunks_tried.items()},
             "switch_handling": self.switch_handling,
+            "bottleneck": None if self.bottleneck is None else self.bottleneck.as_dict(),
             **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
             # deprecated spellings, kept for one release
             "npus": self.topology.num_npus,
@@ -237,7 +241,7 @@ def synthesize(
     tried: dict[int, float] = {}
     found: SynthesisResult | None = None
     spent_s = [0.0, 0.0]
-    unchunked: dict[str, tuple[Synthesized, float, float, float]] = {}  # built once, whatever K
+    unchunked: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]] = {}  # built once, whatever K
     with progress.task("synthesize"):
         for k in counts:
             label = f"K={k}" if chunks_per_npu is None else ""
@@ -272,13 +276,13 @@ def _synthesize_with(
     label: str,
     network_model: str,
     forest: dict[str, Any],
-    unchunked: dict[str, tuple[Synthesized, float, float, float]],
+    unchunked: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]],
 ) -> SynthesisResult:
     """:func:`synthesize` for one chunk count, without the bounds (``forest``: ForestColl's options;
     ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
     step = on_step or (lambda name: None)
     options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
-    produced: dict[str, tuple[Synthesized, float, float, float]] = {}
+    produced: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]] = {}
 
     def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
         if candidate in unchunked:
@@ -294,8 +298,13 @@ def _synthesize_with(
             with progress.task("predict"):
                 # a producer that timed itself did so under the default model
                 own = made.predicted_ns if network_model == "default" else None
-                predicted = own if own is not None else predict_time(made.algorithm, topology, mode=network_model)
-            produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted)
+                if own is not None:
+                    predicted, limit = own, None
+                else:
+                    timing = simulate_collective(made.algorithm, topology, mode=network_model)
+                    predicted, limit = timing.time_ns, busiest_link(timing)
+                    del timing
+            produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted, limit)
         if not get(candidate).chunked:
             unchunked[candidate] = produced[candidate]
         return made.algorithm, predicted
@@ -326,7 +335,7 @@ def _synthesize_with(
             require(footprint(name))
             algo, _ = produce(name)
             candidates, bounding_s = [], 0.0
-    made, _, _, predicted = produced[chosen]
+    made, _, _, predicted, limit = produced[chosen]
     details = made.details
     return SynthesisResult(
         algorithm=algo,
@@ -346,6 +355,7 @@ def _synthesize_with(
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
         details=dict(details),
         network_model=network_model,
+        bottleneck=limit,
     )
 
 
