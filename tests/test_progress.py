@@ -6,6 +6,8 @@ import io
 import os
 import threading
 
+import pytest
+
 from rich.console import Console
 
 from chakra_collectives import progress
@@ -112,3 +114,17 @@ def test_a_forked_worker_does_not_report_to_its_parents_callback():
             said = os.read(reader, 4)
     assert said == b"idle"
     assert [u.path for u in seen] == [("parent",), ("parent",)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_writing_rank_files_reports_files_done_with_a_total(tmp_path, workers):
+    from chakra_collectives.converters.chakra_et import write_algorithm
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+
+    seen = []
+    with progress.reporting(seen.append, interval_s=0):
+        write_algorithm(ring(Collective.ALL_GATHER, 8, size_bytes=2**20), tmp_path / "ag", workers=workers)
+    files = [u for u in seen if u.path[-1] == "encode rank files"]
+    assert files[0].total == (8 if workers == 1 else 4) and files[-1].finished
+    assert max(u.done for u in files) == files[0].total

@@ -53,6 +53,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 )
 from chakra.src.third_party.utils import protolib
 
+from chakra_collectives import progress
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
@@ -116,19 +117,21 @@ def write_algorithm(
     if workers is None:
         workers = (os.cpu_count() or 1) if algo.num_ops >= PARALLEL_OPS else 1
     workers = min(workers, algo.num_ranks) if can_fork() else 1
-    if workers <= 1:
-        write_rank_files(prefix, paths, (rank_bytes(rank) for rank in range(algo.num_ranks)))
-        return paths
+    shares = balanced_rank_shares(bounds, workers)
+    unit = "files" if len(shares) == 1 else f"files (1/{len(shares)} share)"
 
     def stage(staging: Path) -> None:
         def writer_of(ranks: range) -> Callable[[], None]:
             def write_share() -> None:
-                for rank in ranks:
-                    (staging / paths[rank].name).write_bytes(rank_bytes(rank))
+                # the shares hold as many operations each: the share written here shows the progress of all
+                with progress.task("encode rank files", total=len(ranks), unit=unit) as done:
+                    for rank in ranks:
+                        (staging / paths[rank].name).write_bytes(rank_bytes(rank))
+                        done.advance()
 
             return write_share
 
-        run_forked([writer_of(ranks) for ranks in balanced_rank_shares(bounds, workers)])
+        run_forked([writer_of(ranks) for ranks in shares])  # one share: written here, no fork
 
     commit_staged(paths, stage, name=Path(prefix).name, after=lambda: _remove_stale_rank_files(prefix, paths))
     return paths
