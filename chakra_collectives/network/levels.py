@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chakra_collectives import progress
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, task_id_type
 
 
@@ -104,36 +105,38 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
     stamp = np.zeros(size, dtype=task_id)
     frontier = np.flatnonzero(pending == 0)
     done = 0
-    while len(frontier):
-        done += len(frontier)
-        begin = ready_at[frontier]
-        k = kind[frontier]
-        finish = begin.copy()
-        local = k == LOCAL
-        finish[local] = begin[local] + graph.duration[frontier[local]]
-        is_send = k == SEND
-        if is_send.any():
-            finish[is_send] = _arrive(send_index[frontier[is_send]], begin[is_send], lengths, first_hop, hop_delivered)
-        is_recv = k == RECV
-        if is_recv.any():  # posted at begin; done when its message has arrived too
-            finish[is_recv] = np.maximum(begin[is_recv], arrival[frontier[is_recv]])
-        end[frontier] = finish
-        lo, fan = succ_ptr[frontier], fan_out[frontier]
-        total = int(fan.sum())
-        if total == 0:
-            break
-        source = np.repeat(np.arange(len(frontier)), fan)
-        targets = succ[np.repeat(lo - (np.cumsum(fan) - fan), fan) + np.arange(total)]
-        values = finish[source]
-        message = (k[source] == SEND) & (partner[targets] == frontier[source]) & (kind[targets] == RECV)
-        if message.any():  # the message edge: an arrival, not a dependency
-            arrival[targets[message]] = values[message]
-            values = np.where(message, time_type.type(0), values)
-        np.maximum.at(ready_at, targets, values)
-        np.subtract.at(pending, targets, 1)
-        ready = targets[pending[targets] == 0]
-        stamp[ready] = np.arange(len(ready))  # a task reached by several edges is kept once
-        frontier = ready[stamp[ready] == np.arange(len(ready))]
+    with progress.task("time level by level", total=size, unit="tasks") as timed:
+        while len(frontier):
+            done += len(frontier)
+            timed.update(done)
+            begin = ready_at[frontier]
+            k = kind[frontier]
+            finish = begin.copy()
+            local = k == LOCAL
+            finish[local] = begin[local] + graph.duration[frontier[local]]
+            is_send = k == SEND
+            if is_send.any():
+                finish[is_send] = _arrive(send_index[frontier[is_send]], begin[is_send], lengths, first_hop, hop_delivered)
+            is_recv = k == RECV
+            if is_recv.any():  # posted at begin; done when its message has arrived too
+                finish[is_recv] = np.maximum(begin[is_recv], arrival[frontier[is_recv]])
+            end[frontier] = finish
+            lo, fan = succ_ptr[frontier], fan_out[frontier]
+            total = int(fan.sum())
+            if total == 0:
+                break
+            source = np.repeat(np.arange(len(frontier)), fan)
+            targets = succ[np.repeat(lo - (np.cumsum(fan) - fan), fan) + np.arange(total)]
+            values = finish[source]
+            message = (k[source] == SEND) & (partner[targets] == frontier[source]) & (kind[targets] == RECV)
+            if message.any():  # the message edge: an arrival, not a dependency
+                arrival[targets[message]] = values[message]
+                values = np.where(message, time_type.type(0), values)
+            np.maximum.at(ready_at, targets, values)
+            np.subtract.at(pending, targets, 1)
+            ready = targets[pending[targets] == 0]
+            stamp[ready] = np.arange(len(ready))  # a task reached by several edges is kept once
+            frontier = ready[stamp[ready] == np.arange(len(ready))]
     if done < size:
         return None
     start = ready_at.astype(np.float64, copy=False)
