@@ -166,16 +166,37 @@ class StepSolution:
     lp_s: float
 
 
+SOLVED_PROGRAMS_KEPT = 2**14
+"""Optima :func:`solve_program` remembers (per process): ``synth`` tries BFB once per chunk count
+and ``best`` for every collective of a search, always with the same programs."""
+
+_solved: dict[tuple, Fraction] = {}
+
+
 def solve_program(program: StepProgram) -> StepSolution:
     """Minimize the most loaded link of ``program`` with HiGHS, then make the optimum exact.
 
     A program where no shard has a choice of link (every pair of a Kautz graph has one shortest
-    path) needs no solver: its loads are fixed.
+    path) needs no solver: its loads are fixed. A program solved before in this process is not
+    solved again (its solution then took no time).
 
     >>> p = StepProgram(np.array([[True, True], [True, False]]), np.array([3, 1]), (Fraction(1), Fraction(1)))
     >>> solve_program(p).load
     Fraction(2, 1)
+    >>> solve_program(p).lp_s
+    0.0
     """
+    key = program.key()
+    if key in _solved:
+        return StepSolution(_solved[key], 0.0)
+    solution = _solve_program(program)
+    if len(_solved) >= SOLVED_PROGRAMS_KEPT:
+        _solved.clear()
+    _solved[key] = solution.load
+    return solution
+
+
+def _solve_program(program: StepProgram) -> StepSolution:
     started = time.perf_counter()
     masks, counts = program.masks, program.counts
     if (masks.sum(axis=1) == 1).all():  # no shard has a choice: the loads are what they are, exactly
