@@ -250,3 +250,17 @@ def test_matchings_in_parallel_processes_give_the_same_algorithm(monkeypatch):
     monkeypatch.setattr(tacos_module, "PARALLEL_PAIRS", 0)  # every problem is "large"
     shared = tacos_module.tacos(topo, "all-reduce", 16 * 2**20, trials=2)
     assert shared.algorithm.equals(alone.algorithm) and shared.seeds == alone.seeds
+
+
+@pytest.mark.parametrize("spec, k", [("torus2d:4x4", 4), ("mesh2d:4x4", 2)])
+def test_lowering_in_small_blocks_gives_the_same_operations(monkeypatch, spec, k):
+    """The per-chunk work of the lowering runs a block of messages at a time (so a 16,384-NPU
+    schedule's temporaries stay small): blocks of 3 chunks give what one block gives."""
+    from chakra_collectives.synth import matcher
+
+    whole = tacos(load_topology(spec), "all-reduce", 2**20, chunks_per_npu=k, trials=1).algorithm
+    monkeypatch.setattr(matcher, "RUN_BLOCK_CHUNKS", 3)
+    schedule = match_all_gather(build_channels(load_topology(spec), chunk_bytes=2**20 // (16 * k)), k, seed=0, latency_ratio=40)
+    assert schedule.count.max() > 1 and len(matcher.run_blocks(schedule.count)) > 1  # runs are merged, several blocks
+    blocks = tacos(load_topology(spec), "all-reduce", 2**20, chunks_per_npu=k, trials=1).algorithm
+    assert blocks.equals(whole)

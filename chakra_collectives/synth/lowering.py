@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
-from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule, expand_runs
+from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule, expand_runs, run_blocks
 
 _I32 = np.int32
 _NONE = -1
@@ -193,11 +193,12 @@ def _add_all_gather(
         via = delivery[src[forwarded].astype(np.int64) * c_total + chunk[forwarded]]
         deps.add(send_pos[forwarded], recv_pos[via])
     else:
-        message, offset = expand_runs(count[forwarded])
-        ids = forwarded[message]
-        via = delivery[src[ids].astype(np.int64) * c_total + chunk[ids] + offset]
-        owners, targets, slot = _consecutive_slots(ids, via)
-        deps.add_slots(send_pos[owners], recv_pos[targets], slot)
+        for block in run_blocks(count[forwarded]):  # per chunk, a block of messages at a time
+            message, offset = expand_runs(count[forwarded[block]])
+            ids = forwarded[block][message]
+            via = delivery[src[ids].astype(np.int64) * c_total + (chunk[ids] + offset)]
+            owners, targets, slot = _consecutive_slots(ids, via)
+            deps.add_slots(send_pos[owners], recv_pos[targets], slot)
     if owner_ready is not None:  # an owner's send waits until its chunks are final
         own = np.flatnonzero(owned)
         message, offset = expand_runs(count[own])

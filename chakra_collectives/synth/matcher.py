@@ -120,12 +120,10 @@ class Schedule:
         """``index[npu * C + chunk]``: the transfer that delivered ``chunk`` to ``npu`` (-1: its owner)."""
         c = self.num_chunks
         index = np.full(self.num_npus * c, -1, dtype=np.int32)
-        ids = np.arange(self.num_transfers, dtype=np.int32)
-        if self.max_chunks == 1:
-            index[self.dst.astype(np.int64) * c + self.chunk] = ids
-        else:
-            ids, offset = expand_runs(self.count)
-            index[self.dst[ids].astype(np.int64) * c + self.chunk[ids] + offset] = ids
+        for block in run_blocks(self.count):  # a block's chunks at a time: temporaries stay small
+            ids, offset = expand_runs(self.count[block])
+            ids += block.start
+            index[self.dst[ids].astype(np.int64) * c + (self.chunk[ids] + offset)] = ids
         return index
 
 
@@ -141,6 +139,32 @@ def expand_runs(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.cumsum(count) - count
     offset = np.arange(len(ids), dtype=np.int32) - np.repeat(starts, count).astype(np.int32)
     return ids, offset
+
+
+RUN_BLOCK_CHUNKS = 2**20
+"""Chunks of runs :func:`run_blocks` puts in one block by default (a block's expansion takes
+about 30 MB)."""
+
+
+def run_blocks(count: np.ndarray, max_chunks: int | None = None) -> list[slice]:
+    """Consecutive slices of messages of ``count`` chunks, each carrying at most ``max_chunks``
+    chunks (or one message, if larger): per-chunk work (``expand_runs``) done block by block
+    needs memory for a block, not for every (NPU, chunk) pair of a 16,384-NPU schedule.
+
+    >>> run_blocks(np.array([2, 2, 3, 1]), max_chunks=4)
+    [slice(0, 2, None), slice(2, 4, None)]
+    >>> run_blocks(np.array([5, 1]), max_chunks=4)
+    [slice(0, 1, None), slice(1, 2, None)]
+    """
+    max_chunks = RUN_BLOCK_CHUNKS if max_chunks is None else max_chunks
+    ends = np.cumsum(count, dtype=np.int64)
+    blocks, start = [], 0
+    while start < len(count):
+        base = ends[start - 1] if start else 0
+        stop = max(int(np.searchsorted(ends, base + max_chunks, side="right")), start + 1)
+        blocks.append(slice(start, stop))
+        start = stop
+    return blocks
 
 
 def message_caps(channels: Channels, latency_ratio: float) -> tuple[np.ndarray, np.ndarray]:
