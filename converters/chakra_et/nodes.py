@@ -26,15 +26,16 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata
+from google.protobuf.internal import decoder
 from google.protobuf.message import DecodeError
 
 from chakra_collectives.errors import AlgorithmError, ChakraCollError, InputError
+from chakra_collectives.converters.chakra_et.one_parse import ATTRIBUTE_SEPARATOR, AttributeIndex, NodeFields, node_records, parse_node_fields
 from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
 
 MISSING = -1
@@ -344,26 +345,8 @@ about 0.1 s; decoding 16 MiB alone takes several times that)."""
 
 
 def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_FileColumns"]:
-    shared = _AttributeIndex()
+    shared = AttributeIndex()
     return [_decode_file(load_bytes(path), path, rank, missing, shared) for path, rank in jobs]
-
-
-class _AttributeIndex:
-    """Distinct serialized attributes of several files, in first-seen order: the files decoded
-    together share one list (and pickle it once), so combining looks each one up once."""
-
-    def __init__(self) -> None:
-        self.position: dict[bytes, int] = {}
-        self.distinct: list[bytes] = []
-
-    def ids(self, flat) -> np.ndarray:
-        """Every attribute occurrence of ``flat`` as its index in :attr:`distinct`."""
-        position = self.position
-        before = len(position)
-        local = [position.setdefault(data, len(position)) for data in flat]
-        if len(position) > before:
-            self.distinct.extend(islice(position, before, None))
-        return np.fromiter(local, dtype=np.int64, count=len(local))
 
 
 @dataclass
@@ -381,7 +364,7 @@ class _FileColumns:
     dep_ctrl: np.ndarray
     attr_counts: np.ndarray
     attr_local: np.ndarray
-    attr_distinct: list[bytes]
+    attr_distinct: AttributeIndex
 
 
 def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, missing: str = "error") -> NodeColumns:
@@ -390,7 +373,7 @@ def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, mis
     Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
     then freed); everything that can be done for all files at once is done once.
     """
-    shared = _AttributeIndex()
+    shared = AttributeIndex()
     return _combine([_decode_file(data, path, rank, missing, shared) for data, path, rank in sources])
 
 
@@ -414,21 +397,26 @@ def _combine(parts: list[_FileColumns]) -> NodeColumns:
         dep_pos=np.concatenate(positions),
         dep_ctrl=np.concatenate([p.dep_ctrl for p in parts]),
         attributes=AttributeColumns(
-            node_of=np.repeat(np.arange(int(file_ptr[-1])), attr_counts),
+            node_of=np.repeat(np.arange(int(file_ptr[-1]), dtype=_position_dtype(int(file_ptr[-1]))), attr_counts),
             ids=_catalog_ids(parts),
             num_nodes=int(file_ptr[-1]),
         ),
     )
 
 
+def _position_dtype(size: int) -> type:
+    """The narrowest of int32 / int64 that holds positions up to ``size``."""
+    return np.int32 if size < 2**31 else np.int64
+
+
 def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
     """Every file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once;
-    each shared list of distinct attributes looked up once)."""
+    each shared index of distinct attributes looked up once)."""
     catalogs: dict[int, np.ndarray] = {}
     for part in parts:
         if id(part.attr_distinct) in catalogs:
             continue
-        ids = np.empty(len(part.attr_distinct), dtype=np.int64)
+        ids = np.empty(len(part.attr_distinct), dtype=np.int32)
         for position, data in enumerate(part.attr_distinct):
             index = CATALOG.ids.get(data)
             if index is None:
@@ -436,35 +424,56 @@ def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
                     index = CATALOG.add(data)
                 except DecodeError:
                     _raise_malformed_attribute(parts, data)
+                    if data != ATTRIBUTE_SEPARATOR:
+                        raise InputError("malformed attribute") from None
+                    index = MISSING  # the one-parse separator, which no node carries
             ids[position] = index
         catalogs[id(part.attr_distinct)] = ids
     if not parts:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int32)
     return np.concatenate([catalogs[id(p.attr_distinct)][p.attr_local] for p in parts])
 
 
 def _raise_malformed_attribute(parts: list[_FileColumns], data: bytes) -> None:
-    """Name the first file and node that carry the attribute ``data`` protobuf cannot decode."""
+    """Name the first file and node that carry the attribute ``data`` protobuf cannot decode (if any does)."""
     for part in parts:
-        if data in part.attr_distinct:
-            local = part.attr_distinct.index(data)
-            if not np.any(part.attr_local == local):
-                continue  # the list is shared: another file of this share carries it
-            node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
-            raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node]))
-    raise InputError("malformed attribute")
+        local = part.attr_distinct.get(data)
+        if local is None or not np.any(part.attr_local == local):
+            continue  # the index is shared: another file of this share carries it
+        node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
+        raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node]))
 
 
-def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error", shared: "_AttributeIndex | None" = None) -> _FileColumns:
+def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error", shared: AttributeIndex | None = None) -> _FileColumns:
     try:
-        return _decode_file_columns(data, path, rank, missing, shared or _AttributeIndex())
+        return _decode_file_columns(data, path, rank, missing, AttributeIndex() if shared is None else shared)
     except ChakraCollError as error:
         raise error.located(path=path, rank=rank) from None
 
 
-def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str, shared: "_AttributeIndex") -> _FileColumns:
+def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str, shared: AttributeIndex) -> _FileColumns:
+    """One parse for all nodes (:mod:`.one_parse`); node by node when the file is unusual (a
+    framing fault, a record protobuf cannot parse, a value that collides with a separator), so
+    that every error reads as that path reports it."""
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
+    records = node_records(data, 0)
+    if records is None:
+        return _decode_node_by_node(data, path, rank, missing, shared)
+    size, payload = decoder._DecodeVarint32(records[0], 0)
+    metadata = read_metadata(records[0][payload:], path)
+    if len(records) == 1:
+        raise InputError("no nodes after the GlobalMetadata (ASTRA-sim cannot run an empty rank file)", path=path, rank=rank)
+    try:
+        fields = parse_node_fields(records[1:], shared)
+    except DecodeError:
+        fields = None
+    if fields is None:
+        return _decode_node_by_node(data, path, rank, missing, shared)
+    return _file_columns(EtFile(path, rank, metadata), fields, missing, shared)
+
+
+def _decode_node_by_node(data: bytes, path: Path | str, rank: int | None, missing: str, shared: AttributeIndex) -> _FileColumns:
     bounds = split_records(data, path)
     _, payload, end = bounds[0]
     metadata = read_metadata(data[payload:end], path)
@@ -476,37 +485,53 @@ def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missin
         _raise_bad_record(data, bounds, path, rank)
     nodes = list(parsed)  # one Python wrapper per node, reused by the field passes below
     count = len(nodes)
-    ids = np.fromiter([n.id for n in nodes], dtype=np.uint64, count=count)
+
+    def per_node(values, dtype) -> np.ndarray:
+        return np.fromiter(values, dtype=dtype, count=count)
+
+    fields = NodeFields(
+        ids=per_node((n.id for n in nodes), np.uint64),
+        types=per_node((n.type for n in nodes), np.int64),
+        durations=per_node((n.duration_micros for n in nodes), np.uint64),
+        data_counts=per_node((len(n.data_deps) for n in nodes), np.int64),
+        data_deps=np.array(merged.data_deps, dtype=np.uint64),
+        ctrl_counts=per_node((len(n.ctrl_deps) for n in nodes), np.int64),
+        ctrl_deps=np.array(merged.ctrl_deps, dtype=np.uint64),
+        attr_counts=per_node((len(n.attr) for n in nodes), np.int64),
+        attr_positions=shared.positions(merged.attr),
+    )
+    return _file_columns(EtFile(path, rank, metadata), fields, missing, shared)
+
+
+def _file_columns(file: EtFile, fields: NodeFields, missing: str, shared: AttributeIndex) -> _FileColumns:
+    ids = fields.ids
     if np.any(ids > np.iinfo(np.int64).max):
         position = int(np.flatnonzero(ids > np.iinfo(np.int64).max)[0])
-        raise InputError(f"node id {int(ids[position])} does not fit in int64", path=path, rank=rank)
+        raise InputError(f"node id {int(ids[position])} does not fit in int64", path=file.path, rank=file.rank)
     node_ids = ids.astype(np.int64)
-    dep_counts, dep_ids, dep_ctrl = _dependency_lists(nodes, merged)
-    attr_local = shared.ids(merged.attr)
+    dep_counts, dep_ids, dep_ctrl = _dependency_lists(fields)
     return _FileColumns(
-        file=EtFile(path, rank, metadata),
+        file=file,
         ids=node_ids,
-        types=np.fromiter([n.type for n in nodes], dtype=np.int64, count=count),
-        durations=np.fromiter([n.duration_micros for n in nodes], dtype=np.uint64, count=count).astype(np.int64),
+        types=fields.types.astype(np.int64),
+        durations=fields.durations.astype(np.int64),
         dep_counts=dep_counts,
-        dep_local=_positions_of(node_ids, dep_counts, dep_ids, path, rank, missing),
+        dep_local=_positions_of(node_ids, dep_counts, dep_ids, file.path, file.rank, missing),
         dep_ctrl=dep_ctrl,
-        attr_counts=np.fromiter([len(n.attr) for n in nodes], dtype=np.int64, count=count),
-        attr_local=attr_local,
-        attr_distinct=shared.distinct,
+        attr_counts=fields.attr_counts.astype(np.int32),
+        attr_local=fields.attr_positions.astype(np.int32),
+        attr_distinct=shared,
     )
 
 
-def _dependency_lists(nodes, merged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _dependency_lists(fields: NodeFields) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node, how many dependencies it has; all of them flat (each node's data_deps, then
     its ctrl_deps); and which of those are ctrl_deps."""
-    count = len(nodes)
-    data_counts = np.fromiter([len(n.data_deps) for n in nodes], dtype=np.int64, count=count)
-    data_ids = np.array(merged.data_deps, dtype=np.uint64)
-    if not len(merged.ctrl_deps):
+    data_counts, data_ids = fields.data_counts, fields.data_deps
+    if not len(fields.ctrl_deps):
         return data_counts, data_ids, np.zeros(len(data_ids), dtype=bool)
-    ctrl_counts = np.fromiter([len(n.ctrl_deps) for n in nodes], dtype=np.int64, count=count)
-    ctrl_ids = np.array(merged.ctrl_deps, dtype=np.uint64)
+    count = len(data_counts)
+    ctrl_counts, ctrl_ids = fields.ctrl_counts, fields.ctrl_deps
     owner = np.concatenate([np.repeat(np.arange(count), data_counts), np.repeat(np.arange(count), ctrl_counts)])
     order = np.argsort(owner, kind="stable")  # per node: its data_deps, then its ctrl_deps
     is_ctrl = np.concatenate([np.zeros(len(data_ids), dtype=bool), np.ones(len(ctrl_ids), dtype=bool)])
