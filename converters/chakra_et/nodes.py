@@ -24,7 +24,7 @@ import threading
 import zlib
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
@@ -92,7 +92,7 @@ class AttributeCatalog:
 
     def name_codes(self) -> np.ndarray:
         if len(self._code_array) != len(self._name_code):
-            self._code_array = np.array(self._name_code, dtype=np.int64)
+            self._code_array = np.array(self._name_code, dtype=np.int32)
         return self._code_array
 
     def table(self, name: str, convert, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -136,29 +136,29 @@ class AttributeColumns:
     node_of: np.ndarray
     ids: np.ndarray
     num_nodes: int
+    _last: tuple[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def lookup(self, name: str) -> np.ndarray:
-        """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none)."""
-        found = np.full(self.num_nodes, MISSING, dtype=np.int64)
+        """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none); read-only.
+
+        The last name looked up is remembered (a reader asks for one name several times in a row)."""
+        if self._last is not None and self._last[0] == name:
+            return self._last[1]
+        found = np.full(self.num_nodes, MISSING, dtype=np.int32 if len(CATALOG) < 2**31 else np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
-            order, bounds = self._by_name
-            if code + 1 < len(bounds):
-                chosen = order[bounds[code] : bounds[code + 1]]
-                found[self.node_of[chosen]] = self.ids[chosen]
+            chosen = np.flatnonzero(self._name_codes == code)
+            found[self.node_of[chosen]] = self.ids[chosen]
+        found.flags.writeable = False
+        self._last = (name, found)
         return found
 
     @cached_property
-    def _by_name(self) -> tuple[np.ndarray, np.ndarray]:
-        """Occurrences grouped by attribute name (one stable sort: files carry millions of
-        attributes and readers ask for a dozen names): ``order[bounds[c]:bounds[c+1]]`` are the
-        occurrences of name code ``c``, in node order."""
+    def _name_codes(self) -> np.ndarray:
+        """The name code of every occurrence (16 bits when they fit: a file carries millions of
+        attributes of a few dozen names)."""
         codes = CATALOG.name_codes()[self.ids]
-        if len(codes) and codes.max() < 2**15:
-            codes = codes.astype(np.int16)  # numpy sorts 16-bit keys stably by radix sort
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
-        return order, bounds
+        return codes.astype(np.int16) if len(codes) and codes.max() < 2**15 else codes
 
     def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
@@ -378,30 +378,46 @@ def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, mis
 
 
 def _combine(parts: list[_FileColumns]) -> NodeColumns:
+    """One :class:`NodeColumns` for ``parts``, column by column: each part's column is released
+    once it is copied (the parts are this module's own), so reading millions of nodes holds
+    one copy of them and one column more."""
     sizes = np.array([len(p.ids) for p in parts], dtype=np.int64)
     file_ptr = np.concatenate([[0], np.cumsum(sizes)])
-    dep_counts = np.concatenate([p.dep_counts for p in parts])
-    attr_counts = np.concatenate([p.attr_counts for p in parts])
-    positions = [
-        p.dep_local + base if not len(p.dep_local) or p.dep_local.min() >= 0
-        else np.where(p.dep_local >= 0, p.dep_local + base, MISSING_DEPENDENCY)
-        for p, base in zip(parts, file_ptr[:-1].tolist())
-    ]
+    total = int(file_ptr[-1])
+    attribute_ids = _catalog_ids(parts)
+    _release(parts, "attr_local")
+    attr_counts = _take(parts, "attr_counts")
+    node_of = np.repeat(np.arange(total, dtype=_position_dtype(total)), attr_counts)
+    del attr_counts
+    positions = []
+    for p, base in zip(parts, file_ptr[:-1].tolist()):
+        local = p.dep_local.astype(np.int64)
+        positions.append(local + base if not len(local) or local.min() >= 0 else np.where(local >= 0, local + base, MISSING_DEPENDENCY))
+    _release(parts, "dep_local")
+    dep_counts = _take(parts, "dep_counts")
     return NodeColumns(
         files=[p.file for p in parts],
         file_ptr=file_ptr,
-        ids=np.concatenate([p.ids for p in parts]),
-        types=np.concatenate([p.types for p in parts]),
-        duration_micros=np.concatenate([p.durations for p in parts]),
-        dep_ptr=np.concatenate([[0], np.cumsum(dep_counts)]),
-        dep_pos=np.concatenate(positions),
-        dep_ctrl=np.concatenate([p.dep_ctrl for p in parts]),
-        attributes=AttributeColumns(
-            node_of=np.repeat(np.arange(int(file_ptr[-1]), dtype=_position_dtype(int(file_ptr[-1]))), attr_counts),
-            ids=_catalog_ids(parts),
-            num_nodes=int(file_ptr[-1]),
-        ),
+        ids=_take(parts, "ids"),
+        types=_take(parts, "types"),
+        duration_micros=_take(parts, "durations"),
+        dep_ptr=np.concatenate([[0], np.cumsum(dep_counts, dtype=np.int64)]),
+        dep_pos=np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64),
+        dep_ctrl=_take(parts, "dep_ctrl"),
+        attributes=AttributeColumns(node_of=node_of, ids=attribute_ids, num_nodes=total),
     )
+
+
+def _take(parts: list[_FileColumns], name: str) -> np.ndarray:
+    """Column ``name`` of every part, concatenated; the parts' own copies are released."""
+    column = np.concatenate([getattr(p, name) for p in parts])
+    _release(parts, name)
+    return column
+
+
+def _release(parts: list[_FileColumns], name: str) -> None:
+    for p in parts:
+        setattr(p, name, None)
 
 
 def _position_dtype(size: int) -> type:
@@ -513,10 +529,10 @@ def _file_columns(file: EtFile, fields: NodeFields, missing: str, shared: Attrib
     return _FileColumns(
         file=file,
         ids=node_ids,
-        types=fields.types.astype(np.int64),
+        types=fields.types.astype(np.int32),  # Node.type is an enum: 32 bits on the wire
         durations=fields.durations.astype(np.int64),
-        dep_counts=dep_counts,
-        dep_local=_positions_of(node_ids, dep_counts, dep_ids, file.path, file.rank, missing),
+        dep_counts=dep_counts.astype(np.int32),
+        dep_local=_positions_of(node_ids, dep_counts, dep_ids, file.path, file.rank, missing).astype(_position_dtype(len(node_ids))),
         dep_ctrl=dep_ctrl,
         attr_counts=fields.attr_counts.astype(np.int32),
         attr_local=fields.attr_positions.astype(np.int32),
