@@ -134,12 +134,12 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         raise nodes.error(int(other[0]), f"unknown node type {node_type}")
     attrs = nodes.attributes
     why = " (ASTRA-sim aborts without it)"
-    destination = attrs.integer("comm_dst", nodes, required=send, why=why)
-    source = attrs.integer("comm_src", nodes, required=recv, why=why)
+    destination = _compact(attrs.integer("comm_dst", nodes, required=send, why=why))
+    source = _compact(attrs.integer("comm_src", nodes, required=recv, why=why))
     peer = _compact(np.where(send, destination, np.where(recv, source, NONE)))
     del destination, source
     size = attrs.integer("comm_size", nodes, required=comm, why=why)
-    tag = _compact(np.where(comm, attrs.integer("comm_tag", nodes, required=comm, why=why), NONE))
+    tag = _compact(np.where(comm, _compact(attrs.integer("comm_tag", nodes, required=comm, why=why)), NONE))
     _refuse(nodes, comm & (size <= 0), "comm_size must be positive (ASTRA-sim aborts on 0)")
     nbytes = np.where(comm, size, NONE)
     del size
@@ -151,9 +151,10 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
     for name in ("cc_src", "cc_dst"):
         present, ok, buffer = attrs.converted(name, _ref_buffer, fill=NONE, dtype=np.int64)
         _refuse(nodes, present & ~ok, f"attribute {name} must be an int64_list [buffer, offset, count] with buffer 0, 1 or 2")
-        offset = attrs.converted(name, _ref_offset, fill=NONE, dtype=np.int64)[2]
-        chunks = attrs.converted(name, _ref_count, fill=NONE, dtype=np.int64)[2]
-        refs[name] = (present, buffer, offset, chunks)
+        offset = _compact(attrs.converted(name, _ref_offset, fill=NONE, dtype=np.int64)[2])
+        chunks = _compact(attrs.converted(name, _ref_count, fill=NONE, dtype=np.int64)[2])
+        refs[name] = (present, buffer.astype(np.int8), offset, chunks)  # buffers are 0, 1, 2 or NONE here
+        del buffer
     route_present, route_ok, route_path = attrs.converted("cc_route", _as_route, fill=None, dtype=object)
     _refuse(nodes, route_present & ~route_ok, "cc_route must be an int64_list of at least two node ids")
     _refuse(nodes, route_present & ~send, "cc_route belongs on SEND nodes only")
@@ -181,12 +182,11 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
     writes = recv | local
     chunk_moving = (send & src_present) | (recv & dst_present) | local
     reading, writing = reads & chunk_moving, writes & chunk_moving
-    micros_ns = nodes.duration_micros * 1000.0
-    duration = np.where(
-        comp,
-        np.where(exact_present, exact, np.where(local & (nodes.duration_micros == 0), np.nan, micros_ns)),
-        np.nan,
-    )
+    duration = nodes.duration_micros * 1000.0
+    duration[local & (nodes.duration_micros == 0)] = np.nan
+    duration[exact_present] = exact[exact_present]
+    duration[~comp] = np.nan
+    del exact
     return {
         "kind": kind,
         "peer": peer,
