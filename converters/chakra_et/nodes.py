@@ -289,12 +289,14 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
         workers = 2 if big and len(jobs) > 1 and (os.cpu_count() or 1) > 1 else 1
     # fork is only safe while this process runs one thread (a progress bar runs another)
     if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        decoded = _decode_paths(jobs, missing)
+        packed = _decode_paths(jobs, missing)
     else:
         shares = [jobs[w::workers] for w in range(workers)]
         with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
             others = [pool.submit(_decode_paths, share, missing) for share in shares[1:]]
-            decoded = _decode_paths(shares[0], missing) + [part for future in others for part in future.result()]
+            packed = _decode_paths(shares[0], missing) + [batch for future in others for batch in future.result()]
+    decoded = [part for batch in packed for part in batch.parts()]
+    del packed  # the views keep the packed arrays, each freed once combining has copied it
     by_rank = {part.file.rank: part for part in decoded}
     parts = [
         by_rank[rank] if same[rank] == rank
@@ -344,9 +346,17 @@ PARALLEL_BYTES = 16 * 2**20
 about 0.1 s; decoding 16 MiB alone takes several times that)."""
 
 
-def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_FileColumns"]:
+BATCH_FILES = 64
+"""Files whose columns are packed into one array per column as soon as they are decoded (see
+:class:`_Packed`)."""
+
+
+def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_Packed"]:
     shared = AttributeIndex()
-    return [_decode_file(load_bytes(path), path, rank, missing, shared) for path, rank in jobs]
+    return [
+        _Packed.of([_decode_file(load_bytes(path), path, rank, missing, shared) for path, rank in jobs[start : start + BATCH_FILES]])
+        for start in range(0, len(jobs), BATCH_FILES)
+    ]
 
 
 @dataclass
@@ -365,6 +375,40 @@ class _FileColumns:
     attr_counts: np.ndarray
     attr_local: np.ndarray
     attr_distinct: AttributeIndex
+
+
+_ARRAYS = ("ids", "types", "durations", "dep_counts", "dep_local", "dep_ctrl", "attr_counts", "attr_local")
+"""The array fields of :class:`_FileColumns`."""
+
+
+@dataclass
+class _Packed:
+    """The columns of several files, one array per column: what a worker process sends back,
+    and how a process keeps what it decoded. Thousands of files' small arrays would stay
+    scattered over the heap after combining (the process's peak memory); a few large arrays
+    are returned to the system when freed."""
+
+    files: list[EtFile]
+    lengths: dict[str, list[int]]
+    columns: dict[str, np.ndarray]
+    attr_distinct: AttributeIndex
+
+    @classmethod
+    def of(cls, parts: list[_FileColumns]) -> "_Packed":
+        return cls(
+            files=[p.file for p in parts],
+            lengths={name: [len(getattr(p, name)) for p in parts] for name in _ARRAYS},
+            columns={name: np.concatenate([getattr(p, name) for p in parts]) for name in _ARRAYS},
+            attr_distinct=parts[0].attr_distinct,
+        )
+
+    def parts(self) -> list[_FileColumns]:
+        """The files' columns again (views of the packed arrays)."""
+        views = {name: np.split(self.columns[name], np.cumsum(self.lengths[name][:-1])) for name in _ARRAYS}
+        return [
+            _FileColumns(file=file, attr_distinct=self.attr_distinct, **{name: views[name][i] for name in _ARRAYS})
+            for i, file in enumerate(self.files)
+        ]
 
 
 def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, missing: str = "error") -> NodeColumns:
