@@ -2,8 +2,10 @@
 
 This is the format layer shared by every reader (collective algorithms, workloads): it knows
 Chakra's ``Node`` and ``GlobalMetadata`` but nothing about what the nodes mean. It is built for
-files of millions of nodes: records are parsed in one protobuf call (:mod:`.stream`), and each
-distinct attribute is decoded once, then spread over the nodes that carry it with numpy.
+files of millions of nodes: all records of a file are parsed in one protobuf call and read out
+as whole columns (:mod:`.one_parse`; node by node, through :mod:`.stream`, when a file is
+unusual), each distinct attribute is decoded once, then spread over the nodes that carry it
+with numpy, and large sets of files are decoded by two processes.
 
 >>> from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 >>> from chakra_collectives.converters.chakra_et.stream import frame
