@@ -77,3 +77,30 @@ def test_expanded_dependencies_are_those_of_the_definition(tmp_path):
     actual = [sorted(graph.dep_idx[graph.dep_ptr[t] : graph.dep_ptr[t + 1]].tolist()) for t in range(len(graph))]
     assert actual == [sorted(d) for d in expected_dependencies(expanded, model)]
     assert np.all(np.diff(graph.dep_ptr) >= 0) and graph.dep_ptr[-1] == len(graph.dep_idx)
+
+
+def test_replay_lets_go_of_the_algorithms_before_timing(tmp_path, monkeypatch):
+    import gc
+    import weakref
+
+    from chakra_collectives.converters.chakra_et import single_collective_workload
+    from chakra_collectives.replay import replayer
+    from chakra_collectives.synth.baselines import ring as ring_algorithm
+
+    single_collective_workload(tmp_path / "w", "all-reduce", 4, 2**20)
+    algorithm = ring_algorithm(Collective.ALL_REDUCE, 4, size_bytes=2**20)
+    alive = weakref.ref(algorithm)
+    given = [{Collective.ALL_REDUCE: algorithm}]
+    del algorithm
+    seen_while_timing = []
+    timing = replayer.run
+
+    def run(*args, **kwargs):
+        gc.collect()
+        seen_while_timing.append(alive() is not None)
+        return timing(*args, **kwargs)
+
+    monkeypatch.setattr(replayer, "run", run)
+    result = replayer.replay(tmp_path / "w", ring(4), algorithms=given.pop())
+    assert seen_while_timing == [False] and result.total_ns > 0
+    assert [inst.algorithm for inst in result.expanded.instances] != []
