@@ -159,8 +159,8 @@ class AttributeColumns:
     def _name_codes(self) -> np.ndarray:
         """The name code of every occurrence (16 bits when they fit: a file carries millions of
         attributes of a few dozen names)."""
-        codes = CATALOG.name_codes()[self.ids]
-        return codes.astype(np.int16) if len(codes) and codes.max() < 2**15 else codes
+        codes = CATALOG.name_codes()
+        return (codes.astype(np.int16) if len(codes) and codes.max() < 2**15 else codes)[self.ids]
 
     def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
