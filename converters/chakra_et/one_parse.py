@@ -14,6 +14,10 @@ field's default, 0). A node value equal to a sentinel shows up as one sentinel t
 singular field written twice (protobuf keeps the last) as two values between sentinels:
 :func:`parse_node_fields` then returns ``None`` and the caller decodes node by node.
 
+One difference from protobuf's own ``Node`` remains: a node whose id, type or duration is
+written length-delimited (no writer does; a damaged file can) is read here as that packed
+value, where ``Node`` keeps the field as unknown and reads 0.
+
 >>> from chakra.schema.protobuf.et_def_pb2 import Node
 >>> from chakra_collectives.converters.chakra_et.stream import frame
 >>> data = b"".join(frame(Node(id=i, type=4, data_deps=[i - 1] if i else []).SerializeToString()) for i in range(3))
