@@ -57,3 +57,22 @@ def test_dependencies_on_absent_nodes_are_refused_or_kept(tmp_path):
         decode_rank_files([path])
     kept = decode_rank_files([path], missing="keep")
     assert kept.deps_of(1).tolist() == [0, MISSING_DEPENDENCY]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_files_packed_in_batches_give_the_columns_of_files_decoded_one_by_one(tmp_path, monkeypatch, workers):
+    from chakra_collectives.converters.chakra_et import nodes, write_algorithm
+    from chakra_collectives.converters.chakra_et.reader import rank_files
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+
+    write_algorithm(ring(Collective.ALL_REDUCE, 5, size_bytes=5 * 2**20), tmp_path / "ar")
+    paths = rank_files(tmp_path / "ar")
+    monkeypatch.setattr(nodes, "BATCH_FILES", 2)  # 3 batches of 2, 2 and 1 files
+    packed = decode_rank_files(paths, workers=workers)
+    alone = decode_files([(p.read_bytes(), p, r) for r, p in enumerate(paths)])
+    for name in ("file_ptr", "ids", "types", "duration_micros", "dep_ptr", "dep_pos", "dep_ctrl"):
+        assert np.array_equal(getattr(packed, name), getattr(alone, name)), name
+    assert [(f.path, f.rank) for f in packed.files] == [(f.path, f.rank) for f in alone.files]
+    for attribute in ("comm_size", "comm_src", "comm_dst", "comm_tag"):
+        assert packed.attributes.integer(attribute, packed).tolist() == alone.attributes.integer(attribute, alone).tolist()

@@ -134,12 +134,12 @@ def replay_command(
         work = read_workload(workload, policy)
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
-        algorithms = load_algorithms(given, override=override_collective)
+        loaded = [load_algorithms(given, override=override_collective)]
         groups = ProcessGroups.load(comm_groups, num_ranks=work.num_ranks) if comm_groups else None
         result = replay(
             work,
             topo,
-            algorithms=algorithms,
+            algorithms=loaded.pop(),  # replay holds the only reference: it lets go of them once they are expanded
             default_algorithm=default_algorithm,
             groups=groups,
             mode=model,

@@ -183,12 +183,10 @@ def expand_workload(
     edge_src = [workload.dep_idx]
     edge_dst = [begin_task[owner]]
 
-    blocks: dict[str, list[np.ndarray]] = {name: [] for name in ("kind", "npu", "partner", "nbytes", "duration", "route")}
     routes: list[tuple[int, ...]] = []
     route_base: dict[tuple[int, int], int] = {}
     instances = _instances(workload, groups, catalog)
     templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
-    instance_of_task_parts = [np.full(next_task, -1, dtype=np.int64)]
     # pass 1: every call's algorithm and template, so the whole graph is known before it is built
     planned: list[tuple[CollectiveInstance, tuple[int, int] | None]] = []
     for inst in instances:
@@ -215,7 +213,21 @@ def expand_workload(
         planned.append((inst, key))
     require(replay_estimate(f"replaying {workload.prefix}", len(workload), [templates[key][0] if key else None for _, key in planned]))
 
-    # pass 2: the tasks of every call
+    # pass 2: the tasks of every call, written in place into the graph's columns
+    total = next_task + sum(1 if key is None else len(templates[key][0]) for _, key in planned)
+    columns = {
+        "kind": np.full(total, LOCAL, dtype=kind.dtype),
+        "npu": np.empty(total, dtype=npu.dtype),
+        "partner": np.full(total, -1, dtype=partner.dtype),
+        "nbytes": np.zeros(total, dtype=nbytes.dtype),
+        "duration": np.zeros(total, dtype=duration.dtype),
+        "route": np.full(total, -1, dtype=np.int32),
+    }
+    for name, head in (("kind", kind), ("npu", npu), ("partner", partner), ("nbytes", nbytes), ("duration", duration)):
+        columns[name][:w] = head
+    columns["npu"][w:next_task] = workload.rank[coll_nodes]  # begin tasks: local, no time
+    instance_of_task = np.full(total, -1, dtype=np.int64)
+    blocks: list[tuple[int, TaskGraph, np.ndarray]] = []
     for inst, key in planned:
         begins = begin_task[inst.nodes]
         ends = np.asarray(inst.nodes, dtype=np.int64)
@@ -223,11 +235,10 @@ def expand_workload(
         if key is None:
             inst.algorithm = "synchronization only" if inst.collective == "barrier" else "none (group of one)"
             inst.first_task, inst.num_tasks = next_task, 1
-            for name, value in (("kind", LOCAL), ("npu", members[0]), ("partner", -1), ("nbytes", 0), ("duration", 0), ("route", -1)):
-                blocks[name].append(np.array([value]))
+            columns["npu"][next_task] = members[0]  # one local task of no time
             edge_src += [begins, np.full(len(ends), next_task)]
             edge_dst += [np.full(len(begins), next_task), ends]
-            instance_of_task_parts.append(np.array([inst.index]))
+            instance_of_task[next_task] = inst.index
             next_task += 1
             continue
         label = inst.algorithm
@@ -238,18 +249,16 @@ def expand_workload(
         base = next_task
         count = len(tpl)
         inst.first_task, inst.num_tasks = base, count
-        blocks["kind"].append(tpl.kind)
-        blocks["npu"].append(members[rank_of])
-        blocks["partner"].append(np.where(tpl.partner >= 0, tpl.partner + base, -1))
-        blocks["nbytes"].append(tpl.nbytes)
-        blocks["duration"].append(tpl.duration)
-        blocks["route"].append(np.where(tpl.route >= 0, tpl.route + route_base[key], -1))
-        instance_of_task_parts.append(np.full(count, inst.index, dtype=np.int64))
-        dep_counts = np.diff(tpl.dep_ptr)
-        op_owner = np.repeat(np.arange(count, dtype=np.int64), dep_counts)
-        edge_src.append(tpl.dep_idx + base)
-        edge_dst.append(op_owner + base)
-        first_ops = np.flatnonzero(dep_counts == 0)
+        block = slice(base, base + count)
+        columns["kind"][block] = tpl.kind
+        columns["npu"][block] = members[rank_of]
+        np.add(tpl.partner, base, out=columns["partner"][block], where=tpl.partner >= 0)
+        columns["nbytes"][block] = tpl.nbytes
+        columns["duration"][block] = tpl.duration
+        np.add(tpl.route, route_base[key], out=columns["route"][block], where=tpl.route >= 0, casting="unsafe")
+        instance_of_task[block] = inst.index
+        first_ops = np.flatnonzero(np.diff(tpl.dep_ptr) == 0)
+        blocks.append((base, tpl, first_ops))
         edge_src.append(begins[rank_of[first_ops]])
         edge_dst.append(first_ops + base)
         edge_src.append(sinks + base)
@@ -260,20 +269,9 @@ def expand_workload(
             edge_dst.append(ends[idle])
         next_task += count
 
-    total = next_task
-    begins_part = {"kind": LOCAL, "npu": workload.rank[coll_nodes], "partner": -1, "nbytes": 0, "duration": 0, "route": -1}
-    columns = {}
-    head_route = np.full(len(kind), -1, dtype=np.int32)
-    for name, head in (("kind", kind), ("npu", npu), ("partner", partner), ("nbytes", nbytes), ("duration", duration), ("route", head_route)):
-        middle = np.broadcast_to(np.asarray(begins_part[name]), (len(coll_nodes),))
-        columns[name] = np.concatenate([head, middle.astype(head.dtype), *[b.astype(head.dtype) for b in blocks[name]]])
-    src = np.concatenate(edge_src).astype(np.int64)
-    dst = np.concatenate(edge_dst).astype(np.int64)
-    order = np.argsort(dst, kind="stable")
-    dep_ptr = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=total), out=dep_ptr[1:])
+    dep_ptr, dep_idx = _dependencies(total, np.concatenate(edge_src).astype(np.int64), np.concatenate(edge_dst).astype(np.int64), blocks)
     unit, release = _units(workload, coll_nodes, begin_task, total, concurrency)
-    graph = TaskGraph.build(dep_ptr=dep_ptr, dep_idx=src[order], unit=unit, release=release, routes=routes, **columns)
+    graph = TaskGraph.build(dep_ptr=dep_ptr, dep_idx=dep_idx, unit=unit, release=release, routes=routes, **columns)
     if groups.unknown_names:
         warnings.append(
             f"pg_name {', '.join(sorted(groups.unknown_names))} not defined (no --comm-groups file): those collectives run over all ranks"
@@ -286,9 +284,37 @@ def expand_workload(
         workload=workload,
         instances=instances,
         begin_task=begin_task,
-        instance_of_task=np.concatenate(instance_of_task_parts),
+        instance_of_task=instance_of_task,
         warnings=warnings,
     )
+
+
+def _dependencies(total: int, src: np.ndarray, dst: np.ndarray, blocks: list[tuple[int, TaskGraph, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The expanded graph's dependencies in CSR form: the edges ``src -> dst`` (each task's in
+    the order given) and every block's template dependencies, ``(base, template, first_ops)``:
+    the template's own edges shifted by ``base``, written in place.
+
+    A task waits either for edges of the list (workload and begin tasks, the ends of calls, the
+    first operations of a block, which wait for their begin) or for its template's, never for
+    both: each template's dependencies are copied as one array, and only the list is sorted.
+    """
+    counts = np.bincount(dst, minlength=total)
+    for base, tpl, _ in blocks:
+        counts[base : base + len(tpl)] += np.diff(tpl.dep_ptr)
+    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(counts, out=dep_ptr[1:])
+    del counts
+    dep_idx = np.empty(int(dep_ptr[-1]), dtype=np.int64)
+    order = np.argsort(dst, kind="stable")
+    waiting = dst[order]
+    first_of_task = np.searchsorted(waiting, waiting, side="left")
+    dep_idx[dep_ptr[waiting] + np.arange(len(order)) - first_of_task] = src[order]
+    for base, tpl, first_ops in blocks:
+        lo, hi = int(dep_ptr[base]), int(dep_ptr[base + len(tpl)])
+        from_template = np.ones(hi - lo, dtype=bool)
+        from_template[dep_ptr[base + first_ops] - lo] = False  # the first operations' begin edges
+        dep_idx[lo:hi][from_template] = tpl.dep_idx + base
+    return dep_ptr, dep_idx
 
 
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:

@@ -222,6 +222,7 @@ def replay(
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
     with progress.task("expand the collectives"):
         expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+    del algorithms, catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run
     with progress.task(f"simulate {len(expanded.graph):,} tasks"):
         timing = run(expanded.graph, model, record_links=record_links)
     if not timing.finished:

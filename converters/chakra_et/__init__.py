@@ -4,7 +4,8 @@
   a :class:`~chakra_collectives.ir.CollectiveAlgorithm` as a custom collective;
 * workloads -- :func:`read_workload` / :class:`WorkloadBuilder` (:mod:`.workload_reader`,
   :mod:`.workload_writer`): what ASTRA-sim's workload feeder runs;
-* :mod:`.nodes` and :mod:`.stream` -- the framing and node decoding both readers share;
+* :mod:`.nodes`, :mod:`.one_parse` and :mod:`.stream` -- the framing and node decoding both
+  readers share (every node of a file in one protobuf parse);
   :mod:`.attributes` -- every attribute we write and the one ``ET_VERSION``.
 """
 

@@ -2,8 +2,10 @@
 
 This is the format layer shared by every reader (collective algorithms, workloads): it knows
 Chakra's ``Node`` and ``GlobalMetadata`` but nothing about what the nodes mean. It is built for
-files of millions of nodes: records are parsed in one protobuf call (:mod:`.stream`), and each
-distinct attribute is decoded once, then spread over the nodes that carry it with numpy.
+files of millions of nodes: all records of a file are parsed in one protobuf call and read out
+as whole columns (:mod:`.one_parse`; node by node, through :mod:`.stream`, when a file is
+unusual), each distinct attribute is decoded once, then spread over the nodes that carry it
+with numpy, and large sets of files are decoded by two processes.
 
 >>> from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata, Node
 >>> from chakra_collectives.converters.chakra_et.stream import frame
@@ -24,17 +26,18 @@ import threading
 import zlib
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 from chakra.schema.protobuf.et_def_pb2 import AttributeProto, GlobalMetadata
+from google.protobuf.internal import decoder
 from google.protobuf.message import DecodeError
 
 from chakra_collectives.errors import AlgorithmError, ChakraCollError, InputError
+from chakra_collectives.converters.chakra_et.one_parse import ATTRIBUTE_SEPARATOR, AttributeIndex, NodeFields, node_records, parse_node_fields
 from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
 
 MISSING = -1
@@ -91,7 +94,7 @@ class AttributeCatalog:
 
     def name_codes(self) -> np.ndarray:
         if len(self._code_array) != len(self._name_code):
-            self._code_array = np.array(self._name_code, dtype=np.int64)
+            self._code_array = np.array(self._name_code, dtype=np.int32)
         return self._code_array
 
     def table(self, name: str, convert, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -135,29 +138,29 @@ class AttributeColumns:
     node_of: np.ndarray
     ids: np.ndarray
     num_nodes: int
+    _last: tuple[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def lookup(self, name: str) -> np.ndarray:
-        """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none)."""
-        found = np.full(self.num_nodes, MISSING, dtype=np.int64)
+        """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none); read-only.
+
+        The last name looked up is remembered (a reader asks for one name several times in a row)."""
+        if self._last is not None and self._last[0] == name:
+            return self._last[1]
+        found = np.full(self.num_nodes, MISSING, dtype=np.int32 if len(CATALOG) < 2**31 else np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
-            order, bounds = self._by_name
-            if code + 1 < len(bounds):
-                chosen = order[bounds[code] : bounds[code + 1]]
-                found[self.node_of[chosen]] = self.ids[chosen]
+            chosen = np.flatnonzero(self._name_codes == code)
+            found[self.node_of[chosen]] = self.ids[chosen]
+        found.flags.writeable = False
+        self._last = (name, found)
         return found
 
     @cached_property
-    def _by_name(self) -> tuple[np.ndarray, np.ndarray]:
-        """Occurrences grouped by attribute name (one stable sort: files carry millions of
-        attributes and readers ask for a dozen names): ``order[bounds[c]:bounds[c+1]]`` are the
-        occurrences of name code ``c``, in node order."""
-        codes = CATALOG.name_codes()[self.ids]
-        if len(codes) and codes.max() < 2**15:
-            codes = codes.astype(np.int16)  # numpy sorts 16-bit keys stably by radix sort
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
-        return order, bounds
+    def _name_codes(self) -> np.ndarray:
+        """The name code of every occurrence (16 bits when they fit: a file carries millions of
+        attributes of a few dozen names)."""
+        codes = CATALOG.name_codes()
+        return (codes.astype(np.int16) if len(codes) and codes.max() < 2**15 else codes)[self.ids]
 
     def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
@@ -288,12 +291,14 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
         workers = 2 if big and len(jobs) > 1 and (os.cpu_count() or 1) > 1 else 1
     # fork is only safe while this process runs one thread (a progress bar runs another)
     if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
-        decoded = _decode_paths(jobs, missing)
+        packed = _decode_paths(jobs, missing)
     else:
         shares = [jobs[w::workers] for w in range(workers)]
         with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:
             others = [pool.submit(_decode_paths, share, missing) for share in shares[1:]]
-            decoded = _decode_paths(shares[0], missing) + [part for future in others for part in future.result()]
+            packed = _decode_paths(shares[0], missing) + [batch for future in others for batch in future.result()]
+    decoded = [part for batch in packed for part in batch.parts()]
+    del packed  # the views keep the packed arrays, each freed once combining has copied it
     by_rank = {part.file.rank: part for part in decoded}
     parts = [
         by_rank[rank] if same[rank] == rank
@@ -343,27 +348,17 @@ PARALLEL_BYTES = 16 * 2**20
 about 0.1 s; decoding 16 MiB alone takes several times that)."""
 
 
-def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_FileColumns"]:
-    shared = _AttributeIndex()
-    return [_decode_file(load_bytes(path), path, rank, missing, shared) for path, rank in jobs]
+BATCH_FILES = 64
+"""Files whose columns are packed into one array per column as soon as they are decoded (see
+:class:`_Packed`)."""
 
 
-class _AttributeIndex:
-    """Distinct serialized attributes of several files, in first-seen order: the files decoded
-    together share one list (and pickle it once), so combining looks each one up once."""
-
-    def __init__(self) -> None:
-        self.position: dict[bytes, int] = {}
-        self.distinct: list[bytes] = []
-
-    def ids(self, flat) -> np.ndarray:
-        """Every attribute occurrence of ``flat`` as its index in :attr:`distinct`."""
-        position = self.position
-        before = len(position)
-        local = [position.setdefault(data, len(position)) for data in flat]
-        if len(position) > before:
-            self.distinct.extend(islice(position, before, None))
-        return np.fromiter(local, dtype=np.int64, count=len(local))
+def _decode_paths(jobs: list[tuple[Path, int]], missing: str = "error") -> list["_Packed"]:
+    shared = AttributeIndex()
+    return [
+        _Packed.of([_decode_file(load_bytes(path), path, rank, missing, shared) for path, rank in jobs[start : start + BATCH_FILES]])
+        for start in range(0, len(jobs), BATCH_FILES)
+    ]
 
 
 @dataclass
@@ -381,7 +376,41 @@ class _FileColumns:
     dep_ctrl: np.ndarray
     attr_counts: np.ndarray
     attr_local: np.ndarray
-    attr_distinct: list[bytes]
+    attr_distinct: AttributeIndex
+
+
+_ARRAYS = ("ids", "types", "durations", "dep_counts", "dep_local", "dep_ctrl", "attr_counts", "attr_local")
+"""The array fields of :class:`_FileColumns`."""
+
+
+@dataclass
+class _Packed:
+    """The columns of several files, one array per column: what a worker process sends back,
+    and how a process keeps what it decoded. Thousands of files' small arrays would stay
+    scattered over the heap after combining (the process's peak memory); a few large arrays
+    are returned to the system when freed."""
+
+    files: list[EtFile]
+    lengths: dict[str, list[int]]
+    columns: dict[str, np.ndarray]
+    attr_distinct: AttributeIndex
+
+    @classmethod
+    def of(cls, parts: list[_FileColumns]) -> "_Packed":
+        return cls(
+            files=[p.file for p in parts],
+            lengths={name: [len(getattr(p, name)) for p in parts] for name in _ARRAYS},
+            columns={name: np.concatenate([getattr(p, name) for p in parts]) for name in _ARRAYS},
+            attr_distinct=parts[0].attr_distinct,
+        )
+
+    def parts(self) -> list[_FileColumns]:
+        """The files' columns again (views of the packed arrays)."""
+        views = {name: np.split(self.columns[name], np.cumsum(self.lengths[name][:-1])) for name in _ARRAYS}
+        return [
+            _FileColumns(file=file, attr_distinct=self.attr_distinct, **{name: views[name][i] for name in _ARRAYS})
+            for i, file in enumerate(self.files)
+        ]
 
 
 def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, missing: str = "error") -> NodeColumns:
@@ -390,45 +419,66 @@ def decode_files(sources: Iterable[tuple[bytes, Path | str, int | None]], *, mis
     Each file is reduced to numpy columns as soon as it is parsed (its protobuf objects are
     then freed); everything that can be done for all files at once is done once.
     """
-    shared = _AttributeIndex()
+    shared = AttributeIndex()
     return _combine([_decode_file(data, path, rank, missing, shared) for data, path, rank in sources])
 
 
 def _combine(parts: list[_FileColumns]) -> NodeColumns:
+    """One :class:`NodeColumns` for ``parts``, column by column: each part's column is released
+    once it is copied (the parts are this module's own), so reading millions of nodes holds
+    one copy of them and one column more."""
     sizes = np.array([len(p.ids) for p in parts], dtype=np.int64)
     file_ptr = np.concatenate([[0], np.cumsum(sizes)])
-    dep_counts = np.concatenate([p.dep_counts for p in parts])
-    attr_counts = np.concatenate([p.attr_counts for p in parts])
-    positions = [
-        p.dep_local + base if not len(p.dep_local) or p.dep_local.min() >= 0
-        else np.where(p.dep_local >= 0, p.dep_local + base, MISSING_DEPENDENCY)
-        for p, base in zip(parts, file_ptr[:-1].tolist())
-    ]
+    total = int(file_ptr[-1])
+    attribute_ids = _catalog_ids(parts)
+    _release(parts, "attr_local")
+    attr_counts = _take(parts, "attr_counts")
+    node_of = np.repeat(np.arange(total, dtype=_position_dtype(total)), attr_counts)
+    del attr_counts
+    positions = []
+    for p, base in zip(parts, file_ptr[:-1].tolist()):
+        local = p.dep_local.astype(np.int64)
+        positions.append(local + base if not len(local) or local.min() >= 0 else np.where(local >= 0, local + base, MISSING_DEPENDENCY))
+    _release(parts, "dep_local")
+    dep_counts = _take(parts, "dep_counts")
     return NodeColumns(
         files=[p.file for p in parts],
         file_ptr=file_ptr,
-        ids=np.concatenate([p.ids for p in parts]),
-        types=np.concatenate([p.types for p in parts]),
-        duration_micros=np.concatenate([p.durations for p in parts]),
-        dep_ptr=np.concatenate([[0], np.cumsum(dep_counts)]),
-        dep_pos=np.concatenate(positions),
-        dep_ctrl=np.concatenate([p.dep_ctrl for p in parts]),
-        attributes=AttributeColumns(
-            node_of=np.repeat(np.arange(int(file_ptr[-1])), attr_counts),
-            ids=_catalog_ids(parts),
-            num_nodes=int(file_ptr[-1]),
-        ),
+        ids=_take(parts, "ids"),
+        types=_take(parts, "types"),
+        duration_micros=_take(parts, "durations"),
+        dep_ptr=np.concatenate([[0], np.cumsum(dep_counts, dtype=np.int64)]),
+        dep_pos=np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64),
+        dep_ctrl=_take(parts, "dep_ctrl"),
+        attributes=AttributeColumns(node_of=node_of, ids=attribute_ids, num_nodes=total),
     )
+
+
+def _take(parts: list[_FileColumns], name: str) -> np.ndarray:
+    """Column ``name`` of every part, concatenated; the parts' own copies are released."""
+    column = np.concatenate([getattr(p, name) for p in parts])
+    _release(parts, name)
+    return column
+
+
+def _release(parts: list[_FileColumns], name: str) -> None:
+    for p in parts:
+        setattr(p, name, None)
+
+
+def _position_dtype(size: int) -> type:
+    """The narrowest of int32 / int64 that holds positions up to ``size``."""
+    return np.int32 if size < 2**31 else np.int64
 
 
 def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
     """Every file's attribute occurrences as :data:`CATALOG` ids (new attributes decoded once;
-    each shared list of distinct attributes looked up once)."""
+    each shared index of distinct attributes looked up once)."""
     catalogs: dict[int, np.ndarray] = {}
     for part in parts:
         if id(part.attr_distinct) in catalogs:
             continue
-        ids = np.empty(len(part.attr_distinct), dtype=np.int64)
+        ids = np.empty(len(part.attr_distinct), dtype=np.int32)
         for position, data in enumerate(part.attr_distinct):
             index = CATALOG.ids.get(data)
             if index is None:
@@ -436,35 +486,56 @@ def _catalog_ids(parts: list[_FileColumns]) -> np.ndarray:
                     index = CATALOG.add(data)
                 except DecodeError:
                     _raise_malformed_attribute(parts, data)
+                    if data != ATTRIBUTE_SEPARATOR:
+                        raise InputError("malformed attribute") from None
+                    index = MISSING  # the one-parse separator, which no node carries
             ids[position] = index
         catalogs[id(part.attr_distinct)] = ids
     if not parts:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int32)
     return np.concatenate([catalogs[id(p.attr_distinct)][p.attr_local] for p in parts])
 
 
 def _raise_malformed_attribute(parts: list[_FileColumns], data: bytes) -> None:
-    """Name the first file and node that carry the attribute ``data`` protobuf cannot decode."""
+    """Name the first file and node that carry the attribute ``data`` protobuf cannot decode (if any does)."""
     for part in parts:
-        if data in part.attr_distinct:
-            local = part.attr_distinct.index(data)
-            if not np.any(part.attr_local == local):
-                continue  # the list is shared: another file of this share carries it
-            node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
-            raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node]))
-    raise InputError("malformed attribute")
+        local = part.attr_distinct.get(data)
+        if local is None or not np.any(part.attr_local == local):
+            continue  # the index is shared: another file of this share carries it
+        node = int(np.repeat(np.arange(len(part.ids)), part.attr_counts)[np.argmax(part.attr_local == local)])
+        raise InputError("malformed attribute", path=part.file.path, rank=part.file.rank, node=int(part.ids[node]))
 
 
-def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error", shared: "_AttributeIndex | None" = None) -> _FileColumns:
+def _decode_file(data: bytes, path: Path | str, rank: int | None, missing: str = "error", shared: AttributeIndex | None = None) -> _FileColumns:
     try:
-        return _decode_file_columns(data, path, rank, missing, shared or _AttributeIndex())
+        return _decode_file_columns(data, path, rank, missing, AttributeIndex() if shared is None else shared)
     except ChakraCollError as error:
         raise error.located(path=path, rank=rank) from None
 
 
-def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str, shared: "_AttributeIndex") -> _FileColumns:
+def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missing: str, shared: AttributeIndex) -> _FileColumns:
+    """One parse for all nodes (:mod:`.one_parse`); node by node when the file is unusual (a
+    framing fault, a record protobuf cannot parse, a value that collides with a separator), so
+    that every error reads as that path reports it."""
     if not data:
         raise InputError("empty file (no GlobalMetadata, no nodes)", path=path, rank=rank)
+    records = node_records(data, 0)
+    if records is None:
+        return _decode_node_by_node(data, path, rank, missing, shared)
+    size, payload = decoder._DecodeVarint32(records[0], 0)
+    metadata = read_metadata(records[0][payload:], path)
+    if len(records) == 1:
+        raise InputError("no nodes after the GlobalMetadata (ASTRA-sim cannot run an empty rank file)", path=path, rank=rank)
+    try:
+        fields = parse_node_fields(records[1:], shared)
+    except DecodeError:
+        fields = None
+    if fields is None:
+        return _decode_node_by_node(data, path, rank, missing, shared)
+    return _file_columns(EtFile(path, rank, metadata), fields, missing, shared)
+
+
+def _decode_node_by_node(data: bytes, path: Path | str, rank: int | None, missing: str, shared: AttributeIndex) -> _FileColumns:
     bounds = split_records(data, path)
     _, payload, end = bounds[0]
     metadata = read_metadata(data[payload:end], path)
@@ -476,37 +547,53 @@ def _decode_file_columns(data: bytes, path: Path | str, rank: int | None, missin
         _raise_bad_record(data, bounds, path, rank)
     nodes = list(parsed)  # one Python wrapper per node, reused by the field passes below
     count = len(nodes)
-    ids = np.fromiter([n.id for n in nodes], dtype=np.uint64, count=count)
+
+    def per_node(values, dtype) -> np.ndarray:
+        return np.fromiter(values, dtype=dtype, count=count)
+
+    fields = NodeFields(
+        ids=per_node((n.id for n in nodes), np.uint64),
+        types=per_node((n.type for n in nodes), np.int64),
+        durations=per_node((n.duration_micros for n in nodes), np.uint64),
+        data_counts=per_node((len(n.data_deps) for n in nodes), np.int64),
+        data_deps=np.array(merged.data_deps, dtype=np.uint64),
+        ctrl_counts=per_node((len(n.ctrl_deps) for n in nodes), np.int64),
+        ctrl_deps=np.array(merged.ctrl_deps, dtype=np.uint64),
+        attr_counts=per_node((len(n.attr) for n in nodes), np.int64),
+        attr_positions=shared.positions(merged.attr),
+    )
+    return _file_columns(EtFile(path, rank, metadata), fields, missing, shared)
+
+
+def _file_columns(file: EtFile, fields: NodeFields, missing: str, shared: AttributeIndex) -> _FileColumns:
+    ids = fields.ids
     if np.any(ids > np.iinfo(np.int64).max):
         position = int(np.flatnonzero(ids > np.iinfo(np.int64).max)[0])
-        raise InputError(f"node id {int(ids[position])} does not fit in int64", path=path, rank=rank)
+        raise InputError(f"node id {int(ids[position])} does not fit in int64", path=file.path, rank=file.rank)
     node_ids = ids.astype(np.int64)
-    dep_counts, dep_ids, dep_ctrl = _dependency_lists(nodes, merged)
-    attr_local = shared.ids(merged.attr)
+    dep_counts, dep_ids, dep_ctrl = _dependency_lists(fields)
     return _FileColumns(
-        file=EtFile(path, rank, metadata),
+        file=file,
         ids=node_ids,
-        types=np.fromiter([n.type for n in nodes], dtype=np.int64, count=count),
-        durations=np.fromiter([n.duration_micros for n in nodes], dtype=np.uint64, count=count).astype(np.int64),
-        dep_counts=dep_counts,
-        dep_local=_positions_of(node_ids, dep_counts, dep_ids, path, rank, missing),
+        types=fields.types.astype(np.int32),  # Node.type is an enum: 32 bits on the wire
+        durations=fields.durations.astype(np.int64),
+        dep_counts=dep_counts.astype(np.int32),
+        dep_local=_positions_of(node_ids, dep_counts, dep_ids, file.path, file.rank, missing).astype(_position_dtype(len(node_ids))),
         dep_ctrl=dep_ctrl,
-        attr_counts=np.fromiter([len(n.attr) for n in nodes], dtype=np.int64, count=count),
-        attr_local=attr_local,
-        attr_distinct=shared.distinct,
+        attr_counts=fields.attr_counts.astype(np.int32),
+        attr_local=fields.attr_positions.astype(np.int32),
+        attr_distinct=shared,
     )
 
 
-def _dependency_lists(nodes, merged) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _dependency_lists(fields: NodeFields) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node, how many dependencies it has; all of them flat (each node's data_deps, then
     its ctrl_deps); and which of those are ctrl_deps."""
-    count = len(nodes)
-    data_counts = np.fromiter([len(n.data_deps) for n in nodes], dtype=np.int64, count=count)
-    data_ids = np.array(merged.data_deps, dtype=np.uint64)
-    if not len(merged.ctrl_deps):
+    data_counts, data_ids = fields.data_counts, fields.data_deps
+    if not len(fields.ctrl_deps):
         return data_counts, data_ids, np.zeros(len(data_ids), dtype=bool)
-    ctrl_counts = np.fromiter([len(n.ctrl_deps) for n in nodes], dtype=np.int64, count=count)
-    ctrl_ids = np.array(merged.ctrl_deps, dtype=np.uint64)
+    count = len(data_counts)
+    ctrl_counts, ctrl_ids = fields.ctrl_counts, fields.ctrl_deps
     owner = np.concatenate([np.repeat(np.arange(count), data_counts), np.repeat(np.arange(count), ctrl_counts)])
     order = np.argsort(owner, kind="stable")  # per node: its data_deps, then its ctrl_deps
     is_ctrl = np.concatenate([np.zeros(len(data_ids), dtype=bool), np.ones(len(ctrl_ids), dtype=bool)])

@@ -93,9 +93,6 @@ def _ref_count(kind: str | None, value: Any) -> int | None:
     return value[2] if _valid_chunk_ref(kind, value) else None
 
 
-_CHUNK_REF_PARTS = (_ref_buffer, _ref_offset, _ref_count)
-
-
 def _as_bool(kind: str | None, value: Any) -> bool | None:
     return bool(value) if kind == "bool_val" else None
 
@@ -108,8 +105,18 @@ def _as_route(kind: str | None, value: Any) -> tuple[int, ...] | None:
     return tuple(int(v) for v in value) if kind == "int64_list" and len(value) >= 2 and min(value) >= 0 else None
 
 
-def _as_local_op(kind: str | None, value: Any) -> str | None:
-    return value if kind == "string_val" and value in ("reduce", "copy") else None
+_LOCAL_OPS = {"reduce": OpKind.REDUCE, "copy": OpKind.COPY}
+
+
+def _as_local_op(kind: str | None, value: Any) -> int | None:
+    return int(_LOCAL_OPS[value]) if kind == "string_val" and value in _LOCAL_OPS else None
+
+
+def _compact(column: np.ndarray) -> np.ndarray:
+    """``column`` as int32 when its values fit (the IR's compact width), else as it is."""
+    if column.dtype.itemsize > 4 and (not len(column) or (column.min() >= -(2**31) and column.max() < 2**31)):
+        return column.astype(np.int32)
+    return column
 
 
 def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
@@ -127,20 +134,27 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         raise nodes.error(int(other[0]), f"unknown node type {node_type}")
     attrs = nodes.attributes
     why = " (ASTRA-sim aborts without it)"
-    destination = attrs.integer("comm_dst", nodes, required=send, why=why)
-    source = attrs.integer("comm_src", nodes, required=recv, why=why)
+    destination = _compact(attrs.integer("comm_dst", nodes, required=send, why=why))
+    source = _compact(attrs.integer("comm_src", nodes, required=recv, why=why))
+    peer = _compact(np.where(send, destination, np.where(recv, source, NONE)))
+    del destination, source
     size = attrs.integer("comm_size", nodes, required=comm, why=why)
-    tag = attrs.integer("comm_tag", nodes, required=comm, why=why)
+    tag = _compact(np.where(comm, _compact(attrs.integer("comm_tag", nodes, required=comm, why=why)), NONE))
     _refuse(nodes, comm & (size <= 0), "comm_size must be positive (ASTRA-sim aborts on 0)")
+    nbytes = np.where(comm, size, NONE)
+    del size
     _, _, cpu = attrs.converted("is_cpu_op", _as_bool, fill=False, dtype=bool)
     _refuse(nodes, comm & cpu, "a communication node has is_cpu_op = true (ASTRA-sim throws)")
+    del cpu
 
     refs = {}
     for name in ("cc_src", "cc_dst"):
-        parts = [attrs.converted(name, part, fill=NONE, dtype=np.int64) for part in _CHUNK_REF_PARTS]
-        present, ok = parts[0][0], parts[0][1]
+        present, ok, buffer = attrs.converted(name, _ref_buffer, fill=NONE, dtype=np.int64)
         _refuse(nodes, present & ~ok, f"attribute {name} must be an int64_list [buffer, offset, count] with buffer 0, 1 or 2")
-        refs[name] = (present, np.column_stack([values for _, _, values in parts]))
+        offset = _compact(attrs.converted(name, _ref_offset, fill=NONE, dtype=np.int64)[2])
+        chunks = _compact(attrs.converted(name, _ref_count, fill=NONE, dtype=np.int64)[2])
+        refs[name] = (present, buffer.astype(np.int8), offset, chunks)  # buffers are 0, 1, 2 or NONE here
+        del buffer
     route_present, route_ok, route_path = attrs.converted("cc_route", _as_route, fill=None, dtype=object)
     _refuse(nodes, route_present & ~route_ok, "cc_route must be an int64_list of at least two node ids")
     _refuse(nodes, route_present & ~send, "cc_route belongs on SEND nodes only")
@@ -148,43 +162,43 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
     route = np.full(len(types), NONE, dtype=np.int32)
     for i in np.flatnonzero(route_present).tolist():
         route[i] = routes.setdefault(route_path[i], len(routes))
-    op_present, op_ok, op = attrs.converted("cc_op", _as_local_op, fill="", dtype=object)
+    del route_present, route_ok, route_path
+    op_present, op_ok, op = attrs.converted("cc_op", _as_local_op, fill=NONE, dtype=np.int8)
     _refuse(nodes, comp & op_present & ~op_ok, "cc_op must be the string 'reduce' or 'copy'")
     exact_present, exact_ok, exact = attrs.converted("cc_duration_ns", _as_float, fill=np.nan, dtype=np.float64)
     _refuse(nodes, exact_present & ~exact_ok, "cc_duration_ns must be a double_val")
 
     local = comp & op_ok
-    reduce = local & (op == "reduce")
-    src_present, src = refs["cc_src"]
-    dst_present, dst = refs["cc_dst"]
+    reduce = local & (op == OpKind.REDUCE)
+    src_present, src_buf, src_off, src_count = refs.pop("cc_src")
+    dst_present, dst_buf, dst_off, dst_count = refs.pop("cc_dst")
     _refuse(
         nodes,
-        local & ~(src_present & dst_present & (src[:, 2] == dst[:, 2])),
+        local & ~(src_present & dst_present & (src_count == dst_count)),
         "a reduce/copy needs cc_src and cc_dst with the same count",
     )
-    kind = np.select([send, recv, reduce, local], [OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY], OpKind.COMPUTE)
+    kind = np.select([send, recv, reduce, local], [OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY], OpKind.COMPUTE).astype(np.int8)
     reads = send | local
     writes = recv | local
     chunk_moving = (send & src_present) | (recv & dst_present) | local
-    count = np.where(send, src[:, 2], dst[:, 2])
-    micros_ns = nodes.duration_micros * 1000.0
-    duration = np.where(
-        comp,
-        np.where(exact_present, exact, np.where(local & (nodes.duration_micros == 0), np.nan, micros_ns)),
-        np.nan,
-    )
+    reading, writing = reads & chunk_moving, writes & chunk_moving
+    duration = nodes.duration_micros * 1000.0
+    duration[local & (nodes.duration_micros == 0)] = np.nan
+    duration[exact_present] = exact[exact_present]
+    duration[~comp] = np.nan
+    del exact
     return {
-        "kind": kind.astype(np.int8),
-        "peer": np.where(send, destination, np.where(recv, source, NONE)),
-        "tag": np.where(comm, tag, NONE),
-        "src_buf": np.where(reads & chunk_moving, src[:, 0], NONE),
-        "src_off": np.where(reads & chunk_moving, src[:, 1], NONE),
-        "dst_buf": np.where(writes & chunk_moving, dst[:, 0], NONE),
-        "dst_off": np.where(writes & chunk_moving, dst[:, 1], NONE),
-        "count": np.where(chunk_moving, count, NONE),
-        "nbytes": np.where(comm, size, NONE),
+        "kind": kind,
+        "peer": peer,
+        "tag": tag,
+        "src_buf": np.where(reading, src_buf, NONE).astype(np.int8),
+        "src_off": _compact(np.where(reading, src_off, NONE)),
+        "dst_buf": np.where(writing, dst_buf, NONE).astype(np.int8),
+        "dst_off": _compact(np.where(writing, dst_off, NONE)),
+        "count": _compact(np.where(chunk_moving, np.where(send, src_count, dst_count), NONE)),
+        "nbytes": nbytes,
         "duration_ns": duration,
-        "node_id": nodes.ids,
+        "node_id": _compact(nodes.ids),
         "route": route,
         "routes": tuple(routes),
     }
@@ -220,7 +234,7 @@ def read_algorithm(
     routes = columns.pop("routes")
     num_ranks = len(files)
     rank = np.repeat(np.arange(num_ranks, dtype=np.int32), np.diff(nodes.file_ptr))
-    table = OpTable.from_columns(rank=rank, dep_ptr=nodes.dep_ptr, dep_idx=nodes.dep_pos, **columns)
+    table = OpTable.from_columns(rank=rank, dep_ptr=_compact(nodes.dep_ptr), dep_idx=_compact(nodes.dep_pos), **columns)
     if ours:
         return replace(_ours(files, table, collective, size_bytes), routes=routes)
     return replace(_foreign(files, table, collective, size_bytes), routes=routes)
@@ -262,7 +276,7 @@ def _ours(files: list[EtFile], table: OpTable, collective: Collective | None, si
     buffers = np.array([f.metadata.get("cc_buffer_chunks", (0, 0, 0)) for f in files], dtype=np.int64).reshape(num_ranks, 3)
     chunk_bytes = -(-written_size // chunk_count)
     # comm_size that agrees with the chunk count is derived, not stored: one algorithm, any size
-    derived = (table.count >= 0) & (table.nbytes == table.count * chunk_bytes)
+    derived = (table.count >= 0) & (table.nbytes == table.count.astype(np.int64) * chunk_bytes)
     table.nbytes[derived] = NONE
     provenance = dict(item.split("=", 1) for item in meta.get("cc_provenance", ()) if "=" in item)
     return CollectiveAlgorithm(
