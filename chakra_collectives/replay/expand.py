@@ -83,10 +83,11 @@ class ExpandedWorkload:
     warnings: list[str] = field(default_factory=list)
 
 
-TASK_BYTES = 480
+TASK_BYTES = 360
 """Peak bytes per task of an expanded workload, from expansion through the engine's run
-(measured 330-440 above the process's start on data-parallel steps of 256 and 1,024 ranks on
-tori; the most where messages cross the most links)."""
+(measured 254-270 above the process's start on data-parallel steps of 64, 256 and 1,024 ranks
+on tori since templates are copied into the task columns in place; 330-440 before), with a
+third to spare for messages that cross more links (``bench/bench_estimates.py``)."""
 EDGE_BYTES = 16
 """Further bytes per dependency edge beyond the first per task."""
 REPLAY_ADVICE = (
@@ -102,7 +103,7 @@ def replay_estimate(what: str, workload_nodes: int, templates: list[TaskGraph | 
 
     >>> e = replay_estimate("replaying out/step", 4, [None, None])
     >>> e.work, e.nbytes
-    ('8 tasks for 2 collective calls', 3840.0)
+    ('8 tasks for 2 collective calls', 2880.0)
     """
     tasks = workload_nodes + len(templates) + sum(1 if t is None else len(t) for t in templates)
     edges = sum(0 if t is None else len(t.dep_idx) for t in templates)

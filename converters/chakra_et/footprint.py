@@ -1,8 +1,9 @@
 """What reading a set of rank files costs in memory, known from the files' sizes alone.
 
 Decoding keeps every node as columns (ids, types, dependencies, attributes) plus the bytes of
-the file being parsed; peaks measure 4.5-5.2 bytes of memory per byte of ET on disk (the
-1,024-rank ring all-reduce: 493 MiB of files, 2.55 GB peak), so :data:`BYTES_PER_FILE_BYTE`
+the files being parsed; peaks measure 1.2-2.5 bytes of memory per byte of ET on disk since
+files are parsed in one call each into packed columns (the 1,024-rank ring all-reduce:
+493 MiB of files, ``inspect`` peaks at 1.2 GB; 4.5-5.2 before), so :data:`BYTES_PER_FILE_BYTE`
 is an upper envelope. A gzip'd file counts at its unpacked size, which the gzip trailer
 records (modulo 4 GiB; the unpacking itself is bounded as well).
 
@@ -12,7 +13,7 @@ records (modulo 4 GiB; the unpacking itself is bounded as well).
 ...     _ = path.write_bytes(gzip.compress(bytes(1000)))
 ...     estimate = reading_estimate("w", [path])
 >>> estimate.nbytes, estimate.work
-(6000.0, '1 file, 1000 B of ET')
+(3000.0, '1 file, 1000 B of ET')
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from chakra_collectives.resources import Estimate
 from chakra_collectives.units import format_size
 
-BYTES_PER_FILE_BYTE = 6
+BYTES_PER_FILE_BYTE = 3
 """Peak memory per byte of (unpacked) ET while it is read."""
 
 
