@@ -11,7 +11,7 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
 
 * :func:`pair_footprint` (TACOS, BFB, any producer that states none): the work is the
   ``(NPU, chunk)`` pairs each phase serves, ``N * N * K`` per phase, at :data:`PER_PAIR`
-  bytes each (TACOS: 190-250 bytes per pair at 1,024 NPUs, matching and prediction included).
+  bytes each (TACOS: about 90 bytes per pair at 1,024 NPUs, matching and prediction included).
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -43,9 +43,11 @@ pairs (TACOS All-Gather measured 90-121 above start-up at 1,024-4,096 NPUs)."""
 PAIR_BASE = 64 * 2**20
 """Fixed bytes of a pair-model producer (its tables, imports, the prediction's set-up)."""
 MERGING_FROM = 2**24
-"""Pairs per phase beyond which the bytes per pair fall as ``(pairs / MERGING_FROM) ** -0.25``:
-larger phases merge more chunks into each message (TACOS All-Gather measured 61 bytes per pair
-at 8,192 NPUs and 41 at 16,384; this envelope gives 71 and 50)."""
+"""Pairs per phase beyond which the bytes per pair fall as ``(pairs / MERGING_FROM) ** MERGING_EXPONENT``:
+larger phases merge more chunks into each message (TACOS All-Gather measured 55 bytes per pair
+at 4,096 NPUs and 29 at 16,384 since the lowering works block by block; this envelope gives
+100 and 44)."""
+MERGING_EXPONENT = -0.3
 PER_OP = 600
 """Bytes per operation of a baseline, built and predicted (measured 450-490 at 256-1,024 ranks)."""
 PER_HOP = 150
@@ -80,12 +82,12 @@ def pair_footprint(topology: Topology, collective: Collective, num_ranks: int, o
 
     >>> from chakra_collectives.topology import load_topology
     >>> nbytes, work = pair_footprint(load_topology("torus2d:128x128"), Collective.ALL_GATHER, 16384, SynthesisOptions(size_bytes=2**26))
-    >>> work, round(nbytes / 2**30, 1)      # measured: a 10.9 GiB peak
-    ('268M (NPU, chunk) pairs', 12.6)
+    >>> work, round(nbytes / 2**30, 1)      # measured: a 7.3 GiB peak
+    ('268M (NPU, chunk) pairs', 10.9)
     """
     per_phase = float(num_ranks) * num_ranks * options.chunks_per_npu
     pairs = per_phase * phases(collective)
-    per_pair = PER_PAIR * min(1.0, (per_phase / MERGING_FROM) ** -0.25)
+    per_pair = PER_PAIR * min(1.0, (per_phase / MERGING_FROM) ** MERGING_EXPONENT)
     return PAIR_BASE + per_pair * pairs, f"{count(pairs)} (NPU, chunk) pairs"
 
 
