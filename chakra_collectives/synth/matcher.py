@@ -192,8 +192,26 @@ _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
 _ONE = np.uint64(1)
 
 
+UNPACK_WORDS = 2
+"""Bitsets of at most this many words: :func:`_random_members` counts bit by bit in one pass
+(fewer numpy calls: a 64-NPU matching is mostly call overhead); longer ones word by word first."""
+
+
 def _random_members(cand: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One uniformly random set bit (as an index) per row of a bitset matrix; -1 for empty rows."""
+    """One uniformly random set bit (as an index) per row of a bitset matrix; -1 for empty rows.
+
+    Row by row: the ``pick``-th set bit, ``pick = floor(u * count)`` with ``u`` uniform in [0, 1).
+    """
+    if cand.shape[1] <= UNPACK_WORDS:
+        bits = np.unpackbits(np.ascontiguousarray(cand).view(np.uint8), axis=1, bitorder="little")
+        cumulative = np.cumsum(bits, axis=1, dtype=np.int32)
+        total = cumulative[:, -1]
+        result = np.full(len(cand), -1, dtype=np.int64)
+        rows = np.flatnonzero(total)
+        if len(rows):
+            pick = (rng.random(len(rows)) * total[rows]).astype(np.int32)
+            result[rows] = (cumulative[rows] <= pick[:, None]).sum(axis=1)
+        return result
     counts = np.bitwise_count(cand)
     cumulative = np.cumsum(counts, axis=1, dtype=np.int32)
     total = cumulative[:, -1]
