@@ -222,8 +222,7 @@ def _random_members(cand: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     pick = (rng.random(len(rows)) * total[rows]).astype(np.int32)
     cum = cumulative[rows]
     word = (cum <= pick[:, None]).sum(axis=1)
-    before = np.where(word > 0, cum[np.arange(len(rows)), np.maximum(word - 1, 0)], 0)
-    k = pick - before
+    k = pick - (cum - counts[rows])[np.arange(len(rows)), word]  # minus the set bits of earlier words
     bits = np.unpackbits(cand[rows, word].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
     position = (np.cumsum(bits, axis=1) <= k[:, None]).sum(axis=1)
     result[rows] = word.astype(np.int64) * 64 + position
@@ -262,19 +261,32 @@ def _run_lengths(bits: np.ndarray, first: np.ndarray, cap: np.ndarray) -> np.nda
     return np.minimum(length, cap)
 
 
+_LOW = np.array([(1 << b) - 1 for b in range(65)], dtype=np.uint64)
+"""``_LOW[b]``: the ``b`` lowest bits set (0 <= b <= 64)."""
+
+
 def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np.ndarray, *, clear: bool = False) -> None:
-    """Set (or clear) bits ``first .. first + count - 1`` of ``matrix[rows]`` (rows may repeat)."""
+    """Set (or clear) bits ``first .. first + count - 1`` of ``matrix[rows]`` (rows may repeat).
+
+    One word mask per (run, word) it touches: a run of up to 64 chunks touches one or two words.
+    """
     if len(rows) == 0:
         return
-    if int(count.max()) == 1:
-        r, c = rows, first.astype(np.int64)
-    else:
-        ids, offset = expand_runs(count)
-        r, c = rows[ids], first[ids].astype(np.int64) + offset
-    if clear:
-        np.bitwise_and.at(matrix, (r, c // 64), ~_BIT[c % 64])
-    else:
-        np.bitwise_or.at(matrix, (r, c // 64), _BIT[c % 64])
+    start = first.astype(np.int64)
+    end = start + count
+    word = start // 64
+    while True:
+        base = word * 64
+        mask = _LOW[np.minimum(end - base, 64)] & ~_LOW[start - base]
+        if clear:
+            np.bitwise_and.at(matrix, (rows, word), ~mask)
+        else:
+            np.bitwise_or.at(matrix, (rows, word), mask)
+        more = end > base + 64
+        if not more.any():
+            return
+        rows, end, word = rows[more], end[more], word[more] + 1
+        start = word * 64
 
 
 def _cumcount(keys: np.ndarray) -> np.ndarray:
@@ -304,7 +316,10 @@ class _Matcher:
         chunk_ids = np.arange(self.num_chunks)
         self.own = np.zeros((n, self.words), dtype=np.uint64)
         np.bitwise_or.at(self.own, (chunk_ids // k, chunk_ids // 64), _BIT[chunk_ids % 64])
-        self.held = self.own.copy()
+        self.held_or_zero = np.zeros((n + 1, self.words), dtype=np.uint64)
+        """Every NPU's held chunks (:attr:`held`), then a zero row: what index -1 (no NPU) reads."""
+        self.held_or_zero[:n] = self.own
+        self.held = self.held_or_zero[:n]
         full = np.zeros(self.words, dtype=np.uint64)
         np.bitwise_or.at(full, chunk_ids // 64, _BIT[chunk_ids % 64])
         self.wanted = np.bitwise_and(~self.held, full)
@@ -358,7 +373,7 @@ class _Matcher:
         else:
             rec["send_seq"][first : first + size] = self.program[src] + _cumcount(src)
             self.program += np.bincount(src, minlength=self.n)
-        self.remaining -= int(np.sum(count))
+        self.remaining -= int(count.sum())
         return ids
 
     # ------------------------------------------------------------------ main loop
@@ -441,7 +456,7 @@ class _Matcher:
         order = np.lexsort((self.rng.random(len(active)), options, d))
         active, d = active[order], d[order]
         round_of = np.arange(len(active)) - np.searchsorted(d, d, side="left")
-        targets = np.unique(d)
+        targets = d[round_of == 0]  # sorted, each once
         scarce = self._scarce_levels(targets)
         row_of_target = np.full(self.n, -1, dtype=np.int64)
         row_of_target[targets] = np.arange(len(targets))
@@ -481,9 +496,7 @@ class _Matcher:
         one = np.zeros((len(targets), self.words), dtype=np.uint64)
         two, three = one.copy(), one.copy()
         for position in range(neighbours.shape[1]):
-            src = neighbours[:, position]
-            held = self.held[np.maximum(src, 0)]
-            held[src < 0] = 0
+            held = self.held_or_zero[neighbours[:, position]]
             three |= two & held
             two |= one & held
             one |= held
@@ -512,14 +525,17 @@ class _Matcher:
         choose_from = pool.copy()
         starts = _run_starts(pool[merge])
         follows = cand[merge]  # bit c: c .. c + length - 1 all candidates
-        longer = []
+        levels = [starts]
         length = 1
         while length < min(16, int(cap.max())):
             follows = follows & _shift_down(follows, length)
             length *= 2
-            longer.append(starts & follows)
-        for level in longer:  # the longest level that has a start wins
-            starts = np.where(level.any(axis=1, keepdims=True), level, starts)
+            levels.append(starts & follows)
+        if len(levels) > 1:  # per row, the longest level that has a start wins
+            stacked = np.stack(levels)
+            found = stacked.any(axis=2)
+            longest = len(levels) - 1 - np.argmax(found[::-1], axis=0)
+            starts = stacked[longest, np.arange(stacked.shape[1])]
         choose_from[merge] = starts
         first = _random_members(choose_from, self.rng)
         count = np.ones(len(first), dtype=np.int32)
