@@ -146,7 +146,7 @@ def random_topologies(draw):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     random_topologies(), st.integers(1, 3), st.integers(0, 100), st.sampled_from([2**20, 2**12]),
-    st.sampled_from([0.0, 40.0, MergeVariant(40.0, extend_held=True)]),
+    st.sampled_from([0.0, 40.0, MergeVariant(40.0, extend_held=True), MergeVariant(40.0, extend_held=True, reach_back=True)]),
 )
 def test_random_asymmetric_topologies(topo, k, seed, size, ratio):
     # small sizes make latency dominate, so runs of chunks merge into messages
@@ -161,12 +161,12 @@ def test_random_asymmetric_topologies(topo, k, seed, size, ratio):
             assert predicted == pytest.approx(result.schedule_ns, rel=1e-12)
 
 
-@pytest.mark.parametrize("ratio, extend", [(0.0, False), (40.0, False), (40.0, True)])
-def test_schedule_respects_links_and_never_repeats_a_delivery(ratio, extend):
+@pytest.mark.parametrize("ratio, extend, back", [(0.0, False, False), (40.0, False, False), (40.0, True, False), (40.0, True, True)])
+def test_schedule_respects_links_and_never_repeats_a_delivery(ratio, extend, back):
     topo = load_topology("hetero-mesh2d:3x3")
     channels = build_channels(topo, chunk_bytes=2**12)  # 500 ns latency vs ~76 ns per chunk: merging pays
     k = 3
-    schedule = match_all_gather(channels, k, seed=1, latency_ratio=ratio, extend_held=extend)
+    schedule = match_all_gather(channels, k, seed=1, latency_ratio=ratio, extend_held=extend, reach_back=back)
     assert (schedule.count.max() > 1) == (ratio > 0)
     message, offset = expand_runs(schedule.count)
     chunk = schedule.chunk[message] + offset
@@ -220,20 +220,20 @@ def test_merging_pays_where_latency_dominates():
     assert merged.schedule_ns < 0.8 * alone.schedule_ns
 
 
-def test_runs_that_extend_what_the_destination_holds_are_a_third_variant():
+def test_runs_that_extend_what_the_destination_holds_are_variants():
     # 16 KiB chunks: merging pays; on mesh2d:4x4 extending held runs beats both plain variants
     topo = load_topology("mesh2d:4x4")
     plain = tacos(topo, AG, 2**20, merge_variants=(20.0, 40.0))
     default = tacos(topo, AG, 2**20)
     assert default.schedule_ns < plain.schedule_ns
-    assert default.phases[0].variant == MergeVariant(40.0, extend_held=True)
+    assert default.phases[0].variant.extend_held
     assert default.algorithm.provenance["phase_extend_held"] == "1"
     assert verify_algorithm(default.algorithm).ok
     assert predict_time(default.algorithm, topo) == pytest.approx(default.schedule_ns, rel=1e-12)
     # with chunks long enough that no message merges, the rule changes nothing: one variant runs
     channels = build_channels(topo, chunk_bytes=2**20)
     assert distinct_variants(channels, MERGE_VARIANTS) == [MergeVariant(20.0)]
-    assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 3
+    assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 4
 
 
 def test_message_caps_closed_form():

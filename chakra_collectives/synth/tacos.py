@@ -67,28 +67,39 @@ class MergeVariant:
     extend_held: bool = False
     """Merged messages prefer runs that extend what their destination holds
     (:func:`~chakra_collectives.synth.matcher.match_all_gather`)."""
+    reach_back: bool = False
+    """A merged message may start before its scarcest chunk, where the candidates' run holding it starts."""
 
     def __str__(self) -> str:
-        return f"{self.latency_ratio:g}" + (", runs extend held" if self.extend_held else "")
+        rules = [name for name, on in (("runs extend held", self.extend_held), ("runs reach back", self.reach_back)) if on]
+        return ", ".join([f"{self.latency_ratio:g}", *rules])
 
 
-MERGE_VARIANTS = (MergeVariant(20.0), MergeVariant(40.0), MergeVariant(40.0, extend_held=True))
+MERGE_VARIANTS = (
+    MergeVariant(20.0),
+    MergeVariant(40.0),
+    MergeVariant(40.0, extend_held=True),
+    MergeVariant(40.0, extend_held=True, reach_back=True),
+)
 """The trial variants. A message may grow until its serialization is 20 or 40 times the latency
 it pays; with chunks that long already, every variant sends single chunks (the paper's greedy)
 and only the first runs. ``MergeVariant(0.0)`` never merges: on the benchmark suite it did not
 once beat the best of the others, so it is not tried by default (it is the slowest: ~16.8M
-messages on a 4096-NPU torus). Runs that extend what the destination holds keep its missing
-chunks in few, long runs: better on 20 of the suite's 80 TACOS cases (up to 4.8%, switch:64),
-worse on 8 (up to 5%, hypercube:4x4x4), so it is a third variant, not a replacement."""
+messages on a 4096-NPU torus). The two run rules (:func:`~chakra_collectives.synth.matcher.match_all_gather`)
+win on some topologies and lose on others, so they are variants, not replacements: on the
+suite (10 topologies x All-Gather, All-Reduce x 1 and 4 chunks per NPU x 1 MiB, 64 MiB) the
+third variant made 20 of 80 cases faster (by 1.8-4.8%) and the fourth 12 more (by up to 8%,
+mesh2d:8x8), none slower; matching CPU 37.7 -> 72.7 s on that suite."""
 
 LARGE_PHASE_PAIRS = 2**18
 """(NPU, chunk) pairs per phase from which a phase runs :data:`LARGE_MERGE_VARIANTS` (512 NPUs at one chunk each)."""
 
-LARGE_MERGE_VARIANTS = MERGE_VARIANTS[1:]
-"""The variants of phases of :data:`LARGE_PHASE_PAIRS` or more (NPU, chunk) pairs: there ratio 20 never
-beat ratio 40 (All-Gather efficiency, 1,024 NPUs: torus2d 0.890 vs 0.896, mesh2d 0.899 vs 0.908;
-4,096: torus2d 0.796 vs 0.798), and extending runs beat both (1,024: 0.905 and 0.920; 4,096:
-torus2d 0.818, mesh2d 0.851 vs 0.804), so two matchings run there, in parallel on two cores."""
+LARGE_MERGE_VARIANTS = MERGE_VARIANTS[2:]
+"""The variants of phases of :data:`LARGE_PHASE_PAIRS` or more (NPU, chunk) pairs, two matchings (in
+parallel on two cores): the plain ones never won there. All-Gather of 64 MiB, efficiency of
+ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2d 0.890 / 0.896
+/ 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
+/ 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
 
 SWITCH_HANDLING = (
     "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
@@ -212,6 +223,7 @@ def _lower(
         "phase_seeds": ",".join(str(p.seed) for p in phases),
         "phase_latency_ratios": ",".join(f"{p.latency_ratio:g}" for p in phases),
         "phase_extend_held": ",".join(str(int(p.variant.extend_held)) for p in phases),
+        "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": "routed" if topology.num_switches else "none",
     }
     schedules = [p.schedule for p in phases]
@@ -239,8 +251,8 @@ def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
 def default_variants(num_npus: int, chunks_per_npu: int) -> tuple[MergeVariant, ...]:
     """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per phase.
 
-    >>> [str(v) for v in default_variants(64, 1)], len(default_variants(1024, 1))
-    (['20', '40', '40, runs extend held'], 2)
+    >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1))
+    (['40, runs extend held', '40, runs extend held, runs reach back'], 4)
     """
     return LARGE_MERGE_VARIANTS if num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS else MERGE_VARIANTS
 
@@ -253,12 +265,12 @@ def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) ->
     merge), so only the first runs.
     """
     kept: list[MergeVariant] = []
-    seen: list[tuple[np.ndarray, np.ndarray, bool]] = []
+    seen: list[tuple[np.ndarray, np.ndarray, tuple[bool, bool]]] = []
     for variant in variants:
         direct, routed = message_caps(channels, variant.latency_ratio)
         merges = bool(direct.max(initial=1) > 1 or routed.max(initial=1) > 1)
-        key = (direct, routed, variant.extend_held and merges)
-        if not any(np.array_equal(direct, d) and np.array_equal(routed, r) and key[2] == e for d, r, e in seen):
+        key = (direct, routed, (variant.extend_held and merges, variant.reach_back and merges))
+        if not any(np.array_equal(direct, d) and np.array_equal(routed, r) and key[2] == rules for d, r, rules in seen):
             kept.append(variant)
             seen.append(key)
     return kept
@@ -319,7 +331,9 @@ def matchings(channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]]) 
 
 
 def _match(channels: Channels, k: int, seed: int, variant: MergeVariant) -> Schedule:
-    return match_all_gather(channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held)
+    return match_all_gather(
+        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+    )
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
@@ -337,7 +351,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
         "trials": found.trials,
         "phase_seeds": found.seeds,
         "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
-        "phase_extend_held": tuple(p.variant.extend_held for p in found.phases),
+        "phase_merge_variants": tuple(str(p.variant) for p in found.phases),
     }
     return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, details=details)
 
