@@ -14,7 +14,7 @@ from chakra_collectives.ir import Buffer, Collective, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.matcher import expand_runs, match_all_gather, message_caps
-from chakra_collectives.synth.tacos import MERGE_VARIANTS, MergeVariant, distinct_variants, tacos
+from chakra_collectives.synth.tacos import LARGE_MERGE_VARIANTS, MERGE_VARIANTS, MergeVariant, default_variants, distinct_variants, tacos
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.verify import verify_algorithm
 from network_helpers import transfer_ns
@@ -233,7 +233,8 @@ def test_runs_that_extend_what_the_destination_holds_are_variants():
     # with chunks long enough that no message merges, the rule changes nothing: one variant runs
     channels = build_channels(topo, chunk_bytes=2**20)
     assert distinct_variants(channels, MERGE_VARIANTS) == [MergeVariant(20.0)]
-    assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 4
+    assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 3
+    assert default_variants(1024, 1) == LARGE_MERGE_VARIANTS and all(v.extend_held for v in LARGE_MERGE_VARIANTS)
 
 
 def test_message_caps_closed_form():
