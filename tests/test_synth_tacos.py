@@ -235,6 +235,7 @@ def test_runs_that_extend_what_the_destination_holds_are_variants():
     assert distinct_variants(channels, MERGE_VARIANTS) == [MergeVariant(20.0)]
     assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 3
     assert default_variants(1024, 1) == LARGE_MERGE_VARIANTS and all(v.extend_held for v in LARGE_MERGE_VARIANTS)
+    assert default_variants(1024, 1, switched=True) == default_variants(64, 1) == MERGE_VARIANTS
 
 
 def test_message_caps_closed_form():

@@ -177,7 +177,7 @@ def tacos(
     if trials < 1:
         raise InputError(f"trials must be positive, got {trials}")
     if merge_variants is None:
-        merge_variants = default_variants(topology.num_npus, chunks_per_npu)
+        merge_variants = default_variants(topology.num_npus, chunks_per_npu, switched=bool(topology.num_switches))
     variants = tuple(v if isinstance(v, MergeVariant) else MergeVariant(float(v)) for v in merge_variants)
     if not variants or any(v.latency_ratio < 0 for v in variants):
         raise InputError(f"merge variants must have non-negative latency ratios, got {merge_variants}")
@@ -247,13 +247,15 @@ def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
     return max(1, min(8, TRIAL_BUDGET // (num_npus * num_npus * chunks_per_npu)))
 
 
-def default_variants(num_npus: int, chunks_per_npu: int) -> tuple[MergeVariant, ...]:
-    """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per phase.
+def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = False) -> tuple[MergeVariant, ...]:
+    """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per
+    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins).
 
-    >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1))
-    (['40, runs extend held', '40, runs extend held, runs reach back'], 3)
+    >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
+    (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
     """
-    return LARGE_MERGE_VARIANTS if num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS else MERGE_VARIANTS
+    large = num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS and not switched
+    return LARGE_MERGE_VARIANTS if large else MERGE_VARIANTS
 
 
 def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) -> list[MergeVariant]:
