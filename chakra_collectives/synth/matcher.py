@@ -259,10 +259,12 @@ def _reach_back(bits: np.ndarray, through: np.ndarray, reach: int) -> np.ndarray
     True
     """
     reached, path = bits.copy(), through.copy()
+    limit = min(reach, 64)
     step = 1
-    while step < min(reach, 64):
+    while step < limit:
         reached |= path & _shift_down(reached, step)
-        path &= _shift_down(path, step)
+        if 2 * step < limit:  # path: bits from which the next 2 * step bits all lie in ``through``
+            path &= _shift_down(path, step)
         step *= 2
     return reached
 
@@ -572,10 +574,11 @@ class _Matcher:
         if not merge.any():
             first = _random_members(pool, self.rng)
             return first, np.ones(len(first), dtype=np.int32)
-        choose_from = pool.copy()
+        every = bool(merge.all())  # usual: one cap for all channels
+        merging_pool, follows = (pool, cand) if every else (pool[merge], cand[merge])
         longest_cap = int(cap.max())
-        starts = _run_starts(_reach_back(pool[merge], cand[merge], longest_cap) if self.reach_back else pool[merge])
-        follows = cand[merge]  # bit c: c .. c + length - 1 all candidates
+        starts = _run_starts(_reach_back(merging_pool, follows, longest_cap) if self.reach_back else merging_pool)
+        # follows, below: bit c when c .. c + length - 1 are all candidates
         levels = [starts]
         length = 1
         while length < min(16, longest_cap):
@@ -588,9 +591,13 @@ class _Matcher:
             longest = len(levels) - 1 - np.argmax(found[::-1], axis=0)
             starts = stacked[longest, np.arange(stacked.shape[1])]
         if self.extend_held:  # keep what the destination wants in few, long runs
-            extending = starts & ~_shift_up(self.wanted[dst[merge]])
+            extending = starts & ~_shift_up(self.wanted[dst if every else dst[merge]])
             starts = np.where(extending.any(axis=1, keepdims=True), extending, starts)
-        choose_from[merge] = starts
+        if every:
+            choose_from = starts
+        else:
+            choose_from = pool.copy()
+            choose_from[merge] = starts
         first = _random_members(choose_from, self.rng)
         count = np.ones(len(first), dtype=np.int32)
         rows = np.flatnonzero(merge & (first >= 0))
