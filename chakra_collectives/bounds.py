@@ -65,6 +65,7 @@ each hop to whole nanoseconds (which can undercut them by less than 1 ns per hop
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -280,19 +281,50 @@ def _latency_graph(topology: Topology):
     return csr_matrix((latency[first], (src[first], dst[first])), shape=(nodes, nodes))
 
 
+SMALL_LATENCY_WORK = 2**15
+"""Dijkstra runs in pure Python (:func:`_farthest`) when sources x links stay within this: for a
+64-NPU mesh that is faster than importing scipy (about 0.15 s of a small ``synth``)."""
+
+
 def _latency_bound(topology: Topology) -> float:
     """Longest least-latency path between two NPUs (ns): Dijkstra from every NPU (from one when
     every NPU looks alike), in batches."""
+    n = topology.num_npus
+    sources = [0] if topology.uniform else range(n)
+    if len(sources) * len(topology.links) <= SMALL_LATENCY_WORK:
+        return _farthest(topology, sources)
     from scipy.sparse.csgraph import dijkstra
 
     graph = _latency_graph(topology)
-    n = topology.num_npus
-    sources = [0] if topology.uniform else range(n)
     worst = 0.0
     batch = max(1, 2**24 // max(topology.num_nodes, 1))  # 128 MiB of distances at a time
     for first in range(0, len(sources), batch):
         distances = dijkstra(graph, indices=list(sources[first : first + batch]))[:, :n]
         worst = max(worst, float(distances.max()))
+    return worst
+
+
+def _farthest(topology: Topology, sources: Iterable[int]) -> float:
+    """The least latency from ``sources`` to the farthest NPU (ns): Dijkstra with a heap in Python."""
+    arrays = topology.link_arrays
+    out: list[list[tuple[int, float]]] = [[] for _ in range(topology.num_nodes)]
+    for u, v, latency in zip(arrays["src"].tolist(), arrays["dst"].tolist(), arrays["latency_ns"].astype(np.float64).tolist()):
+        out[u].append((v, latency))
+    n = topology.num_npus
+    worst = 0.0
+    for source in sources:
+        distance = [math.inf] * topology.num_nodes
+        distance[source] = 0.0
+        heap = [(0.0, source)]
+        while heap:
+            d, u = heapq.heappop(heap)
+            if d > distance[u]:
+                continue
+            for v, latency in out[u]:
+                if d + latency < distance[v]:
+                    distance[v] = d + latency
+                    heapq.heappush(heap, (d + latency, v))
+        worst = max(worst, max(distance[:n]))
     return worst
 
 

@@ -8,13 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chakra_collectives import bounds as bounds_module
 from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.baselines import bidirectional_ring, direct, recursive_halving_doubling, ring
 from chakra_collectives.synth.tacos import tacos
-from chakra_collectives.topology import Topology
+from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.units import bytes_per_ns
 from chakra_collectives.verify import verify_algorithm
 
@@ -229,3 +230,11 @@ def test_fast_bounds_equal_the_exact_ones_on_regular_topologies(spec, collective
 def test_unknown_bounds_method_is_refused():
     with pytest.raises(InputError, match="unknown bounds method"):
         lower_bounds(ring_topology(4), Collective.ALL_GATHER, MIB, method="guess")
+
+
+@pytest.mark.parametrize("spec", ["mesh2d:8x8", "hetero-mesh2d:4x6", "mi250:2", "dgx:2x2", "switch:8"])
+def test_small_latency_bound_in_python_equals_scipy(monkeypatch, spec):
+    topology = load_topology(spec)
+    python = lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns
+    monkeypatch.setattr(bounds_module, "SMALL_LATENCY_WORK", 0)  # scipy's Dijkstra
+    assert python == lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns > 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 import networkx as nx
+import numpy as np
 import pytest
 from networkx.algorithms.flow import preflow_push
 
-from chakra_collectives.flow import FlowNetwork, max_cut_ratio
+from chakra_collectives.flow import FlowNetwork, max_cut_ratio, maxflow
 from chakra_collectives.flow.capacity import CapacityGraph, exact_bandwidth
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.topology.symmetry import check_symmetry
@@ -102,10 +103,13 @@ def test_symmetry_classes_give_the_same_ratio_as_every_sink():
         assert max_cut_ratio(topology).ratio == max_cut_ratio(topology, sinks=range(topology.num_npus)).ratio
 
 
-def test_flow_network_falls_back_to_exact_integers_beyond_32_bits():
+@pytest.mark.parametrize("small_edges", [maxflow.SMALL_EDGES, 0])
+def test_flow_network_falls_back_to_exact_integers_beyond_32_bits(monkeypatch, small_edges):
+    monkeypatch.setattr(maxflow, "SMALL_EDGES", small_edges)  # 0: scipy, then networkx
     small = FlowNetwork(3, src=[0, 1, 0], dst=[1, 2, 2], cap=[5, 3, 1])
     big = FlowNetwork(3, src=[0, 1, 0], dst=[1, 2, 2], cap=[5 * 2**40, 3 * 2**40, 2**40])
     assert small.fits_int32 and not big.fits_int32
+    assert big.backend == ("python" if small_edges else "networkx")
     assert big.max_flow(0, 2) == 2**40 * small.max_flow(0, 2)
     assert big.min_cut(0, 2)[1].tolist() == small.min_cut(0, 2)[1].tolist()
 
@@ -119,3 +123,19 @@ def test_awkward_bandwidths_stay_exact():
     assert {graph.gbps(c) for c in graph.cap.tolist()} == {Fraction(100, 3), Fraction(1, 10), Fraction(10**9, 2**30)}
     # the ingress of NPU 1 (0.1 + 100/3) beats every other cut here
     assert max_cut_ratio(topology).ratio == Fraction(2) / (Fraction(1, 10) + Fraction(10**9, 2**30))
+
+
+def test_pure_python_flows_match_scipy_on_random_networks(monkeypatch):
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, m = int(rng.integers(2, 12)), int(rng.integers(1, 40))
+        src = rng.integers(0, n, m)
+        dst, cap = (src + rng.integers(1, n, m)) % n, rng.integers(0, 20, m)  # parallel edges, no loops
+        python = FlowNetwork(n, src=src, dst=dst, cap=cap)
+        monkeypatch.setattr(maxflow, "SMALL_EDGES", 0)
+        compiled = FlowNetwork(n, src=src, dst=dst, cap=cap)
+        monkeypatch.undo()
+        assert (python.backend, compiled.backend) == ("python", "scipy")
+        value, side = python.min_cut(0, n - 1)
+        assert python.max_flow(0, n - 1) == value == compiled.max_flow(0, n - 1)
+        assert side.tolist() == compiled.min_cut(0, n - 1)[1].tolist()

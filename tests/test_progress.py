@@ -68,7 +68,8 @@ def test_the_cli_draws_one_line_with_what_runs_and_the_time_left():
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=80)
     with showing_progress(console, "synth", delay_s=0):
-        synthesize(load_topology("mesh2d:4x4"), "all-gather", "16MiB", chunks_per_npu=4, algorithm="tacos", trials=8)
+        # long enough to be drawn while matching (rich redraws 10 times a second; mesh2d:4x4 now takes 0.1 s)
+        synthesize(load_topology("mesh2d:8x8"), "all-gather", "16MiB", chunks_per_npu=4, algorithm="tacos", trials=8)
     drawn = out.getvalue()
     assert "matching" in drawn and "left" in drawn and "%" in drawn
 

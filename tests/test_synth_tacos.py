@@ -14,7 +14,7 @@ from chakra_collectives.ir import Buffer, Collective, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.matcher import expand_runs, match_all_gather, message_caps
-from chakra_collectives.synth.tacos import tacos
+from chakra_collectives.synth.tacos import LARGE_MERGE_VARIANTS, MERGE_VARIANTS, MergeVariant, default_variants, distinct_variants, tacos
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.verify import verify_algorithm
 from network_helpers import transfer_ns
@@ -144,7 +144,10 @@ def random_topologies(draw):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_topologies(), st.integers(1, 3), st.integers(0, 100), st.sampled_from([2**20, 2**12]), st.sampled_from([0.0, 40.0]))
+@given(
+    random_topologies(), st.integers(1, 3), st.integers(0, 100), st.sampled_from([2**20, 2**12]),
+    st.sampled_from([0.0, 40.0, MergeVariant(40.0, extend_held=True), MergeVariant(40.0, extend_held=True, reach_back=True)]),
+)
 def test_random_asymmetric_topologies(topo, k, seed, size, ratio):
     # small sizes make latency dominate, so runs of chunks merge into messages
     assert nx.is_strongly_connected(nx.DiGraph([(l.src, l.dst) for l in topo.links]))
@@ -158,12 +161,12 @@ def test_random_asymmetric_topologies(topo, k, seed, size, ratio):
             assert predicted == pytest.approx(result.schedule_ns, rel=1e-12)
 
 
-@pytest.mark.parametrize("ratio", [0.0, 40.0])
-def test_schedule_respects_links_and_never_repeats_a_delivery(ratio):
+@pytest.mark.parametrize("ratio, extend, back", [(0.0, False, False), (40.0, False, False), (40.0, True, False), (40.0, True, True)])
+def test_schedule_respects_links_and_never_repeats_a_delivery(ratio, extend, back):
     topo = load_topology("hetero-mesh2d:3x3")
     channels = build_channels(topo, chunk_bytes=2**12)  # 500 ns latency vs ~76 ns per chunk: merging pays
     k = 3
-    schedule = match_all_gather(channels, k, seed=1, latency_ratio=ratio)
+    schedule = match_all_gather(channels, k, seed=1, latency_ratio=ratio, extend_held=extend, reach_back=back)
     assert (schedule.count.max() > 1) == (ratio > 0)
     message, offset = expand_runs(schedule.count)
     chunk = schedule.chunk[message] + offset
@@ -215,6 +218,24 @@ def test_merging_pays_where_latency_dominates():
     alone = tacos(topo, AG, 16 * 4 * 2**14, chunks_per_npu=4, merge_variants=(0.0,))
     merged = tacos(topo, AG, 16 * 4 * 2**14, chunks_per_npu=4)
     assert merged.schedule_ns < 0.8 * alone.schedule_ns
+
+
+def test_runs_that_extend_what_the_destination_holds_are_variants():
+    # 16 KiB chunks: merging pays; on mesh2d:4x4 extending held runs beats both plain variants
+    topo = load_topology("mesh2d:4x4")
+    plain = tacos(topo, AG, 2**20, merge_variants=(20.0, 40.0))
+    default = tacos(topo, AG, 2**20)
+    assert default.schedule_ns < plain.schedule_ns
+    assert default.phases[0].variant.extend_held
+    assert default.algorithm.provenance["phase_extend_held"] == "1"
+    assert verify_algorithm(default.algorithm).ok
+    assert predict_time(default.algorithm, topo) == pytest.approx(default.schedule_ns, rel=1e-12)
+    # with chunks long enough that no message merges, the rule changes nothing: one variant runs
+    channels = build_channels(topo, chunk_bytes=2**20)
+    assert distinct_variants(channels, MERGE_VARIANTS) == [MergeVariant(20.0)]
+    assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 3
+    assert default_variants(1024, 1) == LARGE_MERGE_VARIANTS and all(v.extend_held for v in LARGE_MERGE_VARIANTS)
+    assert default_variants(1024, 1, switched=True) == default_variants(64, 1) == MERGE_VARIANTS
 
 
 def test_message_caps_closed_form():

@@ -175,7 +175,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         rows.append(("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})"))
     if result.phase_seeds:
         names = {"all-gather": ["all-gather"], "reduce-scatter": ["reduce-scatter"]}.get(algo.collective.value, ["reduce-scatter", "all-gather"])
-        phases = "; ".join(f"{p}: seed {s}, merge ratio {r:g}" for p, s, r in zip(names, result.phase_seeds, result.phase_latency_ratios))
+        variants = result.details.get("phase_merge_variants", tuple(f"{r:g}" for r in result.phase_latency_ratios))
+        phases = "; ".join(f"{p}: seed {s}, merge ratio {v}" for p, s, v in zip(names, result.phase_seeds, variants))
         rows.append(("tacos", f"{phases} (best of {result.trials} trial(s) per phase)"))
     forest = summary.get("forestcoll")
     if forest is not None:

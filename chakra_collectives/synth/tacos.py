@@ -12,8 +12,9 @@ network model replays it (see :mod:`~chakra_collectives.synth.matcher`).
 
 **Trials.** The greedy's result depends on its random tie-breaking, so each phase is matched
 ``trials`` times per *variant* -- with seeds ``seed, seed+1, ...`` and for each of
-:data:`MERGE_VARIANTS` (messages of single chunks, and merged messages,
-:func:`~chakra_collectives.synth.matcher.message_caps`) -- and every phase keeps its own best
+:data:`MERGE_VARIANTS` (how long merged messages may grow,
+:func:`~chakra_collectives.synth.matcher.message_caps`, and which runs they prefer; phases of
+:data:`LARGE_PHASE_PAIRS` or more pairs run :data:`LARGE_MERGE_VARIANTS`) -- and every phase keeps its own best
 trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)``; by default
 ``trials`` is :func:`auto_trials`, several for small problems, one for large ones. On a network
 that looks the same reversed (every direct link has a twin the other way with the same latency
@@ -56,12 +57,48 @@ from chakra_collectives.topology.core import Topology
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 
-MERGE_VARIANTS = (20.0, 40.0)
-"""``latency_ratio`` of each trial variant (:func:`~chakra_collectives.synth.matcher.message_caps`):
-a message may grow until its serialization is 20 or 40 times the latency it pays. With chunks
-that long already, both variants send single chunks (the paper's greedy); ``(0.0,)`` never
-merges. On the benchmark suite a variant that never merges did not once beat the best of these
-two, so it is not tried by default (it is the slowest: ~16.8M messages on a 4096-NPU torus)."""
+@dataclass(frozen=True)
+class MergeVariant:
+    """How one trial merges chunks into messages."""
+
+    latency_ratio: float
+    """A message may grow until its serialization is this many times the latency it pays
+    (:func:`~chakra_collectives.synth.matcher.message_caps`; 0: never merges)."""
+    extend_held: bool = False
+    """Merged messages prefer runs that extend what their destination holds
+    (:func:`~chakra_collectives.synth.matcher.match_all_gather`)."""
+    reach_back: bool = False
+    """A merged message may start before its scarcest chunk, where the candidates' run holding it starts."""
+
+    def __str__(self) -> str:
+        rules = [name for name, on in (("runs extend held", self.extend_held), ("runs reach back", self.reach_back)) if on]
+        return ", ".join([f"{self.latency_ratio:g}", *rules])
+
+
+MERGE_VARIANTS = (MergeVariant(20.0), MergeVariant(40.0), MergeVariant(40.0, extend_held=True))
+"""The trial variants. A message may grow until its serialization is 20 or 40 times the latency
+it pays; with chunks that long already, every variant sends single chunks (the paper's greedy)
+and only the first runs. ``MergeVariant(0.0)`` never merges: on the benchmark suite it did not
+once beat the best of the others, so it is not tried by default (it is the slowest: ~16.8M
+messages on a 4096-NPU torus). Runs that extend what the destination holds
+(:func:`~chakra_collectives.synth.matcher.match_all_gather`) win on some topologies and lose on
+others, so they are a variant, not a replacement: on the suite (10 topologies x All-Gather,
+All-Reduce x 1 and 4 chunks per NPU x 1 MiB, 64 MiB) they made 20 of 80 cases faster (by
+1.8-4.8%), none slower. Runs that also reach back (:data:`REACHING_BACK`) would make 12 more
+faster (up to 8%, mesh2d:8x8) but take 3-4.5 times as long per matching there (more distinct
+arrival times): they run in large phases only."""
+
+REACHING_BACK = MergeVariant(40.0, extend_held=True, reach_back=True)
+
+LARGE_PHASE_PAIRS = 2**18
+"""(NPU, chunk) pairs per phase from which a phase runs :data:`LARGE_MERGE_VARIANTS` (512 NPUs at one chunk each)."""
+
+LARGE_MERGE_VARIANTS = (MERGE_VARIANTS[2], REACHING_BACK)
+"""The variants of phases of :data:`LARGE_PHASE_PAIRS` or more (NPU, chunk) pairs, two matchings (in
+parallel on two cores): the plain ones never won there. All-Gather of 64 MiB, efficiency of
+ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2d 0.890 / 0.896
+/ 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
+/ 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
 
 SWITCH_HANDLING = (
     "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
@@ -74,10 +111,14 @@ class Trial:
     """One matching of one phase."""
 
     seed: int
-    latency_ratio: float
+    variant: MergeVariant
     schedule: Schedule
     time_ns: float
     """How the trial was judged: the schedule's time, or the model's prediction of the phase."""
+
+    @property
+    def latency_ratio(self) -> float:
+        return self.variant.latency_ratio
 
 
 @dataclass(frozen=True)
@@ -108,14 +149,15 @@ def tacos(
     chunks_per_npu: int = 1,
     seed: int = 0,
     trials: int | None = None,
-    merge_variants: tuple[float, ...] = MERGE_VARIANTS,
+    merge_variants: tuple[float | MergeVariant, ...] | None = None,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
     The collective's size is cut into ``num_npus * chunks_per_npu`` chunks of
     ``ceil(size / chunks)`` bytes (the IR's padding rule). Each phase runs
     ``trials * len(merge_variants)`` matchings (fewer when variants coincide) and keeps its
-    best; ``trials=None`` picks :func:`auto_trials`.
+    best; ``trials=None`` picks :func:`auto_trials`, ``merge_variants=None``
+    :func:`default_variants` (a number ``r`` means ``MergeVariant(r)``).
 
     Raises
     ------
@@ -134,15 +176,18 @@ def tacos(
         trials = auto_trials(topology.num_npus, chunks_per_npu)
     if trials < 1:
         raise InputError(f"trials must be positive, got {trials}")
-    if not merge_variants or any(r < 0 for r in merge_variants):
-        raise InputError(f"merge variants must be non-negative latency ratios, got {merge_variants}")
+    if merge_variants is None:
+        merge_variants = default_variants(topology.num_npus, chunks_per_npu, switched=bool(topology.num_switches))
+    variants = tuple(v if isinstance(v, MergeVariant) else MergeVariant(float(v)) for v in merge_variants)
+    if not variants or any(v.latency_ratio < 0 for v in variants):
+        raise InputError(f"merge variants must have non-negative latency ratios, got {merge_variants}")
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
     topology.validate()
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
-    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, merge_variants)
+    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, variants)
     mirror = channels.mirror()
     searches = 2 if collective is Collective.ALL_REDUCE and mirror is None else 1
     with progress.task("phases", total=searches, unit="searches") as steps:
@@ -176,6 +221,8 @@ def _lower(
         "trials": str(trials),
         "phase_seeds": ",".join(str(p.seed) for p in phases),
         "phase_latency_ratios": ",".join(f"{p.latency_ratio:g}" for p in phases),
+        "phase_extend_held": ",".join(str(int(p.variant.extend_held)) for p in phases),
+        "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": "routed" if topology.num_switches else "none",
     }
     schedules = [p.schedule for p in phases]
@@ -200,19 +247,33 @@ def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
     return max(1, min(8, TRIAL_BUDGET // (num_npus * num_npus * chunks_per_npu)))
 
 
-def distinct_variants(channels: Channels, variants: tuple[float, ...]) -> list[float]:
-    """The variants whose message caps differ (the first of each group of equal ones).
+def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = False) -> tuple[MergeVariant, ...]:
+    """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per
+    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins).
+
+    >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
+    (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
+    """
+    large = num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS and not switched
+    return LARGE_MERGE_VARIANTS if large else MERGE_VARIANTS
+
+
+def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) -> list[MergeVariant]:
+    """The variants that can produce different schedules (the first of each group of equal ones).
 
     With chunks much longer than a link's latency, every variant caps messages at one chunk:
-    they would all produce the same schedule, so only the first runs.
+    they would all produce the same schedule (which runs to prefer matters only when messages
+    merge), so only the first runs.
     """
-    kept: list[float] = []
-    seen: list[tuple[np.ndarray, np.ndarray]] = []
-    for ratio in variants:
-        caps = message_caps(channels, ratio)
-        if not any(np.array_equal(caps[0], d) and np.array_equal(caps[1], r) for d, r in seen):
-            kept.append(ratio)
-            seen.append(caps)
+    kept: list[MergeVariant] = []
+    seen: list[tuple[np.ndarray, np.ndarray, tuple[bool, bool]]] = []
+    for variant in variants:
+        direct, routed = message_caps(channels, variant.latency_ratio)
+        merges = bool(direct.max(initial=1) > 1 or routed.max(initial=1) > 1)
+        key = (direct, routed, (variant.extend_held and merges, variant.reach_back and merges))
+        if not any(np.array_equal(direct, d) and np.array_equal(routed, r) and key[2] == rules for d, r, rules in seen):
+            kept.append(variant)
+            seen.append(key)
     return kept
 
 
@@ -224,22 +285,22 @@ class _Search:
     size_bytes: int
     seed: int
     trials: int
-    variants: tuple[float, ...]
+    variants: tuple[MergeVariant, ...]
 
     def best(self, channels: Channels, *, judge_by_model: bool, name: str) -> Trial:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule)."""
         best: Trial | None = None
-        ratios = distinct_variants(channels, self.variants)
-        jobs = [(self.seed + trial, ratio) for trial in range(self.trials) for ratio in ratios]
+        variants = distinct_variants(channels, self.variants)
+        jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
         with progress.task(name, total=len(jobs), unit="trials") as done:
-            for (seed, ratio), schedule in zip(jobs, matchings(channels, self.k, jobs)):
+            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs)):
                 if judge_by_model:
                     algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes)
                     judged = predict_time(algo, self.topology)
                 else:
                     judged = schedule.time_ns
                 if best is None or judged < best.time_ns:
-                    best = Trial(seed=seed, latency_ratio=ratio, schedule=schedule, time_ns=judged)
+                    best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged)
                 del schedule
                 done.advance()
         assert best is not None
@@ -250,24 +311,30 @@ PARALLEL_PAIRS = 2**18
 """(NPU, chunk) pairs per phase from which a phase's matchings run in parallel processes."""
 
 
-def matchings(channels: Channels, k: int, jobs: list[tuple[int, float]]) -> Iterator[Schedule]:
-    """``match_all_gather(channels, k, seed, latency_ratio)`` for every ``(seed, ratio)`` of
-    ``jobs``, in order. Large problems share them among the machine's cores: the first job
+def matchings(channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]]) -> Iterator[Schedule]:
+    """``match_all_gather(channels, k, seed, ...)`` for every ``(seed, variant)`` of ``jobs``, in
+    order. Large problems share them among the machine's cores: the first job
     runs here while processes run the others (forked when this process runs one thread,
     else spawned); the schedules are the same."""
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS:
-        for seed, ratio in jobs:
-            yield match_all_gather(channels, k, seed=seed, latency_ratio=ratio)
+        for seed, variant in jobs:
+            yield _match(channels, k, seed, variant)
         return
     fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if fork else "spawn")
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
-        others = [pool.submit(match_all_gather, channels, k, seed=seed, latency_ratio=ratio) for seed, ratio in jobs[1:]]
-        seed, ratio = jobs[0]
-        yield match_all_gather(channels, k, seed=seed, latency_ratio=ratio)
+        others = [pool.submit(_match, channels, k, seed, variant) for seed, variant in jobs[1:]]
+        seed, variant = jobs[0]
+        yield _match(channels, k, seed, variant)
         for future in others:
             yield future.result()
+
+
+def _match(channels: Channels, k: int, seed: int, variant: MergeVariant) -> Schedule:
+    return match_all_gather(
+        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+    )
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
@@ -285,6 +352,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
         "trials": found.trials,
         "phase_seeds": found.seeds,
         "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
+        "phase_merge_variants": tuple(str(p.variant) for p in found.phases),
     }
     return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, details=details)
 
