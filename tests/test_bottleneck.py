@@ -46,3 +46,11 @@ def test_small_messages_are_reported_latency_bound_by_synth(cli):
     assert limit["verdict"] == "latency-bound" and limit["latency_fraction"] >= 0.2
     shown = cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "-s", "64KiB", "-a", "tacos")
     assert "limited by  latency-bound: busiest link" in shown.stdout
+
+
+def test_a_producer_that_times_itself_still_says_what_limits_it(cli):
+    """ForestColl predicts its own time; the bottleneck comes from the model's run of its trees."""
+    result = cli("synth", "-t", "dgx:2x8", "-c", "all-gather", "-s", "1GiB", "-a", "forestcoll", "--json")
+    assert result.exit_code == 0, result.output
+    limit = json.loads(result.stdout)["bottleneck"]
+    assert limit["verdict"] == "bandwidth-bound" and limit["busy_fraction"] > 0.9 and limit["messages"] >= 1

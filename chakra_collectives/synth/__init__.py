@@ -109,7 +109,8 @@ class SynthesisResult:
     network_model: str = "default"
     """The network model the candidates were timed (and ``best`` chose) under: default or astra-sim."""
     bottleneck: Bottleneck | None = None
-    """What limited the prediction: its busiest link (``None`` when the producer timed itself)."""
+    """What limited the prediction: its busiest link in the network model's run (``None`` when
+    no message crossed a link)."""
 
     @property
     def efficiency(self) -> float | None:
@@ -336,6 +337,9 @@ def _synthesize_with(
             algo, _ = produce(name)
             candidates, bounding_s = [], 0.0
     made, _, _, predicted, limit = produced[chosen]
+    if limit is None:  # the producer timed itself: what limits it comes from the model's run
+        with progress.task("what limits it"):
+            limit = busiest_link(simulate_collective(algo, topology, mode=network_model))
     details = made.details
     return SynthesisResult(
         algorithm=algo,
