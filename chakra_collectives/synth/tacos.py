@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
@@ -47,6 +46,7 @@ import numpy as np
 from chakra_collectives import progress
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.processes import can_fork
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import Channels, build_channels
@@ -321,8 +321,7 @@ def matchings(channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]]) 
         for seed, variant in jobs:
             yield _match(channels, k, seed, variant)
         return
-    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if fork else "spawn")
+    context = multiprocessing.get_context("fork" if can_fork() else "spawn")
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
         others = [pool.submit(_match, channels, k, seed, variant) for seed, variant in jobs[1:]]
         seed, variant = jobs[0]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 import zlib
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -37,6 +36,7 @@ from google.protobuf.internal import decoder
 from google.protobuf.message import DecodeError
 
 from chakra_collectives.errors import AlgorithmError, ChakraCollError, InputError
+from chakra_collectives.processes import can_fork
 from chakra_collectives.converters.chakra_et.one_parse import ATTRIBUTE_SEPARATOR, AttributeIndex, NodeFields, node_records, parse_node_fields
 from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_node, parse_nodes, split_records
 
@@ -289,8 +289,7 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
     if workers is None:
         big = sum(path.stat().st_size for path, _ in jobs) > PARALLEL_BYTES
         workers = 2 if big and len(jobs) > 1 and (os.cpu_count() or 1) > 1 else 1
-    # fork is only safe while this process runs one thread (a progress bar runs another)
-    if workers <= 1 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1 or not can_fork():
         packed = _decode_paths(jobs, missing)
     else:
         shares = [jobs[w::workers] for w in range(workers)]
