@@ -337,9 +337,15 @@ def _synthesize_with(
             algo, _ = produce(name)
             candidates, bounding_s = [], 0.0
     made, _, _, predicted, limit = produced[chosen]
+    limit_s = 0.0
     if limit is None:  # the producer timed itself: what limits it comes from the model's run
+        started = time.perf_counter()
         with progress.task("what limits it"):
             limit = busiest_link(simulate_collective(algo, topology, mode=network_model))
+        limit_s = time.perf_counter() - started
+        produced[chosen] = (*produced[chosen][:4], limit)
+        if chosen in unchunked:  # the next chunk count reuses it with the algorithm
+            unchunked[chosen] = produced[chosen]
     details = made.details
     return SynthesisResult(
         algorithm=algo,
@@ -350,7 +356,7 @@ def _synthesize_with(
         schedule_ns=made.schedule_ns,
         bounds=None,
         synthesis_s=sum(p[1] for p in produced.values()) + bounding_s,
-        predict_s=sum(p[2] for p in produced.values()),
+        predict_s=sum(p[2] for p in produced.values()) + limit_s,
         seed=details.get("seed"),
         trials=details.get("trials", 1),
         requested=name,
