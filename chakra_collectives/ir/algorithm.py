@@ -57,6 +57,10 @@ class CollectiveAlgorithm:
         node ids from the sender's NPU to the receiver's (switches in between), for algorithms
         whose rank ``r`` runs on NPU ``r`` (a synthesizer that chose its switch paths, such as
         ForestColl). SENDs without a route take the network model's.
+    placement:
+        The fabric NPU each rank runs on, in rank order, for an algorithm synthesized for a
+        process group embedded in a larger fabric (rank ``r`` on NPU ``placement[r]``; routes
+        then name fabric node ids). Empty: rank ``r`` runs on NPU ``r``.
     """
 
     collective: Collective
@@ -72,6 +76,7 @@ class CollectiveAlgorithm:
     name: str = ""
     provenance: dict[str, str] = field(default_factory=dict)
     routes: tuple[tuple[int, ...], ...] = ()
+    placement: tuple[int, ...] = ()
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -180,6 +185,7 @@ class CollectiveAlgorithm:
             and self.name == other.name
             and self.provenance == other.provenance
             and self.routes == other.routes
+            and self.placement == other.placement
             and np.array_equal(self.input_chunks, other.input_chunks)
             and np.array_equal(self.output_chunks, other.output_chunks)
             and np.array_equal(self.scratch_chunks, other.scratch_chunks)

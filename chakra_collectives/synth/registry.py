@@ -66,6 +66,11 @@ class SynthesisOptions:
     """ForestColl's ``k``: a positive integer, ``"optimal"``, or ``None``/``"auto"`` (its choice)."""
     chunks_per_tree: int | None = None
     """ForestColl's pipeline pieces per tree (``None``: its choice)."""
+    group: tuple[int, ...] | None = None
+    """A process group embedded in the topology: the fabric NPUs of the group's ranks, in rank
+    order (group rank ``i`` runs on NPU ``group[i]``); the other NPUs and switches only carry
+    traffic. ``None``: every NPU, rank ``r`` on NPU ``r``. A producer that serves groups returns
+    an algorithm over ``len(group)`` ranks whose ``placement`` is ``group``."""
 
     def __post_init__(self) -> None:
         if not self.size_bytes > 0:
