@@ -1,6 +1,7 @@
 """Time one collective algorithm on a topology: the synthesizer's cost model.
 
-Algorithm rank ``r`` runs on NPU ``placement[r]`` (default: NPU ``r``). Every operation is
+Algorithm rank ``r`` runs on NPU ``placement[r]`` (default: the algorithm's own
+:attr:`~chakra_collectives.ir.CollectiveAlgorithm.placement`, else NPU ``r``). Every operation is
 timed under the shared network model (:mod:`~chakra_collectives.network.model`): SENDs inject
 their message when their dependencies are done and complete when it has arrived, RECVs
 complete when their message has arrived and their dependencies are done, REDUCE / COPY take
@@ -71,9 +72,10 @@ def collective_task_graph(
     SEND / RECV become message tasks paired by :func:`~chakra_collectives.ir.matching.match_messages`,
     of :meth:`~chakra_collectives.ir.CollectiveAlgorithm.op_bytes` at ``size_bytes``; REDUCE /
     COPY / COMPUTE become local tasks that take what the model charges for their duration
-    (:meth:`NetworkModel.local_ns`). Rank ``r`` runs on NPU ``placement[r]`` (default ``r``).
-    A SEND that names a route (``algo.routes``) takes it (:meth:`NetworkModel.path_links`);
-    the others take the model's.
+    (:meth:`NetworkModel.local_ns`). Rank ``r`` runs on NPU ``placement[r]`` (default:
+    :func:`own_placement`). A SEND that names a route (``algo.routes``) takes it
+    (:meth:`NetworkModel.path_links`); the others take the model's. Routes name fabric nodes, so
+    an algorithm with routes runs only where it was made for.
     :func:`simulate_collective` runs one algorithm alone; the replayer stamps the same tasks
     out once per collective call of a workload.
 
@@ -91,12 +93,13 @@ def collective_task_graph(
     """
     size = algo.size_bytes if size_bytes is None else size_bytes
     ops = algo.ops
-    npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement)
+    npus = own_placement(algo) if placement is None else np.asarray(placement)
     routes = ()
     if algo.routes:
-        if not np.array_equal(npus, np.arange(algo.num_ranks)):
+        if not np.array_equal(npus, own_placement(algo)):
+            where = f"on NPUs {list(algo.placement)}" if algo.placement else "rank r on NPU r"
             raise AlgorithmError(
-                f"{algo.name or 'the algorithm'} names the network paths of its messages: its rank r must run on NPU r"
+                f"{algo.name or 'the algorithm'} names the network paths of its messages: its ranks must run {where}"
             )
         routes = tuple(model.path_links(path) for path in algo.routes)
     matching = match_messages(algo, limit=1)
@@ -120,6 +123,22 @@ def collective_task_graph(
         route=ops.route if routes else None,
         routes=routes,
     )
+
+
+def own_placement(algo: CollectiveAlgorithm) -> np.ndarray:
+    """The NPU each rank of ``algo`` runs on unless told otherwise: its ``placement`` (a process
+    group's), else rank ``r`` on NPU ``r``.
+
+    >>> from dataclasses import replace
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> algo = ring(Collective.ALL_GATHER, 2, size_bytes=64)
+    >>> own_placement(algo).tolist(), own_placement(replace(algo, placement=(4, 9))).tolist()
+    ([0, 1], [4, 9])
+    """
+    if algo.placement:
+        return np.asarray(algo.placement, dtype=np.int64)
+    return np.arange(algo.num_ranks, dtype=np.int64)
 
 
 def simulate_collective(
@@ -146,7 +165,8 @@ def simulate_collective(
     local_ops:
         ``"parallel"`` (default) or ``"serial"``: one local operation at a time per NPU.
     placement:
-        NPU of each algorithm rank (default: rank ``r`` on NPU ``r``).
+        NPU of each algorithm rank (default: :func:`own_placement`, the algorithm's own
+        placement or rank ``r`` on NPU ``r``).
     record_links:
         Keep every hop's ``(link, start, end, send)`` in ``links.intervals`` (for traces).
 
@@ -159,13 +179,16 @@ def simulate_collective(
     """
     if local_ops not in LOCAL_OPS:
         raise InputError(f"unknown local_ops {local_ops!r} (valid: {', '.join(LOCAL_OPS)})")
-    npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement, dtype=np.int64)
+    npus = own_placement(algo) if placement is None else np.asarray(placement, dtype=np.int64)
     if len(npus) != algo.num_ranks:
         raise InputError(f"placement names {len(npus)} NPUs for {algo.num_ranks} ranks")
-    if algo.num_ranks > topology.num_npus or (len(npus) and (npus.min() < 0 or npus.max() >= topology.num_npus)):
+    if algo.num_ranks > topology.num_npus:
         raise InputError(
             f"{topology.name} has {topology.num_npus} NPUs, too few for the algorithm's {algo.num_ranks} ranks"
         )
+    if len(npus) and (npus.min() < 0 or npus.max() >= topology.num_npus):
+        outside = int(npus[(npus < 0) | (npus >= topology.num_npus)][0])
+        raise InputError(f"the algorithm's ranks run on NPU {outside}, which {topology.name} does not have (0..{topology.num_npus - 1})")
     model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
@@ -196,7 +219,7 @@ def predict_time(
     mode: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
 ) -> float:
-    """Predicted time (ns) of ``algo`` alone on ``topology``; algorithm rank ``r`` on NPU ``r``.
+    """Predicted time (ns) of ``algo`` alone on ``topology``, its ranks on :func:`own_placement`.
 
     See :func:`simulate_collective` for the parameters; in ``"astra-sim"`` mode the result is a
     whole number of ns, as ASTRA-sim reports.

@@ -60,10 +60,11 @@ ATTRIBUTES: dict[str, Attribute] = _attrs(
     Attribute("cc_inplace", "bool_val", "metadata", "the algorithm is for the in-place call (see the IR's aliasing rules)", "chakra-collectives"),
     Attribute("cc_root", "int64_val", "metadata", "root rank of broadcast / reduce (absent otherwise)", "chakra-collectives"),
     Attribute("cc_name", "string_val", "metadata", "free-form algorithm name (absent when empty)", "chakra-collectives"),
+    Attribute("cc_placement", "int64_list", "metadata", "the fabric NPU of every rank, in rank order, for an algorithm made for a process group embedded in a larger fabric (its cc_route paths name fabric nodes); absent: rank r on NPU r", "chakra-collectives"),
     Attribute("cc_provenance", "string_list", "metadata", "key=value strings: which tool/options produced the algorithm (absent when empty)", "chakra-collectives"),
     Attribute("cc_src", "int64_list", "SEND COMP", "[buffer, offset, count]: chunks read (buffer 0 input, 1 output, 2 scratch)", "chakra-collectives"),
     Attribute("cc_dst", "int64_list", "RECV COMP", "[buffer, offset, count]: chunks written (for a reduction: accumulated into)", "chakra-collectives"),
-    Attribute("cc_route", "int64_list", "SEND", "the message's path through the network, when the algorithm chose it: node ids from the sending rank's NPU to the receiving rank's (rank r on NPU r), switches (numbered after the NPUs) in between; absent: the network's own route", "chakra-collectives"),
+    Attribute("cc_route", "int64_list", "SEND", "the message's path through the network, when the algorithm chose it: node ids from the sending rank's NPU to the receiving rank's (rank r on NPU r, or on cc_placement[r]), switches (numbered after the NPUs) in between; absent: the network's own route", "chakra-collectives"),
     Attribute("cc_op", "string_val", "COMP", "'reduce' (dst = dst + src) or 'copy' (dst = src); absent on opaque compute", "chakra-collectives"),
     Attribute("cc_duration_ns", "double_val", "COMP", "exact duration in ns when known (duration_micros is whole microseconds)", "chakra-collectives"),
 )

@@ -1,0 +1,62 @@
+"""An algorithm planned on a process group's view of the fabric, put back on the fabric.
+
+A producer that plans for a topology's links serves a process group by planning on the group's
+view (:func:`~chakra_collectives.topology.groups.group_view`: the members as NPUs ``0 .. g-1``,
+every other node a switch that relays). :func:`embed` turns its result into an algorithm of the
+fabric: ranks placed on the group's NPUs (``placement``), every route renamed to fabric node ids,
+and every SEND the view's network would route one way and the fabric's another given the view's
+path as its route -- so the messages cross exactly the links the producer planned with.
+
+>>> from chakra_collectives.ir import Collective
+>>> from chakra_collectives.synth.baselines import ring
+>>> from chakra_collectives.topology import torus2d
+>>> from chakra_collectives.topology.groups import group_view
+>>> fabric = torus2d(4, 4)
+>>> view = group_view(fabric, (0, 5, 10, 15))
+>>> algo = embed(ring(Collective.ALL_GATHER, 4, size_bytes=2**20), view, fabric)
+>>> algo.placement, all(path[0] in algo.placement and path[-1] in algo.placement for path in algo.routes)
+((0, 5, 10, 15), True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.network.model import NetworkModel
+from chakra_collectives.topology import Topology
+from chakra_collectives.topology.groups import GroupView
+
+
+def embed(algo: CollectiveAlgorithm, view: GroupView, fabric: Topology) -> CollectiveAlgorithm:
+    """``algo`` (ranks = NPUs of ``view.topology``) as an algorithm of ``fabric`` (see the module docstring)."""
+    ops = algo.ops
+    routes = [view.to_fabric(path) for path in algo.routes]
+    route = np.asarray(ops.route, dtype=np.int64).copy()
+    index = {path: i for i, path in enumerate(routes)}
+    unrouted = np.flatnonzero((ops.kind == OpKind.SEND) & (route < 0))
+    pairs = np.unique(np.stack([ops.rank[unrouted], ops.peer[unrouted]], axis=1), axis=0) if len(unrouted) else np.zeros((0, 2), np.int64)
+    chosen: dict[tuple[int, int], int] = {}
+    planned_by, fabric_model = NetworkModel(view.topology), NetworkModel(fabric)
+    for src, dst in pairs.tolist():
+        planned = view.to_fabric(_node_path(planned_by, src, dst))
+        if planned != _node_path(fabric_model, planned[0], planned[-1]):
+            chosen[(src, dst)] = index.setdefault(planned, len(index))
+            if len(routes) < len(index):
+                routes.append(planned)
+    for (src, dst), i in chosen.items():
+        at = unrouted[(ops.rank[unrouted] == src) & (ops.peer[unrouted] == dst)]
+        route[at] = i
+    table = replace(ops, route=route.astype(np.int32)) if chosen else ops
+    return replace(algo, ops=table, routes=tuple(routes), placement=tuple(int(v) for v in view.fabric_node[: algo.num_ranks]))
+
+
+def _node_path(model: NetworkModel, src: int, dst: int) -> tuple[int, ...]:
+    """The nodes of the network model's own route from NPU ``src`` to NPU ``dst``."""
+    links = model.topology.links
+    return (src, *(links[i].dst for i in model.route(src, dst)))
+
+
+__all__ = ["embed"]
