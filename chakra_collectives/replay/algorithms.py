@@ -4,8 +4,9 @@
 the collective from the files' metadata (files chakra-collectives wrote record it). Without an
 algorithm for a collective type, a built-in producer of the synthesizer registry
 (:mod:`~chakra_collectives.synth.registry`) is generated for each group size it is needed for
-(for each group, when it plans for the whole topology), for any size: every call scales it to
-its own size.
+(for each group, when it plans for the topology's links: TACOS, ForestColl, BFB -- those that
+serve process groups plan for the group's members with the rest of the fabric relaying), for any
+size: every call scales it to its own size.
 
 Which producer is chosen per collective type (``--default-algorithm``, :class:`DefaultAlgorithms`):
 ``TYPE=NAME`` entries and a ``*=NAME`` catch-all, comma-separated, each ``NAME`` possibly a
@@ -180,13 +181,13 @@ class AlgorithmCatalog:
         if built is None:
             if collective not in synthesizer.collectives:
                 raise InputError(f"{name} does not implement {collective.value}")
-            if synthesizer.whole_topology and members != tuple(range(topology.num_npus)):
-                raise InputError(
-                    f"{name} synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {group_size} ranks"
-                )
             # the size is the group's: chunk-identified algorithms scale exactly to each call
-            options = SynthesisOptions(size_bytes=group_size, any_size=True)
-            built = self._built[key] = synthesizer.make(topology, collective, group_size, options).algorithm
+            options = SynthesisOptions(size_bytes=group_size, any_size=True, group=members)
+            if synthesizer.whole_topology:  # planned for the group's NPUs (placement = members), or refused with the reason
+                made = synthesizer.build(topology, collective, options)
+            else:  # one algorithm per group size, placed on each call's members
+                made = synthesizer.make(topology, collective, group_size, options)
+            built = self._built[key] = made.algorithm
         return built
 
     def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:

@@ -136,6 +136,9 @@ class Synthesizer:
     """It plans for the topology's links and serves a process group embedded in it
     (``options.group``: the members exchange, the other NPUs and switches relay). A producer that
     does not plan for the whole topology serves any group by its rank count alone."""
+    groups_refusal: str = ""
+    """Why a producer that plans for the whole topology does not serve process groups (its
+    refusal says it)."""
     candidate: bool = True
     """``best`` tries it."""
     accepts: Callable[[int], bool] = _any_count
@@ -180,8 +183,9 @@ class Synthesizer:
         if group is None:
             return self.make(topology, collective, topology.num_npus, options)
         if not self.serves(topology, group):
+            why = f" ({self.groups_refusal})" if self.groups_refusal else ""
             raise InputError(
-                f"{self.name} synthesizes for the whole topology ({topology.num_npus} NPUs) and does not serve process groups; "
+                f"{self.name} synthesizes for the whole topology ({topology.num_npus} NPUs) and does not serve process groups{why}; "
                 f"this collective runs over {len(group)} ranks"
             )
         made = self.make(topology, collective, len(group), options)
