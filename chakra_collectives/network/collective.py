@@ -218,16 +218,67 @@ def predict_time(
     size_bytes: int | None = None,
     mode: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
+    placement: "np.ndarray | list[int] | tuple[int, ...] | None" = None,
 ) -> float:
-    """Predicted time (ns) of ``algo`` alone on ``topology``, its ranks on :func:`own_placement`.
+    """Predicted time (ns) of ``algo`` alone on ``topology``, its ranks on ``placement``
+    (default: :func:`own_placement`).
 
     See :func:`simulate_collective` for the parameters; in ``"astra-sim"`` mode the result is a
     whole number of ns, as ASTRA-sim reports.
     """
     timing = simulate_collective(
-        algo, topology, size_bytes=size_bytes, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps
+        algo, topology, size_bytes=size_bytes, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps, placement=placement,
     )
     return timing.time_ns
+
+
+def simulate_together(
+    algorithms: "list[CollectiveAlgorithm]", topology: Topology, *, mode: str | Mode = Mode.TACOS,
+) -> list[float]:
+    """Run ``algorithms`` at the same time on ``topology``, each on its own placement
+    (:func:`own_placement`), sharing its links; the time (ns) each one finishes.
+
+    Concurrent process groups of one collective call (the data-parallel groups of a TP x DP
+    job) run so: alone each takes :func:`predict_time`, together they queue on the links both use.
+
+    >>> from dataclasses import replace
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> from chakra_collectives.topology import torus2d
+    >>> algo = ring(Collective.ALL_GATHER, 4, size_bytes=2**20)
+    >>> rows = [replace(algo, placement=tuple(range(4 * r, 4 * r + 4))) for r in range(4)]
+    >>> alone = predict_time(rows[0], torus2d(4, 4))
+    >>> [t == alone for t in simulate_together(rows, torus2d(4, 4))]   # the rows share no link
+    [True, True, True, True]
+    """
+    model = NetworkModel(topology, mode=mode)
+    for algo in algorithms:
+        npus = own_placement(algo)
+        if len(npus) and (npus.max() >= topology.num_npus or algo.num_ranks > topology.num_npus):
+            raise InputError(f"{topology.name} has {topology.num_npus} NPUs, too few for an algorithm on NPUs {npus.tolist()}")
+    graphs = [collective_task_graph(algo, model) for algo in algorithms]
+    offsets = np.cumsum([0, *(len(g) for g in graphs)])
+    dep_offsets = np.cumsum([0, *(len(g.dep_idx) for g in graphs)])
+    route_offsets = np.cumsum([0, *(len(g.routes) for g in graphs)])
+
+    def shifted(column: str, base: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.where(getattr(g, column) >= 0, getattr(g, column) + b, -1) for g, b in zip(graphs, base)])
+
+    graph = TaskGraph.build(
+        kind=np.concatenate([g.kind for g in graphs]),
+        npu=np.concatenate([g.npu for g in graphs]),
+        partner=shifted("partner", offsets),
+        nbytes=np.concatenate([g.nbytes for g in graphs]),
+        duration=np.concatenate([g.duration for g in graphs]),
+        dep_ptr=np.concatenate([[0], *(g.dep_ptr[1:] + d for g, d in zip(graphs, dep_offsets))]),
+        dep_idx=np.concatenate([g.dep_idx.astype(np.int64) + o for g, o in zip(graphs, offsets)]),
+        route=shifted("route", route_offsets),
+        routes=tuple(r for g in graphs for r in g.routes),
+    )
+    timing = run(graph, model)
+    if not timing.finished:
+        raise AlgorithmError(f"the {len(algorithms)} algorithms deadlock when run together")
+    return [float(timing.end[offsets[i] : offsets[i + 1]].max(initial=0.0)) for i in range(len(graphs))]
 
 
 def _columns(graph: TaskGraph) -> dict[str, np.ndarray]:

@@ -32,25 +32,41 @@ from chakra_collectives.topology.groups import GroupView
 
 def embed(algo: CollectiveAlgorithm, view: GroupView, fabric: Topology) -> CollectiveAlgorithm:
     """``algo`` (ranks = NPUs of ``view.topology``) as an algorithm of ``fabric`` (see the module docstring)."""
+    routes = tuple(view.to_fabric(path) for path in algo.routes)
+    pinned = pin_routes(replace(algo, routes=routes, placement=()), view.topology, fabric, node_map=view.fabric_node)
+    return replace(pinned, placement=tuple(int(v) for v in view.fabric_node[: algo.num_ranks]))
+
+
+def pin_routes(
+    algo: CollectiveAlgorithm, planned_on: Topology, fabric: Topology, *, node_map: np.ndarray | None = None,
+) -> CollectiveAlgorithm:
+    """``algo``, planned on ``planned_on`` (its ranks on their own placement there), with an explicit
+    route on every SEND without one whose network route on ``planned_on`` (node ids mapped to
+    ``fabric``'s by ``node_map``; default: the same ids) differs from ``fabric``'s own route."""
     ops = algo.ops
-    routes = [view.to_fabric(path) for path in algo.routes]
+    routes = list(algo.routes)
     route = np.asarray(ops.route, dtype=np.int64).copy()
     index = {path: i for i, path in enumerate(routes)}
     unrouted = np.flatnonzero((ops.kind == OpKind.SEND) & (route < 0))
-    pairs = np.unique(np.stack([ops.rank[unrouted], ops.peer[unrouted]], axis=1), axis=0) if len(unrouted) else np.zeros((0, 2), np.int64)
-    chosen: dict[tuple[int, int], int] = {}
-    planned_by, fabric_model = NetworkModel(view.topology), NetworkModel(fabric)
+    if not len(unrouted):
+        return algo
+    npu = np.asarray(algo.placement, dtype=np.int64) if algo.placement else np.arange(algo.num_ranks)
+    mapped = np.arange(planned_on.num_nodes) if node_map is None else np.asarray(node_map)
+    pairs = np.unique(np.stack([ops.rank[unrouted], ops.peer[unrouted]], axis=1), axis=0)
+    planned_by, fabric_model = NetworkModel(planned_on), NetworkModel(fabric)
+    pinned = False
     for src, dst in pairs.tolist():
-        planned = view.to_fabric(_node_path(planned_by, src, dst))
-        if planned != _node_path(fabric_model, planned[0], planned[-1]):
-            chosen[(src, dst)] = index.setdefault(planned, len(index))
-            if len(routes) < len(index):
-                routes.append(planned)
-    for (src, dst), i in chosen.items():
-        at = unrouted[(ops.rank[unrouted] == src) & (ops.peer[unrouted] == dst)]
-        route[at] = i
-    table = replace(ops, route=route.astype(np.int32)) if chosen else ops
-    return replace(algo, ops=table, routes=tuple(routes), placement=tuple(int(v) for v in view.fabric_node[: algo.num_ranks]))
+        planned = tuple(int(mapped[v]) for v in _node_path(planned_by, int(npu[src]), int(npu[dst])))
+        if planned == _node_path(fabric_model, planned[0], planned[-1]):
+            continue
+        i = index.setdefault(planned, len(index))
+        if len(routes) < len(index):
+            routes.append(planned)
+        route[unrouted[(ops.rank[unrouted] == src) & (ops.peer[unrouted] == dst)]] = i
+        pinned = True
+    if not pinned:
+        return algo
+    return replace(algo, ops=replace(ops, route=route.astype(np.int32)), routes=tuple(routes))
 
 
 def _node_path(model: NetworkModel, src: int, dst: int) -> tuple[int, ...]:
@@ -59,4 +75,4 @@ def _node_path(model: NetworkModel, src: int, dst: int) -> tuple[int, ...]:
     return (src, *(links[i].dst for i in model.route(src, dst)))
 
 
-__all__ = ["embed"]
+__all__ = ["embed", "pin_routes"]

@@ -1,0 +1,188 @@
+"""Process groups embedded in a fabric: placement, group bounds, group-aware synthesis, replay of
+hybrid workloads with topology-aware producers, concurrent groups, and bad input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import jsonschema
+import pytest
+
+from chakra_collectives.bounds import lower_bounds
+from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.errors import AlgorithmError, InputError
+from chakra_collectives.ir import Collective
+from chakra_collectives.network.collective import predict_time, simulate_together
+from chakra_collectives.synth import group_bounds, synthesize
+from chakra_collectives.synth.baselines import ring
+from chakra_collectives.synth.concurrent import synthesize_concurrent
+from chakra_collectives.topology import load_topology, torus2d
+from chakra_collectives.topology.groups import group_view, parse_group
+from chakra_collectives.verify import verify_algorithm
+
+from schema_helpers import schema
+
+COLUMN = (0, 4, 8, 12)
+DIAGONAL = (0, 5, 10, 15)
+
+
+def test_placement_round_trips_through_the_ets(tmp_path):
+    algo = replace(ring(Collective.ALL_GATHER, 4, size_bytes=2**20), placement=DIAGONAL)
+    write_algorithm(algo, tmp_path / "ag")
+    again = read_algorithm(tmp_path / "ag")
+    assert again.placement == DIAGONAL and again.equals(algo)
+
+
+def test_the_network_model_runs_an_algorithm_on_its_own_placement():
+    fabric = torus2d(4, 4)
+    algo = ring(Collective.ALL_GATHER, 4, size_bytes=2**20)
+    row, diagonal = predict_time(algo, fabric), predict_time(replace(algo, placement=DIAGONAL), fabric)
+    # a row's ring neighbours are one hop apart, the diagonal's two: every step costs one more hop
+    assert diagonal > row
+    assert diagonal == predict_time(algo, fabric, placement=DIAGONAL)
+
+
+def test_group_view_keeps_the_links_and_makes_the_others_relays():
+    fabric = torus2d(4, 4)
+    view = group_view(fabric, COLUMN)
+    assert (view.topology.num_npus, view.topology.num_switches) == (4, 12)
+    assert sorted((int(view.fabric_node[l.src]), int(view.fabric_node[l.dst])) for l in view.topology.links) == sorted(
+        (l.src, l.dst) for l in fabric.links
+    )
+
+
+def test_group_bounds_count_the_relays_links():
+    # a torus column alone is a ring of 4 (2 links into each member); in the fabric every member
+    # also has the two row links, through which relays can feed it: half the ring's bound
+    column = group_bounds(torus2d(4, 4), Collective.ALL_GATHER, 2**20, COLUMN)
+    alone = lower_bounds(load_topology("ring:4"), Collective.ALL_GATHER, 2**20)
+    assert column.best_ns == pytest.approx(alone.best_ns / 2)
+    whole = lower_bounds(torus2d(4, 4), Collective.ALL_GATHER, 2**20)
+    assert group_bounds(torus2d(4, 4), Collective.ALL_GATHER, 2**20, None) == whole
+
+
+@pytest.mark.parametrize("collective", ["all-gather", "reduce-scatter", "all-reduce"])
+@pytest.mark.parametrize("group", [COLUMN, DIAGONAL, (0, 1, 4, 5)])
+def test_forestcoll_serves_a_group_and_beats_its_ring(collective, group):
+    fabric = torus2d(4, 4)
+    result = synthesize(fabric, collective, "16MiB", algorithm="forestcoll", group=group)
+    algo = result.algorithm
+    assert algo.num_ranks == len(group) and algo.placement == group and result.group == group
+    assert verify_algorithm(algo).ok
+    members = set(group)
+    assert all(path[0] in members and path[-1] in members for path in algo.routes)
+    assert result.predicted_ns == pytest.approx(predict_time(algo, fabric))
+    assert result.predicted_ns >= result.bounds.best_ns
+    ring_time = synthesize(fabric, collective, "16MiB", algorithm="ring", group=group).predicted_ns
+    assert result.predicted_ns < ring_time
+
+
+def test_best_over_a_group_tries_only_what_serves_groups():
+    result = synthesize(torus2d(4, 4), "all-gather", "1MiB", group=COLUMN)
+    tried = {c.name for c in result.candidates}
+    assert "forestcoll" in tried and "bfb" not in tried
+    assert result.algorithm.placement == COLUMN
+
+
+def test_bfb_says_why_it_does_not_serve_groups():
+    with pytest.raises(InputError, match="does not serve process groups .*only relay"):
+        synthesize(torus2d(4, 4), "all-gather", "1MiB", algorithm="bfb", group=COLUMN)
+
+
+def test_an_algorithm_with_fabric_routes_refuses_another_placement():
+    algo = synthesize(torus2d(4, 4), "all-gather", "1MiB", algorithm="forestcoll", group=DIAGONAL).algorithm
+    assert algo.routes
+    with pytest.raises(AlgorithmError, match="must run on NPUs"):
+        predict_time(algo, torus2d(4, 4), placement=COLUMN)
+
+
+def test_simulate_together_shares_links():
+    fabric = torus2d(4, 4)
+    algo = ring(Collective.ALL_GATHER, 4, size_bytes=2**20)
+    # two rings over the same four NPUs, shifted by one: they use the same links at the same time
+    a, b = replace(algo, placement=(0, 1, 2, 3)), replace(algo, placement=(1, 2, 3, 0))
+    together = simulate_together([a, b], fabric)
+    assert min(together) >= predict_time(a, fabric) and max(together) > predict_time(a, fabric)
+
+
+def test_concurrent_columns_joint_plan_is_never_slower_than_separate_together():
+    columns = {str(c): (c, c + 4, c + 8, c + 12) for c in range(4)}
+    result = synthesize_concurrent(torus2d(4, 4), columns, "all-reduce", "16MiB", algorithm="forestcoll")
+    separate = result.plans["separate"]
+    assert result.joint_ns <= separate.together_ns
+    # separate syntheses relay through the other columns: together they are slower than alone
+    assert separate.together_ns > max(separate.alone_ns.values())
+    # confined to their own columns they cannot interfere: together is alone
+    confined = result.plans["confined"]
+    assert confined.together_ns == pytest.approx(max(confined.alone_ns.values()))
+    for name, algo in result.joint.algorithms.items():
+        assert algo.placement == columns[name] and verify_algorithm(algo).ok
+
+
+def test_replay_hybrid_with_forestcoll_plans_every_group(cli, tmp_path):
+    assert cli("workload", "hybrid", "--tp", "2", "--dp", "8", "-o", tmp_path / "hy").exit_code == 0
+    times = {}
+    for name in ("ring", "forestcoll"):
+        result = cli("replay", tmp_path / "hy", "-t", "torus2d:4x4", "--comm-groups", tmp_path / "hy.json",
+                     "--default-algorithm", f"*={name}", "--json")
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.stdout)
+        times[name] = document["total_ns"]
+        assert all(name in c["algorithm"] for c in document["collectives"] if c["collective"] in ("all-reduce",))
+    assert times["forestcoll"] < times["ring"]
+
+
+def test_synth_group_writes_one_file_per_group_rank(cli, tmp_path):
+    result = cli("synth", "-t", "torus2d:4x4", "-c", "all-reduce", "-s", "4MiB", "-a", "forestcoll", "--group", "0,5,10,15",
+                 "-o", tmp_path / "g", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, schema("synth"))
+    assert document["group"] == [0, 5, 10, 15] and document["num_ranks"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"g.{r}.et" for r in range(4)]
+    assert read_algorithm(tmp_path / "g").placement == DIAGONAL
+    text = cli("synth", "-t", "torus2d:4x4", "-c", "all-reduce", "-s", "4MiB", "-a", "ring", "--group", "0-3")
+    assert "4 ranks on NPUs 0-3" in " ".join(text.stdout.split())
+
+
+def test_synth_groups_file_json_and_files(cli, tmp_path):
+    (tmp_path / "dp.json").write_text(json.dumps({"a": [0, 4, 8, 12], "b": [1, 5, 9, 13]}))
+    result = cli("synth", "-t", "torus2d:4x4", "-c", "all-gather", "-s", "1MiB", "-a", "forestcoll", "--groups", tmp_path / "dp.json",
+                 "-o", tmp_path / "out", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, schema("synth"))
+    assert document["joint_ns"] <= document["plans"]["separate"]["together_ns"]
+    assert read_algorithm(tmp_path / "out_b").placement == (1, 5, 9, 13)
+
+
+@pytest.mark.parametrize(
+    "args, groups, message",
+    [
+        (["--group", "0,4,4"], None, "group 0,4,4: rank 4 appears twice"),
+        (["--group", "0,16"], None, "rank 16 is not an NPU of the fabric (0..15)"),
+        (["--group", "3"], None, "a group needs at least two ranks, got 1"),
+        (["--group", "0-x"], None, "expected ranks and ranges"),
+        ([], {"a": [0, 1], "b": [1, 2]}, "groups 'a' and 'b' both hold rank 1"),
+        ([], {"a": [0, 99]}, "group 'a': rank 99 is not an NPU"),
+        ([], {"a": [5]}, "a group needs at least two ranks"),
+        ([], {"a": [0, 0]}, "rank 0 appears twice"),
+        ([], [0, 1], "must be a JSON object"),
+    ],
+)
+def test_bad_groups_are_one_line_exit_2_and_write_nothing(cli, tmp_path, args, groups, message):
+    if groups is not None:
+        (tmp_path / "g.json").write_text(json.dumps(groups))
+        args = [*args, "--groups", tmp_path / "g.json"]
+    out = tmp_path / "out"
+    out.mkdir()
+    result = cli("synth", "-t", "torus2d:4x4", "-a", "forestcoll", *args, "-o", out / "x")
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert list(out.iterdir()) == []
+
+
+def test_parse_group_keeps_rank_order():
+    assert parse_group("12,8,4,0", 16) == (12, 8, 4, 0)
+    assert parse_group("2-4,0", 16) == (2, 3, 4, 0)
