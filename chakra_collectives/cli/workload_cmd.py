@@ -1,4 +1,4 @@
-"""``chakra-coll workload``: write workload ETs (microbenchmark, data-parallel, hybrid TP + DP)."""
+"""``chakra-coll workload``: write workload ETs (microbenchmark, data-parallel, hybrid TP + DP, MoE)."""
 
 from __future__ import annotations
 
@@ -127,6 +127,38 @@ def hybrid_command(
 
     model = _model(spec, layers=layers, forward=forward, backward=backward, gradient=gradient, activation=activation, optimizer=optimizer)
     _finish(hybrid_parallel(model, tp, dp, involved_dim=involved_dim), output, as_json)
+
+
+@command("moe", group=workload_app)
+def moe_command(
+    ep: int = typer.Option(4, "--ep", metavar="N", help="Expert-parallel degree (consecutive ranks form an expert group)."),
+    dp: int = typer.Option(2, "--dp", metavar="N", help="Data-parallel degree (ranks = ep x dp)."),
+    spec: Optional[Path] = _SPEC,
+    layers: Optional[int] = _LAYERS,
+    forward: Optional[str] = _FORWARD,
+    backward: Optional[str] = _BACKWARD,
+    gradient: Optional[str] = _GRADIENT,
+    activation: Optional[str] = typer.Option(
+        None, "--activation", metavar="SIZE", help="Token bytes each rank dispatches to the experts per layer (each all-to-all's size; default 2MiB).",
+    ),
+    optimizer: Optional[str] = _OPTIMIZER,
+    output: str = _OUTPUT,
+    as_json: bool = _JSON,
+) -> None:
+    """Mixture of experts: per-layer dispatch and combine all-to-alls in each expert group, gradient all-reduces in each data-parallel group.
+
+    Each layer's forward is half before the router, the dispatch all-to-all, half in the experts,
+    the combine all-to-all; the backward runs the same in reverse, then the layer's gradients are
+    all-reduced across the data-parallel group. PREFIX.json maps each group to its ranks.
+
+    \b
+    Example:
+      chakra-coll workload moe --ep 8 --dp 8 -o out/moe
+    """
+    from chakra_collectives.workload import mixture_of_experts
+
+    model = _model(spec, layers=layers, forward=forward, backward=backward, gradient=gradient, activation=activation, optimizer=optimizer)
+    _finish(mixture_of_experts(model, ep, dp), output, as_json)
 
 
 def _finish(workload: Any, output_text: str, as_json: bool) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Mapping
 
 from chakra_collectives.converters.chakra_et import read_algorithm
 from chakra_collectives.errors import InputError
@@ -122,11 +123,29 @@ class DefaultAlgorithms:
         return tuple(n for n in self.builtin[None] if collective in get(n).collectives)
 
 
+def concurrent_family(members: tuple[int, ...], groups: Mapping[str, tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """``members`` and the groups of ``groups`` that run beside it: those of its size disjoint from
+    it and from each other (in the file's order), sorted -- the groups of one parallel dimension.
+
+    >>> concurrent_family((0, 2), {"1": (0, 1), "2": (2, 3), "3": (0, 2), "4": (1, 3)})
+    ((0, 2), (1, 3))
+    """
+    family = [members]
+    taken = set(members)
+    for group in groups.values():
+        group = tuple(group)
+        if len(group) == len(members) and taken.isdisjoint(group):
+            family.append(group)
+            taken.update(group)
+    return tuple(sorted(family))
+
+
 class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
     def __init__(
         self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = DEFAULT_ALGORITHMS, written_size: bool = False,
+        groups: Mapping[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.given = given
         self.default = None if default is None else DefaultAlgorithms(default)
@@ -135,9 +154,17 @@ class AlgorithmCatalog:
         custom collectives) instead of being scaled to each call."""
         self._built: dict[tuple[str, Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
         self.warnings: list[str] = []
+        self.groups = dict(groups or {})
+        """The workload's process groups: a producer that serves groups plans a group together with
+        the disjoint groups of its size (the other groups of its parallel dimension, which run the
+        same collectives at the same time; :func:`concurrent_family`)."""
+        self._joint: dict[tuple[str, Collective, tuple[tuple[int, ...], ...], int], dict[tuple[int, ...], CollectiveAlgorithm]] = {}
 
-    def get(self, collective: Collective, members: tuple[int, ...], topology: Topology) -> tuple[CollectiveAlgorithm, str]:
-        """The algorithm for ``collective`` over ranks ``members``, and a label for reports."""
+    def get(
+        self, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None = None,
+    ) -> tuple[CollectiveAlgorithm, str]:
+        """The algorithm for ``collective`` over ranks ``members``, and a label for reports
+        (``size_bytes``: the call's, for producers that plan concurrent groups jointly)."""
         group_size = len(members)
         algo = self.given.get(collective)
         if algo is not None:
@@ -156,7 +183,7 @@ class AlgorithmCatalog:
         reasons = []
         for name in chain:
             try:
-                built = self._build(name, collective, members, topology)
+                built = self._build(name, collective, members, topology, size_bytes)
             except InputError as error:
                 reasons.append(f"{name}: {error.message}")
                 continue
@@ -164,7 +191,8 @@ class AlgorithmCatalog:
                 note = f"{name} used for {collective.value} over {group_size} ranks ({'; '.join(reasons)})"
                 if note not in self.warnings:
                     self.warnings.append(note)
-            return built, f"{name} (built-in)"
+            plan = built.provenance.get("concurrent_plan")
+            return built, f"{name} (built-in)" if plan is None else f"{name} (built-in; {plan})"
         if len(chain) == 1:
             raise InputError(
                 f"no algorithm for {collective.value}: the built-in {chain[0]} cannot make one ({reasons[0].split(': ', 1)[1]}); "
@@ -173,9 +201,12 @@ class AlgorithmCatalog:
         raise InputError(f"no algorithm for {collective.value}: none of the built-ins can make one ({'; '.join(reasons)}); "
                          f"give --algorithm {collective.value}=PREFIX")
 
-    def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology) -> CollectiveAlgorithm:
+    def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None) -> CollectiveAlgorithm:
         synthesizer = get(name)
         group_size = len(members)
+        family = concurrent_family(members, self.groups)
+        if synthesizer.groups and len(family) > 1 and size_bytes is not None and collective in synthesizer.collectives:
+            return self._build_jointly(name, collective, family, topology, size_bytes)[members]
         key = (name, collective, members if synthesizer.whole_topology else group_size)
         built = self._built.get(key)
         if built is None:
@@ -189,6 +220,25 @@ class AlgorithmCatalog:
                 made = synthesizer.make(topology, collective, group_size, options)
             built = self._built[key] = made.algorithm
         return built
+
+    def _build_jointly(
+        self, name: str, collective: Collective, family: tuple[tuple[int, ...], ...], topology: Topology, size_bytes: int,
+    ) -> dict[tuple[int, ...], CollectiveAlgorithm]:
+        """Every group of ``family`` planned at once for calls of ``size_bytes``
+        (:func:`~chakra_collectives.synth.concurrent.synthesize_concurrent`: the fastest together of
+        separate syntheses, syntheses confined to each group's links, and rings)."""
+        from chakra_collectives.synth.concurrent import synthesize_concurrent
+
+        key = (name, collective, family, size_bytes)
+        if key not in self._joint:
+            result = synthesize_concurrent(topology, {str(i): g for i, g in enumerate(family)}, collective, size_bytes, algorithm=name, bounds=False)
+            joint = result.joint
+            note = f"{joint.name} plan of {len(family)} concurrent groups"
+            self._joint[key] = {
+                g: replace(joint.algorithms[str(i)], provenance={**joint.algorithms[str(i)].provenance, "concurrent_plan": note})
+                for i, g in enumerate(family)
+            }
+        return self._joint[key]
 
     def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
         """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.

@@ -204,7 +204,7 @@ def expand_workload(
             planned.append((inst, None))
             continue
         collective = Collective.parse(inst.collective)
-        algo, label = catalog.get(collective, inst.members, model.topology)
+        algo, label = catalog.get(collective, inst.members, model.topology, inst.size_bytes)
         inst.algorithm = label
         size, note = catalog.run_size(collective, inst.size_bytes, algo, label)
         key = (id(algo), size)
