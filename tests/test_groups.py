@@ -217,3 +217,36 @@ def test_concurrent_family_is_the_disjoint_groups_of_one_size():
     assert concurrent_family((0, 1), hybrid) == ((0, 1), (2, 3))
     assert concurrent_family((1, 3), hybrid) == ((0, 2), (1, 3))
     assert concurrent_family((0, 1, 2), hybrid) == ((0, 1, 2),)
+
+
+def test_workload_astra_sim_dir_runs_every_group_its_own_algorithm(cli, tmp_path):
+    import yaml
+
+    from chakra_collectives.converters.chakra_et import read_workload
+
+    result = cli("workload", "hybrid", "--tp", "4", "--dp", "4", "--forward", "40us", "--layers", "2", "-o", tmp_path / "hy",
+                 "--astra-sim", tmp_path / "astra", "-t", "torus2d:4x4", "--json")
+    assert result.exit_code == 0, result.output
+    jsonschema.validate(json.loads(result.stdout), schema("workload"))
+    root = tmp_path / "astra"
+    system = json.loads((root / "system.json").read_text())
+    per_node = yaml.safe_load((root / system["per-node-custom-implementation"]).read_text())
+    groups = json.loads((root / "workload" / "model.json").read_text())
+    workload = read_workload(root / "workload" / "model")
+    seen = 0
+    for i in range(len(workload)):
+        if workload.pg_name[i] is None:
+            continue
+        seen += 1
+        node_id = int(workload.node_id[i])
+        algo = read_algorithm(root / per_node[node_id])
+        # the algorithm the node runs was made for this rank's group, at this call's size
+        assert algo.placement == tuple(groups[workload.pg_name[i]])
+        assert int(workload.rank[i]) in algo.placement
+    assert seen == len(per_node) == 16 * 6   # 2 layers: 4 tensor all-reduces and 2 data-parallel ones per rank
+
+
+def test_workload_astra_sim_needs_a_topology_of_the_workloads_size(cli, tmp_path):
+    result = cli("workload", "moe", "--ep", "4", "--dp", "2", "-o", tmp_path / "m", "--astra-sim", tmp_path / "a", "-t", "torus2d:4x4")
+    assert result.exit_code == 2 and "has 16 NPUs but the workload has 8 ranks" in result.stderr
+    assert list(tmp_path.iterdir()) == []
