@@ -97,6 +97,18 @@ def test_an_algorithm_with_fabric_routes_refuses_another_placement():
         predict_time(algo, torus2d(4, 4), placement=COLUMN)
 
 
+def test_concurrent_bound_is_the_rings_when_columns_share_the_rows():
+    from chakra_collectives.bounds import concurrent_bound_ns
+
+    columns = [(c, c + 4, c + 8, c + 12) for c in range(4)]
+    together, cut = concurrent_bound_ns(torus2d(4, 4), Collective.ALL_GATHER, 2**20, columns)
+    # every column's ring all-gather alone: 3 steps of a quarter over one link -- and a
+    # bidirectional ring halves it; together no column can borrow the rows' links
+    bidirectional_ring = synthesize(torus2d(4, 4), "all-gather", 2**20, algorithm="biring", group=columns[0], chunks_per_npu=1)
+    assert together <= bidirectional_ring.predicted_ns
+    assert together == pytest.approx(lower_bounds(load_topology("ring:4"), Collective.ALL_GATHER, 2**20).best_ns)
+
+
 def test_simulate_together_shares_links():
     fabric = torus2d(4, 4)
     algo = ring(Collective.ALL_GATHER, 4, size_bytes=2**20)
@@ -118,6 +130,8 @@ def test_concurrent_columns_joint_plan_is_never_slower_than_separate_together():
     assert confined.together_ns == pytest.approx(max(confined.alone_ns.values()))
     for name, algo in result.joint.algorithms.items():
         assert algo.placement == columns[name] and verify_algorithm(algo).ok
+    # the bound together: at least each column's alone, and no plan beats it
+    assert max(result.bounds_ns.values()) <= result.together_bound_ns <= min(p.together_ns for p in result.plans.values())
 
 
 def test_replay_hybrid_with_forestcoll_plans_every_group(cli, tmp_path):

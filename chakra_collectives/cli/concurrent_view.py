@@ -61,16 +61,20 @@ def synth_concurrent(
         print_json(document)
         return
     say(f"{result.collective.value} of {format_size(result.size_bytes)} over {len(groups)} concurrent groups on {topology.name}", style="bold")
+    bound = result.together_bound_ns
     for name, plan in result.plans.items():
         slowest = max(plan.alone_ns.values())
         mark = "  <- joint" if name == result.joint.name else ""
-        say(f"{format_time_ns(plan.together_ns)} together (slowest alone {format_time_ns(slowest)}){mark}", prefix=f"[dim]{name:<10}[/dim]  ")
+        efficiency = f", efficiency {bound / plan.together_ns:.3f}" if bound else ""
+        say(f"{format_time_ns(plan.together_ns)} together (slowest alone {format_time_ns(slowest)}{efficiency}){mark}", prefix=f"[dim]{name:<10}[/dim]  ")
+    if bound:
+        say(f"{format_time_ns(bound)} for all the groups at once (they share the cuts' links)", prefix=f"[dim]{'bound':<10}[/dim]  ")
     for name, why in result.skipped.items():
         say(f"not planned: {why}", prefix=f"[dim]{name:<10}[/dim]  ")
     for name, members in groups.items():
-        bound = result.bounds_ns.get(name)
+        alone = result.bounds_ns.get(name)
         joint = result.joint.finish_ns[name]
-        against = f"; bound alone {format_time_ns(bound)}, efficiency together {bound / joint:.3f}" if bound else ""
+        against = f"; its bound alone {format_time_ns(alone)}" if alone else ""
         say(f"NPUs {describe_group(members)}: {format_time_ns(joint)} together{against}", prefix=f"[dim]{'group ' + name:<10}[/dim]  ")
     if written is not None:
         say(f"{written} ({len(groups)} groups, the joint plan)", prefix=f"[dim]{'written':<10}[/dim]  ")

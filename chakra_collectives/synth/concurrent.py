@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from chakra_collectives import progress
+from chakra_collectives.bounds import concurrent_bound_ns
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network.collective import predict_time, simulate_together
@@ -77,6 +78,14 @@ class ConcurrentResult:
     """Plans not made, and why."""
     bounds_ns: dict[str, float] = field(default_factory=dict)
     """Each group's own lower bound (alone on the fabric)."""
+    together_bound_ns: float | None = None
+    """A lower bound on all the groups at once (:func:`~chakra_collectives.bounds.concurrent_bound_ns`:
+    the groups share the cuts' links); ``None`` without bounds."""
+
+    @property
+    def efficiency(self) -> float | None:
+        """The together bound over the joint plan's time."""
+        return None if self.together_bound_ns is None else self.together_bound_ns / self.joint_ns
 
     @property
     def joint(self) -> GroupPlan:
@@ -94,6 +103,8 @@ class ConcurrentResult:
             "size_bytes": self.size_bytes,
             "groups": {name: list(members) for name, members in self.groups.items()},
             "bounds_ns": self.bounds_ns,
+            "together_bound_ns": self.together_bound_ns,
+            "efficiency": self.efficiency,
             "plans": {name: plan.as_dict() for name, plan in self.plans.items()},
             "skipped": self.skipped,
             "joint": self.joint.name,
@@ -170,6 +181,7 @@ def synthesize_concurrent(
         found = ConcurrentResult(topology, collective, nbytes, checked, plans, skipped)
         if bounds and collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
             found.bounds_ns = {n: group_bounds(topology, collective, nbytes, m).best_ns for n, m in checked.items()}
+            found.together_bound_ns, _ = concurrent_bound_ns(topology, collective, nbytes, checked.values())
     return found
 
 
