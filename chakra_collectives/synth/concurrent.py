@@ -29,17 +29,17 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from chakra_collectives import progress
 from chakra_collectives.bounds import concurrent_bound_ns
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network.collective import predict_time, simulate_together
-from chakra_collectives.synth.embedding import embed
+from chakra_collectives.synth.embedding import carried, embed
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology import Topology
-from chakra_collectives.topology.groups import GroupView, check_group, disjoint_groups, group_view
+from chakra_collectives.topology.groups import GroupView, carrying_symmetry, check_group, disjoint_groups, group_view
 from chakra_collectives.units import parse_size
 
 
@@ -160,10 +160,12 @@ def synthesize_concurrent(
     plans: dict[str, GroupPlan] = {}
     skipped: dict[str, str] = {}
     with progress.task("concurrent groups"):
-        separate = {name: synthesize(topology, collective, nbytes, algorithm=algorithm, group=members, bounds="none", **options)
-                    for name, members in checked.items()}
-        plans["separate"] = GroupPlan("separate", {n: r.algorithm for n, r in separate.items()}, {n: r.predicted_ns for n, r in separate.items()})
-        producer = separate[next(iter(separate))].algorithm_name
+        first = next(iter(checked))
+        made = synthesize(topology, collective, nbytes, algorithm=algorithm, group=checked[first], bounds="none", **options)
+        producer = made.algorithm_name
+        separate = _by_symmetry(topology, checked, {first: made.algorithm},
+                                lambda members: synthesize(topology, collective, nbytes, algorithm=algorithm, group=members, bounds="none", **options).algorithm)
+        plans["separate"] = GroupPlan("separate", separate, {n: predict_time(a, topology) for n, a in separate.items()})
         if get(producer).groups:
             try:
                 plans["confined"] = _confined(topology, checked, collective, nbytes, producer, options)
@@ -187,14 +189,38 @@ def synthesize_concurrent(
 
 def _confined(topology, groups, collective, nbytes, producer, options) -> GroupPlan:
     """Each group planned by ``producer`` on its :func:`confined_view`, embedded in the fabric."""
-    made: dict[str, CollectiveAlgorithm] = {}
     forest = {k: options[k] for k in ("trees_per_npu", "chunks_per_tree") if options.get(k) is not None}
     chosen = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=options.get("chunks_per_npu") or 1, **forest)
-    for name in groups:
-        view = confined_view(topology, groups, name)
+    names = {members: name for name, members in groups.items()}
+
+    def confined(members: tuple[int, ...]) -> CollectiveAlgorithm:
+        view = confined_view(topology, groups, names[members])
         algo = get(producer).build(view.topology, collective, chosen).algorithm
-        made[name] = replace(embed(algo, view, topology), name=f"{algo.name or producer} (confined)")
+        return replace(embed(algo, view, topology), name=f"{algo.name or producer} (confined)")
+
+    made = _by_symmetry(topology, groups, {}, confined)
     return GroupPlan("confined", made, {n: predict_time(a, topology) for n, a in made.items()})
+
+
+def _by_symmetry(
+    topology: Topology, groups: Mapping[str, tuple[int, ...]], made: dict[str, CollectiveAlgorithm], plan: Callable[[tuple[int, ...]], CollectiveAlgorithm],
+) -> dict[str, CollectiveAlgorithm]:
+    """An algorithm per group: ``plan(members)`` for the first of each class of groups a symmetry of
+    the fabric carries onto one another (the family kept whole), the others carried
+    (:func:`~chakra_collectives.synth.embedding.carried`); ``made``: groups already planned."""
+    family = list(groups.values())
+    found = dict(made)
+    for name, members in groups.items():
+        if name in found:
+            continue
+        for source, algo in list(found.items()):
+            perm = carrying_symmetry(topology, groups[source], members, family)
+            if perm is not None:
+                found[name] = replace(carried(algo, perm, topology), name=algo.name)
+                break
+        else:
+            found[name] = plan(members)
+    return {name: found[name] for name in groups}
 
 
 __all__ = ["ConcurrentResult", "GroupPlan", "PLANS", "check_concurrent_groups", "confined_view", "synthesize_concurrent"]

@@ -25,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.network.collective import own_placement
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.topology import Topology
 from chakra_collectives.topology.groups import GroupView
@@ -35,6 +36,16 @@ def embed(algo: CollectiveAlgorithm, view: GroupView, fabric: Topology) -> Colle
     routes = tuple(view.to_fabric(path) for path in algo.routes)
     pinned = pin_routes(replace(algo, routes=routes, placement=()), view.topology, fabric, node_map=view.fabric_node)
     return replace(pinned, placement=tuple(int(v) for v in view.fabric_node[: algo.num_ranks]))
+
+
+def carried(algo: CollectiveAlgorithm, perm: np.ndarray, fabric: Topology) -> CollectiveAlgorithm:
+    """``algo`` (placed on the fabric) moved by the fabric symmetry ``perm`` (a node permutation,
+    :func:`~chakra_collectives.topology.groups.carrying_symmetry`): its ranks on the images of
+    their NPUs, every route and every planned network path mapped the same way -- the algorithm
+    the producer would plan for the image group, without planning it again."""
+    routes = tuple(tuple(int(perm[v]) for v in path) for path in algo.routes)
+    pinned = pin_routes(replace(algo, routes=routes), fabric, fabric, node_map=perm)
+    return replace(pinned, placement=tuple(int(perm[v]) for v in own_placement(algo)))
 
 
 def pin_routes(
@@ -50,7 +61,7 @@ def pin_routes(
     unrouted = np.flatnonzero((ops.kind == OpKind.SEND) & (route < 0))
     if not len(unrouted):
         return algo
-    npu = np.asarray(algo.placement, dtype=np.int64) if algo.placement else np.arange(algo.num_ranks)
+    npu = own_placement(algo)
     mapped = np.arange(planned_on.num_nodes) if node_map is None else np.asarray(node_map)
     pairs = np.unique(np.stack([ops.rank[unrouted], ops.peer[unrouted]], axis=1), axis=0)
     planned_by, fabric_model = NetworkModel(planned_on), NetworkModel(fabric)
@@ -75,4 +86,4 @@ def _node_path(model: NetworkModel, src: int, dst: int) -> tuple[int, ...]:
     return (src, *(links[i].dst for i in model.route(src, dst)))
 
 
-__all__ = ["embed", "pin_routes"]
+__all__ = ["carried", "embed", "pin_routes"]

@@ -76,6 +76,31 @@ def disjoint_groups(groups: dict[str, tuple[int, ...]], *, what: str) -> None:
             owner[m] = name
 
 
+def carrying_symmetry(topology: Topology, source: Sequence[int], target: Sequence[int], family: Sequence[Sequence[int]] = ()) -> np.ndarray | None:
+    """A symmetry of ``topology`` (:attr:`~chakra_collectives.topology.Topology.symmetry`, a node
+    permutation) that carries group ``source`` onto ``target`` rank by rank and maps the groups of
+    ``family`` onto one another; ``None`` when the builder knows none.
+
+    >>> from chakra_collectives.topology import torus2d
+    >>> columns = [(c, c + 4, c + 8, c + 12) for c in range(4)]
+    >>> carrying_symmetry(torus2d(4, 4), columns[0], columns[2], columns)[:4].tolist()   # two steps along the rows
+    [2, 3, 0, 1]
+    >>> carrying_symmetry(torus2d(4, 4), (0, 1), (0, 5)) is None
+    True
+    """
+    symmetry = topology.symmetry
+    if symmetry is None or len(source) != len(target):
+        return None
+    elements = symmetry.elements
+    fits = np.all(elements[:, list(source)] == np.asarray(target), axis=1)
+    groups = {frozenset(g) for g in family}
+    for row in np.flatnonzero(fits):
+        perm = elements[row]
+        if all(frozenset(perm[list(g)].tolist()) in groups for g in family):
+            return perm
+    return None
+
+
 @dataclass(frozen=True)
 class GroupView:
     """The fabric relabelled for one group (see the module docstring)."""
@@ -122,4 +147,4 @@ def describe_group(group: Sequence[int]) -> str:
     return ",".join(spans)
 
 
-__all__ = ["GroupView", "check_group", "describe_group", "disjoint_groups", "group_view", "parse_group"]
+__all__ = ["GroupView", "carrying_symmetry", "check_group", "describe_group", "disjoint_groups", "group_view", "parse_group"]
