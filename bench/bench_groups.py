@@ -99,7 +99,7 @@ def concurrent_table(cases: list[tuple[str, int]]) -> None:
 def step_table(cases: list[tuple[str, str, int, int]]) -> None:
     """Hybrid and MoE steps (``(kind, fabric, inner, dp)``) with each producer against ``*=ring``."""
     producers = ["ring", *group_producers()]
-    model = uniform_model(layers=4, forward="80us", gradient="32MiB", activation="4MiB", optimizer="20us")
+    model = uniform_model(layers=4, forward="80us", gradient="32MiB", activation="4MiB", optimizer="40us")
     print("\ntraining steps: iteration time, and mean time of each kind of group collective (us)")
     for kind, spec, inner, dp in cases:
         fabric = load_topology(spec)
@@ -126,10 +126,16 @@ def step_table(cases: list[tuple[str, str, int, int]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small fabrics only (about a minute)")
+    parser.add_argument("--tables", default="efficiency,concurrent,steps", help="which tables, comma-separated")
     args = parser.parse_args(argv)
+    tables = set(args.tables.split(","))
     fabrics = QUICK_FABRICS if args.quick else FABRICS
-    group_efficiency_table(fabrics)
-    concurrent_table([("torus2d:4x4", 4)] if args.quick else [("torus2d:4x4", 4), ("torus2d:8x8", 8), ("dgx:4x8", 8)])
+    if "efficiency" in tables:
+        group_efficiency_table(fabrics)
+    if "concurrent" in tables:
+        concurrent_table([("torus2d:4x4", 4)] if args.quick else [("torus2d:4x4", 4), ("torus2d:8x8", 8), ("dgx:4x8", 8)])
+    if "steps" not in tables:
+        return 0
     steps = [("hybrid", "torus2d:4x4", 4, 4), ("moe", "torus2d:4x4", 4, 4)]
     if not args.quick:
         steps += [("hybrid", "torus2d:8x8", 8, 8), ("moe", "torus2d:8x8", 8, 8), ("hybrid", "dgx:4x8", 8, 4), ("moe", "dgx:4x8", 8, 4)]

@@ -267,3 +267,16 @@ def test_workload_astra_sim_needs_a_topology_of_the_workloads_size(cli, tmp_path
     result = cli("workload", "moe", "--ep", "4", "--dp", "2", "-o", tmp_path / "m", "--astra-sim", tmp_path / "a", "-t", "torus2d:4x4")
     assert result.exit_code == 2 and "has 16 NPUs but the workload has 8 ranks" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_search_plans_process_groups_with_a_producer_that_serves_them(tmp_path):
+    from chakra_collectives.search import InProcess, ResultTable, parse_space, plan_search, run_search
+
+    text = "npus: 8\ntopologies: [torus2d:2x4]\nalgorithms: [ring]\ngroup_algorithm: forestcoll\nworkload: {kind: hybrid, layers: 2, forward: 40us, tp: 2}\n"
+    plan = plan_search(parse_space(text, base=tmp_path), tmp_path / "workloads")
+    table = ResultTable(tmp_path / "results.parquet")
+    run_search(plan, InProcess(), table)
+    (row,) = table.rows()
+    assert row["status"] == "ok", row["error"]
+    labels = {c["algorithm"] for c in json.loads(row["collectives"]) if c["members"] < 8}
+    assert labels and all(label.startswith("forestcoll (built-in") for label in labels)
