@@ -169,7 +169,7 @@ def test_synth_groups_file_json_and_files(cli, tmp_path):
                  "-o", tmp_path / "out", "--json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    jsonschema.validate(document, schema("synth"))
+    jsonschema.validate(document, schema("synth-groups"))
     assert document["joint_ns"] <= document["plans"]["separate"]["together_ns"]
     assert read_algorithm(tmp_path / "out_b").placement == (1, 5, 9, 13)
 
