@@ -233,7 +233,7 @@ def predict_time(
 
 
 def simulate_together(
-    algorithms: "list[CollectiveAlgorithm]", topology: Topology, *, mode: str | Mode = Mode.TACOS,
+    algorithms: "list[CollectiveAlgorithm]", topology: Topology, *, network_model: str | Mode = Mode.TACOS,
 ) -> list[float]:
     """Run ``algorithms`` at the same time on ``topology``, each on its own placement
     (:func:`own_placement`), sharing its links; the time (ns) each one finishes.
@@ -251,7 +251,7 @@ def simulate_together(
     >>> [t == alone for t in simulate_together(rows, torus2d(4, 4))]   # the rows share no link
     [True, True, True, True]
     """
-    model = NetworkModel(topology, mode=mode)
+    model = NetworkModel(topology, mode=network_model)
     for algo in algorithms:
         npus = own_placement(algo)
         if len(npus) and (npus.max() >= topology.num_npus or algo.num_ranks > topology.num_npus):
