@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from chakra_collectives import progress
+from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import concurrent_bound_ns
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -181,7 +182,7 @@ def synthesize_concurrent(
             plan.finish_ns = dict(zip(plan.algorithms, finish))
             plan.together_ns = max(finish)
         found = ConcurrentResult(topology, collective, nbytes, checked, plans, skipped)
-        if bounds and collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE):
+        if bounds and collective in BOUNDED:
             found.bounds_ns = {n: group_bounds(topology, collective, nbytes, m).best_ns for n, m in checked.items()}
             found.together_bound_ns, _ = concurrent_bound_ns(topology, collective, nbytes, checked.values())
     return found
