@@ -116,7 +116,7 @@ def synth(
         )
         return
     if members is not None and astra_sim is not None:
-        raise InputError("--astra-sim writes a microbenchmark over every NPU; for a group, replay a workload with --astra-sim (workload ... --astra-sim)")
+        raise InputError("--astra-sim writes a microbenchmark over every NPU; for process groups use workload hybrid|moe --astra-sim DIR -t TOPOLOGY")
     with showing_progress(err_console, "synth", enabled=not as_json):
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
