@@ -181,6 +181,7 @@ def test_synth_groups_file_json_and_files(cli, tmp_path):
         (["--group", "0,16"], None, "rank 16 is not an NPU of the fabric (0..15)"),
         (["--group", "3"], None, "a group needs at least two ranks, got 1"),
         (["--group", "0-x"], None, "expected ranks and ranges"),
+        (["--group", "0,1", "--astra-sim", "astra"], None, "for process groups use workload hybrid|moe --astra-sim"),
         ([], {"a": [0, 1], "b": [1, 2]}, "groups 'a' and 'b' both hold rank 1"),
         ([], {"a": [0, 99]}, "group 'a': rank 99 is not an NPU"),
         ([], {"a": [5]}, "a group needs at least two ranks"),
