@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -320,12 +321,12 @@ class _Layout:
             for key in keys:
                 p, q, c = key
                 if p >= 0:
-                    tb_for_send[rank][p, c] = key
+                    tb_for_send[rank][p, c] = (p, q, c, 0)
                 if q >= 0:
-                    tb_for_recv[rank][q, c] = key
+                    tb_for_recv[rank][q, c] = (p, q, c, 0)
         # every group to a threadblock; local steps follow the dependency they wait for last
-        order = sorted(range(len(self.groups)), key=self.key.__getitem__)
-        for g in order:
+        local = _LocalSteps(self, endpoints, tb_for_send, tb_for_recv)
+        for g in sorted(range(len(self.groups)), key=self.key.__getitem__):
             send, recv = endpoints[g]
             rank = cols.rank[self.groups[g].ops[0]]
             if send is not None:
@@ -333,8 +334,8 @@ class _Layout:
             elif recv is not None:
                 key = tb_for_recv[rank][recv]
             else:
-                deps = [self.group_of[d] for op in self.groups[g].ops for d in cols.deps(op)]
-                key = tb_of_group[max(deps, key=self.key.__getitem__)] if deps else (-1, -1, 0)
+                key = local.choose(g, rank, tb_of_group)
+                local.charge(g, rank, key, tb_of_group)
             tb_of_group[g] = key
             tbs_of_rank[rank].setdefault(key, []).append(g)
         self._emit(program, algo, tbs_of_rank)
@@ -348,7 +349,7 @@ class _Layout:
         program.gpus = []
         max_chan = 0
         for rank in range(self.num_ranks):
-            keys = sorted(tbs_of_rank[rank])  # MSCCLang's order: (send, recv, chan)
+            keys = sorted(tbs_of_rank[rank])  # MSCCLang's order: (send, recv, chan, extra local threadblock)
             tb_id = {key: n for n, key in enumerate(keys)}
             for key in keys:  # each group's threadblock and index among its real steps
                 number = tb_id[key]
@@ -396,7 +397,7 @@ class _Layout:
                 s_chunks=0,
             )
             for key in keys:
-                p, q, c = key
+                p, q, c, _ = key
                 max_chan = max(max_chan, c)
                 tb = Threadblock(id=tb_id[key], send=p, recv=q, chan=c)
                 for g, needed in zip(tbs_of_rank[rank][key], plans[key]):
@@ -440,6 +441,74 @@ class _Layout:
             dstoff=dst[1],
             cnt=cols.count[first],
         )
+
+
+class _LocalSteps:
+    """Which threadblock each local step (copy, reduce) joins, within the runtime's step limit.
+
+    A local step joins the threadblock of the dependency it waits for last, if that one keeps
+    room; else the threadblock of another dependency with room (latest first), else an extra
+    threadblock without peers (the last one opened with room, else a new one on the lowest
+    channel with fewer than ``max_tbs`` threadblocks). A threadblock's load counts its
+    communication steps from the start, and every step with the nops it may need (one per
+    other step -- for a local step, other threadblock -- it waits for beyond the first:
+    :meth:`_Layout._emit` writes at most that many).
+    """
+
+    def __init__(self, layout: "_Layout", endpoints: list, tb_for_send: list[dict], tb_for_recv: list[dict]) -> None:
+        self.layout = layout
+        self.endpoints = endpoints
+        ranks = layout.num_ranks
+        self.load: list[dict[tuple, int]] = [{} for _ in range(ranks)]
+        self.tbs_on: list[Counter] = []
+        for rank in range(ranks):
+            keys = set(tb_for_send[rank].values()) | set(tb_for_recv[rank].values())
+            self.tbs_on.append(Counter(key[2] for key in keys))
+        cols, group_of = layout.cols, layout.group_of
+        for g, (send, recv) in enumerate(endpoints):
+            if send or recv:  # the step and a nop per dependency beyond the first, reserved
+                ops = layout.groups[g].ops
+                rank = cols.rank[ops[0]]
+                key = tb_for_send[rank][send] if send else tb_for_recv[rank][recv]
+                waited = len({group_of[d] for op in ops for d in cols.deps(op)} - {g})
+                self.load[rank][key] = self.load[rank].get(key, 0) + max(1, waited)
+        self.extra: list[list[tuple]] = [[] for _ in range(ranks)]
+
+    def _waited(self, g: int, tb_of_group: list) -> list[tuple]:
+        """Threadblocks group ``g`` waits for, the one of its latest dependency first."""
+        layout = self.layout
+        cols, group_of, key = layout.cols, layout.group_of, layout.key
+        deps = {group_of[d] for op in layout.groups[g].ops for d in cols.deps(op)} - {g}
+        waited: list[tuple] = []
+        for h in sorted(deps, key=key.__getitem__, reverse=True):
+            if tb_of_group[h] not in waited:
+                waited.append(tb_of_group[h])
+        return waited
+
+    def _cost(self, waited: list[tuple], key: tuple) -> int:
+        return 1 + max(0, sum(1 for k in waited if k != key) - 1)
+
+    def choose(self, g: int, rank: int, tb_of_group: list) -> tuple:
+        waited = self._waited(g, tb_of_group)
+        load, limit = self.load[rank], self.layout.max_steps
+        for key in waited + self.extra[rank][::-1]:
+            if load.get(key, 0) + self._cost(waited, key) <= limit:
+                return key
+        return self._open(rank)
+
+    def _open(self, rank: int) -> tuple:
+        tbs_on = self.tbs_on[rank]
+        chan = 0
+        while tbs_on[chan] >= self.layout.max_tbs:
+            chan += 1
+        key = (-1, -1, chan, sum(1 for k in self.extra[rank] if k[2] == chan))
+        tbs_on[chan] += 1
+        self.extra[rank].append(key)
+        return key
+
+    def charge(self, g: int, rank: int, key: tuple, tb_of_group: list) -> None:
+        """Count local group ``g``'s step and its nops in threadblock ``key``."""
+        self.load[rank][key] = self.load[rank].get(key, 0) + self._cost(self._waited(g, tb_of_group), key)
 
 
 def gpu_scratch_end(step: Step) -> int:
