@@ -96,13 +96,60 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
     for t, i in enumerate(execution.order):
         position[i] = t
     cols = OpColumns(algo)
+    kept, not_kept = _imported_layout(algo, cols, matching, position, options, rendezvous_free)
+    lifted = kept or _own_layout(algo, cols, matching, position, options, rendezvous_free)
+    if not_kept:
+        lifted.layout_note = "; ".join(filter(None, [f"the imported threadblocks are not kept: {not_kept}", lifted.layout_note]))
+    return lifted
+
+
+_RELIES_ON_BUFFERS = (
+    "the algorithm deadlocks with rendezvous sends (a send that waits for its receive), so its "
+    "program relies on the MSCCL runtime's per-connection buffers"
+)
+KEPT_NOTE = "threadblocks and channels as imported from MSCCL-IR"
+""":attr:`Lifted.layout_note` of a program laid out as the algorithm was imported."""
+
+
+def _imported_layout(
+    algo: CollectiveAlgorithm, cols: OpColumns, matching: Matching, position: list[int], options: MscclOptions, rendezvous_free: bool
+) -> tuple[Lifted | None, str | None]:
+    """The program in the threadblocks and channels the operations were imported with, if
+    they carry them and the layout keeps the rules of MSCCL-IR, the runtime's limits (with
+    ``fit_limits``) and the algorithm's freedom from deadlock (with rendezvous sends, when the
+    algorithm has it); else ``None`` and why not (``None`` too when nothing was imported)."""
+    ops = algo.ops
+    placed = ops.threadblock >= 0
+    if not placed.any():
+        return None, None
+    if not placed.all() or np.any(ops.channel < 0):
+        return None, "only some operations carry one"
+    layout = (ops.threadblock.tolist(), ops.channel.tolist())
+    semantics = "rendezvous" if rendezvous_free else "eager"
+    reason = ""
+    for fuse in dict.fromkeys((options.fuse, False)):
+        try:
+            program = _program(algo, cols, matching, position, options, fuse=fuse, placed=layout)
+        except _NotKept as error:
+            return None, str(error)
+        problems = limit_warnings(program) if options.fit_limits else []
+        if problems:
+            return None, f"they exceed the MSCCL runtime's limits ({problems[0]})"
+        stuck = _stuck(program, algo, semantics)
+        if not stuck:
+            notes = [] if rendezvous_free else [_RELIES_ON_BUFFERS]
+            return Lifted(program, limit_warnings(program) + notes, rendezvous_free=rendezvous_free, layout_note=KEPT_NOTE), None
+        reason = f"they would deadlock{' with rendezvous sends' if rendezvous_free else ''} ({'; '.join(stuck[1:2])})"
+    return None, reason
+
+
+def _own_layout(
+    algo: CollectiveAlgorithm, cols: OpColumns, matching: Matching, position: list[int], options: MscclOptions, rendezvous_free: bool
+) -> Lifted:
+    """The program in a layout of the exporter's own (see :func:`lift_algorithm`)."""
     program = _program(algo, cols, matching, position, options, fuse=options.fuse)
     if not rendezvous_free:
-        note = (
-            "the algorithm deadlocks with rendezvous sends (a send that waits for its receive), so its "
-            "program relies on the MSCCL runtime's per-connection buffers"
-        )
-        return Lifted(program, _fitted(program, options) + [note], rendezvous_free=False)
+        return Lifted(program, _fitted(program, options) + [_RELIES_ON_BUFFERS], rendezvous_free=False)
     layout_note = None
     stuck = rendezvous_deadlock(program, algo)
     if stuck:  # serialising flows in shared threadblocks created a cycle: try safer layouts
@@ -138,10 +185,15 @@ def rendezvous_deadlock(program: Program, algo: CollectiveAlgorithm) -> list[str
     """Where ``program``, read back as the importer reads it, gets stuck with rendezvous sends
     (the lines of :func:`~chakra_collectives.ir.execution.describe_stuck`); empty when it
     finishes."""
+    return _stuck(program, algo, "rendezvous")
+
+
+def _stuck(program: Program, algo: CollectiveAlgorithm, semantics: str) -> list[str]:
+    """Where ``program``, read back, gets stuck with ``semantics`` sends (empty: it finishes)."""
     lowered = lower_program(program, size_bytes=algo.size_bytes, collective=algo.collective, root=algo.root).algorithm
     partner = match_messages(lowered).partner
-    run = execute(lowered, partner, semantics="rendezvous", order="fifo")
-    return [] if run.finished else describe_stuck(lowered, partner, run, "rendezvous")
+    run = execute(lowered, partner, semantics=semantics, order="fifo")
+    return [] if run.finished else describe_stuck(lowered, partner, run, semantics)
 
 
 def _program(
@@ -153,13 +205,20 @@ def _program(
     *,
     fuse: bool,
     spread: int = 0,
+    placed: tuple[list[int], list[int]] | None = None,
 ) -> Program:
-    """Lay ``algo``'s operations (``cols``), completed in ``position`` order, out as an MSCCL-IR program."""
-    groups = form_groups(cols, position, fuse=fuse)
-    limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
-    layout = _Layout(
-        algo.num_ranks, cols, groups, position, matching.partner.tolist(), max_steps=limits[0], max_tbs=limits[1], spread=spread
-    )
+    """Lay ``algo``'s operations (``cols``), completed in ``position`` order, out as an MSCCL-IR
+    program: in the threadblocks and channels ``placed`` gives each operation (raises
+    :class:`_NotKept` if they break a rule), else in a layout of its own."""
+    if placed is not None:
+        groups = form_groups(cols, position, fuse=fuse, together=placed[0])
+        layout: _Layout = _ImportedLayout(algo.num_ranks, cols, groups, position, matching.partner.tolist(), placed)
+    else:
+        groups = form_groups(cols, position, fuse=fuse)
+        limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
+        layout = _Layout(
+            algo.num_ranks, cols, groups, position, matching.partner.tolist(), max_steps=limits[0], max_tbs=limits[1], spread=spread
+        )
     program = Program(
         name=options.name if options.name is not None else (algo.name or "chakra-collectives"),
         coll=COLL_NAMES[algo.collective],
@@ -340,6 +399,11 @@ class _Layout:
             tbs_of_rank[rank].setdefault(key, []).append(g)
         self._emit(program, algo, tbs_of_rank)
 
+    @staticmethod
+    def _connections(key: tuple) -> tuple[int, int, int]:
+        """(send peer, receive peer, channel) of the threadblock ``key`` names."""
+        return key[:3]
+
     # -- 5. steps, dependencies, nops
     def _emit(self, program: Program, algo: CollectiveAlgorithm, tbs_of_rank) -> None:
         cols, groups, group_of = self.cols, self.groups, self.group_of
@@ -397,7 +461,7 @@ class _Layout:
                 s_chunks=0,
             )
             for key in keys:
-                p, q, c, _ = key
+                p, q, c = self._connections(key)
                 max_chan = max(max_chan, c)
                 tb = Threadblock(id=tb_id[key], send=p, recv=q, chan=c)
                 for g, needed in zip(tbs_of_rank[rank][key], plans[key]):
@@ -441,6 +505,83 @@ class _Layout:
             dstoff=dst[1],
             cnt=cols.count[first],
         )
+
+
+class _NotKept(Exception):
+    """Why an algorithm's imported threadblocks cannot be its exported program's."""
+
+
+class _ImportedLayout(_Layout):
+    """The threadblocks and channels the operations were imported with (``OpTable.threadblock``
+    and ``channel``), checked: a step's operations share a threadblock; a threadblock has one
+    channel, one send peer and one receive peer; a connection belongs to one threadblock; both
+    ends of a connection meet its messages in one order. Steps run in ``K`` order, as in
+    :class:`_Layout`. Raises :class:`_NotKept` when a rule fails.
+    """
+
+    def __init__(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int], placed) -> None:
+        self.num_ranks = num_ranks
+        self.cols = cols
+        self.groups = groups
+        self.position = position
+        self.partner = partner
+        self.key = [position[g.last] for g in groups]
+        self.group_of = [0] * cols.size
+        for g, group in enumerate(groups):
+            for op in group.ops:
+                self.group_of[op] = g
+        threadblock, channel = placed
+        self.threadblock_of = [(cols.rank[group.ops[0]], threadblock[group.ops[0]]) for group in groups]
+        self.spec: dict[tuple[int, int], list[int]] = {}  # (rank, threadblock) -> [send peer, recv peer, channel]
+        for g, group in enumerate(groups):
+            where = self.threadblock_of[g]
+            for op in group.ops:
+                if threadblock[op] != where[1]:
+                    raise _NotKept(f"rank {where[0]}: one step's operations come from threadblocks {where[1]} and {threadblock[op]}")
+                self._agree(where, 2, channel[op], "channels")
+            if group.type.sends:
+                self._agree(where, 0, cols.peer[group.ops[-1]], "send peers")
+            if group.type.receives:
+                self._agree(where, 1, cols.peer[group.ops[0]], "receive peers")
+        owner: dict[tuple, int] = {}
+        for (rank, tb), (send, recv, chan) in self.spec.items():
+            for role, peer in (("send", send), ("recv", recv)):
+                if peer >= 0 and owner.setdefault((rank, role, peer, chan), tb) != tb:
+                    raise _NotKept(f"rank {rank}: threadblocks {owner[rank, role, peer, chan]} and {tb} both {role} to {peer} on channel {chan}")
+        self._check_message_order(channel)
+
+    def _agree(self, where: tuple[int, int], field: int, value: int, what: str) -> None:
+        spec = self.spec.setdefault(where, [-1, -1, -1])
+        if spec[field] >= 0 and spec[field] != value:
+            raise _NotKept(f"rank {where[0]}: threadblock {where[1]} has two {what} ({spec[field]} and {value})")
+        spec[field] = value
+
+    def _check_message_order(self, channel) -> None:
+        """On every connection the k-th send (in ``K`` order) must meet the k-th receive."""
+        cols, key, group_of, partner = self.cols, self.key, self.group_of, self.partner
+        connections: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        for op in range(cols.size):
+            if cols.kind[op] == SEND:
+                receive = partner[op]
+                if channel[receive] != channel[op]:
+                    raise _NotKept(f"rank {cols.rank[op]} sends on channel {channel[op]} what rank {cols.peer[op]} receives on channel {channel[receive]}")
+                connections.setdefault((cols.rank[op], cols.peer[op], channel[op]), []).append((key[group_of[op]], key[group_of[receive]]))
+        for (sender, receiver, chan), messages in connections.items():
+            received = [r for _, r in sorted(messages)]
+            if received != sorted(received):
+                raise _NotKept(f"ranks {sender} and {receiver} would pair their messages on channel {chan} in different orders")
+
+    @staticmethod
+    def _connections(key: tuple) -> tuple[int, int, int]:
+        return key[1:]
+
+    def build(self, program: Program, algo: CollectiveAlgorithm) -> None:
+        tbs_of_rank: list[dict[tuple, list[int]]] = [{} for _ in range(self.num_ranks)]
+        for g in sorted(range(len(self.groups)), key=self.key.__getitem__):
+            rank, tb = self.threadblock_of[g]
+            send, recv, chan = self.spec[rank, tb]
+            tbs_of_rank[rank].setdefault((tb, send, recv, chan), []).append(g)
+        self._emit(program, algo, tbs_of_rank)
 
 
 class _LocalSteps:
