@@ -8,8 +8,8 @@ its block on threadblock ``t`` -- and sends its reduced block to every other ran
 of nops that waits for every threadblock's last reduction. Instance ``i`` is a copy on channel
 ``i``, threadblocks ``i * n ...`` and chunks ``i * n * n ...`` (blocked replication).
 
-Every threadblock has ``n + 3`` real steps at most (``2n + 2`` with nops), whatever the number
-of instances: 18 for 8 ranks, 34 for 16.
+A threadblock with a peer has ``n + 3`` real steps (s, r, ``n - 1`` reductions, s, r) and
+``n - 2`` nops, ``2n + 1`` steps whatever the number of instances: 17 for 8 ranks, 33 for 16.
 """
 
 from __future__ import annotations
