@@ -193,3 +193,22 @@ def test_a_malformed_cc_threadblock_is_refused(cli, tmp_path, values):
         read_algorithm(tmp_path / "ar")
     result = cli("verify", tmp_path / "ar")
     assert result.exit_code == 2 and "cc_threadblock must be" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_long_chain_of_local_steps_gets_extra_threadblocks():
+    """100 reductions in a row after one receive: no threadblock may take them all (64 steps)."""
+    from chakra_collectives.ir import AlgorithmBuilder, Buffer
+
+    b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=2, chunk_count=2, size_bytes=128)
+    b.send(1, 0, tag=0, src=(Buffer.INPUT, 0), count=1)
+    previous = b.recv(0, 1, tag=0, dst=(Buffer.SCRATCH, 0), count=1)
+    for _ in range(100):
+        previous = b.reduce(0, src=(Buffer.SCRATCH, 0), dst=(Buffer.OUTPUT, 0), count=1, deps=[previous])
+    algo = b.build(input_chunks=[0, 1], output_chunks=[1, 0], scratch_chunks=[1, 0])
+    lifted, again = _export(algo)
+    _check_export(algo, lifted, again)
+    gpu0 = lifted.program.gpus[0]
+    peerless = [tb for tb in gpu0.threadblocks if tb.send == tb.recv == -1]
+    assert len(peerless) >= 1 and sum(len(tb.steps) for tb in gpu0.threadblocks) >= 101
+    crowded = lift_algorithm(algo, MscclOptions(fit_limits=False)).program  # the old layout: one threadblock
+    assert max(len(tb.steps) for tb in crowded.gpus[0].threadblocks) == 101

@@ -116,8 +116,10 @@ def _imported_layout(
 ) -> tuple[Lifted | None, str | None]:
     """The program in the threadblocks and channels the operations were imported with, if
     they carry them and the layout keeps the rules of MSCCL-IR, the runtime's limits (with
-    ``fit_limits``) and the algorithm's freedom from deadlock (with rendezvous sends, when the
-    algorithm has it); else ``None`` and why not (``None`` too when nothing was imported)."""
+    ``fit_limits``) and the algorithm's freedom from deadlock with rendezvous sends (read back
+    and run, when the algorithm has it; with buffered sends, steps in ``K`` order cannot
+    deadlock, as in :class:`_Layout`); else ``None`` and why not (``None`` too when nothing
+    was imported)."""
     ops = algo.ops
     placed = ops.threadblock >= 0
     if not placed.any():
@@ -125,7 +127,6 @@ def _imported_layout(
     if not placed.all() or np.any(ops.channel < 0):
         return None, "only some operations carry one"
     layout = (ops.threadblock.tolist(), ops.channel.tolist())
-    semantics = "rendezvous" if rendezvous_free else "eager"
     reason = ""
     for fuse in dict.fromkeys((options.fuse, False)):
         try:
@@ -135,11 +136,11 @@ def _imported_layout(
         problems = limit_warnings(program) if options.fit_limits else []
         if problems:
             return None, f"they exceed the MSCCL runtime's limits ({problems[0]})"
-        stuck = _stuck(program, algo, semantics)
+        stuck = rendezvous_deadlock(program, algo) if rendezvous_free else []
         if not stuck:
             notes = [] if rendezvous_free else [_RELIES_ON_BUFFERS]
             return Lifted(program, limit_warnings(program) + notes, rendezvous_free=rendezvous_free, layout_note=KEPT_NOTE), None
-        reason = f"they would deadlock{' with rendezvous sends' if rendezvous_free else ''} ({'; '.join(stuck[1:2])})"
+        reason = f"they would deadlock with rendezvous sends ({'; '.join(stuck[1:2])})"
     return None, reason
 
 
@@ -185,15 +186,10 @@ def rendezvous_deadlock(program: Program, algo: CollectiveAlgorithm) -> list[str
     """Where ``program``, read back as the importer reads it, gets stuck with rendezvous sends
     (the lines of :func:`~chakra_collectives.ir.execution.describe_stuck`); empty when it
     finishes."""
-    return _stuck(program, algo, "rendezvous")
-
-
-def _stuck(program: Program, algo: CollectiveAlgorithm, semantics: str) -> list[str]:
-    """Where ``program``, read back, gets stuck with ``semantics`` sends (empty: it finishes)."""
     lowered = lower_program(program, size_bytes=algo.size_bytes, collective=algo.collective, root=algo.root).algorithm
     partner = match_messages(lowered).partner
-    run = execute(lowered, partner, semantics=semantics, order="fifo")
-    return [] if run.finished else describe_stuck(lowered, partner, run, semantics)
+    run = execute(lowered, partner, semantics="rendezvous", order="fifo")
+    return [] if run.finished else describe_stuck(lowered, partner, run, "rendezvous")
 
 
 def _program(
@@ -393,8 +389,7 @@ class _Layout:
             elif recv is not None:
                 key = tb_for_recv[rank][recv]
             else:
-                key = local.choose(g, rank, tb_of_group)
-                local.charge(g, rank, key, tb_of_group)
+                key = local.place(g, rank, tb_of_group)
             tb_of_group[g] = key
             tbs_of_rank[rank].setdefault(key, []).append(g)
         self._emit(program, algo, tbs_of_rank)
@@ -629,13 +624,19 @@ class _LocalSteps:
     def _cost(self, waited: list[tuple], key: tuple) -> int:
         return 1 + max(0, sum(1 for k in waited if k != key) - 1)
 
-    def choose(self, g: int, rank: int, tb_of_group: list) -> tuple:
+    def place(self, g: int, rank: int, tb_of_group: list) -> tuple:
+        """The threadblock of local group ``g`` (its step and nops counted there)."""
         waited = self._waited(g, tb_of_group)
         load, limit = self.load[rank], self.layout.max_steps
         for key in waited + self.extra[rank][::-1]:
-            if load.get(key, 0) + self._cost(waited, key) <= limit:
-                return key
-        return self._open(rank)
+            cost = self._cost(waited, key)
+            if load.get(key, 0) + cost <= limit:
+                break
+        else:
+            key = self._open(rank)
+            cost = self._cost(waited, key)
+        load[key] = load.get(key, 0) + cost
+        return key
 
     def _open(self, rank: int) -> tuple:
         tbs_on = self.tbs_on[rank]
@@ -646,10 +647,6 @@ class _LocalSteps:
         tbs_on[chan] += 1
         self.extra[rank].append(key)
         return key
-
-    def charge(self, g: int, rank: int, key: tuple, tb_of_group: list) -> None:
-        """Count local group ``g``'s step and its nops in threadblock ``key``."""
-        self.load[rank][key] = self.load[rank].get(key, 0) + self._cost(self._waited(g, tb_of_group), key)
 
 
 def gpu_scratch_end(step: Step) -> int:
