@@ -600,15 +600,19 @@ class _LocalSteps:
         for rank in range(ranks):
             keys = set(tb_for_send[rank].values()) | set(tb_for_recv[rank].values())
             self.tbs_on.append(Counter(key[2] for key in keys))
-        cols, group_of = layout.cols, layout.group_of
+        self.extra: list[list[tuple]] = [[] for _ in range(ranks)]
+        if layout.max_steps == math.inf or all(send or recv for send, recv in endpoints):
+            return  # every local step follows its latest dependency, or there is none
+        cols, group_of, groups, load = layout.cols, layout.group_of, layout.groups, self.load
+        dep_ptr, dep_idx, op_rank = cols.dep_ptr, cols.dep_idx, cols.rank
         for g, (send, recv) in enumerate(endpoints):
             if send or recv:  # the step and a nop per dependency beyond the first, reserved
-                ops = layout.groups[g].ops
-                rank = cols.rank[ops[0]]
+                ops = groups[g].ops
+                rank = op_rank[ops[0]]
                 key = tb_for_send[rank][send] if send else tb_for_recv[rank][recv]
-                waited = len({group_of[d] for op in ops for d in cols.deps(op)} - {g})
-                self.load[rank][key] = self.load[rank].get(key, 0) + max(1, waited)
-        self.extra: list[list[tuple]] = [[] for _ in range(ranks)]
+                deps = [group_of[d] for op in ops for d in dep_idx[dep_ptr[op] : dep_ptr[op + 1]]]
+                waited = len(set(deps) - {g}) if len(deps) > 1 else 1
+                load[rank][key] = load[rank].get(key, 0) + max(1, waited)
 
     def _waited(self, g: int, tb_of_group: list) -> list[tuple]:
         """Threadblocks group ``g`` waits for, the one of its latest dependency first."""
