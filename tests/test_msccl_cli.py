@@ -104,3 +104,13 @@ def test_import_writes_nothing_when_astra_sim_cannot_take_it(cli, interop, tmp_p
         result = cli("import-msccl", *args, "-o", tmp_path / "out" / "x")
         assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
         assert not (tmp_path / "out").exists() and not (tmp_path / "a").exists()
+
+
+def test_export_says_it_kept_the_imported_threadblocks(cli, interop, tmp_path):
+    hier = interop / "msccl" / "ar_hier_g4_n2_i1_auto.xml"
+    assert cli("import-msccl", hier, "-o", tmp_path / "ar").exit_code == 0
+    said = cli("export-msccl", tmp_path / "ar", "-o", tmp_path / "ar.xml")
+    assert said.exit_code == 0 and "threadblocks and channels as imported from MSCCL-IR" in said.stdout
+    summary = json.loads(cli("export-msccl", tmp_path / "ar", "-o", tmp_path / "ar.xml", "--json").stdout)
+    original = sum(1 for line in hier.read_text().splitlines() if "<tb " in line)
+    assert summary["layout_note"] == "threadblocks and channels as imported from MSCCL-IR" and summary["threadblocks"] == original

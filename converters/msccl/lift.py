@@ -276,10 +276,15 @@ class _Layout:
         max_tbs: float,
         spread: int = 0,
     ) -> None:
-        self.num_ranks = num_ranks
+        self._index(num_ranks, cols, groups, position, partner)
         self.spread = spread
         self.max_steps = max_steps
         self.max_tbs = max_tbs
+        self.channel, self.pairs = self._assign_channels()
+
+    def _index(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int]) -> None:
+        """Keep the groups with their keys ``K`` and the group of every operation."""
+        self.num_ranks = num_ranks
         self.cols = cols
         self.groups = groups
         self.position = position
@@ -289,7 +294,6 @@ class _Layout:
         for g, group in enumerate(groups):
             for op in group.ops:
                 self.group_of[op] = g
-        self.channel, self.pairs = self._assign_channels()
 
     # -- 3 and 4. channels and which connections share a threadblock
     def _assign_channels(self) -> tuple[dict[int, int], dict[tuple[int, int, int], int]]:
@@ -515,16 +519,7 @@ class _ImportedLayout(_Layout):
     """
 
     def __init__(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int], placed) -> None:
-        self.num_ranks = num_ranks
-        self.cols = cols
-        self.groups = groups
-        self.position = position
-        self.partner = partner
-        self.key = [position[g.last] for g in groups]
-        self.group_of = [0] * cols.size
-        for g, group in enumerate(groups):
-            for op in group.ops:
-                self.group_of[op] = g
+        self._index(num_ranks, cols, groups, position, partner)
         threadblock, channel = placed
         self.threadblock_of = [(cols.rank[group.ops[0]], threadblock[group.ops[0]]) for group in groups]
         self.spec: dict[tuple[int, int], list[int]] = {}  # (rank, threadblock) -> [send peer, recv peer, channel]
@@ -542,7 +537,8 @@ class _ImportedLayout(_Layout):
         for (rank, tb), (send, recv, chan) in self.spec.items():
             for role, peer in (("send", send), ("recv", recv)):
                 if peer >= 0 and owner.setdefault((rank, role, peer, chan), tb) != tb:
-                    raise _NotKept(f"rank {rank}: threadblocks {owner[rank, role, peer, chan]} and {tb} both {role} to {peer} on channel {chan}")
+                    does = "send to" if role == "send" else "receive from"
+                    raise _NotKept(f"rank {rank}: threadblocks {owner[rank, role, peer, chan]} and {tb} both {does} {peer} on channel {chan}")
         self._check_message_order(channel)
 
     def _agree(self, where: tuple[int, int], field: int, value: int, what: str) -> None:
