@@ -69,6 +69,17 @@ def _imports() -> list[tuple[str, str, list[str]]]:
 IMPORTS = _imports()
 
 
+def _foreign_imports(prefix: str) -> set[str]:
+    """Modules of the package that import a module whose name starts with ``prefix`` (outside the package)."""
+    found = set()
+    for path in _source_files():
+        for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(n.startswith(prefix) for n in names):
+                found.add(_module_name(path))
+    return found
+
+
 def _edges() -> set[tuple[str, str]]:
     return {(_package(a), _package(b)) for a, b, _ in IMPORTS if _package(a) != _package(b)}
 
@@ -134,3 +145,17 @@ def test_every_package_folder_is_listed_in_pyproject():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     folders = {_module_name(init) for root in SOURCE_ROOTS.values() for init in root.rglob("__init__.py")}
     assert folders == listed
+
+
+def test_only_converters_know_chakras_schema():
+    """Chakra's protobuf types stay in the format: the rest of the package speaks :class:`NodeKind`."""
+    importers = _foreign_imports("chakra.schema")
+    assert importers, "the walk should see the converters' imports"
+    assert {m for m in importers if _package(m) != "converters.chakra_et"} == set()
+
+
+def test_the_workload_type_comes_from_the_ir():
+    """``Workload`` is a domain type (``ir.workload``): no module takes it, or its helpers, from a reader."""
+    domain = {"Workload", "NodeKind", "collective_name", "node_type_name", "NO_COLLECTIVE"}
+    from_formats = [(a, b, n) for a, b, names in IMPORTS for n in names if n in domain and b.startswith("chakra_collectives.converters")]
+    assert from_formats == []

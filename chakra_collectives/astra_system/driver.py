@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
+from chakra_collectives.ir.workload import NodeKind, Workload, collective_name, node_type_name
 from chakra_collectives.astra_system.backends import make_backend
 from chakra_collectives.astra_system.custom import CustomCollective, CustomLibrary
 from chakra_collectives.astra_system.kernel import Kernel
 from chakra_collectives.astra_system.system import Group, RankSystem, native_tag
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork
 from chakra_collectives.converters.astra_sim.system import SystemConfig
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name, node_type_name, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.replay.groups import ProcessGroups
 
@@ -110,9 +110,9 @@ class RankWorkload:
         if self.cpu[i]:
             return "cpu"
         kind = self.kind[i]
-        if kind == COMP_NODE:
+        if kind == NodeKind.COMP:
             return "comp"
-        return None if kind == COMM_RECV_NODE else "comm"
+        return None if kind == NodeKind.COMM_RECV else "comm"
 
     def _issue_free(self) -> None:
         for i in sorted(self.free, key=self.ids.__getitem__):
@@ -130,15 +130,15 @@ class RankWorkload:
         run, w, g = self.run, self.run.workload, self.lo + i
         kind = self.kind[i]
         kernel = run.kernel
-        if kind == COMP_NODE:
+        if kind == NodeKind.COMP:
             runtime = int(w.duration_ns[g]) or 1
             self.compute_ns += runtime
             kernel.after(self.rank, runtime, self._done, i)
-        elif kind == COMM_COLL_NODE:
+        elif kind == NodeKind.COMM_COLL:
             self._collective(i)
-        elif kind == COMM_SEND_NODE:
+        elif kind == NodeKind.COMM_SEND:
             kernel.send(self.rank, int(w.peer[g]), int(w.comm_size[g]), native_tag(int(w.tag[g])), lambda: self._done(i))
-        elif kind == COMM_RECV_NODE:
+        elif kind == NodeKind.COMM_RECV:
             kernel.recv(self.rank, int(w.peer[g]), int(w.comm_size[g]), native_tag(int(w.tag[g])), lambda: self._done(i))
         else:
             raise InputError(f"{node_type_name(kind)} nodes are not modeled (ASTRA-sim's current build aborts on METADATA; MEM_LOAD/STORE need a remote-memory model)", **w.where(g))

@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives import progress
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir.dag import find_cycle
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.network.engine import Timing, run
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import gbps_from_bytes_per_ns
 
@@ -308,8 +308,8 @@ def _overlap(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray)
 
 
 def _rank_stats(workload: Workload, start: np.ndarray, end: np.ndarray, finish: np.ndarray) -> list[RankStats]:
-    comm_types = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
-    comp = workload.node_type == COMP_NODE
+    comm_types = (NodeKind.COMM_COLL, NodeKind.COMM_SEND, NodeKind.COMM_RECV)
+    comp = workload.node_type == NodeKind.COMP
     comm = np.isin(workload.node_type, comm_types)
     bounds = workload.rank_bounds()
     stats = []
@@ -355,7 +355,7 @@ def _deadlock(expanded: ExpandedWorkload, timing: Timing) -> ReplayDeadlock:
         if any(np.isnan(timing.end[d]) for d in deps.tolist()):
             continue  # waits behind another stuck node: the frontier (or the cycle) says why
         label = workload.describe(i)
-        if workload.node_type[i] == COMM_COLL_NODE and np.isfinite(timing.start[expanded.begin_task[i]]):
+        if workload.node_type[i] == NodeKind.COMM_COLL and np.isfinite(timing.start[expanded.begin_task[i]]):
             label += _absent_members(expanded, timing, i)
         per_rank.setdefault(int(workload.rank[i]), []).append(label)
     parts = []

@@ -28,7 +28,7 @@ from chakra_collectives.replay import ProcessGroups, replay
 from chakra_collectives.synth import synthesize
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology import Topology
-from chakra_collectives.converters.chakra_et.workload_reader import Workload
+from chakra_collectives.ir.workload import Workload
 from chakra_collectives.verify import verify_algorithm
 
 

@@ -29,11 +29,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE
 
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.replay import ProcessGroups
 from chakra_collectives.search.candidates import Skipped, file_digest
 from chakra_collectives.search.space import SearchSpace, WorkloadEntry
@@ -174,7 +174,7 @@ def prepare(variant: WorkloadVariant, folder: Path) -> PreparedWorkload:
     world_bytes: Counter[tuple[Collective, int]] = Counter()
     grouped = 0
     everyone = tuple(range(workload.num_ranks))
-    for index in (workload.node_type == COMM_COLL_NODE).nonzero()[0].tolist():
+    for index in (workload.node_type == NodeKind.COMM_COLL).nonzero()[0].tolist():
         try:
             collective = Collective.from_chakra_comm_type(int(workload.comm_type[index]))
         except InputError:
