@@ -67,13 +67,15 @@ class AstraSimReplay:
         return {
             "workload": self.workload,
             "network": self.network,
-            "mode": "astra-sim",
             "backend": self.backend,
             "system": self.system,
             "total_ns": self.total_ns,
             "ranks": self.ranks,
             "collectives": self.collectives,
             "warnings": self.warnings,
+            "network_model": "astra-sim",
+            "mode": "astra-sim",  # deprecated spelling of network_model, kept for one release
+            "deprecated": {"mode": "network_model"},
         }
 
 

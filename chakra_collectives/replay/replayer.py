@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from chakra_collectives import progress
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir.dag import find_cycle
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -130,7 +131,7 @@ class ReplayResult:
 
     workload: str
     topology: str
-    mode: str
+    network_model: str
     concurrency: str
     total_ns: float
     num_nodes: int
@@ -142,6 +143,8 @@ class ReplayResult:
     links: list[LinkStats]
     """Busiest first."""
     warnings: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    """What reading the workload repaired (:meth:`ReadingNotes.describe`)."""
     expanded: ExpandedWorkload | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
@@ -151,7 +154,7 @@ class ReplayResult:
         document = {
             "workload": self.workload,
             "topology": self.topology,
-            "network_model": self.mode,
+            "network_model": self.network_model,
             "concurrency": self.concurrency,
             "num_ranks": len(self.ranks),
             "total_ns": self.total_ns,
@@ -161,16 +164,18 @@ class ReplayResult:
             "collectives": [c.as_dict() for c in self.collectives],
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
-            "mode": self.mode,  # deprecated spelling of network_model, kept for one release
+            "mode": self.network_model,  # deprecated spelling of network_model, kept for one release
             "deprecated": {"mode": "network_model"},
         }
         if timeline:
             from chakra_collectives.replay.timeline import timeline_document
 
             document["timeline"] = timeline_document(self)
+        document["repairs"] = self.repairs
         return document
 
 
+@renamed_keyword("mode", "network_model")
 def replay(
     workload: Workload | str | Path,
     topology: Topology,
@@ -178,7 +183,7 @@ def replay(
     algorithms: dict[Collective, CollectiveAlgorithm] | None = None,
     default_algorithm: str | None = DEFAULT_ALGORITHMS,
     groups: ProcessGroups | None = None,
-    mode: str | Mode = Mode.TACOS,
+    network_model: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
     concurrency: str = "unlimited",
     record_links: bool = False,
@@ -193,8 +198,8 @@ def replay(
         (``"broadcast=tree,*=ring"``...; see :mod:`~chakra_collectives.replay.algorithms`).
     groups:
         Process groups for ``pg_name`` (default: every collective over all ranks).
-    mode, reduce_bandwidth_gbps:
-        The network model (:mod:`~chakra_collectives.network.model`).
+    network_model, reduce_bandwidth_gbps:
+        The network model (:mod:`~chakra_collectives.network.model`; old name: ``mode``).
     concurrency:
         ``"unlimited"`` (default: dependencies are the only limit) or ``"astra-sim"`` (per rank
         at most one GPU COMP, one CPU op and one communication in flight); see
@@ -216,7 +221,7 @@ def replay(
     if not isinstance(workload, Workload):
         with progress.task("read the workload"):
             workload = read_workload(workload)
-    model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
+    model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
@@ -260,7 +265,7 @@ def _summarize(expanded: ExpandedWorkload, timing: Timing, model: NetworkModel, 
     return ReplayResult(
         workload=workload.prefix,
         topology=model.topology.name,
-        mode=model.mode.value,
+        network_model=model.mode.value,
         concurrency=concurrency,
         total_ns=total,
         num_nodes=w,
@@ -269,6 +274,7 @@ def _summarize(expanded: ExpandedWorkload, timing: Timing, model: NetworkModel, 
         collectives=collectives,
         links=links,
         warnings=list(expanded.warnings),
+        repairs=workload.repairs.describe(),
         expanded=expanded,
         timing=timing,
     )

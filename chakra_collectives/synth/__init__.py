@@ -189,6 +189,18 @@ def auto_chunk_counts(num_npus: int) -> list[int]:
     return [k for k in AUTO_CHUNKS if k == 1 or num_npus * num_npus * k <= AUTO_CHUNKS_BUDGET]
 
 
+@dataclass
+class _Produced:
+    """One candidate as :func:`synthesize` made and timed it."""
+
+    made: Synthesized
+    synthesis_s: float
+    predict_s: float
+    predicted_ns: float
+    bottleneck: Bottleneck | None
+    """``None`` while the producer's own prediction stands in for the network model's run."""
+
+
 def synthesize(
     topology: Topology,
     collective: Collective | str,
@@ -242,7 +254,7 @@ def synthesize(
     tried: dict[int, float] = {}
     found: SynthesisResult | None = None
     spent_s = [0.0, 0.0]
-    unchunked: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]] = {}  # built once, whatever K
+    unchunked: dict[str, _Produced] = {}  # built once, whatever K
     with progress.task("synthesize"):
         for k in counts:
             label = f"K={k}" if chunks_per_npu is None else ""
@@ -277,18 +289,18 @@ def _synthesize_with(
     label: str,
     network_model: str,
     forest: dict[str, Any],
-    unchunked: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]],
+    unchunked: dict[str, _Produced],
 ) -> SynthesisResult:
     """:func:`synthesize` for one chunk count, without the bounds (``forest``: ForestColl's options;
     ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
     step = on_step or (lambda name: None)
     options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
-    produced: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]] = {}
+    produced: dict[str, _Produced] = {}
 
     def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
         if candidate in unchunked:
             produced[candidate] = unchunked[candidate]
-            return unchunked[candidate][0].algorithm, unchunked[candidate][3]
+            return unchunked[candidate].made.algorithm, unchunked[candidate].predicted_ns
         step(f"synthesize ({candidate})" if name == "best" else "synthesize")
         with progress.task(candidate):
             started = time.perf_counter()
@@ -302,10 +314,10 @@ def _synthesize_with(
                 if own is not None:
                     predicted, limit = own, None
                 else:
-                    timing = simulate_collective(made.algorithm, topology, mode=network_model)
+                    timing = simulate_collective(made.algorithm, topology, network_model=network_model)
                     predicted, limit = timing.time_ns, busiest_link(timing)
                     del timing
-            produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted, limit)
+            produced[candidate] = _Produced(made, synthesis_s, time.perf_counter() - started, predicted, limit)
         if not get(candidate).chunked:
             unchunked[candidate] = produced[candidate]
         return made.algorithm, predicted
@@ -325,27 +337,25 @@ def _synthesize_with(
             started = time.perf_counter()
             chosen, algo, candidates = choose(
                 [c for c in candidate_names if c not in too_large],
-                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model),
+                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, network_model=network_model),
                 produce,
             )
             candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
             candidates.sort(key=lambda c: candidate_names.index(c.name))
-            bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
+            bounding_s = time.perf_counter() - started - sum(p.synthesis_s + p.predict_s for p in produced.values())
         else:
             chosen = name
             require(footprint(name))
             algo, _ = produce(name)
             candidates, bounding_s = [], 0.0
-    made, _, _, predicted, limit = produced[chosen]
+    made, predicted, limit = produced[chosen].made, produced[chosen].predicted_ns, produced[chosen].bottleneck
     limit_s = 0.0
     if limit is None:  # the producer timed itself: what limits it comes from the model's run
         started = time.perf_counter()
         with progress.task("what limits it"):
-            limit = busiest_link(simulate_collective(algo, topology, mode=network_model))
+            limit = busiest_link(simulate_collective(algo, topology, network_model=network_model))
         limit_s = time.perf_counter() - started
-        produced[chosen] = (*produced[chosen][:4], limit)
-        if chosen in unchunked:  # the next chunk count reuses it with the algorithm
-            unchunked[chosen] = produced[chosen]
+        produced[chosen].bottleneck = limit  # kept for the next chunk count too, when it reuses the candidate
     details = made.details
     return SynthesisResult(
         algorithm=algo,
@@ -355,8 +365,8 @@ def _synthesize_with(
         predicted_ns=predicted,
         schedule_ns=made.schedule_ns,
         bounds=None,
-        synthesis_s=sum(p[1] for p in produced.values()) + bounding_s,
-        predict_s=sum(p[2] for p in produced.values()) + limit_s,
+        synthesis_s=sum(p.synthesis_s for p in produced.values()) + bounding_s,
+        predict_s=sum(p.predict_s for p in produced.values()) + limit_s,
         seed=details.get("seed"),
         trials=details.get("trials", 1),
         requested=name,
