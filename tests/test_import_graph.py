@@ -125,7 +125,7 @@ def test_formats_do_not_import_the_engines():
             assert b not in engines, (a, b)
 
 
-@pytest.mark.parametrize("internal", ["matcher", "channels", "lowering", "best"])
+@pytest.mark.parametrize("internal", ["matcher", "schedule", "channels", "lowering", "best"])
 def test_tacos_internals_stay_in_synth(internal):
     users = {a for a, b, _ in IMPORTS if b == f"chakra_collectives.synth.{internal}" and _package(a) != "synth"}
     assert users == set()

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
-from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule, expand_runs, run_blocks
+from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs, run_blocks
 
 _I32 = np.int32
 _NONE = -1
