@@ -159,3 +159,23 @@ def test_the_workload_type_comes_from_the_ir():
     domain = {"Workload", "NodeKind", "collective_name", "node_type_name", "NO_COLLECTIVE"}
     from_formats = [(a, b, n) for a, b, names in IMPORTS for n in names if n in domain and b.startswith("chakra_collectives.converters")]
     assert from_formats == []
+
+
+def _definitions() -> dict[str, set[str]]:
+    """Top-level function and class name -> the modules defining it."""
+    found: dict[str, set[str]] = {}
+    for path in _source_files():
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.setdefault(node.name, set()).add(_module_name(path))
+    return found
+
+
+def test_one_of_each_shared_helper_and_type():
+    """The index of an entry within its group is ``ir.grouping.occurrence`` (it was written five times);
+    the schedule TACOS, BFB and the lowering share lives in ``synth.schedule``, not in TACOS's matcher."""
+    defined = _definitions()
+    assert defined["occurrence"] == {"chakra_collectives.ir.grouping"}
+    assert not {"_cumcount", "_occurrence", "_rank_index", "_tags"} & set(defined)
+    assert defined["Schedule"] == {"chakra_collectives.synth.schedule"}
+    assert defined["Workload"] == {"chakra_collectives.ir.workload"}

@@ -59,7 +59,7 @@ import heapq
 import numpy as np
 
 from chakra_collectives import progress
-
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs
 
@@ -241,16 +241,6 @@ def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np
         start = word * 64
 
 
-def _cumcount(keys: np.ndarray) -> np.ndarray:
-    """For each entry, how many earlier entries have the same key."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    first = np.searchsorted(sorted_keys, sorted_keys, side="left")
-    result = np.empty(len(keys), dtype=np.int64)
-    result[order] = np.arange(len(keys)) - first
-    return result
-
-
 # ---------------------------------------------------------------------- the matcher
 _COLUMNS = {
     "chunk": np.int32, "count": np.int32, "src": np.int32, "dst": np.int32, "start": np.float64,
@@ -333,7 +323,7 @@ class _Matcher:
             rec["send_seq"][first] = self.program[src[0]]
             self.program[src[0]] += 1
         else:
-            rec["send_seq"][first : first + size] = self.program[src] + _cumcount(src)
+            rec["send_seq"][first : first + size] = self.program[src] + occurrence(src)
             self.program += np.bincount(src, minlength=self.n)
         self.remaining -= int(count.sum())
         return ids
@@ -385,7 +375,7 @@ class _Matcher:
         ids = np.sort(ids)
         rec = self.rec
         dsts = rec["dst"][ids].astype(np.int64)
-        rec["recv_seq"][ids] = self.program[dsts] + _cumcount(dsts)
+        rec["recv_seq"][ids] = self.program[dsts] + occurrence(dsts)
         self.program += np.bincount(dsts, minlength=self.n)
         _set_runs(self.held, dsts, rec["chunk"][ids], rec["count"][ids])
         received = np.zeros(self.n, dtype=bool)
