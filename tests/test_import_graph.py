@@ -179,3 +179,11 @@ def test_one_of_each_shared_helper_and_type():
     assert not {"_cumcount", "_occurrence", "_rank_index", "_tags"} & set(defined)
     assert defined["Schedule"] == {"chakra_collectives.synth.schedule"}
     assert defined["Workload"] == {"chakra_collectives.ir.workload"}
+
+
+@pytest.mark.parametrize("literal", ['"forward": "50us"', '["string", "integer"]', '["string", "number"]'])
+def test_model_defaults_and_schema_fragments_are_written_once(literal):
+    """The model defaults and the size / duration schema fragments live in ``workload.spec``; the
+    CLI and the search space import them."""
+    writers = {_module_name(p) for p in _source_files() if literal in p.read_text()}
+    assert writers == {"chakra_collectives.workload.spec"}

@@ -39,9 +39,8 @@ from chakra_collectives.search.candidates import Skipped, file_digest
 from chakra_collectives.search.space import SearchSpace, WorkloadEntry
 from chakra_collectives.units import format_size, parse_size
 from chakra_collectives.workload import GeneratedWorkload, data_parallel, groups_path, hybrid_parallel, load_model_spec, microbenchmark, uniform_model
-from chakra_collectives.workload.spec import ModelSpec
+from chakra_collectives.workload.spec import MODEL_DEFAULTS, ModelSpec
 
-MODEL_DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}
 """What a model without a spec file has unless the entry says otherwise (as ``chakra-coll workload``)."""
 
 
@@ -189,4 +188,4 @@ def prepare(variant: WorkloadVariant, folder: Path) -> PreparedWorkload:
     return PreparedWorkload(variant, workload, groups, world, grouped)
 
 
-__all__ = ["MODEL_DEFAULTS", "PreparedWorkload", "WorkloadVariant", "prepare", "slug", "workload_variants"]
+__all__ = ["PreparedWorkload", "WorkloadVariant", "prepare", "slug", "workload_variants"]
