@@ -187,3 +187,10 @@ def test_model_defaults_and_schema_fragments_are_written_once(literal):
     CLI and the search space import them."""
     writers = {_module_name(p) for p in _source_files() if literal in p.read_text()}
     assert writers == {"chakra_collectives.workload.spec"}
+
+
+def test_one_implementation_of_astra_sims_per_rank_rule():
+    """"One GPU COMP, one CPU op, one communication in flight per rank" is ``ir.workload.execution_units``;
+    both replays (the network model's ``concurrency="astra-sim"`` and the ASTRA-sim system model) use it."""
+    users = {a for a, b, names in IMPORTS if b == "chakra_collectives.ir.workload" and "execution_units" in names}
+    assert users == {"chakra_collectives.replay.expand", "chakra_collectives.astra_system.driver"}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chakra_collectives.ir.workload import NodeKind, Workload, collective_name, node_type_name
+from chakra_collectives.ir.workload import NO_UNIT, UNITS_PER_RANK, NodeKind, Workload, collective_name, execution_units, node_type_name
 from chakra_collectives.astra_system.backends import make_backend
 from chakra_collectives.astra_system.custom import CustomCollective, CustomLibrary
 from chakra_collectives.astra_system.kernel import Kernel
@@ -83,7 +83,7 @@ class RankWorkload:
         self.lo = lo
         self.ids = w.node_id[lo:hi].tolist()
         self.kind = w.node_type[lo:hi].tolist()
-        self.cpu = w.is_cpu_op[lo:hi].tolist()
+        self.unit = execution_units(w)[lo:hi].tolist()
         count = hi - lo
         parents = [0] * count
         children: list[list[int]] = [[] for _ in range(count)]
@@ -96,7 +96,7 @@ class RankWorkload:
         self.children = children
         self.free = {i for i in range(count) if parents[i] == 0}
         self.ongoing = 0
-        self.busy = {"cpu": 0, "comp": 0, "comm": 0}
+        self.busy = [0] * UNITS_PER_RANK
         self.compute_ns = 0
         self.finished_at: int | None = None
         self.system: RankSystem = run.systems[rank]
@@ -106,20 +106,12 @@ class RankWorkload:
         self._issue_free()
         self._check_finished()
 
-    def _slot(self, i: int) -> str | None:
-        if self.cpu[i]:
-            return "cpu"
-        kind = self.kind[i]
-        if kind == NodeKind.COMP:
-            return "comp"
-        return None if kind == NodeKind.COMM_RECV else "comm"
-
     def _issue_free(self) -> None:
         for i in sorted(self.free, key=self.ids.__getitem__):
-            slot = self._slot(i)
-            if slot is not None and self.busy[slot]:
+            slot = self.unit[i]
+            if slot != NO_UNIT and self.busy[slot]:
                 continue
-            if slot is not None:
+            if slot != NO_UNIT:
                 self.busy[slot] = 1
             self.free.discard(i)
             self.ongoing += 1
@@ -176,8 +168,8 @@ class RankWorkload:
     def _done(self, i: int) -> None:
         if self.finished_at is not None:
             return
-        slot = self._slot(i)
-        if slot is not None:
+        slot = self.unit[i]
+        if slot != NO_UNIT:
             self.busy[slot] = 0
         self.run.end[self.lo + i] = self.run.kernel.now
         self.ongoing -= 1

@@ -72,6 +72,32 @@ def collective_name(comm_type: int) -> str:
         return f"comm_type {comm_type}"
 
 
+GPU, CPU, COMM = 0, 1, 2
+"""The units of a rank under ASTRA-sim's per-rank rule (:func:`execution_units`)."""
+UNITS_PER_RANK = 3
+NO_UNIT = -1
+
+
+def execution_units(workload: "Workload") -> np.ndarray:
+    """The unit each node holds while it runs under ASTRA-sim's rule -- per rank at most one GPU
+    COMP, one CPU op and one communication in flight: a COMP node holds its rank's :data:`GPU`
+    (:data:`CPU` if ``is_cpu_op``), a SEND or a collective :data:`COMM`; receives and the other
+    kinds hold nothing (:data:`NO_UNIT`). Both replays apply it (the network model's
+    ``concurrency="astra-sim"`` and the model of ASTRA-sim's system layer).
+
+    >>> from types import SimpleNamespace
+    >>> kinds = np.array([NodeKind.COMP, NodeKind.COMP, NodeKind.COMM_SEND, NodeKind.COMM_RECV, NodeKind.COMM_COLL])
+    >>> execution_units(SimpleNamespace(node_type=kinds, is_cpu_op=np.array([0, 1, 0, 0, 0], dtype=bool))).tolist()
+    [0, 1, 2, -1, 2]
+    """
+    kind = workload.node_type
+    unit = np.full(len(kind), NO_UNIT, dtype=np.int8)
+    comp = kind == NodeKind.COMP
+    unit[comp] = np.where(workload.is_cpu_op[comp], CPU, GPU)
+    unit[(kind == NodeKind.COMM_SEND) | (kind == NodeKind.COMM_COLL)] = COMM
+    return unit
+
+
 class ReadingNotes(Protocol):
     """What a reader repaired while reading a workload (the reader's own record)."""
 
@@ -138,12 +164,18 @@ class Workload:
 
 __all__ = [
     "BARRIER_COMM_TYPE",
+    "COMM",
     "COMMUNICATION",
+    "CPU",
+    "GPU",
     "NO_COLLECTIVE",
+    "NO_UNIT",
     "OTHER_TIMED",
+    "UNITS_PER_RANK",
     "NodeKind",
     "ReadingNotes",
     "Workload",
     "collective_name",
+    "execution_units",
     "node_type_name",
 ]

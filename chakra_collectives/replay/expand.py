@@ -45,10 +45,9 @@ from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.caveats import caveats
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.ir.matching import pair_in_order
-from chakra_collectives.ir.workload import BARRIER_COMM_TYPE, NodeKind, Workload, collective_name
+from chakra_collectives.ir.workload import BARRIER_COMM_TYPE, NO_UNIT, UNITS_PER_RANK, NodeKind, Workload, collective_name, execution_units
 
 CONCURRENCY = ("unlimited", "astra-sim")
-GPU, CPU, COMM = 0, 1, 2
 
 
 @dataclass
@@ -443,15 +442,11 @@ def _units(workload: Workload, coll_nodes: np.ndarray, begin_task: np.ndarray, t
     release = np.full(total, -1, dtype=np.int32)
     if concurrency == "unlimited":
         return unit, release
-    rank = workload.rank.astype(np.int32)
-    node_type = workload.node_type
-    comp = np.flatnonzero(node_type == NodeKind.COMP)
-    comp_unit = rank[comp] * 3 + np.where(workload.is_cpu_op[comp], CPU, GPU)
-    unit[comp] = comp_unit
-    release[comp] = comp_unit
-    sends = np.flatnonzero(node_type == NodeKind.COMM_SEND)
-    unit[sends] = rank[sends] * 3 + COMM
-    release[sends] = rank[sends] * 3 + COMM
-    unit[begin_task[coll_nodes]] = rank[coll_nodes] * 3 + COMM
-    release[coll_nodes] = rank[coll_nodes] * 3 + COMM
+    held = execution_units(workload).astype(np.int32)
+    node_unit = np.where(held != NO_UNIT, workload.rank.astype(np.int32) * UNITS_PER_RANK + held, -1).astype(np.int32)
+    # a node holds its unit while it runs; a collective from its begin task to its node
+    nodes = np.flatnonzero(workload.node_type != NodeKind.COMM_COLL)
+    unit[nodes] = release[nodes] = node_unit[nodes]
+    unit[begin_task[coll_nodes]] = node_unit[coll_nodes]
+    release[coll_nodes] = node_unit[coll_nodes]
     return unit, release
