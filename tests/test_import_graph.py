@@ -194,3 +194,11 @@ def test_one_implementation_of_astra_sims_per_rank_rule():
     both replays (the network model's ``concurrency="astra-sim"`` and the ASTRA-sim system model) use it."""
     users = {a for a, b, names in IMPORTS if b == "chakra_collectives.ir.workload" and "execution_units" in names}
     assert users == {"chakra_collectives.replay.expand", "chakra_collectives.astra_system.driver"}
+
+
+@pytest.mark.parametrize("package", ["synth", "synth/forestcoll"])
+def test_a_package_init_names_what_it_offers(package):
+    """The orchestration lives in modules named for it; ``__init__`` imports and re-exports."""
+    tree = ast.parse((SOURCE_ROOTS["chakra_collectives"] / package / "__init__.py").read_text())
+    defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert defined == []
