@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 F = TypeVar("F", bound=Callable)
 
@@ -40,4 +40,26 @@ def renamed_keyword(old: str, new: str) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["renamed_keyword"]
+def renamed_argument(old_names: dict[str, Any], old: str, new: str, value: Any, default: Any) -> Any:
+    """:func:`renamed_keyword` for a function that takes ``**old_names`` itself: a wrapper's frame
+    would keep every argument alive while the function runs (``replay`` lets go of its
+    algorithms before timing). ``value`` is what ``new`` was given (``default``: nothing).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     renamed_argument({"mode": "astra-sim"}, "mode", "network_model", None, None)
+    'astra-sim'
+    """
+    unexpected = sorted(set(old_names) - {old})
+    if unexpected:
+        raise TypeError(f"unexpected keyword argument {unexpected[0]!r}")
+    if old not in old_names:
+        return value
+    if value is not default:
+        raise TypeError(f"give {new} or its old name {old}, not both")
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+    return old_names[old]
+
+
+__all__ = ["renamed_argument", "renamed_keyword"]

@@ -293,3 +293,15 @@ def test_workload_attribute_errors_name_file_rank_and_node(tmp_path, cli):
     result = cli("replay", tmp_path / "w", "-t", "ring:2")
     assert result.exit_code == 2
     assert result.stderr.strip().endswith("w.1.et: rank 1: node 0: attribute comm_size is double_val; ASTRA-sim needs an integer type")
+
+
+def test_replay_still_takes_mode_for_one_release(tmp_path):
+    single_collective_workload(tmp_path / "w", "all-reduce", 4, MIB)
+    with pytest.warns(DeprecationWarning, match="mode is deprecated; use network_model"):
+        old = replay(tmp_path / "w", ring_topology(4), mode="astra-sim")
+    assert old.total_ns == replay(tmp_path / "w", ring_topology(4), network_model="astra-sim").total_ns
+    assert old.network_model == "astra-sim"
+    with pytest.raises(TypeError, match="not both"):
+        replay(tmp_path / "w", ring_topology(4), mode="astra-sim", network_model="default")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modes'"):
+        replay(tmp_path / "w", ring_topology(4), modes="astra-sim")

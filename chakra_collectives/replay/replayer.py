@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from chakra_collectives import progress
-from chakra_collectives.deprecation import renamed_keyword
+from chakra_collectives.deprecation import renamed_argument
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir.dag import find_cycle
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -175,7 +175,6 @@ class ReplayResult:
         return document
 
 
-@renamed_keyword("mode", "network_model")
 def replay(
     workload: Workload | str | Path,
     topology: Topology,
@@ -183,11 +182,12 @@ def replay(
     algorithms: dict[Collective, CollectiveAlgorithm] | None = None,
     default_algorithm: str | None = DEFAULT_ALGORITHMS,
     groups: ProcessGroups | None = None,
-    network_model: str | Mode = Mode.TACOS,
+    network_model: str | Mode | None = None,
     reduce_bandwidth_gbps: float | None = None,
     concurrency: str = "unlimited",
     record_links: bool = False,
     rescale: bool | None = None,
+    **old_names: Any,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
 
@@ -199,7 +199,8 @@ def replay(
     groups:
         Process groups for ``pg_name`` (default: every collective over all ranks).
     network_model, reduce_bandwidth_gbps:
-        The network model (:mod:`~chakra_collectives.network.model`; old name: ``mode``).
+        The network model (:mod:`~chakra_collectives.network.model`; default ``default``; old
+        name: ``mode``, still accepted with a DeprecationWarning).
     concurrency:
         ``"unlimited"`` (default: dependencies are the only limit) or ``"astra-sim"`` (per rank
         at most one GPU COMP, one CPU op and one communication in flight); see
@@ -218,6 +219,7 @@ def replay(
     ReplayDeadlock
         Nothing can progress; the error lists the stuck nodes per rank.
     """
+    network_model = renamed_argument(old_names, "mode", "network_model", network_model, None) or Mode.TACOS
     if not isinstance(workload, Workload):
         with progress.task("read the workload"):
             workload = read_workload(workload)
