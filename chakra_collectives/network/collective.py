@@ -16,7 +16,7 @@ their duration or ``bytes / reduce_bandwidth``.
 >>> algo = ring(Collective.ALL_GATHER, 4, size_bytes=4 * 2**20)
 >>> predict_time(algo, t) == 3 * (500.0 + 2**20 / (50 * 2**30 / 1e9))
 True
->>> predict_time(algo, t, mode="astra-sim")   # 3 * int(500 + 19531.25); whole ns
+>>> predict_time(algo, t, network_model="astra-sim")   # 3 * int(500 + 19531.25); whole ns
 60093.0
 """
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.network.engine import LinkUse, Timing, run
@@ -141,12 +142,13 @@ def own_placement(algo: CollectiveAlgorithm) -> np.ndarray:
     return np.arange(algo.num_ranks, dtype=np.int64)
 
 
+@renamed_keyword("mode", "network_model")
 def simulate_collective(
     algo: CollectiveAlgorithm,
     topology: Topology,
     *,
     size_bytes: int | None = None,
-    mode: str | Mode = Mode.TACOS,
+    network_model: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
     local_ops: str = "parallel",
     placement: "np.ndarray | list[int] | None" = None,
@@ -158,8 +160,8 @@ def simulate_collective(
     ----------
     size_bytes:
         Collective size (default ``algo.size_bytes``); chunk-identified operations scale exactly.
-    mode:
-        ``"default"`` or ``"astra-sim"`` (see :mod:`~chakra_collectives.network.model`).
+    network_model:
+        ``"default"`` or ``"astra-sim"`` (old name: ``mode``) (see :mod:`~chakra_collectives.network.model`).
     reduce_bandwidth_gbps:
         Cost of a REDUCE / COPY without a duration: ``bytes / bandwidth`` (default: 0 ns).
     local_ops:
@@ -189,7 +191,7 @@ def simulate_collective(
     if len(npus) and (npus.min() < 0 or npus.max() >= topology.num_npus):
         outside = int(npus[(npus < 0) | (npus >= topology.num_npus)][0])
         raise InputError(f"the algorithm's ranks run on NPU {outside}, which {topology.name} does not have (0..{topology.num_npus - 1})")
-    model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
+    model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
@@ -211,12 +213,13 @@ def simulate_collective(
     )
 
 
+@renamed_keyword("mode", "network_model")
 def predict_time(
     algo: CollectiveAlgorithm,
     topology: Topology,
     *,
     size_bytes: int | None = None,
-    mode: str | Mode = Mode.TACOS,
+    network_model: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
     placement: "np.ndarray | list[int] | tuple[int, ...] | None" = None,
 ) -> float:
@@ -227,7 +230,7 @@ def predict_time(
     whole number of ns, as ASTRA-sim reports.
     """
     timing = simulate_collective(
-        algo, topology, size_bytes=size_bytes, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps, placement=placement,
+        algo, topology, size_bytes=size_bytes, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps, placement=placement,
     )
     return timing.time_ns
 
@@ -251,7 +254,7 @@ def simulate_together(
     >>> [t == alone for t in simulate_together(rows, torus2d(4, 4))]   # the rows share no link
     [True, True, True, True]
     """
-    model = NetworkModel(topology, mode=network_model)
+    model = NetworkModel(topology, network_model=network_model)
     for algo in algorithms:
         npus = own_placement(algo)
         if len(npus) and (npus.max() >= topology.num_npus or algo.num_ranks > topology.num_npus):
