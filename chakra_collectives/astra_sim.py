@@ -39,13 +39,14 @@ this module only assembles the directory and predicts what ASTRA-sim will report
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from chakra_collectives.converters.astra_sim import CUSTOM_KEYS, REMOTE_MEMORY, AnalyticalNetwork, NotExpressible, analytical_network, system_config
 from chakra_collectives.converters.chakra_et import write_algorithm
@@ -169,6 +170,106 @@ def write_astra_sim_dir(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    return result
+
+
+PER_NODE_FILE = "per_node_collectives.yaml"
+"""The ``per-node-custom-implementation`` map a grouped directory's ``system.json`` names."""
+
+AlgorithmFor = Callable[[Collective, tuple[int, ...], int], CollectiveAlgorithm]
+"""``algorithm_for(collective, members, size_bytes)``: the algorithm one call runs."""
+
+
+def write_grouped_astra_sim_dir(
+    directory: str | Path, topology: Topology, workload: GeneratedWorkload, algorithm_for: AlgorithmFor,
+) -> AstraSimDir:
+    """A directory ASTRA-sim runs ``workload`` from, every collective call over a process group
+    with its own algorithm; all or nothing.
+
+    ASTRA-sim's ``per-node-custom-implementation`` (``docs/et-conventions.md``) maps a workload
+    node id to a custom collective's ET prefix, one map for every rank's file. The workload is
+    written with rank ``r``'s node ids moved up by ``r`` times a power of ten above any id, so
+    that every rank's collective nodes have ids of their own; each distinct (collective, group,
+    size) gets its algorithm from ``algorithm_for`` written as ``collectives/TYPE_gGROUP_SIZE``
+    at that size (ASTRA-sim runs a custom collective at the size it was written for; its ranks
+    are the group's positions, the group's i-th member running rank i), and
+    ``per_node_collectives.yaml`` maps every collective node to it. Collective types the workload
+    does not call keep ASTRA-sim's native ring. ``expected_ns`` stays ``None``: chakra-coll's model
+    of ASTRA-sim does not read per-node maps.
+    """
+    directory = Path(directory)
+    if not workload.groups:
+        raise InputError("the workload has no process groups: use write_astra_sim_dir")
+    try:
+        network, reason = analytical_network(topology), None
+    except NotExpressible as error:
+        network, reason = None, error.message
+    _check_target(directory)
+    staging = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        result = _write_grouped(staging, directory, topology, workload, algorithm_for, network, reason)
+        _swap_in(staging, directory)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InputError(f"cannot write: {error.strerror}", path=error.filename or directory) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _write_grouped(root, directory, topology, workload, algorithm_for, network, reason) -> AstraSimDir:
+    root.mkdir(parents=True)
+    renumbered = copy.deepcopy(workload)
+    nodes = renumbered.builder.nodes
+    stride = 10 ** len(str(max(len(rank_nodes) for rank_nodes in nodes)))
+    per_node: dict[int, str] = {}
+    written: dict[tuple[str, str, int], str] = {}
+    for rank, rank_nodes in enumerate(nodes):
+        for node in rank_nodes:
+            node.id += rank * stride
+            for deps in (node.data_deps, node.ctrl_deps):
+                shifted = [d + rank * stride for d in deps]
+                del deps[:]
+                deps.extend(shifted)
+            attrs = {a.name: a for a in node.attr}
+            if "comm_type" not in attrs or "pg_name" not in attrs:
+                continue
+            group = attrs["pg_name"].string_val
+            members = tuple(renumbered.groups[group])
+            collective = Collective.parse(collective_name(attrs["comm_type"].int64_val))
+            if collective not in CUSTOM_KEYS or len(members) < 2:
+                continue
+            size = attrs["comm_size"].int64_val * (len(members) if collective is Collective.ALL_GATHER else 1)
+            key = (collective.value, group, size)
+            if key not in written:
+                prefix = f"collectives/{collective.value.replace('-', '_')}_g{group}_{size}"
+                write_algorithm(algorithm_for(collective, members, size), root / prefix, size_bytes=size)
+                written[key] = prefix
+            per_node[int(node.id)] = written[key]
+    workload_prefix = f"workload/{renumbered.name}"
+    renumbered.write(root / workload_prefix)
+    comm_groups = str(groups_path(workload_prefix))
+    dims = 1 if network is None else len(network.dimensions)
+    config = system_config({}, dimensions=dims)
+    config["per-node-custom-implementation"] = PER_NODE_FILE
+    (root / "system.json").write_text(json.dumps(config, indent=2) + "\n")
+    (root / PER_NODE_FILE).write_text("".join(f"{node}: {prefix}\n" for node, prefix in sorted(per_node.items())))
+    (root / "remote_memory.json").write_text(json.dumps(REMOTE_MEMORY, indent=2) + "\n")
+    if network is not None:
+        (root / "network.yml").write_text(network.to_yaml())
+    collectives = {f"{c} group {g} ({size} B)": prefix for (c, g, size), prefix in written.items()}
+    result = AstraSimDir(directory, workload_prefix, collectives, network, reason, comm_groups)
+    if network is not None:
+        result.backend = default_backend(network)
+    result.warnings.append(
+        f"{len(per_node)} collective nodes run {len(written)} custom algorithms through {PER_NODE_FILE}; "
+        "chakra-coll's model of ASTRA-sim does not read per-node maps, so no expected time"
+    )
+    run = root / "run.sh"
+    run.write_text(_run_script(result, topology))
+    run.chmod(run.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return result
 
 
@@ -309,4 +410,4 @@ def _run_script(result: AstraSimDir, topology: Topology) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["AstraSimDir", "BINARIES", "BINARY", "write_astra_sim_dir"]
+__all__ = ["AstraSimDir", "BINARIES", "BINARY", "PER_NODE_FILE", "write_astra_sim_dir", "write_grouped_astra_sim_dir"]

@@ -78,6 +78,7 @@ from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective
 from chakra_collectives.topology import Topology
+from chakra_collectives.topology.groups import group_view
 from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -449,4 +450,58 @@ class _Links:
         return ingress, max(size_bytes / bytes_per_ns(weakest), ingress), weakest_set
 
 
-__all__ = ["LowerBounds", "METHODS", "fast_lower_bounds", "lower_bounds"]
+def concurrent_bound_ns(
+    topology: Topology, collective: Collective, size_bytes: int, groups: "Iterable[tuple[int, ...]]",
+) -> tuple[float, tuple[int, ...]]:
+    """A lower bound (ns) on running ``collective`` of ``size_bytes`` over every group of
+    ``groups`` (disjoint tuples of fabric NPUs) at the same time, and the node set that gives it.
+
+    For a set ``S`` of nodes, every group with members on both sides must move data across the
+    cut, and the groups share its links: an All-Gather (or Reduce-Scatter) of group ``g`` needs
+    the ``|g ∩ S|`` shares owned inside to leave ``S`` and the others to enter it, an All-Reduce
+    ``M`` bytes each way (no group combines another's data). So the time is at least
+    ``sum over split groups of demand / B_out(S)`` (and likewise into ``S``). The sets tried are
+    the candidates of :func:`fast_lower_bounds` (prefixes of the NPUs in a few orders, switches
+    in or out); the bound is also at least each group's own exact bound alone.
+
+    Four columns of a 4x4 torus, all-gathering at once: alone, a column's member also receives
+    through its two row links (relays forward), which halves its bound against its ring's (the
+    group bound of :func:`~chakra_collectives.synth.group_bounds`); together, three shares of
+    every column must enter the bottom row, and only its 8 vertical links lead into it: twice
+    one column's bound alone -- its ring's.
+
+    >>> from chakra_collectives.topology import torus2d
+    >>> from chakra_collectives.topology.groups import group_view
+    >>> columns = [(c, c + 4, c + 8, c + 12) for c in range(4)]
+    >>> together, _ = concurrent_bound_ns(torus2d(4, 4), Collective.ALL_GATHER, 2**20, columns)
+    >>> alone = lower_bounds(group_view(torus2d(4, 4), columns[0]).topology, Collective.ALL_GATHER, 2**20).best_ns
+    >>> round(together / alone, 6)
+    2.0
+    """
+    groups = [tuple(g) for g in groups]
+    links = _Links(topology)
+    best, best_set = 0.0, ()
+    for g in groups:
+        view = group_view(topology, g)
+        alone = lower_bounds(view.topology, collective, size_bytes)
+        if alone.best_ns > best:
+            best, best_set = alone.best_ns, tuple(sorted(int(view.fabric_node[v]) for v in alone.cut_nodes))
+    sizes = np.arange(1, links.n)
+    every = collective is Collective.ALL_REDUCE
+    for order in links.orders:
+        position = np.empty(links.n, dtype=np.int64)
+        position[order] = np.arange(links.n)
+        counts = [(np.searchsorted(np.sort(position[list(g)]), sizes), len(g)) for g in groups]  # members among order[:i]
+        out_need = sum(np.where((k > 0) & (k < m), size_bytes if every else size_bytes / m * k, 0.0) for k, m in counts)
+        in_need = sum(np.where((k > 0) & (k < m), size_bytes if every else size_bytes / m * (m - k), 0.0) for k, m in counts)
+        for switches_in in ((False, True) if topology.num_switches else (False,)):
+            for reverse, need in ((False, out_need), (True, in_need)):  # B_in of the set: the reversed links' B_out
+                rates = links._prefix_rates(order, switches_in, reverse)
+                times = np.where(rates > 0, need / bytes_per_ns(np.where(rates > 0, rates, 1.0)), np.where(need > 0, np.inf, 0.0))
+                i = int(np.argmax(times))
+                if times[i] > best:
+                    best, best_set = float(times[i]), links._set(order, int(sizes[i]), switches_in)
+    return best, best_set
+
+
+__all__ = ["LowerBounds", "METHODS", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds"]

@@ -49,6 +49,7 @@ def summarize(algo: CollectiveAlgorithm, size_bytes: int | None = None) -> dict[
         "collective": algo.collective.value,
         "name": algo.name,
         "num_ranks": algo.num_ranks,
+        "placement": list(algo.placement) if algo.placement else None,
         "chunk_count": algo.chunk_count,
         "size_bytes": int(size_bytes or algo.size_bytes),
         "chunk_identity": algo.has_chunk_identity,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from chakra_collectives.converters.chakra_et import single_collective_workload
@@ -61,8 +63,21 @@ def test_a_whole_topology_synthesizer_serves_only_collectives_over_every_npu(scr
     )
     single_collective_workload(tmp_path / "w", "all-gather", 4, 2**20)
     assert replay(tmp_path / "w", load_topology("ring:4"), default_algorithm="planner").total_ns > 0
-    with pytest.raises(InputError, match=r"planner synthesizes for the whole topology \(8 NPUs\); this collective runs over 4 ranks"):
+    with pytest.raises(InputError, match=r"planner synthesizes for the whole topology \(8 NPUs\) and does not serve process groups; this collective runs over 4 ranks"):
         replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="planner")
+
+
+def test_a_synthesizer_that_serves_groups_is_asked_for_the_group(scratch_registry, tmp_path):
+    asked = []
+
+    def planner(topology, collective, n, options):
+        asked.append(options.group)
+        return Synthesized(replace(ring(collective, n, size_bytes=options.size_bytes), placement=options.group or ()))
+
+    register(Synthesizer("planner", planner, (Collective.ALL_GATHER,), "plans for the links", whole_topology=True, groups=True))
+    single_collective_workload(tmp_path / "w", "all-gather", 4, 2**20)
+    assert replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="planner").total_ns > 0
+    assert asked == [(0, 1, 2, 3)]
 
 
 def test_names_are_unique_and_lookups_say_what_exists(scratch_registry):

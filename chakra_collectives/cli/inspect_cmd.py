@@ -71,6 +71,10 @@ def inspect(
         print_json({"schema_version": SCHEMA_VERSION, "kind": "algorithm", "source": str(prefix), **stats})
         return
     say(f"{prefix}: {algo.describe()}, {format_size(stats['size_bytes'])}", style="bold")
+    if algo.placement:
+        from chakra_collectives.topology.groups import describe_group
+
+        say(f"process group: rank i runs on the i-th of NPUs {describe_group(algo.placement)} (its routes name fabric nodes)")
     kinds = [k for k in KINDS if stats["totals"]["ops"][k]]
     ranks = stats["ranks"]
     shown = ranks if len(ranks) <= MAX_RANK_ROWS else ranks[:8] + [None] + ranks[-8:]

@@ -14,6 +14,7 @@ from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option,
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.errors import InputError
 from chakra_collectives.synth import DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
+from chakra_collectives.topology.groups import describe_group, parse_group
 from chakra_collectives.units import format_size, format_time_ns
 
 SCHEMA_VERSION = 1
@@ -54,6 +55,16 @@ def synth(
     chunks_per_tree: Optional[int] = typer.Option(
         None, "--chunks-per-tree", metavar="P", help="ForestColl: pipeline pieces per tree (default: chosen from a latency/bandwidth model)."
     ),
+    group: Optional[str] = typer.Option(
+        None, "--group", metavar="RANKS",
+        help="Synthesize for a process group embedded in the topology: its NPUs in rank order, e.g. 0,4,8,12 or 0-3. "
+        "The other NPUs and switches only relay; one ET per group rank, routes in fabric node ids; bounds are the group's own.",
+    ),
+    groups_file: Optional[Path] = typer.Option(
+        None, "--groups", metavar="FILE",
+        help="Concurrent groups: ASTRA-sim's communicator-group JSON ({name: [ranks...]}, disjoint groups of one collective call). "
+        "Synthesizes every group, times them together on the shared links, and reports each alone and together.",
+    ),
     bounds: str = typer.Option(
         "auto", "--bounds", metavar="METHOD",
         help="Lower bounds: exact, fast (valid, maybe weaker; linear time), none, or auto (exact up to 1,024 NPUs, fast above).",
@@ -79,16 +90,31 @@ def synth(
       chakra-coll synth -t torus3d:4x4x4 -c all-reduce -s 64MiB -o out/ar
       chakra-coll synth -t hypercube:4x4x4 -c all-gather -a tacos --trials 8
       chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll -o out/ag
+      chakra-coll synth -t torus2d:4x4 -a forestcoll --group 0,4,8,12 -o out/g
+      chakra-coll synth -t torus2d:4x4 -a forestcoll --groups dp.json -o out/dp
     """
     from chakra_collectives.topology import load_topology
 
     trees = _trees_per_npu(trees_per_npu)
     model = network_model_option(network_model)
     topo = load_topology(topology)
+    if group is not None and groups_file is not None:
+        raise InputError("give --group or --groups, not both")
+    members = None if group is None else parse_group(group, topo.num_npus)
+    if groups_file is not None:
+        from chakra_collectives.cli.concurrent_view import synth_concurrent
+
+        synth_concurrent(
+            topo, groups_file, collective, size, algorithm=algorithm, output_text=output_text, as_json=as_json, bounds=bounds,
+            network_model=model, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, trees_per_npu=trees, chunks_per_tree=chunks_per_tree,
+        )
+        return
+    if members is not None and astra_sim is not None:
+        raise InputError("--astra-sim writes a microbenchmark over every NPU; for process groups use workload hybrid|moe --astra-sim DIR -t TOPOLOGY")
     with showing_progress(err_console, "synth", enabled=not as_json):
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model,
+            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
@@ -136,6 +162,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     rows = []
     switches = f", {topo.num_switches} switch(es)" if topo.num_switches else ""
     rows.append(("network", f"{topo.num_npus} NPUs{switches}, {len(topo.links)} links; {result.switch_handling}"))
+    if result.group is not None:
+        rows.append(("group", f"{len(result.group)} ranks on NPUs {describe_group(result.group)} (rank i on the i-th); the other nodes relay"))
     per_npu = f"{result.chunks_per_npu} per NPU" if algo.chunk_count % algo.num_ranks == 0 else "pipelined pieces"
     rows.append(("chunks", f"{algo.chunk_count:,} ({per_npu}) of {format_size(algo.chunk_bytes())}; {algo.num_ops:,} operations"))
     if result.chunks_tried:
@@ -146,7 +174,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         b = result.bounds
         fast = " (fast: valid, maybe weaker than exact)" if b.method == "fast" else ""
         rows.append(("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}{fast}"))
-        rows.append(("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted; any algorithm)"))
+        against = "any algorithm for this group" if result.group is not None else "any algorithm"
+        rows.append(("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted; {against})"))
         if b.reduce_scatter_all_gather_ns is not None:
             rows.append((
                 "",

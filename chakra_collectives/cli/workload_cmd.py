@@ -1,4 +1,4 @@
-"""``chakra-coll workload``: write workload ETs (microbenchmark, data-parallel, hybrid TP + DP)."""
+"""``chakra-coll workload``: write workload ETs (microbenchmark, data-parallel, hybrid TP + DP, MoE)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,15 @@ _BACKWARD = typer.Option(None, "--backward", metavar="TIME", help="Backward time
 _GRADIENT = typer.Option(None, "--gradient", metavar="SIZE", help="Gradient bytes of a layer, e.g. 16MiB (default 16MiB).")
 _ACTIVATION = typer.Option(None, "--activation", metavar="SIZE", help="Activation bytes of a layer, all-reduced by tensor parallelism (default 2MiB).")
 _OPTIMIZER = typer.Option(None, "--optimizer", metavar="TIME", help="Optimizer step time after all gradients (default 20us; 0 for none).")
+_ASTRA_SIM = typer.Option(
+    None, "--astra-sim", metavar="DIR",
+    help="Also write DIR for ASTRA-sim: the workload, every group's algorithm (--group-algorithm on --topology) and the per-node map that makes each collective node run its group's.",
+)
+_TOPOLOGY = typer.Option(None, "--topology", "-t", metavar="SPEC", help="With --astra-sim: the fabric the groups' algorithms are synthesized for.")
+_GROUP_ALGORITHM = typer.Option(
+    "forestcoll", "--group-algorithm", metavar="NAME",
+    help="With --astra-sim: the producer for every group's collectives (groups of one parallel dimension planned together; all-to-all: direct).",
+)
 
 
 def _model(spec: Optional[Path], **flags: Any) -> Any:
@@ -111,6 +120,9 @@ def hybrid_command(
     optimizer: Optional[str] = _OPTIMIZER,
     involved_dim: bool = typer.Option(False, "--involved-dim", help="Also write involved_dim ([tensor, data] network dimensions) on every collective."),
     output: str = _OUTPUT,
+    astra_sim: Optional[Path] = _ASTRA_SIM,
+    topology: Optional[str] = _TOPOLOGY,
+    group_algorithm: str = _GROUP_ALGORITHM,
     as_json: bool = _JSON,
 ) -> None:
     """Tensor + data parallelism: per-layer activation all-reduces in each tensor group, gradient all-reduces in each data-parallel group.
@@ -121,22 +133,68 @@ def hybrid_command(
     \b
     Example:
       chakra-coll workload hybrid --tp 2 --dp 4 -o out/hybrid
+      chakra-coll workload hybrid --tp 4 --dp 4 -o out/hy --astra-sim out/astra \\
+        -t torus2d:4x4
     """
     from chakra_collectives.workload import hybrid_parallel
 
     model = _model(spec, layers=layers, forward=forward, backward=backward, gradient=gradient, activation=activation, optimizer=optimizer)
-    _finish(hybrid_parallel(model, tp, dp, involved_dim=involved_dim), output, as_json)
+    _finish(hybrid_parallel(model, tp, dp, involved_dim=involved_dim), output, as_json, astra_sim=astra_sim, topology=topology, group_algorithm=group_algorithm)
 
 
-def _finish(workload: Any, output_text: str, as_json: bool) -> None:
+@command("moe", group=workload_app)
+def moe_command(
+    ep: int = typer.Option(4, "--ep", metavar="N", help="Expert-parallel degree (consecutive ranks form an expert group)."),
+    dp: int = typer.Option(2, "--dp", metavar="N", help="Data-parallel degree (ranks = ep x dp)."),
+    spec: Optional[Path] = _SPEC,
+    layers: Optional[int] = _LAYERS,
+    forward: Optional[str] = _FORWARD,
+    backward: Optional[str] = _BACKWARD,
+    gradient: Optional[str] = _GRADIENT,
+    activation: Optional[str] = typer.Option(
+        None, "--activation", metavar="SIZE", help="Token bytes each rank dispatches to the experts per layer (each all-to-all's size; default 2MiB).",
+    ),
+    optimizer: Optional[str] = _OPTIMIZER,
+    output: str = _OUTPUT,
+    astra_sim: Optional[Path] = _ASTRA_SIM,
+    topology: Optional[str] = _TOPOLOGY,
+    group_algorithm: str = _GROUP_ALGORITHM,
+    as_json: bool = _JSON,
+) -> None:
+    """Mixture of experts: per-layer dispatch and combine all-to-alls in each expert group, gradient all-reduces in each data-parallel group.
+
+    Each layer's forward is half before the router, the dispatch all-to-all, half in the experts,
+    the combine all-to-all; the backward runs the same in reverse, then the layer's gradients are
+    all-reduced across the data-parallel group. PREFIX.json maps each group to its ranks.
+
+    \b
+    Example:
+      chakra-coll workload moe --ep 8 --dp 8 -o out/moe
+    """
+    from chakra_collectives.workload import mixture_of_experts
+
+    model = _model(spec, layers=layers, forward=forward, backward=backward, gradient=gradient, activation=activation, optimizer=optimizer)
+    _finish(mixture_of_experts(model, ep, dp), output, as_json, astra_sim=astra_sim, topology=topology, group_algorithm=group_algorithm)
+
+
+def _finish(
+    workload: Any, output_text: str, as_json: bool, *, astra_sim: Optional[Path] = None, topology: Optional[str] = None,
+    group_algorithm: str = "forestcoll",
+) -> None:
     from chakra_collectives.units import format_size, format_time_ns
     from chakra_collectives.workload import groups_path
 
     output = prefix_option(output_text, workload.kind.replace("-", "_"))
-
+    handoff = None
+    if astra_sim is not None:
+        handoff = _grouped_astra_sim_dir(workload, astra_sim, topology, group_algorithm)
+    elif topology is not None:
+        raise InputError("--topology is for --astra-sim (the fabric the groups' algorithms are synthesized for)")
     paths = workload.write(output)
     summary = workload.summary()
     summary["files"] = [str(p) for p in paths]
+    if handoff is not None:
+        summary["astra_sim"] = handoff.as_dict()
     if as_json:
         print_json({"schema_version": SCHEMA_VERSION, **summary})
         return
@@ -147,3 +205,22 @@ def _finish(workload: Any, output_text: str, as_json: bool) -> None:
     groups = f" --comm-groups {groups_path(output)}" if workload.groups else ""
     say(f"written: {output}.{{rank}}.et ({workload.num_ranks} files){' and ' + str(groups_path(output)) if workload.groups else ''}")
     say(f"next: {invocation()} replay {output} -t ring:{workload.num_ranks}{groups}")
+    if handoff is not None:
+        from chakra_collectives.cli.handoff import print_astra_sim_dir
+
+        print_astra_sim_dir(handoff)
+
+
+def _grouped_astra_sim_dir(workload: Any, directory: Path, topology: Optional[str], group_algorithm: str) -> Any:
+    """``--astra-sim DIR``: every group's algorithm, synthesized on ``topology``, run per collective node."""
+    from chakra_collectives.astra_sim import write_grouped_astra_sim_dir
+    from chakra_collectives.replay.algorithms import AlgorithmCatalog
+    from chakra_collectives.topology import load_topology
+
+    if topology is None:
+        raise InputError("--astra-sim needs --topology: the fabric the groups' algorithms are synthesized for")
+    fabric = load_topology(topology)
+    if fabric.num_npus != workload.num_ranks:
+        raise InputError(f"{fabric.name} has {fabric.num_npus} NPUs but the workload has {workload.num_ranks} ranks")
+    catalog = AlgorithmCatalog({}, default=f"*={group_algorithm}", groups={name: tuple(m) for name, m in workload.groups.items()})
+    return write_grouped_astra_sim_dir(directory, fabric, workload, lambda c, members, size: catalog.get(c, members, fabric, size)[0])

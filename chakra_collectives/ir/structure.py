@@ -50,14 +50,21 @@ def structural_problems(algo: CollectiveAlgorithm, limit: int = 10) -> list[str]
     report(comm & (ops.tag < 0), "has no tag")
     report(comm & (ops.count < 0) & (ops.nbytes <= 0), "moves no bytes")
     report((ops.count == 0), "moves 0 chunks")
+    if algo.placement and (len(algo.placement) != algo.num_ranks or len(set(algo.placement)) != len(algo.placement) or min(algo.placement) < 0):
+        problems.append(f"placement {list(algo.placement)} must name {algo.num_ranks} distinct NPUs, one per rank")
+    npu = np.asarray(algo.placement if algo.placement and len(algo.placement) == algo.num_ranks else range(algo.num_ranks), dtype=np.int64)
     routed = ops.route >= 0
     if np.any(routed) or np.any(ops.route < -1):
         report((ops.route < -1) | (routed & (ops.route >= len(algo.routes))), lambda i: f"names route {ops.route[i]}, but the algorithm has {len(algo.routes)} routes")
         report(routed & (ops.kind != OpKind.SEND), "has a route but is not a SEND")
         ends = np.array([(r[0], r[-1]) if len(r) >= 2 else (-1, -1) for r in algo.routes] or [(-1, -1)], dtype=np.int64)
         chosen = np.clip(ops.route, 0, max(len(algo.routes) - 1, 0))
-        wrong_end = routed & (ops.route < len(algo.routes)) & ((ends[chosen, 0] != ops.rank) | (ends[chosen, 1] != ops.peer))
-        report(wrong_end, lambda i: f"route {ops.route[i]} runs {ends[chosen[i], 0]} -> {ends[chosen[i], 1]}, not from its rank to peer {ops.peer[i]}")
+        peer = np.clip(ops.peer, 0, algo.num_ranks - 1)
+        wrong_end = routed & (ops.route < len(algo.routes)) & ((ends[chosen, 0] != npu[ops.rank]) | (ends[chosen, 1] != npu[peer]))
+        report(
+            wrong_end,
+            lambda i: f"route {ops.route[i]} runs {ends[chosen[i], 0]} -> {ends[chosen[i], 1]}, not from its rank's NPU {npu[ops.rank[i]]} to peer {ops.peer[i]}'s {npu[peer[i]]}",
+        )
     moving = ops.kind != OpKind.COMPUTE
     report(moving & (ops.count > 0) & _needs_missing_ref(ops), "lacks the chunk reference its kind needs")
     for buf_col, off_col, side in ((ops.src_buf, ops.src_off, "reads"), (ops.dst_buf, ops.dst_off, "writes")):

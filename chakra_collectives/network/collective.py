@@ -1,6 +1,7 @@
 """Time one collective algorithm on a topology: the synthesizer's cost model.
 
-Algorithm rank ``r`` runs on NPU ``placement[r]`` (default: NPU ``r``). Every operation is
+Algorithm rank ``r`` runs on NPU ``placement[r]`` (default: the algorithm's own
+:attr:`~chakra_collectives.ir.CollectiveAlgorithm.placement`, else NPU ``r``). Every operation is
 timed under the shared network model (:mod:`~chakra_collectives.network.model`): SENDs inject
 their message when their dependencies are done and complete when it has arrived, RECVs
 complete when their message has arrived and their dependencies are done, REDUCE / COPY take
@@ -72,9 +73,10 @@ def collective_task_graph(
     SEND / RECV become message tasks paired by :func:`~chakra_collectives.ir.matching.match_messages`,
     of :meth:`~chakra_collectives.ir.CollectiveAlgorithm.op_bytes` at ``size_bytes``; REDUCE /
     COPY / COMPUTE become local tasks that take what the model charges for their duration
-    (:meth:`NetworkModel.local_ns`). Rank ``r`` runs on NPU ``placement[r]`` (default ``r``).
-    A SEND that names a route (``algo.routes``) takes it (:meth:`NetworkModel.path_links`);
-    the others take the model's.
+    (:meth:`NetworkModel.local_ns`). Rank ``r`` runs on NPU ``placement[r]`` (default:
+    :func:`own_placement`). A SEND that names a route (``algo.routes``) takes it
+    (:meth:`NetworkModel.path_links`); the others take the model's. Routes name fabric nodes, so
+    an algorithm with routes runs only where it was made for.
     :func:`simulate_collective` runs one algorithm alone; the replayer stamps the same tasks
     out once per collective call of a workload.
 
@@ -92,12 +94,13 @@ def collective_task_graph(
     """
     size = algo.size_bytes if size_bytes is None else size_bytes
     ops = algo.ops
-    npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement)
+    npus = own_placement(algo) if placement is None else np.asarray(placement)
     routes = ()
     if algo.routes:
-        if not np.array_equal(npus, np.arange(algo.num_ranks)):
+        if not np.array_equal(npus, own_placement(algo)):
+            where = f"on NPUs {list(algo.placement)}" if algo.placement else "rank r on NPU r"
             raise AlgorithmError(
-                f"{algo.name or 'the algorithm'} names the network paths of its messages: its rank r must run on NPU r"
+                f"{algo.name or 'the algorithm'} names the network paths of its messages: its ranks must run {where}"
             )
         routes = tuple(model.path_links(path) for path in algo.routes)
     matching = match_messages(algo, limit=1)
@@ -121,6 +124,22 @@ def collective_task_graph(
         route=ops.route if routes else None,
         routes=routes,
     )
+
+
+def own_placement(algo: CollectiveAlgorithm) -> np.ndarray:
+    """The NPU each rank of ``algo`` runs on unless told otherwise: its ``placement`` (a process
+    group's), else rank ``r`` on NPU ``r``.
+
+    >>> from dataclasses import replace
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> algo = ring(Collective.ALL_GATHER, 2, size_bytes=64)
+    >>> own_placement(algo).tolist(), own_placement(replace(algo, placement=(4, 9))).tolist()
+    ([0, 1], [4, 9])
+    """
+    if algo.placement:
+        return np.asarray(algo.placement, dtype=np.int64)
+    return np.arange(algo.num_ranks, dtype=np.int64)
 
 
 @renamed_keyword("mode", "network_model")
@@ -148,7 +167,8 @@ def simulate_collective(
     local_ops:
         ``"parallel"`` (default) or ``"serial"``: one local operation at a time per NPU.
     placement:
-        NPU of each algorithm rank (default: rank ``r`` on NPU ``r``).
+        NPU of each algorithm rank (default: :func:`own_placement`, the algorithm's own
+        placement or rank ``r`` on NPU ``r``).
     record_links:
         Keep every hop's ``(link, start, end, send)`` in ``links.intervals`` (for traces).
 
@@ -161,13 +181,16 @@ def simulate_collective(
     """
     if local_ops not in LOCAL_OPS:
         raise InputError(f"unknown local_ops {local_ops!r} (valid: {', '.join(LOCAL_OPS)})")
-    npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement, dtype=np.int64)
+    npus = own_placement(algo) if placement is None else np.asarray(placement, dtype=np.int64)
     if len(npus) != algo.num_ranks:
         raise InputError(f"placement names {len(npus)} NPUs for {algo.num_ranks} ranks")
-    if algo.num_ranks > topology.num_npus or (len(npus) and (npus.min() < 0 or npus.max() >= topology.num_npus)):
+    if algo.num_ranks > topology.num_npus:
         raise InputError(
             f"{topology.name} has {topology.num_npus} NPUs, too few for the algorithm's {algo.num_ranks} ranks"
         )
+    if len(npus) and (npus.min() < 0 or npus.max() >= topology.num_npus):
+        outside = int(npus[(npus < 0) | (npus >= topology.num_npus)][0])
+        raise InputError(f"the algorithm's ranks run on NPU {outside}, which {topology.name} does not have (0..{topology.num_npus - 1})")
     model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
@@ -198,16 +221,67 @@ def predict_time(
     size_bytes: int | None = None,
     network_model: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
+    placement: "np.ndarray | list[int] | tuple[int, ...] | None" = None,
 ) -> float:
-    """Predicted time (ns) of ``algo`` alone on ``topology``; algorithm rank ``r`` on NPU ``r``.
+    """Predicted time (ns) of ``algo`` alone on ``topology``, its ranks on ``placement``
+    (default: :func:`own_placement`).
 
     See :func:`simulate_collective` for the parameters; in ``"astra-sim"`` mode the result is a
     whole number of ns, as ASTRA-sim reports.
     """
     timing = simulate_collective(
-        algo, topology, size_bytes=size_bytes, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps
+        algo, topology, size_bytes=size_bytes, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps, placement=placement,
     )
     return timing.time_ns
+
+
+def simulate_together(
+    algorithms: "list[CollectiveAlgorithm]", topology: Topology, *, network_model: str | Mode = Mode.TACOS,
+) -> list[float]:
+    """Run ``algorithms`` at the same time on ``topology``, each on its own placement
+    (:func:`own_placement`), sharing its links; the time (ns) each one finishes.
+
+    Concurrent process groups of one collective call (the data-parallel groups of a TP x DP
+    job) run so: alone each takes :func:`predict_time`, together they queue on the links both use.
+
+    >>> from dataclasses import replace
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> from chakra_collectives.topology import torus2d
+    >>> algo = ring(Collective.ALL_GATHER, 4, size_bytes=2**20)
+    >>> rows = [replace(algo, placement=tuple(range(4 * r, 4 * r + 4))) for r in range(4)]
+    >>> alone = predict_time(rows[0], torus2d(4, 4))
+    >>> [t == alone for t in simulate_together(rows, torus2d(4, 4))]   # the rows share no link
+    [True, True, True, True]
+    """
+    model = NetworkModel(topology, network_model=network_model)
+    for algo in algorithms:
+        npus = own_placement(algo)
+        if len(npus) and (npus.max() >= topology.num_npus or algo.num_ranks > topology.num_npus):
+            raise InputError(f"{topology.name} has {topology.num_npus} NPUs, too few for an algorithm on NPUs {npus.tolist()}")
+    graphs = [collective_task_graph(algo, model) for algo in algorithms]
+    offsets = np.cumsum([0, *(len(g) for g in graphs)])
+    dep_offsets = np.cumsum([0, *(len(g.dep_idx) for g in graphs)])
+    route_offsets = np.cumsum([0, *(len(g.routes) for g in graphs)])
+
+    def shifted(column: str, base: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.where(getattr(g, column) >= 0, getattr(g, column) + b, -1) for g, b in zip(graphs, base)])
+
+    graph = TaskGraph.build(
+        kind=np.concatenate([g.kind for g in graphs]),
+        npu=np.concatenate([g.npu for g in graphs]),
+        partner=shifted("partner", offsets),
+        nbytes=np.concatenate([g.nbytes for g in graphs]),
+        duration=np.concatenate([g.duration for g in graphs]),
+        dep_ptr=np.concatenate([[0], *(g.dep_ptr[1:] + d for g, d in zip(graphs, dep_offsets))]),
+        dep_idx=np.concatenate([g.dep_idx.astype(np.int64) + o for g, o in zip(graphs, offsets)]),
+        route=shifted("route", route_offsets),
+        routes=tuple(r for g in graphs for r in g.routes),
+    )
+    timing = run(graph, model)
+    if not timing.finished:
+        raise AlgorithmError(f"the {len(algorithms)} algorithms deadlock when run together")
+    return [float(timing.end[offsets[i] : offsets[i + 1]].max(initial=0.0)) for i in range(len(graphs))]
 
 
 def _columns(graph: TaskGraph) -> dict[str, np.ndarray]:

@@ -4,8 +4,9 @@
 the collective from the files' metadata (files chakra-collectives wrote record it). Without an
 algorithm for a collective type, a built-in producer of the synthesizer registry
 (:mod:`~chakra_collectives.synth.registry`) is generated for each group size it is needed for
-(for each group, when it plans for the whole topology), for any size: every call scales it to
-its own size.
+(for each group, when it plans for the topology's links: TACOS, ForestColl, BFB -- those that
+serve process groups plan for the group's members with the rest of the fabric relaying), for any
+size: every call scales it to its own size.
 
 Which producer is chosen per collective type (``--default-algorithm``, :class:`DefaultAlgorithms`):
 ``TYPE=NAME`` entries and a ``*=NAME`` catch-all, comma-separated, each ``NAME`` possibly a
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Mapping
 
 from chakra_collectives.converters.chakra_et import read_algorithm
 from chakra_collectives.errors import InputError
@@ -121,11 +123,29 @@ class DefaultAlgorithms:
         return tuple(n for n in self.builtin[None] if collective in get(n).collectives)
 
 
+def concurrent_family(members: tuple[int, ...], groups: Mapping[str, tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+    """``members`` and the groups of ``groups`` that run beside it: those of its size disjoint from
+    it and from each other (in the file's order), sorted -- the groups of one parallel dimension.
+
+    >>> concurrent_family((0, 2), {"1": (0, 1), "2": (2, 3), "3": (0, 2), "4": (1, 3)})
+    ((0, 2), (1, 3))
+    """
+    family = [members]
+    taken = set(members)
+    for group in groups.values():
+        group = tuple(group)
+        if len(group) == len(members) and taken.isdisjoint(group):
+            family.append(group)
+            taken.update(group)
+    return tuple(sorted(family))
+
+
 class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
     def __init__(
         self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = DEFAULT_ALGORITHMS, written_size: bool = False,
+        groups: Mapping[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.given = given
         self.default = None if default is None else DefaultAlgorithms(default)
@@ -134,9 +154,17 @@ class AlgorithmCatalog:
         custom collectives) instead of being scaled to each call."""
         self._built: dict[tuple[str, Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
         self.warnings: list[str] = []
+        self.groups = dict(groups or {})
+        """The workload's process groups: a producer that serves groups plans a group together with
+        the disjoint groups of its size (the other groups of its parallel dimension, which run the
+        same collectives at the same time; :func:`concurrent_family`)."""
+        self._joint: dict[tuple[str, Collective, tuple[tuple[int, ...], ...], int], dict[tuple[int, ...], CollectiveAlgorithm]] = {}
 
-    def get(self, collective: Collective, members: tuple[int, ...], topology: Topology) -> tuple[CollectiveAlgorithm, str]:
-        """The algorithm for ``collective`` over ranks ``members``, and a label for reports."""
+    def get(
+        self, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None = None,
+    ) -> tuple[CollectiveAlgorithm, str]:
+        """The algorithm for ``collective`` over ranks ``members``, and a label for reports
+        (``size_bytes``: the call's, for producers that plan concurrent groups jointly)."""
         group_size = len(members)
         algo = self.given.get(collective)
         if algo is not None:
@@ -155,7 +183,7 @@ class AlgorithmCatalog:
         reasons = []
         for name in chain:
             try:
-                built = self._build(name, collective, members, topology)
+                built = self._build(name, collective, members, topology, size_bytes)
             except InputError as error:
                 reasons.append(f"{name}: {error.message}")
                 continue
@@ -163,7 +191,8 @@ class AlgorithmCatalog:
                 note = f"{name} used for {collective.value} over {group_size} ranks ({'; '.join(reasons)})"
                 if note not in self.warnings:
                     self.warnings.append(note)
-            return built, f"{name} (built-in)"
+            plan = built.provenance.get("concurrent_plan")
+            return built, f"{name} (built-in)" if plan is None else f"{name} (built-in; {plan})"
         if len(chain) == 1:
             raise InputError(
                 f"no algorithm for {collective.value}: the built-in {chain[0]} cannot make one ({reasons[0].split(': ', 1)[1]}); "
@@ -172,22 +201,44 @@ class AlgorithmCatalog:
         raise InputError(f"no algorithm for {collective.value}: none of the built-ins can make one ({'; '.join(reasons)}); "
                          f"give --algorithm {collective.value}=PREFIX")
 
-    def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology) -> CollectiveAlgorithm:
+    def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None) -> CollectiveAlgorithm:
         synthesizer = get(name)
         group_size = len(members)
+        family = concurrent_family(members, self.groups)
+        if synthesizer.groups and len(family) > 1 and size_bytes is not None and collective in synthesizer.collectives:
+            return self._build_jointly(name, collective, family, topology, size_bytes)[members]
         key = (name, collective, members if synthesizer.whole_topology else group_size)
         built = self._built.get(key)
         if built is None:
             if collective not in synthesizer.collectives:
                 raise InputError(f"{name} does not implement {collective.value}")
-            if synthesizer.whole_topology and members != tuple(range(topology.num_npus)):
-                raise InputError(
-                    f"{name} synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {group_size} ranks"
-                )
             # the size is the group's: chunk-identified algorithms scale exactly to each call
-            options = SynthesisOptions(size_bytes=group_size, any_size=True)
-            built = self._built[key] = synthesizer.make(topology, collective, group_size, options).algorithm
+            options = SynthesisOptions(size_bytes=group_size, any_size=True, group=members)
+            if synthesizer.whole_topology:  # planned for the group's NPUs (placement = members), or refused with the reason
+                made = synthesizer.build(topology, collective, options)
+            else:  # one algorithm per group size, placed on each call's members
+                made = synthesizer.make(topology, collective, group_size, options)
+            built = self._built[key] = made.algorithm
         return built
+
+    def _build_jointly(
+        self, name: str, collective: Collective, family: tuple[tuple[int, ...], ...], topology: Topology, size_bytes: int,
+    ) -> dict[tuple[int, ...], CollectiveAlgorithm]:
+        """Every group of ``family`` planned at once for calls of ``size_bytes``
+        (:func:`~chakra_collectives.synth.concurrent.synthesize_concurrent`: the fastest together of
+        separate syntheses, syntheses confined to each group's links, and rings)."""
+        from chakra_collectives.synth.concurrent import synthesize_concurrent
+
+        key = (name, collective, family, size_bytes)
+        if key not in self._joint:
+            result = synthesize_concurrent(topology, {str(i): g for i, g in enumerate(family)}, collective, size_bytes, algorithm=name, bounds=False)
+            joint = result.joint
+            note = f"{joint.name} plan of {len(family)} concurrent groups"
+            self._joint[key] = {
+                g: replace(joint.algorithms[str(i)], provenance={**joint.algorithms[str(i)].provenance, "concurrent_plan": note})
+                for i, g in enumerate(family)
+            }
+        return self._joint[key]
 
     def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
         """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.

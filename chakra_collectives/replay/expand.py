@@ -38,7 +38,7 @@ import numpy as np
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.resources import Estimate, count, require
 from chakra_collectives.ir import Collective
-from chakra_collectives.network.collective import collective_task_graph
+from chakra_collectives.network.collective import collective_task_graph, own_placement
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
@@ -108,6 +108,13 @@ def replay_estimate(what: str, workload_nodes: int, templates: list[TaskGraph | 
     nbytes = float(TASK_BYTES * tasks + EDGE_BYTES * max(0, edges - tasks))
     calls = f"{len(templates):,} collective call{'s' if len(templates) != 1 else ''}"
     return Estimate(what, nbytes, f"{count(tasks)} tasks for {calls}", REPLAY_ADVICE)
+
+
+def _rank_of(placed: np.ndarray, npus: np.ndarray) -> np.ndarray:
+    """The algorithm rank of each task whose NPU is in ``npus``, the ranks running on ``placed``."""
+    inverse = np.full(int(placed.max()) + 1, -1, dtype=np.int64)
+    inverse[placed] = np.arange(len(placed))
+    return inverse[npus]
 
 
 def _sinks(graph: TaskGraph) -> np.ndarray:
@@ -186,6 +193,8 @@ def expand_workload(
     route_base: dict[tuple[int, int], int] = {}
     instances = _instances(workload, groups, catalog)
     templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
+    placements: dict[tuple[int, int], np.ndarray | None] = {}
+    """The NPUs an algorithm's ranks must run on (one made for a process group, or with routes)."""
     # pass 1: every call's algorithm and template, so the whole graph is known before it is built
     planned: list[tuple[CollectiveInstance, tuple[int, int] | None]] = []
     for inst in instances:
@@ -193,7 +202,7 @@ def expand_workload(
             planned.append((inst, None))
             continue
         collective = Collective.parse(inst.collective)
-        algo, label = catalog.get(collective, inst.members, model.topology)
+        algo, label = catalog.get(collective, inst.members, model.topology, inst.size_bytes)
         inst.algorithm = label
         size, note = catalog.run_size(collective, inst.size_bytes, algo, label)
         key = (id(algo), size)
@@ -205,8 +214,9 @@ def expand_workload(
                     f"{label}: the algorithm files carry bytes only (no chunk identity); scaled proportionally "
                     f"from {algo.size_bytes} to {size} bytes"
                 )
-            tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r as NPU r
+            tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r on own_placement(algo)[r]
             templates[key] = (tasks, _sinks(tasks))
+            placements[key] = own_placement(algo) if (algo.routes or algo.placement) else None
             route_base[key] = len(routes)
             routes.extend(tasks.routes)
         planned.append((inst, key))
@@ -242,9 +252,13 @@ def expand_workload(
             continue
         label = inst.algorithm
         tpl, sinks = templates[key]
-        if tpl.routes and not np.array_equal(members, np.arange(len(members))):
-            raise AlgorithmError(f"{label} names the network paths of its messages, so its rank r must run on NPU r; this call's group is {inst.members}")
-        rank_of = tpl.npu
+        placed = placements[key]
+        if placed is not None and not np.array_equal(members, placed):
+            raise AlgorithmError(
+                f"{label} was made for NPUs {placed.tolist()} (its messages follow paths it chose); "
+                f"this call's group is {list(inst.members)}"
+            )
+        rank_of = tpl.npu if placed is None else _rank_of(placed, tpl.npu)
         base = next_task
         count = len(tpl)
         inst.first_task, inst.num_tasks = base, count

@@ -226,7 +226,7 @@ def replay(
     model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
-    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
+    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
     with progress.task("expand the collectives"):
         expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
     del algorithms, catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run

@@ -24,6 +24,7 @@ from chakra_collectives.synth.synthesis import (
     algorithm_names,
     auto_chunk_counts,
     bounds_method,
+    group_bounds,
     synthesize,
 )
 
@@ -33,4 +34,4 @@ import chakra_collectives.synth.baselines  # noqa: E402,F401
 import chakra_collectives.synth.bfb  # noqa: E402,F401
 import chakra_collectives.synth.forestcoll  # noqa: E402,F401  (last)
 
-__all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "synthesize"]
+__all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]

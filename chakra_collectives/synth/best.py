@@ -73,13 +73,20 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
 
 
 @renamed_keyword("mode", "network_model")
-def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos") -> float:
-    """Lower bound on synthesizer ``name``'s predicted time from its message list (0 when it has none)."""
+def baseline_bound_ns(
+    name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos",
+    group: tuple[int, ...] | None = None,
+) -> float:
+    """Lower bound on synthesizer ``name``'s predicted time from its message list (0 when it has
+    none); over the process ``group``'s NPUs when given (group rank ``i`` on NPU ``group[i]``)."""
     synthesizer = get(name)
     if synthesizer.messages is None:
         return 0.0
     options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
-    src, dst, nbytes = synthesizer.messages(collective, topology.num_npus, options)
+    src, dst, nbytes = synthesizer.messages(collective, topology.num_npus if group is None else len(group), options)
+    if group is not None:
+        npus = np.asarray(group, dtype=np.int64)
+        src, dst = npus[src], npus[dst]
     return link_load_ns(topology, src, dst, nbytes, network_model=network_model)
 
 

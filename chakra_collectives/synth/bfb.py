@@ -673,6 +673,10 @@ register(
         SUPPORTED,
         "breadth-first broadcast, each step's split by linear program (direct-connect topologies)",
         whole_topology=True,
+        groups_refusal=(
+            "its steps move data one hop between NPUs that all hold a share, on a direct-connect network; in a group "
+            "the other NPUs only relay, which its per-step linear programs do not model"
+        ),
         fits=_direct_connect,
     )
 )

@@ -30,7 +30,7 @@ chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -132,6 +132,13 @@ class Synthesizer:
     whole_topology: bool = False
     """It plans for the topology's links, rank ``r`` on NPU ``r`` (TACOS): it can serve only a
     collective over every NPU. Otherwise the algorithm depends on ``num_ranks`` alone."""
+    groups: bool = False
+    """It plans for the topology's links and serves a process group embedded in it
+    (``options.group``: the members exchange, the other NPUs and switches relay). A producer that
+    does not plan for the whole topology serves any group by its rank count alone."""
+    groups_refusal: str = ""
+    """Why a producer that plans for the whole topology does not serve process groups (its
+    refusal says it)."""
     candidate: bool = True
     """``best`` tries it."""
     accepts: Callable[[int], bool] = _any_count
@@ -154,6 +161,37 @@ class Synthesizer:
     def supports(self, collective: Collective, num_ranks: int) -> bool:
         """Whether it can build ``collective`` over ``num_ranks`` ranks."""
         return collective in self.collectives and self.accepts(num_ranks)
+
+    def serves(self, topology: Topology, group: tuple[int, ...] | None) -> bool:
+        """Whether it can build for ``group`` of ``topology`` (``None``: every NPU)."""
+        return group is None or self.groups or not self.whole_topology or group == tuple(range(topology.num_npus))
+
+    def build(self, topology: Topology, collective: Collective, options: SynthesisOptions) -> Synthesized:
+        """:attr:`make` for ``options.group`` of ``topology`` (``None``: every NPU, rank ``r`` on
+        NPU ``r``). The algorithm's ``placement`` is the group: a topology-agnostic producer is
+        built for the group's rank count and placed on it; a producer that plans for the topology
+        is asked for the group when it serves groups (:attr:`groups`) and refuses otherwise.
+
+        >>> from chakra_collectives.topology import torus2d
+        >>> made = get("ring").build(torus2d(4, 4), Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**20, group=(0, 4, 8, 12)))
+        >>> made.algorithm.num_ranks, made.algorithm.placement
+        (4, (0, 4, 8, 12))
+        """
+        group = options.group
+        if group is not None and group == tuple(range(topology.num_npus)):
+            group, options = None, replace(options, group=None)
+        if group is None:
+            return self.make(topology, collective, topology.num_npus, options)
+        if not self.serves(topology, group):
+            why = f" ({self.groups_refusal})" if self.groups_refusal else ""
+            raise InputError(
+                f"{self.name} synthesizes for the whole topology ({topology.num_npus} NPUs) and does not serve process groups{why}; "
+                f"this collective runs over {len(group)} ranks"
+            )
+        made = self.make(topology, collective, len(group), options)
+        if made.algorithm.placement != group:
+            made = replace(made, algorithm=replace(made.algorithm, placement=group))
+        return made
 
 
 _REGISTRY: dict[str, Synthesizer] = {}

@@ -7,8 +7,8 @@ producer (or ``best`` of them), predicts its time under the shared network model
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
 
 from chakra_collectives import progress
 from chakra_collectives.bounds import SUPPORTED as BOUNDED
@@ -23,6 +23,7 @@ from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_
 from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.groups import check_group, group_view
 from chakra_collectives.units import format_size, parse_size
 
 def algorithm_names() -> list[str]:
@@ -95,6 +96,9 @@ class SynthesisResult:
     bottleneck: Bottleneck | None = None
     """What limited the prediction: its busiest link in the network model's run (``None`` when
     no message crossed a link)."""
+    group: tuple[int, ...] | None = None
+    """The process group synthesized for (fabric NPUs in rank order; ``None``: every NPU). The
+    bounds are then the group's own: its members exchange, the rest of the fabric relays."""
 
     @property
     def efficiency(self) -> float | None:
@@ -121,6 +125,7 @@ class SynthesisResult:
             "num_switches": self.topology.num_switches,
             "num_links": len(self.topology.links),
             "num_ranks": algo.num_ranks,
+            "group": None if self.group is None else list(self.group),
             "collective": algo.collective.value,
             "algorithm": self.algorithm_name,
             "requested_algorithm": self.requested or self.algorithm_name,
@@ -200,6 +205,7 @@ def synthesize(
     bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
+    group: Sequence[int] | None = None,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -221,6 +227,11 @@ def synthesize(
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
     model; ``tacos`` is its old name) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a
     switch, messages queued at a port overlap their latencies).
+    ``group`` synthesizes for a process group embedded in the topology: fabric NPUs in rank order
+    (:func:`~chakra_collectives.topology.groups.check_group`); the algorithm has ``len(group)``
+    ranks placed on them (``placement``), only the producers that serve groups are tried
+    (:meth:`~chakra_collectives.synth.registry.Synthesizer.serves`), and the bounds are the
+    group's (:func:`group_bounds`).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
@@ -229,10 +240,14 @@ def synthesize(
     method = bounds_method(bounds, topology.num_npus)
     network_model = Mode.parse(network_model).value
     nbytes = parse_size(size_bytes)
-    counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(topology.num_npus)
+    members = None if group is None else check_group(group, topology.num_npus)
+    if members == tuple(range(topology.num_npus)):
+        members = None
+    num_ranks = topology.num_npus if members is None else len(members)
+    counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(num_ranks)
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
-    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree}
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}
@@ -254,10 +269,35 @@ def synthesize(
             on_step("bounds")
         with progress.task("lower bounds"):
             started = time.perf_counter()
-            found.bounds = lower_bounds(topology, collective, nbytes, method=method) if method and collective in BOUNDED else None
+            found.bounds = group_bounds(topology, collective, nbytes, members, method=method) if method and collective in BOUNDED else None
             found.bounds_s = time.perf_counter() - started
     found.chunks_tried = tried if chunks_per_npu is None else {}
+    found.group = members
     return found
+
+
+def group_bounds(
+    topology: Topology, collective: Collective, size_bytes: int, group: tuple[int, ...] | None, *, method: str = "exact",
+) -> LowerBounds:
+    """:func:`~chakra_collectives.bounds.lower_bounds` of ``collective`` over the process ``group``
+    (``None``: every NPU): the fabric's links, the group's members the only sources and sinks,
+    every other NPU and switch a relay (:func:`~chakra_collectives.topology.groups.group_view`).
+    All-Reduce's bounds count reductions at members only (relays forward).
+
+    A torus column has its ring's links and, through the relays, the other three links of every
+    member: half the ring's All-Gather bound.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> column = group_bounds(load_topology("torus2d:4x4"), Collective.ALL_GATHER, 2**20, (0, 4, 8, 12))
+    >>> alone = lower_bounds(load_topology("ring:4"), Collective.ALL_GATHER, 2**20)
+    >>> alone.best_ns / column.best_ns, column.cut_nodes[:3]   # cut set in fabric node ids
+    (2.0, (1, 2, 3))
+    """
+    if group is None:
+        return lower_bounds(topology, collective, size_bytes, method=method)
+    view = group_view(topology, group)
+    found = lower_bounds(view.topology, collective, size_bytes, method=method)
+    return replace(found, cut_nodes=tuple(sorted(int(view.fabric_node[v]) for v in found.cut_nodes)))
 
 
 def _synthesize_with(
@@ -279,6 +319,8 @@ def _synthesize_with(
     ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
     step = on_step or (lambda name: None)
     options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
+    group = options.group
+    num_ranks = topology.num_npus if group is None else len(group)
     produced: dict[str, _Produced] = {}
 
     def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
@@ -288,7 +330,7 @@ def _synthesize_with(
         step(f"synthesize ({candidate})" if name == "best" else "synthesize")
         with progress.task(candidate):
             started = time.perf_counter()
-            made = get(candidate).make(topology, collective, topology.num_npus, options)
+            made = get(candidate).build(topology, collective, options)
             synthesis_s = time.perf_counter() - started
             step("predict")
             started = time.perf_counter()
@@ -307,9 +349,12 @@ def _synthesize_with(
         return made.algorithm, predicted
 
     def footprint(candidate: str) -> Estimate:
-        return estimate(candidate, topology, collective, topology.num_npus, options)
+        return estimate(candidate, topology, collective, num_ranks, options)
 
-    candidate_names = applicable(collective, topology.num_npus, topology) if name == "best" else [name]
+    if name == "best":
+        candidate_names = [c for c in applicable(collective, num_ranks, topology) if get(c).serves(topology, group)]
+    else:
+        candidate_names = [name]
     if not candidate_names:
         raise InputError(f"no algorithm implements {collective.value}")
     with progress.task(label or "candidates"):
@@ -321,7 +366,7 @@ def _synthesize_with(
             started = time.perf_counter()
             chosen, algo, candidates = choose(
                 [c for c in candidate_names if c not in too_large],
-                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, network_model=network_model),
+                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, network_model=network_model, group=group),
                 produce,
             )
             candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
@@ -363,4 +408,4 @@ def _synthesize_with(
     )
 
 
-__all__ = ["AUTO_CHUNKS", "AUTO_CHUNKS_BUDGET", "BOUNDS", "DEFAULT_ALGORITHM", "EXACT_BOUNDS_NPUS", "SynthesisResult", "algorithm_names", "auto_chunk_counts", "bounds_method", "synthesize"]
+__all__ = ["AUTO_CHUNKS", "AUTO_CHUNKS_BUDGET", "BOUNDS", "DEFAULT_ALGORITHM", "EXACT_BOUNDS_NPUS", "SynthesisResult", "algorithm_names", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]

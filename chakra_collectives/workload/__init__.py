@@ -3,7 +3,8 @@
 * :mod:`~chakra_collectives.workload.spec` -- a model's layers (flags or a small YAML file);
 * :mod:`~chakra_collectives.workload.generate` -- :func:`microbenchmark` (one collective),
   :func:`data_parallel` (a training iteration whose gradient all-reduces overlap the backward
-  pass) and :func:`hybrid_parallel` (tensor + data parallelism over process groups).
+  pass), :func:`hybrid_parallel` (tensor + data parallelism over process groups) and
+  :func:`mixture_of_experts` (expert-parallel all-to-alls + data-parallel all-reduces).
 
 >>> import tempfile, pathlib
 >>> from chakra_collectives.replay import replay
@@ -21,6 +22,7 @@ from chakra_collectives.workload.generate import (
     groups_path,
     hybrid_parallel,
     microbenchmark,
+    mixture_of_experts,
 )
 from chakra_collectives.workload.spec import Layer, ModelSpec, load_model_spec, uniform_model
 
@@ -33,5 +35,6 @@ __all__ = [
     "hybrid_parallel",
     "load_model_spec",
     "microbenchmark",
+    "mixture_of_experts",
     "uniform_model",
 ]

@@ -1,4 +1,5 @@
-"""Workload generators: a collective microbenchmark, a data-parallel iteration, hybrid TP + DP.
+"""Workload generators: a collective microbenchmark, a data-parallel iteration, hybrid TP + DP,
+an expert-parallel mixture-of-experts step.
 
 Every generator returns a :class:`GeneratedWorkload` (per-rank nodes built with
 :class:`~chakra_collectives.converters.chakra_et.WorkloadBuilder`, plus process groups for hybrid
@@ -217,4 +218,64 @@ def hybrid_parallel(model: ModelSpec, tp: int, dp: int, *, involved_dim: bool = 
     return GeneratedWorkload("hybrid", model.name, builder, groups={**tensor_groups, **data_groups}, group_roles=roles)
 
 
-__all__ = ["GeneratedWorkload", "data_parallel", "groups_path", "hybrid_parallel", "microbenchmark", "size_label"]
+def mixture_of_experts(model: ModelSpec, ep: int, dp: int) -> GeneratedWorkload:
+    """An expert-parallel mixture-of-experts training step: ``ep`` expert-parallel ranks inside
+    data parallelism of degree ``dp`` (``ep x dp`` ranks).
+
+    Rank ``r`` is expert-parallel rank ``r % ep`` of replica ``r // ep`` (expert groups are
+    consecutive ranks). Every layer is an MoE layer: its forward is half before the router
+    (attention, gating), then the **dispatch** all-to-all of the layer's ``activation`` bytes (the
+    tokens each rank sends to the experts) in the expert group, the other half in the experts,
+    and the **combine** all-to-all bringing the expert outputs back. The backward runs the same in
+    reverse (combine's gradient, experts, dispatch's gradient, the rest), and after each layer's
+    backward the data-parallel group all-reduces the rank's ``gradient`` bytes (its experts and
+    its copy of the dense weights), overlapping the backward of the layers before it.
+
+    Groups are named as :func:`hybrid_parallel` names them: expert groups ``"1"`` .. ``"dp"``,
+    then data-parallel groups.
+
+    >>> from chakra_collectives.workload.spec import uniform_model
+    >>> moe = mixture_of_experts(uniform_model(layers=2, forward="20us", gradient="4MiB", activation="1MiB"), 4, 2)
+    >>> [(c["collective"], c["group"], c["count"]) for c in moe.summary()["collectives"]]
+    [('all-to-all', 'expert parallel', 8), ('all-reduce', 'data parallel', 2)]
+    >>> moe.groups["1"], moe.groups["3"]
+    ([0, 1, 2, 3], [0, 4])
+    """
+    if ep < 2 or dp < 2:
+        raise InputError(f"a mixture-of-experts step needs --ep and --dp of at least 2 (got ep={ep}, dp={dp})")
+    missing = [layer.name for layer in model.layers if layer.activation_bytes is None]
+    if missing:
+        where = f"{model.source}: " if model.source else ""
+        raise InputError(f"{where}layer {missing[0]!r} has no activation size: the experts' all-to-alls move it (give activation, or --activation)")
+    expert_groups = {str(1 + d): [d * ep + e for e in range(ep)] for d in range(dp)}
+    data_groups = {str(1 + dp + e): [d * ep + e for d in range(dp)] for e in range(ep)}
+    roles = {**{g: "expert parallel" for g in expert_groups}, **{g: "data parallel" for g in data_groups}}
+    builder = WorkloadBuilder(ep * dp)
+    for rank in range(ep * dp):
+        expert_group, data_group = str(1 + rank // ep), str(1 + dp + rank % ep)
+
+        def all_to_all(layer: Layer, what: str, deps: list[int]) -> list[int]:
+            return [builder.collective(rank, Collective.ALL_TO_ALL, layer.activation_bytes, name=f"all-to-all {what} {layer.name}",
+                                       pg_name=expert_group, deps=deps)]
+
+        def half(layer: Layer, phase: str, part: str, duration_ns: float, deps: list[int]) -> list[int]:
+            _whole_micros(duration_ns / 2, f"layer {layer.name!r} {phase} / 2 ({part})")
+            return [builder.comp(rank, duration_ns=duration_ns / 2, name=f"{phase} {layer.name} {part}", deps=deps)]
+
+        previous: list[int] = []
+        for layer in model.layers:
+            previous = all_to_all(layer, "dispatch", half(layer, "forward", "attention", layer.forward_ns, previous))
+            previous = all_to_all(layer, "combine", half(layer, "forward", "experts", layer.forward_ns, previous))
+        reduces = []
+        for layer in reversed(model.layers):
+            previous = all_to_all(layer, "combine gradient", previous)
+            previous = all_to_all(layer, "dispatch gradient", half(layer, "backward", "experts", layer.backward_ns, previous))
+            previous = half(layer, "backward", "attention", layer.backward_ns, previous)
+            reduces.append(builder.collective(rank, Collective.ALL_REDUCE, layer.gradient_bytes, name=f"dp all-reduce gradients {layer.name}",
+                                              pg_name=data_group, deps=previous))
+        if model.optimizer_ns > 0:
+            builder.comp(rank, duration_ns=model.optimizer_ns, name="optimizer step", deps=reduces + previous)
+    return GeneratedWorkload("moe", model.name, builder, groups={**expert_groups, **data_groups}, group_roles=roles)
+
+
+__all__ = ["GeneratedWorkload", "data_parallel", "groups_path", "hybrid_parallel", "microbenchmark", "mixture_of_experts", "size_label"]

@@ -260,7 +260,7 @@ def read_algorithm(
     return replace(_foreign(files, table, collective, size_bytes), routes=routes)
 
 
-_SHARED_METADATA = ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes", "cc_inplace", "cc_root", "cc_name")
+_SHARED_METADATA = ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes", "cc_inplace", "cc_root", "cc_name", "cc_placement")
 
 
 def _check_consistent(files: list[EtFile]) -> None:
@@ -299,6 +299,12 @@ def _ours(files: list[EtFile], table: OpTable, collective: Collective | None, si
     derived = (table.count >= 0) & (table.nbytes == table.count.astype(np.int64) * chunk_bytes)
     table.nbytes[derived] = NONE
     provenance = dict(item.split("=", 1) for item in meta.get("cc_provenance", ()) if "=" in item)
+    placement = tuple(int(v) for v in meta.get("cc_placement", ()))
+    if placement and (len(placement) != num_ranks or len(set(placement)) != num_ranks or min(placement) < 0):
+        raise InputError(
+            f"GlobalMetadata cc_placement must name {num_ranks} distinct NPUs, one per rank, not {list(placement)}",
+            path=files[0].path, rank=0,
+        )
     return CollectiveAlgorithm(
         collective=collective or claimed,
         num_ranks=num_ranks,
@@ -312,6 +318,7 @@ def _ours(files: list[EtFile], table: OpTable, collective: Collective | None, si
         root=None if meta.get("cc_root") is None else int(meta["cc_root"]),
         name=meta.get("cc_name", ""),
         provenance=provenance,
+        placement=placement,
     )
 
 

@@ -392,6 +392,8 @@ def _metadata_record(algo: CollectiveAlgorithm, rank: int, size: int) -> bytes:
         attrs.append(("cc_root", "int64_val", algo.root))
     if algo.name:
         attrs.append(("cc_name", "string_val", algo.name))
+    if algo.placement:
+        attrs.append(("cc_placement", "int64_list", algo.placement))
     if algo.provenance:
         attrs.append(("cc_provenance", "string_list", [f"{k}={v}" for k, v in algo.provenance.items()]))
     metadata = GlobalMetadata(version=ET_VERSION, attr=[_attribute(*a) for a in attrs])

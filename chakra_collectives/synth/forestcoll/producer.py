@@ -24,8 +24,10 @@ from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
 from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, estimate_ns, forest_shape
+from chakra_collectives.synth.embedding import embed
 from chakra_collectives.synth.registry import Synthesized, Synthesizer, register
 from chakra_collectives.topology import Topology
+from chakra_collectives.topology.groups import group_view
 from chakra_collectives.units import bytes_per_ns, parse_size
 
 COLLECTIVES = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE, Collective.BROADCAST, Collective.REDUCE)
@@ -394,7 +396,17 @@ def report(result: ForestCollResult) -> dict:
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options) -> "Synthesized":
-    """The registry's factory: ForestColl for the whole topology, rank ``r`` on NPU ``r``."""
+    """The registry's factory: ForestColl for the whole topology, rank ``r`` on NPU ``r``; for a
+    process group (``options.group``), on the group's view of the fabric (the members its
+    compute nodes, every other NPU a switch that edge splitting removes like any other), then
+    embedded in the fabric (:func:`~chakra_collectives.synth.embedding.embed`)."""
+    if options.group is not None:
+        view = group_view(topology, options.group)
+        made = _make(view.topology, collective, len(options.group), replace(options, group=None))
+        # timed on the view, whose routing ties may differ: the caller times it on the fabric
+        embedded = embed(made.algorithm, view, topology)
+        details = {"forestcoll": {**made.details["forestcoll"], "routes": len(embedded.routes)}}
+        return Synthesized(embedded, details=details)
     if num_ranks != topology.num_npus:
         raise InputError(
             f"ForestColl builds trees for the whole topology ({topology.num_npus} NPUs); this collective runs over {num_ranks} ranks"
@@ -420,6 +432,7 @@ register(
         COLLECTIVES,
         "ForestColl: spanning trees that reach the cut bound's bandwidth, on any topology",
         whole_topology=True,
+        groups=True,
         accepts=lambda n: n <= BEST_LIMIT,
         chunked=False,
         switch_handling=SWITCH_HANDLING,
