@@ -147,11 +147,39 @@ def test_hybrid_divides_compute_by_the_tensor_degree(tmp_path):
     assert work.summary()["compute_ns_per_rank"] == (2 * (40 + 80) + 20) * 1000 / 4
 
 
+def test_hybrid_rounds_compute_that_tp_does_not_divide_and_says_by_how_much(tmp_path):
+    """10us / tp 3 = 3.33 us is stored as 3 us, 20us / 3 = 6.67 us as 7 us: each rank's step has
+    2 layers x (3 + 7) = 20 us of compute instead of 2 x 30 / 3 = 20 us -- here the roundings cancel;
+    with forward 10us and backward 10us both round down (2 x 2 x 3 = 12 us instead of 13.33 us)."""
+    cancel = hybrid_parallel(uniform_model(layers=2, forward="10us", gradient="3MiB", activation="1MiB"), 3, 2)
+    assert cancel.summary()["compute_ns_per_rank"] == 20_000
+    assert len(cancel.notes) == 1 and "3.333 µs -> 3 µs, 6.667 µs -> 7 µs" in cancel.notes[0] and "(+0 ns, +0.00%)" in cancel.notes[0]
+    down = hybrid_parallel(uniform_model(layers=2, forward="10us", backward="10us", gradient="3MiB", activation="1MiB"), 3, 2)
+    assert down.summary()["compute_ns_per_rank"] == 12_000
+    assert "12 µs instead of 13.33 µs (-1.333 µs, -10.00%)" in down.notes[0]
+    down.write(tmp_path / "h")
+    for rank in range(6):  # every rank stores the rounded durations
+        _, nodes = decode(tmp_path / f"h.{rank}.et")
+        assert sorted({n.duration_micros for n in nodes if n.type == COMP}) == [3]
+    assert hybrid_parallel(uniform_model(layers=2, forward="12us", gradient="3MiB", activation="1MiB"), 3, 2).notes == []
+
+
+def test_cli_hybrid_defaults_work_for_every_small_degree(tmp_path, cli):
+    """Defaults never fail: forward 50us / tp 4 = 12.5 us is written as 13 us (one note)."""
+    result = cli("workload", "hybrid", "--tp", "4", "--dp", "4", "-o", tmp_path / "hy")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("note:") == 1 and "12.5 µs -> 13 µs" in result.stdout
+    assert "157 µs instead of 155 µs" in " ".join(result.stdout.split())  # 4 x 12.5 + 4 x 25 + 5 optimizer = 155
+    for tp, notes in ((3, 1), (5, 0), (8, 1)):  # 50, 100 and 20 us divide into whole microseconds by 5 only
+        result = cli("workload", "hybrid", "--tp", str(tp), "--dp", "2", "-o", tmp_path / f"t{tp}", "--json")
+        assert result.exit_code == 0, result.output
+        assert len(json.loads(result.stdout)["notes"]) == notes
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"tp": 1, "dp": 4}, "needs --tp and --dp of at least 2"),
-        ({"tp": 3, "dp": 2, "forward": "10us"}, "layer 'layer0' forward / tp 3 is 3333.33 ns, not a whole number of microseconds"),
         ({"tp": 2, "dp": 2, "activation": None}, "layer 'layer0' has no activation size"),
     ],
 )

@@ -21,6 +21,7 @@ from chakra_collectives.workload.generate import (
     groups_path,
     hybrid_parallel,
     microbenchmark,
+    stored_duration_ns,
 )
 from chakra_collectives.workload.spec import Layer, ModelSpec, load_model_spec, uniform_model
 
@@ -33,5 +34,6 @@ __all__ = [
     "hybrid_parallel",
     "load_model_spec",
     "microbenchmark",
+    "stored_duration_ns",
     "uniform_model",
 ]
