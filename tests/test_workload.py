@@ -251,3 +251,27 @@ def test_cli_json_summary_and_stale_rank_files(tmp_path, cli):
     assert result.exit_code == 0 and "all_reduce_2npus_1MB" in result.stdout
     assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et"]  # ranks 2, 3 of the old one are gone
     assert read_workload(tmp_path / "w").num_ranks == 2
+
+
+def test_replay_takes_the_groups_written_beside_the_ets(tmp_path, cli):
+    """workload hybrid -o PREFIX writes PREFIX.json; replay PREFIX uses it (and says so) exactly as
+    --comm-groups PREFIX.json does; without it the error names --comm-groups."""
+    assert cli("workload", "hybrid", "--tp", "2", "--dp", "2", "--layers", "2", "-o", tmp_path / "hy").exit_code == 0
+    explicit = cli("replay", tmp_path / "hy", "-t", "ring:4", "--comm-groups", tmp_path / "hy.json", "--json")
+    assert explicit.exit_code == 0, explicit.output
+    assert "communicator groups from" not in explicit.stderr
+    for given in (tmp_path / "hy", tmp_path / "hy.1.et"):
+        found = cli("replay", given, "-t", "ring:4", "--json")
+        assert found.exit_code == 0, found.output
+        assert f"communicator groups from {tmp_path / 'hy.json'}" in found.stderr
+        assert json.loads(found.stdout)["total_ns"] == json.loads(explicit.stdout)["total_ns"]
+    (tmp_path / "hy.json").rename(tmp_path / "groups.json")
+    (tmp_path / "hy.json").write_text('{"traceEvents": []}')  # some other JSON of the same name is not a group file
+    missing = cli("replay", tmp_path / "hy", "-t", "ring:4")
+    assert missing.exit_code == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "is never called by rank" in missing.stderr and "give its members with --comm-groups FILE" in missing.stderr
+    # a workload without groups never looks for the file
+    assert cli("workload", "microbenchmark", "-n", "4", "-o", tmp_path / "mb").exit_code == 0
+    (tmp_path / "mb.json").write_text('{"1": [0, 1]}')
+    plain = cli("replay", tmp_path / "mb", "-t", "ring:4")
+    assert plain.exit_code == 0 and "communicator groups" not in plain.stderr

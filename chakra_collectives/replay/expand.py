@@ -407,9 +407,11 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
         first = found[min(found)]
         if missing:
             group = "all ranks" if pg is None else f"group {pg!r}"
+            undefined = pg in groups.unknown_names
             raise InputError(
                 f"collective #{k + 1} of {group} ({workload.describe(first)}) is never called by rank {missing[0]}"
-                + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
+                + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+                + (f": no communicator-group file defines group {pg!r}, so it spans all ranks -- give its members with --comm-groups FILE" if undefined else ""),
                 **workload.where(first),
             )
         nodes = [found[m] for m in members]
