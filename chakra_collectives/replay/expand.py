@@ -425,8 +425,8 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
                     **workload.where(i),
                 )
         trivial = comm_type == BARRIER or len(members) == 1
-        if comm_type == ALL_GATHER:
-            size *= len(members)  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
+        if comm_type == ALL_GATHER:  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
+            size = Collective.ALL_GATHER.size_of_call(size, len(members))
         instances.append(
             CollectiveInstance(
                 index=index,
