@@ -148,7 +148,7 @@ def simulate_collective(
     placement:
         NPU of each algorithm rank (default: rank ``r`` on NPU ``r``).
     record_links:
-        Keep every hop's ``(link, start, end, send)`` in ``links.intervals`` (for traces).
+        Keep every hop (its link, begin, end and SEND) in ``links.intervals`` (for traces).
 
     Raises
     ------
