@@ -152,6 +152,31 @@ SPACE_SCHEMA: dict[str, Any] = {
 DEFAULT_PORT_BANDWIDTH_GBPS = 50.0
 DEFAULT_PORT_LATENCY_NS = 500.0
 DEFAULT_PROBE_SIZES = (2**20, 2**30)
+DEFAULT_PORTS_PER_NPU = 4
+"""The ports per NPU of the default space (:func:`default_topologies`) unless told otherwise."""
+
+
+def default_topologies(npus: list[int], ports_per_npu: float) -> list[str]:
+    """What ``search`` tries when given no topology: every builder and family that takes any
+    NPU count -- the families with a degree at ``ports_per_npu`` -- and the binary hypercube
+    when every count is a power of two. Candidates needing more ports than that are skipped
+    when built, with the reason. (Vendor boxes -- dgx, a100, mi250 -- and families of fixed
+    sizes such as kautz are left to ``--topology``.)
+
+    >>> default_topologies([16], 4)[-4:]
+    ['totientperms:{npus},degree=4', 'genkautz:{npus},degree=4', 'fattree:{npus},degree=4', 'hypercube:{log2}']
+    >>> "hypercube:{log2}" in default_topologies([16, 24], 4)
+    False
+    """
+    degree = max(int(ports_per_npu), 1)
+    found = [
+        "ring:{npus}", "switch:{npus}", "fully-connected:{npus}", "mesh2d:{grid2}", "torus2d:{grid2}", "mesh3d:{grid3}",
+        "torus3d:{grid3}", "hamming:{grid2}", f"totientperms:{{npus}},degree={degree}", f"genkautz:{{npus}},degree={degree}",
+        f"fattree:{{npus}},degree={degree}",
+    ]
+    if all(n & (n - 1) == 0 for n in npus):
+        found.append("hypercube:{log2}")
+    return found
 
 
 # ---------------------------------------------------------------------- placeholders
