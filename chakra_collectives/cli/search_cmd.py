@@ -128,7 +128,7 @@ def search(
     Examples:
       chakra-coll search docs/search/fabric_for_dp.yaml -o out/fabric
       chakra-coll search -n 16 -t "torus2d:{grid2}" -t "ring:{npus}" -o out/s
-      chakra-coll search -n 16 -o out/s      # the default space: every family that fits 4 ports
+      chakra-coll search -n 16 -o out/s    # no -t: the default space
     """
     overrides = _overrides(
         npus=npus, topology=topology, algorithm=algorithm, chunks_per_npu=chunks_per_npu, ports_per_npu=ports_per_npu,
