@@ -4,7 +4,7 @@ A space file is YAML (or JSON)::
 
     name: fabric-for-dp                  # optional (default: the file's name)
     npus: [16, 32, 64]                   # one count or several; optional when every topology is literal
-    port: {bandwidth: 50, latency: 500}  # per port: GB/s and ns (defaults 50, 500)
+    port: {bandwidth: 50, latency: 500}  # per port: GB/s and ns (defaults 50, 500; or 400Gbps, 0.5us)
     ports_per_npu: 4                     # optional constraint: more ports (x the port bandwidth) -> skipped
     cost: {switch_port: 1.0}             # price of a switch port relative to an NPU port
     network_model: default               # or astra-sim (tacos: the old name of default)
@@ -62,7 +62,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.locate import line_of
 from chakra_collectives.network.model import Mode
 from chakra_collectives.synth import algorithm_names
-from chakra_collectives.units import parse_duration, parse_size
+from chakra_collectives.units import parse_bandwidth, parse_duration, parse_size
 
 _SIZE = {"type": ["string", "integer"]}
 _DURATION = {"type": ["string", "number"]}
@@ -90,7 +90,7 @@ SPACE_SCHEMA: dict[str, Any] = {
         "port": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"bandwidth": {"type": "number", "exclusiveMinimum": 0}, "latency": _DURATION},
+            "properties": {"bandwidth": {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]}, "latency": _DURATION},
         },
         "ports_per_npu": {"type": "number", "exclusiveMinimum": 0},
         "cost": {"type": "object", "additionalProperties": False, "properties": {"switch_port": {"type": "number", "minimum": 0}}},
@@ -450,7 +450,7 @@ def _build(document: dict[str, Any], text: str, name: str, base: Path, overridde
         algorithms=algorithms,
         chunks_per_npu=tuple(dict.fromkeys([chunks] if isinstance(chunks, int) else chunks)),
         workloads=tuple(workloads),
-        port_bandwidth_gbps=float(port.get("bandwidth", DEFAULT_PORT_BANDWIDTH_GBPS)),
+        port_bandwidth_gbps=checked(("port", "bandwidth"), parse_bandwidth, port.get("bandwidth", DEFAULT_PORT_BANDWIDTH_GBPS)),
         port_latency_ns=checked(("port", "latency"), parse_duration, port.get("latency", DEFAULT_PORT_LATENCY_NS)),
         ports_per_npu=document.get("ports_per_npu"),
         switch_port_cost=float(document.get("cost", {}).get("switch_port", 1.0)),
