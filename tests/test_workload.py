@@ -275,3 +275,19 @@ def test_replay_takes_the_groups_written_beside_the_ets(tmp_path, cli):
     (tmp_path / "mb.json").write_text('{"1": [0, 1]}')
     plain = cli("replay", tmp_path / "mb", "-t", "ring:4")
     assert plain.exit_code == 0 and "communicator groups" not in plain.stderr
+
+
+def test_replay_with_astra_sims_system_takes_the_groups_beside_the_ets_too(tmp_path, cli):
+    system = {"scheduling-policy": "FIFO", "preferred-dataset-splits": 1, "local-mem-bw": 50,
+              **{f"{c}-implementation": ["ring"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    assert cli("workload", "hybrid", "--tp", "2", "--dp", "4", "--layers", "2", "-o", tmp_path / "hy").exit_code == 0
+    args = ["replay", tmp_path / "hy", "-t", "ring:8", "--network-model", "astra-sim", "--system", tmp_path / "system.json", "--json"]
+    found = cli(*args)
+    assert found.exit_code == 0, found.output
+    assert "communicator groups from" in found.stderr
+    explicit = cli(*args, "--comm-groups", tmp_path / "hy.json")
+    assert json.loads(found.stdout)["total_ns"] == json.loads(explicit.stdout)["total_ns"]
+    (tmp_path / "hy.json").unlink()
+    missing = cli(*args)
+    assert missing.exit_code == 2 and "no communicator-group file defines it (give --comm-groups FILE" in missing.stderr, missing.stderr
