@@ -53,7 +53,7 @@ def hop_rows(timing) -> list[tuple[int, float, float, int]]:
 def test_fast_path_equals_the_event_engine(mode, monkeypatch):
     taken = 0
     for spec, topo, algo in cases():
-        model = NetworkModel(topo, mode=mode)
+        model = NetworkModel(topo, network_model=mode)
         graph = collective_task_graph(algo, model)
         events = event_engine(graph, model, monkeypatch, record_links=True)
         fast = contention_free_times(graph, hop_costs(graph, model))
@@ -71,7 +71,7 @@ def test_fast_path_equals_the_event_engine(mode, monkeypatch):
 def test_recording_links_keeps_the_fast_path(monkeypatch):
     """replay --json (its timeline records every hop) must compute what the text run computes:
     a contention-free graph never reaches the event engine, recorded or not."""
-    model = NetworkModel(load_topology("ring:16"), mode="astra-sim")
+    model = NetworkModel(load_topology("ring:16"), network_model="astra-sim")
     graph = collective_task_graph(ring(Collective.ALL_REDUCE, 16, size_bytes=2**20), model)
     expected = hop_rows(event_engine(graph, model, monkeypatch, record_links=True))
     monkeypatch.setattr(engine, "_run", lambda *args, **kwargs: pytest.fail("the event engine ran"))
