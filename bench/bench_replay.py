@@ -10,11 +10,18 @@ in Python and reading it from ET files (what ``--default-algorithm ring`` and
 ``--collective`` add on top of the replay).
 
 Targets (issue 5): >= 250k nodes/s at ~2M nodes, peak memory <= 2 GB.
+
+``--json-ranks N ...`` times ``chakra-coll replay`` of the N-rank ring all-reduce microbenchmark
+(1 MiB; ``workload microbenchmark`` + ``synth -a ring``) with ``--network-model astra-sim``, as
+text and with ``--json`` (whose timeline records every hop), each in a fresh process: median
+wall time and max RSS. A third line forces the event engine with recorded hops -- what
+``--json`` ran before it kept the level-by-level path. Target (issue 28): ``--json`` <= 1.1x text.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,11 +72,58 @@ def _case(n: int, repeat: int, tmp: Path) -> tuple[int, float, float]:
     return result.num_tasks, seconds, result.total_ns
 
 
+_CLI_CHILD = """
+import resource, sys
+if sys.argv[1] == "event-engine":
+    import chakra_collectives.network.engine as engine
+    engine.contention_free_times = lambda *args: None
+sys.argv = ["chakra-coll", *sys.argv[2:]]
+from chakra_collectives.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr)
+"""
+
+
+def _cli(tmp: Path, engine: str, args: list[str]) -> tuple[float, float]:
+    """Wall seconds and max RSS (MiB) of one ``chakra-coll ARGS`` in a fresh process."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _CLI_CHILD, engine, *args], capture_output=True, text=True, check=True, cwd=tmp)
+    return time.perf_counter() - started, float(done.stderr.strip().splitlines()[-1])
+
+
+def replay_json_cost(n: int, repeat: int, tmp: Path) -> None:
+    """Text against ``--json`` replays of the n-rank ring all-reduce (see the module docstring)."""
+    prefix, algo = tmp / f"ar{n}", tmp / f"ring{n}"
+    _cli(tmp, "-", ["workload", "microbenchmark", "-c", "all-reduce", "-s", "1MiB", "-n", str(n), "-o", str(prefix)])
+    _cli(tmp, "-", ["synth", "-t", f"ring:{n}", "-a", "ring", "-c", "all-reduce", "-s", "1MiB", "-o", str(algo)])
+    base = ["replay", str(prefix), "-t", f"ring:{n}", "-a", f"all-reduce={algo}", "--network-model", "astra-sim"]
+    runs = {"text": ("-", base), "--json": ("-", base + ["--json"]), "--json, event engine (before)": ("event-engine", base + ["--json"])}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    for _ in range(repeat):  # interleaved, so that load changes hit every variant alike
+        for name, (engine, args) in runs.items():
+            samples[name].append(_cli(tmp, engine, args))
+    text_s = statistics.median(s for s, _ in samples["text"])
+    for name, found in samples.items():
+        seconds = statistics.median(s for s, _ in found)
+        print(f"{n:>6} {name:<31} {seconds:>8.2f} s {seconds / text_s:>6.2f}x {max(m for _, m in found):>9,.0f} MiB", flush=True)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=SIZES, help="ring sizes N")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json-ranks", type=int, nargs="*", default=[], help="also time replay with and without --json at these rank counts")
     args = parser.parse_args(argv)
+    if args.json_ranks:
+        print(f"{'ranks':>6} {'replay (ring all-reduce, astra-sim)':<31} {'median':>10} {'ratio':>7} {'max RSS':>13}")
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in args.json_ranks:
+                replay_json_cost(n, args.repeat, Path(tmp))
+        if not args.sizes:
+            return 0
     print(f"{'NPUs':>6} {'nodes':>10} {'replay s (median)':>18} {'nodes/s':>10} {'simulated time':>16}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:

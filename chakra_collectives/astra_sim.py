@@ -344,8 +344,10 @@ def _size_warnings(workload: GeneratedWorkload, algos: list[CollectiveAlgorithm]
         name = collective_name(attrs["comm_type"].int64_val)
         algo = by_type.get(name)
         ranks = len(workload.groups[attrs["pg_name"].string_val]) if "pg_name" in attrs else workload.num_ranks
-        size = attrs["comm_size"].int64_val * (ranks if name == "all-gather" else 1)  # all-gather: comm_size is the shard
-        if algo is None or (name, size, ranks) in seen:
+        if algo is None:
+            continue
+        size = Collective.parse(name).size_of_call(attrs["comm_size"].int64_val, ranks)  # all-gather: comm_size is the shard
+        if (name, size, ranks) in seen:
             continue
         seen.add((name, size, ranks))
         if ranks != algo.num_ranks:

@@ -35,6 +35,13 @@ strong ones do the rest, and TACOS does (``tests/test_bounds.py`` keeps such a c
 latency bound of All-Reduce is the one-way ``latency_ns`` (a direct algorithm crosses the
 network once).
 
+All-to-All (each NPU sends ``M/N`` of its buffer to every other NPU): every NPU sends and
+receives ``(N-1)/N * M``, so ``ingress_ns = (N-1)/N * M / min over NPUs of min(B_in, B_out)``;
+a set ``S`` holding ``s`` of the NPUs sends ``s (N-s)/N * M`` out of it (and receives as much),
+so ``cut_ns = max over sets of s (N-s)/N * M / min(B_out(S), B_in(S))`` -- taken over the fast
+method's candidate sets (below; on meshes and tori they include the bisections), whatever the
+method, so All-to-All's bounds always say ``method="fast"``. Its latency bound is All-Gather's.
+
 **Methods.** ``method="exact"`` (the default) computes all of the above. ``method="fast"``
 computes bounds that are just as valid but may be weaker, in time linear in the links
 (:func:`fast_lower_bounds`): the cut bounds over a family of candidate sets -- every
@@ -61,6 +68,9 @@ each hop to whole nanoseconds (which can undercut them by less than 1 ns per hop
 6000.0
 >>> round(b.efficiency(3030.0), 4)
 0.9901
+>>> a2a = lower_bounds(ring, Collective.ALL_TO_ALL, 4000)   # {0, 1} sends 4000 bytes over 1 -> 2
+>>> a2a.ingress_ns, a2a.cut_ns, a2a.method
+(3000.0, 4000.0, 'fast')
 """
 
 from __future__ import annotations
@@ -81,7 +91,7 @@ from chakra_collectives.topology import Topology
 from chakra_collectives.topology.groups import group_view
 from chakra_collectives.units import bytes_per_ns, parse_size
 
-SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
+SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE, Collective.ALL_TO_ALL)
 METHODS = ("exact", "fast")
 """How :func:`lower_bounds` computes (see the module docstring)."""
 
@@ -183,6 +193,9 @@ def lower_bounds(
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
     share = size_bytes / n
     latency = _latency_bound(topology)
+    if collective is Collective.ALL_TO_ALL:
+        ingress, cut, cut_set = _Links(topology).all_to_all(size_bytes)
+        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method="fast")
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = _all_reduce_bounds(topology, size_bytes)
         phases = sum(max(_phase_bounds(topology, share, reverse=reverse, sinks=sink_list)[:2]) for reverse in (True, False))
@@ -357,6 +370,9 @@ def fast_lower_bounds(topology: Topology, collective: Collective, size_bytes: in
     n = topology.num_npus
     links = _Links(topology)
     latency = _latency_sweep(topology)
+    if collective is Collective.ALL_TO_ALL:
+        ingress, cut, cut_set = links.all_to_all(size_bytes)
+        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method="fast")
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = links.all_reduce(size_bytes)
         phases = sum(max(links.phase(size_bytes / n, reverse=reverse)[:2]) for reverse in (True, False))
@@ -448,6 +464,24 @@ class _Links:
                     members = self._set(order, int(sizes[i]), switches_in)
                     weakest, weakest_set = float(rates[i]), members if not reverse else tuple(u for u in range(self.nodes) if u not in set(members))
         return ingress, max(size_bytes / bytes_per_ns(weakest), ingress), weakest_set
+
+    def all_to_all(self, size_bytes: int) -> tuple[float, float, tuple[int, ...]]:
+        """``(ingress_ns, cut_ns, cut set)`` of an All-to-All (see the module docstring): the
+        exact per-NPU bound, and the cut bound over the candidate sets, both ways."""
+        n = self.n
+        out = np.bincount(self.src, weights=self.gbps, minlength=self.nodes)[:n]
+        into = np.bincount(self.dst, weights=self.gbps, minlength=self.nodes)[:n]
+        v = int(np.argmin(np.minimum(into, out)))
+        ingress = size_bytes * (n - 1) / n / bytes_per_ns(float(min(into[v], out[v])))
+        best, best_set = ingress, (v,) if out[v] <= into[v] else tuple(u for u in range(self.nodes) if u != v)
+        for reverse in (False, True):  # B_out of the set, then its B_in
+            for sizes, rates, order, switches_in in self._candidates(reverse):
+                crossing = size_bytes * sizes * (n - sizes) / n
+                times = np.where(rates > 0, crossing / bytes_per_ns(np.where(rates > 0, rates, 1.0)), np.inf)
+                i = int(np.argmax(times))
+                if times[i] > best:
+                    best, best_set = float(times[i]), self._set(order, int(sizes[i]), switches_in)
+        return ingress, best, best_set
 
 
 def concurrent_bound_ns(

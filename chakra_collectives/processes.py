@@ -43,11 +43,22 @@ def is_running(pid: int) -> bool:
     return True
 
 
+def can_start_processes() -> bool:
+    """Whether this process may start processes at all: not when it is itself a daemonic one
+    (a Dask worker, a multiprocessing pool's worker), which multiprocessing forbids to have
+    children -- work meant for other processes runs here, serially.
+
+    >>> can_start_processes()
+    True
+    """
+    return not multiprocessing.current_process().daemon
+
+
 def can_fork() -> bool:
-    """Whether work may be shared with forked processes: the platform forks, and this process
-    runs one thread (a fork copies only the calling thread; a lock another thread held would
-    stay locked in the child)."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    """Whether work may be shared with forked processes: the platform forks, this process may
+    start processes (:func:`can_start_processes`), and it runs one thread (a fork copies only
+    the calling thread; a lock another thread held would stay locked in the child)."""
+    return "fork" in multiprocessing.get_all_start_methods() and can_start_processes() and threading.active_count() == 1
 
 
 def run_forked(jobs: list[Callable[[], None]]) -> None:
@@ -98,4 +109,4 @@ def _report_to(send, job: Callable[[], None]) -> None:
     send.close()
 
 
-__all__ = ["can_fork", "is_running", "run_forked"]
+__all__ = ["can_fork", "can_start_processes", "is_running", "run_forked"]

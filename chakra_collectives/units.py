@@ -117,6 +117,46 @@ def parse_duration(text: str | int | float) -> float:
     return check_duration(value * _TIME_UNITS[unit], f"duration {text!r}")
 
 
+_BANDWIDTH_UNITS = {
+    "": 1.0,
+    "gb/s": 1.0, "gbps": 1.0 / 8, "gib/s": 1.0,
+    "mb/s": 2**-10, "mib/s": 2**-10, "mbps": 2**-10 / 8,
+    "tb/s": 2**10, "tib/s": 2**10, "tbps": 2**10 / 8,
+    "b/s": 2**-30, "bps": 2**-30 / 8,
+}
+_BANDWIDTH_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([a-zA-Z/]*)\s*$")
+
+
+def parse_bandwidth(text: str | int | float) -> float:
+    """Parse a bandwidth such as ``"50GB/s"``, ``"400Gbps"`` or ``50`` into GB/s (1 GB = 2^30 bytes).
+
+    A bare number is GB/s. Byte units (``GB/s``, ``GiB/s``, ``MB/s``, ``TB/s``) are binary like
+    every size; a lower-case ``b`` in ``Gbps``/``Gb/s`` means bits (8 to a byte), on the same
+    binary scale. The result must be positive.
+
+    >>> parse_bandwidth("50GB/s"), parse_bandwidth("400Gbps"), parse_bandwidth(25), parse_bandwidth("512MB/s")
+    (50.0, 50.0, 25.0, 0.5)
+    """
+    if isinstance(text, bool):
+        raise InputError(f"malformed bandwidth {text!r}: expected a number with an optional unit such as 50GB/s, 400Gbps, 50")
+    if isinstance(text, (int, float)):
+        value, unit = float(text), ""
+    else:
+        match = _BANDWIDTH_RE.match(str(text))
+        if not match:
+            raise InputError(f"malformed bandwidth {text!r}: expected a number with an optional unit such as 50GB/s, 400Gbps, 50")
+        value, unit = float(match.group(1)), match.group(2)
+        if re.fullmatch(r"[KMGTkmgt]?b(/s|ps)", unit):  # bits: Gb/s, Gbps
+            unit = unit[:-3].lower() + "bps" if unit.endswith("/s") else unit.lower()
+        else:
+            unit = unit.lower().replace("bps", "b/s")
+    if unit not in _BANDWIDTH_UNITS:
+        raise InputError(f"malformed bandwidth {text!r}: unknown unit {unit!r} (use GB/s, MB/s, TB/s or Gbps; a bare number is GB/s)")
+    if not value > 0:
+        raise InputError(f"malformed bandwidth {text!r}: must be positive")
+    return value * _BANDWIDTH_UNITS[unit]
+
+
 def bytes_per_ns(gbps: float) -> float:
     """Convert a bandwidth in GB/s (1 GB = 2^30 bytes) to bytes per nanosecond.
 

@@ -357,3 +357,30 @@ def test_synth_chooses_under_the_astra_sim_model_when_asked(cli):
     assert astra_mode["algorithm"] != "rhd"
     assert astra_mode["predicted_ns"] == min(c["predicted_ns"] for c in astra_mode["candidates"].values()) <= 4435
     assert "unknown network model 'ns3'" in cli("synth", "-t", "ring:4", "--network-model", "ns3").output
+
+
+def test_an_all_gather_is_compared_at_its_whole_size_not_its_shard(tmp_path, monkeypatch):
+    """synth -c all-gather --astra-sim D writes comm_size = 1 MiB / 16 (each rank's shard, as
+    ASTRA-sim's all-gather takes it): replaying D says nothing about sizes. A workload of 1 MiB
+    shards is a 16 MiB all-gather: it warns with both numbers, and --rescale runs it as the
+    files synthesized at 16 MiB run on their own workload."""
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.astra_system.report import replay_astra_sim
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+
+    topology = load_topology("torus2d:4x4")
+    for name, size in (("small", 2**20), ("large", 16 * 2**20)):
+        algo = synthesize(topology, "all-gather", size, algorithm="ring", chunks_per_npu=1).algorithm
+        write_astra_sim_dir(tmp_path / name, topology, algo)
+    monkeypatch.chdir(tmp_path / "small")
+    own = replay_astra_sim("workload/all_gather_16npus_64KB", load_topology("network.yml"), "system.json")
+    assert not [w for w in own.warnings if "written for" in w], own.warnings
+    microbenchmark("all-gather", 16, 2**20).write(tmp_path / "small/shards")
+    as_written = replay_astra_sim("shards", load_topology("network.yml"), "system.json")
+    assert any("written for 1 MiB" in w and "16 MiB (comm_size 1 MiB per rank)" in w for w in as_written.warnings), as_written.warnings
+    assert as_written.total_ns == own.total_ns  # ASTRA-sim runs the 1 MiB files whatever comm_size says
+    rescaled = replay_astra_sim("shards", load_topology("network.yml"), "system.json", rescale=True)
+    monkeypatch.chdir(tmp_path / "large")
+    large = replay_astra_sim("workload/all_gather_16npus_1MB", load_topology("network.yml"), "system.json")
+    assert rescaled.total_ns == large.total_ns > own.total_ns

@@ -133,8 +133,8 @@ def test_one_sink_is_exact_on_a_symmetric_ring_and_valid_elsewhere():
 
 
 def test_bad_input():
-    with pytest.raises(InputError, match="not all-to-all"):
-        lower_bounds(ring_topology(4), Collective.ALL_TO_ALL, MIB)
+    with pytest.raises(InputError, match="not broadcast"):
+        lower_bounds(ring_topology(4), Collective.BROADCAST, MIB)
     with pytest.raises(InputError, match="positive"):
         lower_bounds(ring_topology(4), Collective.ALL_GATHER, 0)
     one_way = Topology(3)
@@ -238,3 +238,47 @@ def test_small_latency_bound_in_python_equals_scipy(monkeypatch, spec):
     python = lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns
     monkeypatch.setattr(bounds_module, "SMALL_LATENCY_WORK", 0)  # scipy's Dijkstra
     assert python == lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns > 0
+
+
+def brute_force_all_to_all_cut(topo: Topology, size: int) -> float:
+    """max over node sets S of s (N - s) / N * size / min(B_out(S), B_in(S)) (s: NPUs in S)."""
+    n, best = topo.num_npus, 0.0
+    for r in range(1, topo.num_nodes):
+        for subset in itertools.combinations(range(topo.num_nodes), r):
+            s = set(subset)
+            inside = sum(1 for v in s if v < n)
+            if inside in (0, n):
+                continue
+            out = sum(bytes_per_ns(l.bandwidth_gbps) for l in topo.links if l.src in s and l.dst not in s)
+            into = sum(bytes_per_ns(l.bandwidth_gbps) for l in topo.links if l.dst in s and l.src not in s)
+            best = max(best, inside * (n - inside) / n * size / min(out, into))
+    return best
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), method=st.sampled_from(["exact", "fast"]))
+def test_all_to_all_bounds_are_valid_cuts_below_a_verified_algorithm(data, method):
+    topo = random_topology(data.draw, st, max_npus=6, max_switches=2)
+    n = topo.num_npus
+    size = n * data.draw(st.integers(1, 2**22))
+    bounds = lower_bounds(topo, Collective.ALL_TO_ALL, size, method=method)
+    assert bounds.method == "fast"  # the cut is over candidate sets, whatever was asked
+    assert bounds.cut_ns <= brute_force_all_to_all_cut(topo, size) * (1 + 1e-12)
+    assert bounds.cut_ns >= bounds.ingress_ns * (1 - 1e-12)
+    for k in (1, 2):
+        algo = direct(Collective.ALL_TO_ALL, n, size_bytes=size, chunks_per_npu=k)
+        assert verify_algorithm(algo).ok
+        assert bounds.best_ns <= predict_time(algo, topo) * (1 + 1e-12)
+
+
+def test_all_to_all_bounds_on_regular_topologies():
+    """switch:8: each NPU receives 7/8 of 64 MiB through its 50 GB/s port; mesh2d:4x4: the
+    bisection (2 rows | 2 rows, 4 links of 50 GB/s each way) carries 8 x 8 / 16 x 64 MiB."""
+    size = 64 * MIB
+    star = lower_bounds(load_topology("switch:8"), Collective.ALL_TO_ALL, size)
+    assert star.ingress_ns == pytest.approx(7 / 8 * size / bytes_per_ns(50.0))
+    mesh = load_topology("mesh2d:4x4")
+    bounds = lower_bounds(mesh, Collective.ALL_TO_ALL, size)
+    assert bounds.cut_ns == pytest.approx(4 * size / bytes_per_ns(200.0))
+    assert bounds.cut_ns == pytest.approx(brute_force_all_to_all_cut(mesh, size))
+    assert bounds.latency_ns == lower_bounds(mesh, Collective.ALL_GATHER, size).latency_ns

@@ -135,10 +135,12 @@ def test_a_document_with_an_undocumented_key_fails():
 
 
 def test_search(cli, tmp_path):
-    space = tmp_path / "space.yaml"  # a skipped candidate, a failed evaluation (BFB on a switch), a winner and plots
-    space.write_text("npus: 8\ntopologies: [ring:8, switch:8, torus2d:4x4]\nalgorithms: [bfb, ring]\n"
+    # a skipped candidate, a pair that does not apply (BFB on a switch), failed evaluations (rhd on 6 NPUs), a winner and plots
+    space = tmp_path / "space.yaml"
+    space.write_text("npus: 6\ntopologies: [ring:6, switch:6, torus2d:4x4]\nalgorithms: [bfb, rhd, ring]\n"
                      "workload: {kind: data-parallel, layers: 2, gradient: 1MiB}\n")
     document = _json(cli, "search", space, "--workers", "1", "-o", tmp_path / "out")
     jsonschema.validate(document, schema("search"))
     (group,) = document["groups"]
-    assert document["skipped"] and group["failed"] and len(group["ranked"]) == 3 and document["winners"] and document["plots"]
+    assert document["skipped"] and document["not_applicable"] and len(group["failed"]) == 2 and len(group["ranked"]) == 3
+    assert document["winners"] and document["plots"]

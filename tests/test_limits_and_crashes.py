@@ -103,6 +103,8 @@ def test_a_comm_groups_file_with_bytes_that_are_not_utf8_is_not_a_crash(cli, tmp
     assert result.exit_code in (0, 2) and "Traceback" not in result.output
     if result.exit_code:
         one_line_error(result, 2, "hy")
+    given = cli("replay", tmp_path / "hy", "-t", "ring:4", "--comm-groups", tmp_path / "hy.json")
+    one_line_error(given, 2, "hy.json", "not a text file")
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import pytest
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import NetworkModel
 from chakra_collectives.network.collective import collective_task_graph
+from chakra_collectives.network import engine
 from chakra_collectives.network.engine import run
 from chakra_collectives.network.graph import SEND, TaskGraph
 from chakra_collectives.network.levels import HopCosts, contention_free_times
@@ -36,21 +37,46 @@ def cases():
             yield spec, topo, direct(Collective.parse(collective), n, size_bytes=n * 2**20)
 
 
+def event_engine(graph: TaskGraph, model: NetworkModel, monkeypatch, *, record_links: bool = False):
+    """``run`` with the fast path turned off."""
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "contention_free_times", lambda *args: None)
+        return run(graph, model, record_links=record_links)
+
+
+def hop_rows(timing) -> list[tuple[int, float, float, int]]:
+    hops = timing.links.intervals
+    return sorted(zip(hops.link.tolist(), hops.begin.tolist(), hops.end.tolist(), hops.send.tolist()))
+
+
 @pytest.mark.parametrize("mode", ["tacos", "astra-sim"])
-def test_fast_path_equals_the_event_engine(mode):
+def test_fast_path_equals_the_event_engine(mode, monkeypatch):
     taken = 0
     for spec, topo, algo in cases():
         model = NetworkModel(topo, network_model=mode)
         graph = collective_task_graph(algo, model)
-        events = run(graph, model, record_links=True)  # recording links runs the event engine
+        events = event_engine(graph, model, monkeypatch, record_links=True)
         fast = contention_free_times(graph, hop_costs(graph, model))
         if fast is not None:
             taken += 1
             assert np.array_equal(fast.start, events.start) and np.array_equal(fast.end, events.end), (spec, algo.name)
-        timing = run(graph, model)  # whichever path: the same times and link use
-        assert np.array_equal(timing.end, events.end) and np.array_equal(timing.links.busy_ns, events.links.busy_ns)
-        assert np.array_equal(timing.links.bytes, events.links.bytes)
+        for record_links in (False, True):  # whichever path: the same times, link use and hops
+            timing = run(graph, model, record_links=record_links)
+            assert np.array_equal(timing.end, events.end) and np.array_equal(timing.links.busy_ns, events.links.busy_ns)
+            assert np.array_equal(timing.links.bytes, events.links.bytes)
+            assert hop_rows(timing) == (hop_rows(events) if record_links else [])
     assert taken >= 20
+
+
+def test_recording_links_keeps_the_fast_path(monkeypatch):
+    """replay --json (its timeline records every hop) must compute what the text run computes:
+    a contention-free graph never reaches the event engine, recorded or not."""
+    model = NetworkModel(load_topology("ring:16"), network_model="astra-sim")
+    graph = collective_task_graph(ring(Collective.ALL_REDUCE, 16, size_bytes=2**20), model)
+    expected = hop_rows(event_engine(graph, model, monkeypatch, record_links=True))
+    monkeypatch.setattr(engine, "_run", lambda *args, **kwargs: pytest.fail("the event engine ran"))
+    timing = run(graph, model, record_links=True)
+    assert hop_rows(timing) == expected and len(expected) == 2 * 16 * 15
 
 
 def test_schedules_made_for_the_network_take_the_fast_path():

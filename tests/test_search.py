@@ -84,16 +84,17 @@ def test_a_failing_candidate_is_recorded_and_the_search_goes_on(scratch_registry
 
     register(Synthesizer("boom", boom, (Collective.ALL_REDUCE,), "raises"))
     register(Synthesizer("wrong", wrong, (Collective.ALL_REDUCE,), "does not verify"))
-    _, run, table = _search("npus: 8\ntopologies: [ring:8, switch:8]\nalgorithms: [bfb, boom, wrong, ring]\nworkload: {kind: data-parallel, layers: 2}\n", tmp_path)
+    plan, run, table = _search("npus: 8\ntopologies: [ring:8, switch:8]\nalgorithms: [bfb, boom, wrong, ring]\nworkload: {kind: data-parallel, layers: 2}\n", tmp_path)
     rows = {(r["topology"], r["algorithm"]): r for r in table.rows()}
-    assert run.evaluated == 8 and run.lost == []
-    assert rows[("switch:8", "bfb")]["status"] == "failed" and "direct-connect" in rows[("switch:8", "bfb")]["error"]
+    assert run.evaluated == 7 and run.lost == []
+    assert ("switch:8", "bfb") not in rows  # BFB does not apply to a switch: not run, not a failure
+    assert [(s.label, s.reason.split(":")[0]) for s in plan.not_applicable] == [("switch:8 / bfb", "bfb does not apply to switch")]
     assert rows[("ring:8", "boom")]["error"] == "RuntimeError: producer bug"
     assert "wrong's all-reduce does not verify" in rows[("ring:8", "wrong")]["error"]
     assert rows[("ring:8", "wrong")]["iteration_ns"] is None and not rows[("ring:8", "wrong")]["verified"]
     assert {k for k, r in rows.items() if r["status"] == "ok"} == {("ring:8", "bfb"), ("ring:8", "ring"), ("switch:8", "ring")}
     (group,) = groups(table.rows())
-    assert len(group.ranked) == 3 and len(group.failed) == 5
+    assert len(group.ranked) == 3 and len(group.failed) == 4
 
 
 def test_each_collective_is_synthesized_once_per_topology_and_reused(scratch_registry, tmp_path):
@@ -193,19 +194,20 @@ def test_the_command_ranks_plots_and_writes_the_winner(cli, tmp_path):
     lines = result.stdout.splitlines()
     too_long = [line for line in lines if len(line) > 80 and str(tmp_path) not in line]  # a path is never broken
     assert not too_long, too_long
-    assert lines[0].startswith("search tiny: 8 evaluations = 4 topologies (at 8 NPUs) x 2 algorithm set(s)")
-    assert "8 NPUs, data-parallel: 7 ranked, 1 failed" in result.stdout
-    assert "failed: switch:8 / bfb: BFB schedules direct-connect topologies" in result.stdout
+    assert lines[0].startswith("search tiny: 7 evaluations = 4 topologies (at 8 NPUs) x 2 algorithm set(s)")
+    assert "8 NPUs, data-parallel: 7 ranked, 0 failed" in result.stdout
+    assert "switch:8 / bfb: bfb does not apply to switch:8: breadth-first broadcast" in " ".join(result.stdout.split())
     assert_scatter(out / "pareto.png", 4)  # one colour per topology entry
     assert_scatter(out / "collectives.png", 4)
 
     document = json.loads(cli("search", tmp_path / "space.yaml", "--workers", "1", "-o", out, "--json").stdout)
-    assert document["run"]["evaluated"] == 0 and document["run"]["already_done"] == 8  # everything was in the table
+    assert document["run"]["evaluated"] == 0 and document["run"]["already_done"] == 7  # everything was in the table
     (group,) = document["groups"]
     ranked = group["ranked"]
     assert [r["iteration_ns"] for r in ranked] == sorted(r["iteration_ns"] for r in ranked)
-    (failed,) = group["failed"]
-    assert (failed["topology"], failed["algorithm"]) == ("switch:8", "bfb") and "direct-connect" in failed["error"]
+    assert group["failed"] == []
+    (inapplicable,) = document["not_applicable"]
+    assert inapplicable["candidate"] == "switch:8 / bfb" and "direct-connect" in inapplicable["reason"] and inapplicable["line"] == 7
     winner = ranked[0]
     files = document["winners"]["8 NPUs, data-parallel"]
     topology = load_topology(files["topology"])
@@ -297,3 +299,34 @@ def test_the_next_write_removes_what_a_killed_search_was_writing(tmp_path):
     ResultTable(table.path).append({"key": "d", "status": "ok", "iteration_ns": 2.0, "num_npus": 8})
     assert not dead.exists() and live.exists()
     assert ResultTable(table.path).keys() == {"a", "d"}
+
+
+def test_no_topology_means_the_default_space_and_a_producer_that_does_not_apply_is_not_a_failure(cli, tmp_path):
+    """search -n 8 without -t: every builder and family that fits 4 ports per NPU; BFB (direct-connect
+    only) on the switch and the fat-tree is listed as not applicable and never run; ring runs everywhere."""
+    import jsonschema
+
+    from schema_helpers import schema
+
+    result = cli("search", "-n", "8", "-a", "bfb", "-a", "ring", "-w", "collective", "-c", "all-gather", "--sizes", "64KiB",
+                 "--workers", "1", "-o", tmp_path / "out", "--json", "--no-plots", "--no-winner", "--top", "100")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, schema("search"))
+    assert {(s["candidate"], s["reason"].split(":")[0]) for s in document["not_applicable"]} == {
+        ("switch:8 / bfb", "bfb does not apply to switch"), ("fattree:8,degree=4 / bfb", "bfb does not apply to fattree")
+    }
+    (group,) = document["groups"]
+    assert group["failed"] == []
+    ranked = {(r["topology"], r["algorithm"]) for r in group["ranked"]}
+    families = {"ring:8", "switch:8", "mesh2d:2x4", "torus2d:2x4", "mesh3d:2x2x2", "torus3d:2x2x2", "hamming:2x4", "totientperms:8,degree=4",
+                "genkautz:8,degree=4", "fattree:8,degree=4", "hypercube:3"}
+    assert {t for t, _ in ranked} <= families and {t for t, a in ranked if a == "ring"} >= {"ring:8", "switch:8", "hypercube:3"}
+    skipped = {s["candidate"]: s["reason"] for s in document["skipped"]}
+    assert "needs 7 ports per NPU, the space allows 4" in skipped["fully-connected:8"]
+    text = cli("search", "-n", "8", "-a", "bfb", "-w", "collective", "-c", "all-gather", "--sizes", "64KiB",
+               "--workers", "1", "-o", tmp_path / "out", "--no-plots", "--no-winner")
+    assert text.exit_code == 0 and "0 failed" in text.stdout and "not applicable, not evaluated: 2" in text.stdout
+    assert "the default space" in text.stdout
+    missing = cli("search", "-o", tmp_path / "none")
+    assert missing.exit_code == 2 and "give -n/--npus" in missing.stderr

@@ -149,3 +149,34 @@ def test_a_killed_worker_then_a_resume_completes_the_table_without_recomputing(t
     assert not list(table.path.glob(".part-*"))  # only whole rows, even after the kill and the interrupt
     reference, keys = _in_process(space_file, tmp_path)
     assert _design_rows(table) == reference and set(reference) == keys  # every evaluation once, as in one process
+
+
+def _tacos_with_trials_in_processes() -> tuple[bool, float]:
+    """TACOS on a small ring with every matching sent to other processes (as at 512 NPUs and
+    up): whether this process is daemonic, and the schedule's time and seed."""
+    import multiprocessing
+
+    from chakra_collectives.synth import tacos as tacos_module
+    from chakra_collectives.topology import load_topology
+
+    tacos_module.PARALLEL_PAIRS = 1  # the multi-process path for any size
+    os.cpu_count = lambda: 4  # and for any machine
+    result = tacos_module.tacos(load_topology("ring:6"), "all-gather", 6 * 2**20, trials=3)
+    return multiprocessing.current_process().daemon, (result.schedule_ns, result.seed)
+
+
+def test_tacos_trials_inside_a_dask_worker_run_there(monkeypatch):
+    """Issue 27: a Dask worker process is daemonic and may not start processes; TACOS's trials
+    run in the worker itself, one after another, with the schedule the processes would give."""
+    from chakra_collectives.search.executors import DaskExecutor
+
+    with DaskExecutor(workers=1) as executor:
+        daemonic, in_worker = executor.client.submit(_tacos_with_trials_in_processes, pure=False).result(timeout=300)
+    assert daemonic  # the case of the issue: "daemonic processes are not allowed to have children"
+    from chakra_collectives.synth import tacos as tacos_module
+    from chakra_collectives.topology import load_topology
+
+    monkeypatch.setattr(tacos_module, "PARALLEL_PAIRS", 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    here = tacos_module.tacos(load_topology("ring:6"), "all-gather", 6 * 2**20, trials=3)  # here, in processes
+    assert in_worker == (here.schedule_ns, here.seed)

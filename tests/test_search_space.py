@@ -174,7 +174,7 @@ def test_workload_variants_and_what_they_synthesize(tmp_path):
         "data-parallel",
         "hybrid tp=2 dp=4",
         "skipped hybrid tp=3: 3 does not divide 8 NPUs (tp must divide the NPU count)",
-        "skipped hybrid tp=4: layer 'layer0' forward / tp 4 is 12500 ns, not a whole number of microseconds (Chakra stores duration_micros)",
+        "hybrid tp=4 dp=2",  # forward 50us / 4 rounded to 13 us (a note), not skipped
         "all-gather 1 MiB",
         "all-gather 4 KiB",
     ]
@@ -201,3 +201,11 @@ def test_prefix_workloads_must_match_the_npu_count(tmp_path):
     assert variant.kind == "prefix" and prepare(variant, tmp_path).world == {Collective.ALL_REDUCE: 2**20}
     with pytest.raises(InputError, match="workload .*step has 4 ranks, but the space asks for 8 NPUs"):
         workload_variants(space, 8)
+
+
+def test_the_port_takes_bandwidth_and_latency_units():
+    space = parse_space("port: {bandwidth: 400Gbps, latency: 0.5us}\ntopologies: [ring:4]\n")
+    assert (space.port_bandwidth_gbps, space.port_latency_ns) == (50.0, 500.0)
+    with pytest.raises(InputError) as caught:
+        parse_space("topologies: [ring:4]\nport:\n  bandwidth: fast\n")
+    assert caught.value.line == 3 and "malformed bandwidth 'fast'" in str(caught.value)

@@ -48,8 +48,40 @@ def test_spec_options_and_overrides_reach_every_link():
 
 
 @pytest.mark.parametrize(
+    "spec, plain",
+    [
+        ("mesh2d:8x8,bw=50,lat=500ns", "mesh2d:8x8,bw=50,lat=500"),
+        ("mesh2d:4x4,bw=50GB/s,lat=0.5us", "mesh2d:4x4,bw=50,lat=500"),
+        ("torus2d:4x4,bandwidth_gbps=400Gbps,latency_ns=1us", "torus2d:4x4,bw=50,lat=1000"),  # 400 Gbit/s = 50 GB/s
+        ("dgx:2x4,nic_bw=100Gbps,nic_lat=2us", "dgx:2x4,nic_bw=12.5,nic_lat=2000"),
+        ("ring:4,bw=512MB/s x ring:2", "ring:4,bw=0.5 x ring:2"),
+    ],
+)
+def test_spec_bandwidth_and_latency_take_the_cli_units(spec, plain):
+    assert [(l.src, l.dst, l.bandwidth_gbps, l.latency_ns) for l in load_topology(spec).links] == [
+        (l.src, l.dst, l.bandwidth_gbps, l.latency_ns) for l in load_topology(plain).links
+    ]
+
+
+def test_files_take_the_cli_units(tmp_path):
+    (tmp_path / "t.yaml").write_text(
+        "npus: 2\ndefaults: {bandwidth_gbps: 200Gbps, latency_ns: 1us}\nlinks:\n"
+        "  - {src: 0, dst: 1}\n  - {src: 1, dst: 0, bandwidth_gbps: 10GB/s, latency_ns: 250ns}\n"
+    )
+    assert [(l.bandwidth_gbps, l.latency_ns) for l in load_topology(str(tmp_path / "t.yaml")).links] == [(25.0, 1000.0), (10.0, 250.0)]
+    (tmp_path / "t.edges").write_text("0 1 400Gbps 1.5us\n1 -> 0 20GB/s\n")
+    assert [(l.bandwidth_gbps, l.latency_ns) for l in load_topology(str(tmp_path / "t.edges")).links] == [(50.0, 1500.0), (50.0, 1500.0), (20.0, 500.0)]
+    graph = nx.Graph()
+    graph.add_edge(0, 1, bandwidth_gbps="100Gbps", latency_ns="2us")
+    nx.write_graphml(graph, tmp_path / "t.graphml")
+    assert {(l.bandwidth_gbps, l.latency_ns) for l in load_topology(str(tmp_path / "t.graphml")).links} == {(12.5, 2000.0)}
+
+
+@pytest.mark.parametrize(
     "spec, message",
     [
+        ("mesh2d:4x4,lat=500furlongs", "option lat='500furlongs': malformed duration '500furlongs': unknown unit 'furlongs'"),
+        ("mesh2d:4x4,bw=50GB/h", "option bw='50GB/h': malformed bandwidth '50GB/h': unknown unit"),
         ("donut:4", "unknown topology 'donut' (valid: " + ", ".join(sorted(BUILDERS))),
         ("torus3d:4x4", "takes 3 dimension(s)"),
         ("mesh2d:4xq", "malformed topology shape"),
@@ -91,6 +123,10 @@ def test_own_yaml_and_json_files(tmp_path):
         ("d.json", '{"npus": 2,\n "links": [\n  {"src": 0 "dst": 1}]}', 3, "invalid JSON"),
         ("e.yaml", "npus: 2\nlinks:\n  - {src: 0, dst: 1, colour: red}\n", 3, "unknown key"),
         ("f.edges", "0 1 50 500\n1 2 fast\n", 2, "must be numbers"),
+        ("h.edges", "0 1 50GB/s 5 parsecs\n", 1, "too many fields"),
+        ("i.edges", "0 1 50GB/s 5ly\n", 1, "malformed duration '5ly'"),
+        ("j.yaml", "npus: 2\ndefaults:\n  latency_ns: soon\nlinks:\n  - {src: 0, dst: 1}\n", 3, "defaults latency_ns: malformed duration 'soon'"),
+        ("k.yaml", "npus: 2\nlinks:\n  - {src: 0, dst: 1, bidirectional: true}\n  - {src: 1, dst: 0, bandwidth_gbps: fast}\n", 4, "malformed bandwidth 'fast'"),
         ("g.edges", "0 1\nx y\n", 2, "neither an NPU number"),
     ],
 )

@@ -147,11 +147,39 @@ def test_hybrid_divides_compute_by_the_tensor_degree(tmp_path):
     assert work.summary()["compute_ns_per_rank"] == (2 * (40 + 80) + 20) * 1000 / 4
 
 
+def test_hybrid_rounds_compute_that_tp_does_not_divide_and_says_by_how_much(tmp_path):
+    """10us / tp 3 = 3.33 us is stored as 3 us, 20us / 3 = 6.67 us as 7 us: each rank's step has
+    2 layers x (3 + 7) = 20 us of compute instead of 2 x 30 / 3 = 20 us -- here the roundings cancel;
+    with forward 10us and backward 10us both round down (2 x 2 x 3 = 12 us instead of 13.33 us)."""
+    cancel = hybrid_parallel(uniform_model(layers=2, forward="10us", gradient="3MiB", activation="1MiB"), 3, 2)
+    assert cancel.summary()["compute_ns_per_rank"] == 20_000
+    assert len(cancel.notes) == 1 and "3.333 µs -> 3 µs, 6.667 µs -> 7 µs" in cancel.notes[0] and "(+0 ns, +0.00%)" in cancel.notes[0]
+    down = hybrid_parallel(uniform_model(layers=2, forward="10us", backward="10us", gradient="3MiB", activation="1MiB"), 3, 2)
+    assert down.summary()["compute_ns_per_rank"] == 12_000
+    assert "12 µs instead of 13.33 µs (-1.333 µs, -10.00%)" in down.notes[0]
+    down.write(tmp_path / "h")
+    for rank in range(6):  # every rank stores the rounded durations
+        _, nodes = decode(tmp_path / f"h.{rank}.et")
+        assert sorted({n.duration_micros for n in nodes if n.type == COMP}) == [3]
+    assert hybrid_parallel(uniform_model(layers=2, forward="12us", gradient="3MiB", activation="1MiB"), 3, 2).notes == []
+
+
+def test_cli_hybrid_defaults_work_for_every_small_degree(tmp_path, cli):
+    """Defaults never fail: forward 50us / tp 4 = 12.5 us is written as 13 us (one note)."""
+    result = cli("workload", "hybrid", "--tp", "4", "--dp", "4", "-o", tmp_path / "hy")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("note:") == 1 and "12.5 µs -> 13 µs" in result.stdout
+    assert "157 µs instead of 155 µs" in " ".join(result.stdout.split())  # 4 x 12.5 + 4 x 25 + 5 optimizer = 155
+    for tp, notes in ((3, 1), (5, 0), (8, 1)):  # 50, 100 and 20 us divide into whole microseconds by 5 only
+        result = cli("workload", "hybrid", "--tp", str(tp), "--dp", "2", "-o", tmp_path / f"t{tp}", "--json")
+        assert result.exit_code == 0, result.output
+        assert len(json.loads(result.stdout)["notes"]) == notes
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"tp": 1, "dp": 4}, "needs --tp and --dp of at least 2"),
-        ({"tp": 3, "dp": 2, "forward": "10us"}, "layer 'layer0' forward / tp 3 is 3333.33 ns, not a whole number of microseconds"),
         ({"tp": 2, "dp": 2, "activation": None}, "layer 'layer0' has no activation size"),
     ],
 )
@@ -223,3 +251,43 @@ def test_cli_json_summary_and_stale_rank_files(tmp_path, cli):
     assert result.exit_code == 0 and "all_reduce_2npus_1MB" in result.stdout
     assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et"]  # ranks 2, 3 of the old one are gone
     assert read_workload(tmp_path / "w").num_ranks == 2
+
+
+def test_replay_takes_the_groups_written_beside_the_ets(tmp_path, cli):
+    """workload hybrid -o PREFIX writes PREFIX.json; replay PREFIX uses it (and says so) exactly as
+    --comm-groups PREFIX.json does; without it the error names --comm-groups."""
+    assert cli("workload", "hybrid", "--tp", "2", "--dp", "2", "--layers", "2", "-o", tmp_path / "hy").exit_code == 0
+    explicit = cli("replay", tmp_path / "hy", "-t", "ring:4", "--comm-groups", tmp_path / "hy.json", "--json")
+    assert explicit.exit_code == 0, explicit.output
+    assert "communicator groups from" not in explicit.stderr
+    for given in (tmp_path / "hy", tmp_path / "hy.1.et"):
+        found = cli("replay", given, "-t", "ring:4", "--json")
+        assert found.exit_code == 0, found.output
+        assert f"communicator groups from {tmp_path / 'hy.json'}" in found.stderr
+        assert json.loads(found.stdout)["total_ns"] == json.loads(explicit.stdout)["total_ns"]
+    (tmp_path / "hy.json").rename(tmp_path / "groups.json")
+    (tmp_path / "hy.json").write_text('{"traceEvents": []}')  # some other JSON of the same name is not a group file
+    missing = cli("replay", tmp_path / "hy", "-t", "ring:4")
+    assert missing.exit_code == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "is never called by rank" in missing.stderr and "give its members with --comm-groups FILE" in missing.stderr
+    # a workload without groups never looks for the file
+    assert cli("workload", "microbenchmark", "-n", "4", "-o", tmp_path / "mb").exit_code == 0
+    (tmp_path / "mb.json").write_text('{"1": [0, 1]}')
+    plain = cli("replay", tmp_path / "mb", "-t", "ring:4")
+    assert plain.exit_code == 0 and "communicator groups" not in plain.stderr
+
+
+def test_replay_with_astra_sims_system_takes_the_groups_beside_the_ets_too(tmp_path, cli):
+    system = {"scheduling-policy": "FIFO", "preferred-dataset-splits": 1, "local-mem-bw": 50,
+              **{f"{c}-implementation": ["ring"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    assert cli("workload", "hybrid", "--tp", "2", "--dp", "4", "--layers", "2", "-o", tmp_path / "hy").exit_code == 0
+    args = ["replay", tmp_path / "hy", "-t", "ring:8", "--network-model", "astra-sim", "--system", tmp_path / "system.json", "--json"]
+    found = cli(*args)
+    assert found.exit_code == 0, found.output
+    assert "communicator groups from" in found.stderr
+    explicit = cli(*args, "--comm-groups", tmp_path / "hy.json")
+    assert json.loads(found.stdout)["total_ns"] == json.loads(explicit.stdout)["total_ns"]
+    (tmp_path / "hy.json").unlink()
+    missing = cli(*args)
+    assert missing.exit_code == 2 and "no communicator-group file defines it (give --comm-groups FILE" in missing.stderr, missing.stderr

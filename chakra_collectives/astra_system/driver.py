@@ -157,6 +157,8 @@ class RankWorkload:
             try:
                 group = self.groups[int(name)]
             except (ValueError, KeyError):
+                if not self.groups:
+                    raise InputError(f"process group {name!r}: no communicator-group file defines it (give --comm-groups FILE; ASTRA-sim exits)", **where) from None
                 raise InputError(f"process group {name!r} is not in the communicator-group file (ASTRA-sim exits)", **where) from None
         involved = w.involved_dim[g]
         try:

@@ -127,7 +127,7 @@ def replay_astra_sim(
     if custom and config.splits != 1:
         raise InputError(f"preferred-dataset-splits is {config.splits}; custom collectives need 1 (ASTRA-sim: no rank finishes otherwise)", path=system)
     with tempfile.TemporaryDirectory(prefix="chakra-coll-astra-") as scratch:
-        custom, size_notes = _sized_customs(work, custom, rescale, Path(scratch))
+        custom, size_notes = _sized_customs(work, custom, rescale, Path(scratch), groups or {})
         warnings += size_notes
         config = replace(config, custom=custom)
         result = simulate(work, network, config, backend=chosen, comm_groups=groups)
@@ -159,33 +159,38 @@ def _locate(prefix: str, system_dir: Path) -> Path:
     raise InputError(f"custom collective {prefix}: no {prefix}.0.et in the working directory or next to the system file")
 
 
-def _sized_customs(work, custom: dict[str, str], rescale: bool, scratch: Path) -> tuple[dict[str, str], list[str]]:
-    """Warn where calls differ from the written size; with ``rescale``, one prefix per size."""
+def _sized_customs(work, custom: dict[str, str], rescale: bool, scratch: Path, groups: dict[int, list[int]]) -> tuple[dict[str, str], list[str]]:
+    """Warn where calls differ from the written size under the collective's convention (an
+    all-gather's ``comm_size`` is each rank's shard: :meth:`Collective.size_of_call`); with
+    ``rescale``, one prefix per ``comm_size``, written at the size that call means."""
     notes: list[str] = []
     if not custom:
         return custom, notes
-    sizes: dict[str, set[int]] = {}
+    sizes: dict[str, dict[int, int]] = {}  # kind -> comm_size -> the collective's size
     coll = work.node_type == NodeKind.COMM_COLL
-    for t, s in zip(work.comm_type[coll].tolist(), work.comm_size[coll].tolist()):
+    pg_names = [work.pg_name[i] for i in coll.nonzero()[0].tolist()]
+    for t, s, pg in zip(work.comm_type[coll].tolist(), work.comm_size[coll].tolist(), pg_names):
         kind = COLLECTIVE_TYPES.get(t)
         if kind in custom:
-            sizes.setdefault(kind, set()).add(s)
+            members = len(groups.get(int(pg), ())) if pg is not None and pg.isdigit() else 0
+            sizes.setdefault(kind, {})[s] = Collective.parse(kind).size_of_call(s, members or work.num_ranks)
     resized: dict[str, str] = dict(custom)
     for kind, called in sizes.items():
         algo = read_algorithm(custom[kind], collective=Collective.parse(kind))
-        other = sorted(s for s in called if s != algo.size_bytes)
+        other = sorted((s, size) for s, size in called.items() if size != algo.size_bytes)
         if not other:
             continue
         if not rescale:
+            shown = ", ".join(format_size(size) if size == s else f"{format_size(size)} (comm_size {format_size(s)} per rank)" for s, size in other)
             notes.append(
                 f"custom {kind} {custom[kind]} was written for {format_size(algo.size_bytes)}; ASTRA-sim runs it at that size "
-                f"whatever the workload's comm_size ({', '.join(format_size(s) for s in other)} here); --rescale scales it to each call"
+                f"whatever the workload's comm_size ({shown} here); --rescale scales it to each call"
             )
             continue
-        for size in sorted(called):
-            target = scratch / f"{kind}_{size}" / "c"
+        for comm_size, size in sorted(called.items()):
+            target = scratch / f"{kind}_{comm_size}" / "c"
             write_algorithm(algo, target, size_bytes=size)
-            resized[f"{kind}@{size}"] = str(target)
+            resized[f"{kind}@{comm_size}"] = str(target)
         notes.append(f"custom {kind} rescaled to each call's size (--rescale; ASTRA-sim itself would run {format_size(algo.size_bytes)} every time)")
     return resized, notes
 

@@ -48,7 +48,8 @@ def replay_command(
         f"Default: {DEFAULT_ALGORITHMS.replace(',', ', ')}.",
     ),
     comm_groups: Optional[Path] = typer.Option(
-        None, "--comm-groups", metavar="FILE", help="ASTRA-sim's communicator-group JSON: {\"pg_name\": [ranks, ...], ...}."
+        None, "--comm-groups", metavar="FILE",
+        help="ASTRA-sim's communicator-group JSON: {\"pg_name\": [ranks, ...], ...}. Default: PREFIX.json beside the ETs when there is one.",
     ),
     network_model: Optional[str] = NETWORK_MODEL,
     old_mode: Optional[str] = OLD_MODE,
@@ -124,7 +125,7 @@ def replay_command(
             raise InputError("--system and --astra-sim-backend model ASTRA-sim: add --network-model astra-sim")
         if system is None:
             raise InputError("--astra-sim-backend needs --system (ASTRA-sim's system JSON)")
-        _replay_astra_sim(workload, topology, system, astra_sim_backend, comm_groups, given, rescale, override_collective, as_json)
+        _replay_astra_sim(workload, topology, system, astra_sim_backend, _groups_file(workload, comm_groups), given, rescale, override_collective, as_json)
         return
     if concurrency not in CONCURRENCY:
         raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
@@ -135,7 +136,8 @@ def replay_command(
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
         loaded = [load_algorithms(given, override=override_collective)]
-        groups = ProcessGroups.load(comm_groups, num_ranks=work.num_ranks) if comm_groups else None
+        groups_file = _groups_file(workload, comm_groups, uses_groups=any(name is not None for name in work.pg_name))
+        groups = ProcessGroups.load(groups_file, num_ranks=work.num_ranks) if groups_file else None
         result = replay(
             work,
             topo,
@@ -161,6 +163,28 @@ def replay_command(
     _print(result, top_links)
     if trace is not None:
         say(f"trace: {trace} (open it in https://ui.perfetto.dev)")
+
+
+def _groups_file(workload: Path, given: Path | None, *, uses_groups: bool = True) -> Path | None:
+    """``--comm-groups``, else ``PREFIX.json`` beside the ETs when it is a communicator-group
+    file (what ``workload hybrid`` and ``pytorch`` write there) and the workload names groups;
+    the choice is said on stderr."""
+    from chakra_collectives.converters.chakra_et import rank_files
+    from chakra_collectives.converters.chakra_et.reader import split_prefix
+    from chakra_collectives.replay import ProcessGroups
+    from chakra_collectives.workload import groups_path
+
+    if given is not None or not uses_groups:
+        return given
+    beside = groups_path(split_prefix(workload))
+    if not beside.is_file():
+        return None
+    try:
+        ProcessGroups.load(beside, num_ranks=len(rank_files(workload)))
+    except InputError:  # some other JSON (a trace, a report) of the same name
+        return None
+    err_console.print(f"chakra-coll: communicator groups from {beside} (beside the ETs; --comm-groups FILE gives others)", markup=False, soft_wrap=True, highlight=False)
+    return beside
 
 
 def _replay_astra_sim(

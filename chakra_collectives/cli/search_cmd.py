@@ -15,6 +15,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.search import ResultTable, load_space, make_executor, parse_space, plan_search, run_search
 from chakra_collectives.search.engine import SearchPlan, SearchRun
 from chakra_collectives.search.report import Group, group_document, groups
+from chakra_collectives.search.space import DEFAULT_PORTS_PER_NPU, default_topologies
 from chakra_collectives.search.winner import write_winner
 from chakra_collectives.search.workloads import slug
 from chakra_collectives.units import format_time_ns
@@ -127,6 +128,7 @@ def search(
     Examples:
       chakra-coll search docs/search/fabric_for_dp.yaml -o out/fabric
       chakra-coll search -n 16 -t "torus2d:{grid2}" -t "ring:{npus}" -o out/s
+      chakra-coll search -n 16 -o out/s    # no -t: the default space
     """
     overrides = _overrides(
         npus=npus, topology=topology, algorithm=algorithm, chunks_per_npu=chunks_per_npu, ports_per_npu=ports_per_npu,
@@ -134,8 +136,14 @@ def search(
         workload=workload, model=model,
         layers=layers, forward=forward, gradient=gradient, tp=tp, collective=collective, sizes=sizes,
     )
-    if space_file is None and "topologies" not in overrides:
-        raise InputError("give a space file or at least one --topology (see chakra-coll search --help)")
+    default_space = space_file is None and "topologies" not in overrides
+    if default_space:
+        if "npus" not in overrides:
+            raise InputError("give -n/--npus (the default space needs an NPU count), a space file, or --topology (see chakra-coll search --help)")
+        overrides.setdefault("ports_per_npu", DEFAULT_PORTS_PER_NPU)
+        overrides["topologies"] = default_topologies(overrides["npus"], overrides["ports_per_npu"])
+        if not as_json:
+            _say(f"no --topology: the default space, every builder and family that fits {overrides['ports_per_npu']:g} ports per NPU (--ports-per-npu)")
     # a scheduler is reached first (an unreachable one fails fast); a local cluster starts once the space is read
     executor = make_executor(workers=workers, scheduler=scheduler) if scheduler is not None else None
     try:
@@ -150,7 +158,7 @@ def search(
         with executor, showing_progress(err_console, "search", enabled=not as_json):
             plan = plan_search(space, output / "workloads")
             if not plan.evaluations:
-                reasons = "; ".join(f"{s.label}: {s.reason}" for s in plan.skipped[:3])
+                reasons = "; ".join(f"{s.label}: {s.reason}" for s in (plan.skipped + plan.not_applicable)[:3])
                 raise InputError(f"nothing to evaluate: every candidate was skipped ({reasons})")
             if not as_json:
                 _print_plan(plan, table)
@@ -198,6 +206,7 @@ def _document(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[
         "syntheses": plan.synthesis_count(),
         "run": run.as_dict(),
         "skipped": [s.as_dict() for s in plan.skipped],
+        "not_applicable": [s.as_dict() for s in plan.not_applicable],
         "groups": [group_document(g, top=top) for g in found],
         **outputs,
     }
@@ -210,7 +219,8 @@ def _print_plan(plan: SearchPlan, table: ResultTable) -> None:
     _say(
         f"search {space.name}: {len(plan.evaluations)} evaluations = {len(plan.topologies)} topologies "
         f"(at {', '.join(map(str, counts))} NPUs) x {len(space.algorithms)} algorithm set(s) x "
-        f"{len(space.chunks_per_npu)} chunking(s) x {variants} workload(s); {plan.synthesis_count()} syntheses"
+        f"{len(space.chunks_per_npu)} chunking(s) x {variants} workload(s)"
+        f"{' but the pairs that do not apply' if plan.not_applicable else ''}; {plan.synthesis_count()} syntheses"
     )
     done = len(table.keys() & set(plan.by_key()))
     if done:
@@ -222,6 +232,13 @@ def _print_plan(plan: SearchPlan, table: ResultTable) -> None:
             _say(f"{item.label}{where}: {item.reason}", 4)
         if len(plan.skipped) > SHOWN_SKIPPED:
             _say(f"and {len(plan.skipped) - SHOWN_SKIPPED} more (--json lists them all)", 4)
+    if plan.not_applicable:
+        _say(f"not applicable, not evaluated: {len(plan.not_applicable)} topology / algorithm pair(s):", 2)
+        for item in plan.not_applicable[:SHOWN_SKIPPED]:
+            where = f" ({item.npus} NPUs)" if item.npus is not None and space.npus and len(space.npus) > 1 else ""
+            _say(f"{item.label}{where}: {item.reason}", 4)
+        if len(plan.not_applicable) > SHOWN_SKIPPED:
+            _say(f"and {len(plan.not_applicable) - SHOWN_SKIPPED} more (--json lists them all)", 4)
 
 
 def _print_results(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[Group], outputs: dict[str, Any], top: int) -> None:

@@ -193,7 +193,10 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
                 shown.append(f"{c.name} not tried: {c.skipped.split(' (')[0]} > --max-memory")
             else:
                 shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
-        rows.append(("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})"))
+        if shown:
+            rows.append(("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})"))
+        else:
+            rows.append(("chosen", f"{result.algorithm_name}, the only producer of {algo.collective.value} that applies here"))
     if result.phase_seeds:
         names = {"all-gather": ["all-gather"], "reduce-scatter": ["reduce-scatter"]}.get(algo.collective.value, ["reduce-scatter", "all-gather"])
         variants = result.details.get("phase_merge_variants", tuple(f"{r:g}" for r in result.phase_latency_ratios))

@@ -202,6 +202,8 @@ def _finish(
     rows = [[c["collective"], c["group"] or "all ranks", format_size(c["size_bytes"]), str(c["count"])] for c in summary["collectives"]]
     print_table(["collective", "group", "size", "calls per rank"], rows, right=("size",))
     say(f"per rank: compute {format_time_ns(summary['compute_ns_per_rank'])}, collectives {format_size(summary['collective_bytes_per_rank'])}")
+    for note in workload.notes:
+        say(f"note: {note}")
     groups = f" --comm-groups {groups_path(output)}" if workload.groups else ""
     say(f"written: {output}.{{rank}}.et ({workload.num_ranks} files){' and ' + str(groups_path(output)) if workload.groups else ''}")
     say(f"next: {invocation()} replay {output} -t ring:{workload.num_ranks}{groups}")

@@ -81,6 +81,16 @@ class Collective(str, Enum):
                 return collective
         raise InputError(f"Chakra collective type {value} has no chakra-collectives meaning")
 
+    def size_of_call(self, comm_size: int, group_size: int) -> int:
+        """The size (the larger per-rank buffer, as everywhere here) of a workload call whose
+        Chakra ``comm_size`` is ``comm_size``, over ``group_size`` ranks. ``comm_size`` is each
+        rank's input (ASTRA-sim's convention), so an All-Gather's is its shard.
+
+        >>> Collective.ALL_GATHER.size_of_call(65536, 16), Collective.ALL_REDUCE.size_of_call(65536, 16)
+        (1048576, 65536)
+        """
+        return comm_size * group_size if self is Collective.ALL_GATHER else comm_size
+
     def buffer_chunks(self, *, rank: int, num_ranks: int, chunk_count: int, root: int | None = None) -> tuple[int, int]:
         """Default ``(input, output)`` buffer sizes in chunks of ``rank`` (not for custom)."""
         share = chunk_count // num_ranks

@@ -12,7 +12,7 @@
 """
 
 from chakra_collectives.network.collective import CollectiveTiming, predict_time, simulate_collective
-from chakra_collectives.network.engine import Timing, run
+from chakra_collectives.network.engine import Hops, Timing, run
 from chakra_collectives.network.events import EventLoop
 from chakra_collectives.network.graph import TaskGraph
 from chakra_collectives.network.model import Mode, NetworkModel
@@ -20,6 +20,7 @@ from chakra_collectives.network.model import Mode, NetworkModel
 __all__ = [
     "CollectiveTiming",
     "EventLoop",
+    "Hops",
     "Mode",
     "NetworkModel",
     "TaskGraph",

@@ -170,7 +170,7 @@ def simulate_collective(
         NPU of each algorithm rank (default: :func:`own_placement`, the algorithm's own
         placement or rank ``r`` on NPU ``r``).
     record_links:
-        Keep every hop's ``(link, start, end, send)`` in ``links.intervals`` (for traces).
+        Keep every hop (its link, begin, end and SEND) in ``links.intervals`` (for traces).
 
     Raises
     ------

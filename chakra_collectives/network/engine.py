@@ -41,14 +41,40 @@ from chakra_collectives.network.model import NetworkModel
 
 
 @dataclass
+class Hops:
+    """Every hop of every message, as parallel arrays: it crossed ``link`` from ``begin`` to
+    ``end`` (ns: when the link was free again) for SEND task ``send``. In no particular order."""
+
+    link: np.ndarray
+    begin: np.ndarray
+    end: np.ndarray
+    send: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "Hops":
+        return cls(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple[int, float, float, int]]) -> "Hops":
+        """From ``(link, begin, end, send)`` tuples (what the event engine records)."""
+        if not rows:
+            return cls.empty()
+        link, begin, end, send = zip(*rows)
+        return cls(np.array(link, np.int64), np.array(begin, np.float64), np.array(end, np.float64), np.array(send, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.link)
+
+
+@dataclass
 class LinkUse:
     """What crossed each link (arrays indexed by link id)."""
 
     busy_ns: np.ndarray
     bytes: np.ndarray
     messages: np.ndarray
-    intervals: list[tuple[int, float, float, int]] = field(default_factory=list)
-    """``(link, start, end, send_task)`` of every hop, when recorded."""
+    intervals: Hops = field(default_factory=Hops.empty)
+    """Every hop, when recorded (empty otherwise)."""
 
 
 @dataclass
@@ -81,15 +107,16 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     NPU), which is also the order they offer messages to a shared link.
 
     A graph whose messages never wait for a link (and whose tasks hold no units) is timed level
-    by level instead (:mod:`~chakra_collectives.network.levels`): the same times, in numpy.
+    by level instead (:mod:`~chakra_collectives.network.levels`): the same times, in numpy --
+    and, with ``record_links``, the same hops.
     """
-    if not record_links:
-        messages = _Messages(graph, model)
-        costs = HopCosts(messages.kind_of_send, messages.hop_ptr, messages.hop_link, messages.hop_busy, messages.hop_delivered)
-        fast = contention_free_times(graph, costs)
-        if fast is not None:
-            return Timing(start=fast.start, end=fast.end, links=messages.link_use(messages.sends, []), stuck=np.zeros(0, dtype=np.int64))
-        del messages, costs
+    messages = _Messages(graph, model)
+    costs = HopCosts(messages.kind_of_send, messages.hop_ptr, messages.hop_link, messages.hop_busy, messages.hop_delivered)
+    fast = contention_free_times(graph, costs)
+    if fast is not None:
+        hops = Hops(fast.hop_link, fast.hop_begin, fast.hop_free, fast.hop_send.astype(np.int64)) if record_links else Hops.empty()
+        return Timing(start=fast.start, end=fast.end, links=messages.link_use(messages.sends, hops), stuck=np.zeros(0, dtype=np.int64))
+    del messages, costs, fast
     order = locality_order(graph)
     timing = _run(permuted(graph, order), model, record_links=record_links)
     start = np.empty_like(timing.start)
@@ -97,7 +124,7 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     start[order] = timing.start
     end[order] = timing.end
     links = timing.links
-    links.intervals = [(link, begin, finish, int(order[task])) for link, begin, finish, task in links.intervals]
+    links.intervals.send = order[links.intervals.send].astype(np.int64)
     return Timing(start=start, end=end, links=links, stuck=np.sort(order[timing.stuck]))
 
 
@@ -253,7 +280,7 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     return Timing(
         start=start_array,
         end=end_array,
-        links=messages.link_use(np.flatnonzero(~np.isnan(start_array)), intervals),
+        links=messages.link_use(np.flatnonzero(~np.isnan(start_array)), Hops.from_rows(intervals)),
         stuck=np.flatnonzero(np.isnan(end_array)),
     )
 
@@ -310,7 +337,7 @@ class _Messages:
             cost_of[i] = costs[k]
         return cost_of
 
-    def link_use(self, started: np.ndarray, intervals: list) -> LinkUse:
+    def link_use(self, started: np.ndarray, intervals: Hops) -> LinkUse:
         """Busy time, bytes and messages per link, over the SENDs that started."""
         sent = np.isin(self.sends, started)
         counts = np.bincount(self.kind_of_send[sent], minlength=len(self.routes))
@@ -324,4 +351,4 @@ class _Messages:
         return LinkUse(busy_ns=busy, bytes=nbytes, messages=messages, intervals=intervals)
 
 
-__all__ = ["LinkUse", "Timing", "run", "LOCAL", "RECV", "SEND"]
+__all__ = ["Hops", "LinkUse", "Timing", "run", "LOCAL", "RECV", "SEND"]

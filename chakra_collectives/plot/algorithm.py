@@ -81,11 +81,11 @@ def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_byte
     partner = match_messages(algo).partner
     first, count = sent_chunks(algo, partner, execute(algo, partner).order)
     per_rank = max(algo.chunk_count // max(algo.num_ranks, 1), 1)
-    used = sorted({h[0] for h in hops}, key=lambda l: (topology.links[l].src, topology.links[l].dst, l))
+    used = sorted(set(hops.link.tolist()), key=lambda l: (topology.links[l].src, topology.links[l].dst, l))
     row = {link: i for i, link in enumerate(used)}
     span = timing.time_ns or 1.0
     unit, scale = time_unit(span)
-    owners = sorted({int(first[h[3]]) // per_rank for h in hops if first[h[3]] >= 0})
+    owners = sorted({int(c) // per_rank for c in first[hops.send].tolist() if c >= 0})
     palette = rank_colors(max(len(owners), 1))
     color_of = {owner: palette[i] for i, owner in enumerate(owners)}
     unknown_color = "#D0D0D0"
@@ -97,7 +97,7 @@ def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_byte
     inch = span / (width_in * 0.82)
     bars: dict[int, tuple[list, list]] = {i: ([], []) for i in range(len(used))}
     labelled = drawable = 0
-    for link, begin, end, op in hops:
+    for link, begin, end, op in zip(hops.link.tolist(), hops.begin.tolist(), hops.end.tolist(), hops.send.tolist()):
         c, n = int(first[op]), int(count[op])
         owner = c // per_rank if c >= 0 else None
         color = color_of.get(owner, unknown_color)
@@ -130,7 +130,7 @@ def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_byte
         fontsize=10,
     )
     handles = [Patch(color=color_of[o], label=f"rank {o}'s chunks" if per_rank > 1 else f"chunk {o} (rank {o}'s)") for o in owners]
-    if any(first[h[3]] < 0 for h in hops):
+    if np.any(first[hops.send] < 0):
         handles.append(Patch(color=unknown_color, label="unknown chunk"))
     axes.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=8)
     return figure

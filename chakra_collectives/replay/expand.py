@@ -419,9 +419,11 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
         first = found[min(found)]
         if missing:
             group = "all ranks" if pg is None else f"group {pg!r}"
+            undefined = pg in groups.unknown_names
             raise InputError(
                 f"collective #{k + 1} of {group} ({workload.describe(first)}) is never called by rank {missing[0]}"
-                + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
+                + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+                + (f": no communicator-group file defines group {pg!r}, so it spans all ranks -- give its members with --comm-groups FILE" if undefined else ""),
                 **workload.where(first),
             )
         nodes = [found[m] for m in members]
@@ -435,8 +437,8 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
                     **workload.where(i),
                 )
         trivial = comm_type == BARRIER_COMM_TYPE or len(members) == 1
-        if comm_type == Collective.ALL_GATHER.chakra_comm_type:
-            size *= len(members)  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
+        if comm_type == Collective.ALL_GATHER.chakra_comm_type:  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
+            size = Collective.ALL_GATHER.size_of_call(size, len(members))
         instances.append(
             CollectiveInstance(
                 index=index,

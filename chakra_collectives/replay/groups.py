@@ -56,6 +56,8 @@ class ProcessGroups:
             text = Path(path).read_text()
         except OSError as error:
             raise InputError(f"cannot read communicator-group file: {error.strerror}", path=path) from None
+        except UnicodeDecodeError:
+            raise InputError("not a text file (expected a communicator-group JSON)", path=path) from None
         try:
             mapping = json.loads(text)
         except json.JSONDecodeError as error:

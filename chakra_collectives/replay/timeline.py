@@ -34,6 +34,7 @@ import numpy as np
 
 from chakra_collectives.converters.chakra_et.workload_reader import read_node_names
 from chakra_collectives.ir.workload import NodeKind
+from chakra_collectives.network import Hops
 from chakra_collectives.replay.replayer import ReplayResult
 
 KINDS = ("compute", "collective", "send", "recv", "memory", "metadata")
@@ -101,20 +102,20 @@ def timeline_document(result: ReplayResult, *, bins: int = 200) -> dict[str, Any
         },
         "links": None,
     }
-    intervals = timing.links.intervals
-    if intervals or not np.any(timing.links.messages):
-        document["links"] = _link_utilization(result, intervals, bins)
+    hops = timing.links.intervals
+    if len(hops) or not np.any(timing.links.messages):
+        document["links"] = _link_utilization(result, hops, bins)
     return document
 
 
-def _link_utilization(result: ReplayResult, intervals: list[tuple[int, float, float, int]], bins: int) -> dict[str, Any]:
+def _link_utilization(result: ReplayResult, hops: Hops, bins: int) -> dict[str, Any]:
     """Busy fraction of every used link in each time bin (intervals may overlap in principle)."""
     total = result.total_ns
     width = total / bins if total > 0 else 1.0
     edges = np.arange(bins + 1) * width
     rows = []
-    if intervals:
-        data = np.array([(l, b, e) for l, b, e, _ in intervals], dtype=np.float64)
+    if len(hops):
+        data = np.stack([hops.link.astype(np.float64), hops.begin, hops.end], axis=1)
         order = np.argsort(data[:, 0], kind="stable")
         data = data[order]
         links, first = np.unique(data[:, 0].astype(np.int64), return_index=True)

@@ -123,12 +123,12 @@ def _flows(result: ReplayResult, start: np.ndarray, end: np.ndarray, tid: np.nda
 
 def _links(result: ReplayResult, topology: Topology, names: list[str], pid: int) -> Iterator[dict[str, Any]]:
     expanded, timing = result.expanded, result.timing
-    intervals = timing.links.intervals
-    if not intervals:
+    hops = timing.links.intervals
+    if not len(hops):
         return
-    data = np.array([(l, b, e) for l, b, e, _ in intervals], dtype=np.float64)
-    task = np.array([t for _, _, _, t in intervals], dtype=np.int64)
-    link = data[:, 0].astype(np.int64)
+    data = np.stack([hops.link.astype(np.float64), hops.begin, hops.end], axis=1)
+    task = hops.send
+    link = hops.link
     lane = np.zeros(len(data), dtype=np.int64)
     for l in np.unique(link).tolist():
         pick = np.flatnonzero(link == l)

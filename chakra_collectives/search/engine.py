@@ -43,6 +43,7 @@ from chakra_collectives.search.space import AlgorithmSet, SearchSpace
 from chakra_collectives.search.table import ResultTable
 from chakra_collectives.search.tasks import evaluate, synthesize_collective
 from chakra_collectives.search.workloads import PreparedWorkload, prepare, workload_variants
+from chakra_collectives.synth.registry import get
 
 SEARCH_VERSION = 2
 """Part of every key: bump it when a change to the evaluation changes results."""
@@ -117,6 +118,9 @@ class SearchPlan:
     skipped: list[Skipped]
     topologies: dict[str, BuiltTopology]
     workloads: list[PreparedWorkload]
+    not_applicable: list[Skipped] = field(default_factory=list)
+    """``topology / algorithm set`` pairs whose producer does not make a collective the workload
+    needs, or does not apply to the topology (BFB on a switched one): not evaluated, not failed."""
 
     def synthesis_count(self) -> int:
         return len({need.key for e in self.evaluations for need in e.needs})
@@ -138,6 +142,7 @@ def plan_search(space: SearchSpace, workload_folder: Path) -> SearchPlan:
 
 def _plan(space: SearchSpace, workload_folder: Path) -> SearchPlan:
     skipped: list[Skipped] = []
+    not_applicable: list[Skipped] = []
     topologies: dict[str, BuiltTopology] = {}
     by_npus: dict[int, list[tuple[str, BuiltTopology]]] = {}
     for npus in space.npus or (None,):
@@ -166,9 +171,29 @@ def _plan(space: SearchSpace, workload_folder: Path) -> SearchPlan:
             workloads.append(prepared)
             for topology_key, built in candidates:
                 for algorithms in space.algorithms:
+                    reason = _not_applicable(built, algorithms, prepared)
+                    if reason is not None:
+                        item = Skipped(f"{built.label} / {algorithms.label}", npus, reason, built.choice.line)
+                        if item not in not_applicable:
+                            not_applicable.append(item)
+                        continue
                     for chunks in space.chunks_per_npu:
                         evaluations.append(_evaluation(space, built, topology_key, algorithms, chunks, prepared))
-    return SearchPlan(space, evaluations, skipped, topologies, workloads)
+    return SearchPlan(space, evaluations, skipped, topologies, workloads, not_applicable)
+
+
+def _not_applicable(built: BuiltTopology, algorithms: AlgorithmSet, prepared: PreparedWorkload) -> str | None:
+    """Why ``algorithms`` cannot make a collective ``prepared`` needs on ``built`` (None: it can)."""
+    for collective in prepared.world:
+        name = algorithms.name_for(collective)
+        if name is None or name == "best":
+            continue
+        producer = get(name)
+        if collective not in producer.collectives:
+            return f"{name} does not make {collective.value} (it makes {', '.join(c.value for c in producer.collectives)})"
+        if not producer.fits(built.topology):
+            return f"{name} does not apply to {built.topology.name}: {producer.summary}"
+    return None
 
 
 def _evaluation(space: SearchSpace, built: BuiltTopology, topology_key: str, algorithms: AlgorithmSet, chunks: int, prepared: PreparedWorkload) -> Evaluation:

@@ -4,7 +4,7 @@ A space file is YAML (or JSON)::
 
     name: fabric-for-dp                  # optional (default: the file's name)
     npus: [16, 32, 64]                   # one count or several; optional when every topology is literal
-    port: {bandwidth: 50, latency: 500}  # per port: GB/s and ns (defaults 50, 500)
+    port: {bandwidth: 50, latency: 500}  # per port: GB/s and ns (defaults 50, 500; or 400Gbps, 0.5us)
     ports_per_npu: 4                     # optional constraint: more ports (x the port bandwidth) -> skipped
     cost: {switch_port: 1.0}             # price of a switch port relative to an NPU port
     network_model: default               # or astra-sim (tacos: the old name of default)
@@ -62,7 +62,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.locate import line_of
 from chakra_collectives.network.model import Mode
 from chakra_collectives.synth import algorithm_names
-from chakra_collectives.units import parse_duration, parse_size
+from chakra_collectives.units import parse_bandwidth, parse_duration, parse_size
 from chakra_collectives.workload.spec import DURATION_SCHEMA, SIZE_SCHEMA
 
 _ONE_OR_MANY_INT = {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}}]}
@@ -89,7 +89,7 @@ SPACE_SCHEMA: dict[str, Any] = {
         "port": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"bandwidth": {"type": "number", "exclusiveMinimum": 0}, "latency": DURATION_SCHEMA},
+            "properties": {"bandwidth": {"oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}]}, "latency": DURATION_SCHEMA},
         },
         "ports_per_npu": {"type": "number", "exclusiveMinimum": 0},
         "cost": {"type": "object", "additionalProperties": False, "properties": {"switch_port": {"type": "number", "minimum": 0}}},
@@ -151,6 +151,31 @@ SPACE_SCHEMA: dict[str, Any] = {
 DEFAULT_PORT_BANDWIDTH_GBPS = 50.0
 DEFAULT_PORT_LATENCY_NS = 500.0
 DEFAULT_PROBE_SIZES = (2**20, 2**30)
+DEFAULT_PORTS_PER_NPU = 4
+"""The ports per NPU of the default space (:func:`default_topologies`) unless told otherwise."""
+
+
+def default_topologies(npus: list[int], ports_per_npu: float) -> list[str]:
+    """What ``search`` tries when given no topology: every builder and family that takes any
+    NPU count -- the families with a degree at ``ports_per_npu`` -- and the binary hypercube
+    when every count is a power of two. Candidates needing more ports than that are skipped
+    when built, with the reason. (Vendor boxes -- dgx, a100, mi250 -- and families of fixed
+    sizes such as kautz are left to ``--topology``.)
+
+    >>> default_topologies([16], 4)[-4:]
+    ['totientperms:{npus},degree=4', 'genkautz:{npus},degree=4', 'fattree:{npus},degree=4', 'hypercube:{log2}']
+    >>> "hypercube:{log2}" in default_topologies([16, 24], 4)
+    False
+    """
+    degree = max(int(ports_per_npu), 1)
+    found = [
+        "ring:{npus}", "switch:{npus}", "fully-connected:{npus}", "mesh2d:{grid2}", "torus2d:{grid2}", "mesh3d:{grid3}",
+        "torus3d:{grid3}", "hamming:{grid2}", f"totientperms:{{npus}},degree={degree}", f"genkautz:{{npus}},degree={degree}",
+        f"fattree:{{npus}},degree={degree}",
+    ]
+    if all(n & (n - 1) == 0 for n in npus):
+        found.append("hypercube:{log2}")
+    return found
 
 
 # ---------------------------------------------------------------------- placeholders
@@ -424,7 +449,7 @@ def _build(document: dict[str, Any], text: str, name: str, base: Path, overridde
         algorithms=algorithms,
         chunks_per_npu=tuple(dict.fromkeys([chunks] if isinstance(chunks, int) else chunks)),
         workloads=tuple(workloads),
-        port_bandwidth_gbps=float(port.get("bandwidth", DEFAULT_PORT_BANDWIDTH_GBPS)),
+        port_bandwidth_gbps=checked(("port", "bandwidth"), parse_bandwidth, port.get("bandwidth", DEFAULT_PORT_BANDWIDTH_GBPS)),
         port_latency_ns=checked(("port", "latency"), parse_duration, port.get("latency", DEFAULT_PORT_LATENCY_NS)),
         ports_per_npu=document.get("ports_per_npu"),
         switch_port_cost=float(document.get("cost", {}).get("switch_port", 1.0)),

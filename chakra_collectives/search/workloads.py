@@ -126,7 +126,7 @@ def _variants(entry: WorkloadEntry, npus: int) -> list[WorkloadVariant | Skipped
                 continue
             try:
                 generated = hybrid_parallel(model, tp, npus // tp)
-            except InputError as error:  # e.g. compute not a whole number of microseconds once divided by tp
+            except InputError as error:  # e.g. a layer without an activation size
                 found.append(Skipped(f"{entry.label or 'hybrid'} tp={tp}", npus, error.message, entry.line))
                 continue
             found.append(WorkloadVariant(label, kind, npus, {"kind": kind, "tp": tp, **_model_identity(entry)}, generated, line=entry.line))

@@ -46,7 +46,7 @@ import numpy as np
 from chakra_collectives import progress
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.processes import can_fork
+from chakra_collectives.processes import can_fork, can_start_processes
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import Channels, build_channels
@@ -316,9 +316,10 @@ def matchings(channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]]) 
     """``match_all_gather(channels, k, seed, ...)`` for every ``(seed, variant)`` of ``jobs``, in
     order. Large problems share them among the machine's cores: the first job
     runs here while processes run the others (forked when this process runs one thread,
-    else spawned); the schedules are the same."""
+    else spawned) -- unless this process may not start any (a Dask worker is daemonic: they
+    all run here, one after another); the schedules are the same."""
     workers = min(len(jobs), os.cpu_count() or 1)
-    if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS:
+    if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS or not can_start_processes():
         for seed, variant in jobs:
             yield _match(channels, k, seed, variant)
         return

@@ -36,6 +36,11 @@ or ASTRA-sim's analytical network YAML (``topology: [Ring, Switch]``, ``npus_cou
 else: an edge list, one ``SRC DST [BANDWIDTH_GBPS [LATENCY_NS]]`` per line (``SRC -> DST`` for
 a one-way link; ``sN`` names a switch; ``#`` starts a comment).
 
+Bandwidths and latencies take the units every other option takes, in specs
+(``mesh2d:8x8,bw=50GB/s,lat=500ns``), our YAML files and edge lists (``0 1 400Gbps 1us``):
+:func:`~chakra_collectives.units.parse_bandwidth` (a bare number is GB/s) and
+:func:`~chakra_collectives.units.parse_duration` (a bare number is ns).
+
 Keyword ``overrides`` replace a builder's arguments, and give files the bandwidth/latency of
 links that do not state theirs. Every topology is checked to be connected (each NPU reaches
 each other NPU) before it is returned.
@@ -44,6 +49,9 @@ each other NPU) before it is returned.
 'torus3d:4x4x4: 64 NPUs, 384 links'
 >>> load_topology("ring:4", bandwidth_gbps=100).links[0].bandwidth_gbps
 100.0
+>>> link = load_topology("mesh2d:8x8,bw=400Gbps,lat=0.5us").links[0]
+>>> link.bandwidth_gbps, link.latency_ns
+(50.0, 500.0)
 >>> load_topology("donut:4")
 Traceback (most recent call last):
 ...
@@ -70,6 +78,7 @@ from chakra_collectives.topology import builders, families
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expressions import evaluate, is_expression
 from chakra_collectives.topology.schema import validate_document
+from chakra_collectives.units import parse_bandwidth, parse_duration
 
 
 @dataclass(frozen=True)
@@ -179,7 +188,7 @@ def _from_spec(spec: str, overrides: dict[str, Any]) -> Topology:
                 options[last] = [*(options[last] if isinstance(options[last], list) else [options[last]]), float(item)]
             continue
         last = _option_name(key.strip(), builder, name)
-        options[last] = _option_value(value.strip(), key)
+        options[last] = _option_value(value.strip(), key, last)
     if len(dims) not in builder.shape:
         raise InputError(f"topology {name} takes {' or '.join(map(str, builder.shape[:3]))} dimension(s), got {'x'.join(map(str, dims))!r} (e.g. {builder.example})")
     for key, value in overrides.items():
@@ -197,7 +206,13 @@ def _option_name(key: str, builder: _Builder, name: str) -> str:
     raise InputError(f"topology {name} has no option {key!r} (valid: {', '.join(valid)})")
 
 
-def _option_value(text: str, key: str) -> Any:
+def _option_value(text: str, key: str, option: str) -> Any:
+    """A spec option's value: a bandwidth or latency with the CLI's units, else a number or true/false."""
+    if _link_unit(option) is not None:
+        try:
+            return _with_units(text, option)
+        except InputError as error:
+            raise InputError(f"option {key}={text!r}: {error.message}") from None
     lowered = text.lower()
     if lowered in ("true", "yes", "on"):
         return True
@@ -207,6 +222,26 @@ def _option_value(text: str, key: str) -> Any:
         return float(text)
     except ValueError:
         raise InputError(f"option {key}={text!r} is not a number or true/false") from None
+
+
+def _link_unit(name: str) -> Callable[[Any], float] | None:
+    """The parser of a link parameter given with units (``50GB/s``, ``400Gbps``; ``500ns``, ``1us``), by its name."""
+    if name.endswith("bandwidth_gbps"):
+        return parse_bandwidth
+    if name.endswith("latency_ns"):
+        return parse_duration
+    return None
+
+
+def _with_units(value: Any, name: str) -> Any:
+    """A bandwidth or latency: a number as it is (the limits judge it), a string with the CLI's units parsed."""
+    parse = _link_unit(name)
+    if parse is None or not isinstance(value, str):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        return parse(value)
 
 
 # ---------------------------------------------------------------------- files
@@ -278,7 +313,11 @@ def _from_document(document: dict[str, Any], path: Path, text: str, overrides: d
     topo = Topology(npus, num_switches=switches, name=document.get("name") or path.stem)
     defaults = {"bandwidth_gbps": builders.BANDWIDTH_GBPS, "latency_ns": builders.LATENCY_NS, "bidirectional": False}
     defaults.update(overrides)
-    defaults.update(document.get("defaults", {}))
+    for key, value in document.get("defaults", {}).items():
+        try:
+            defaults[key] = _with_units(value, key)
+        except InputError as error:
+            raise InputError(f"defaults {key}: {error.message}", path=path, line=line_of(text, ["defaults", key])) from None
     for index, link in enumerate(document["links"]):
         line = line_of(text, ["links", index])
         where = f"link {index}"
@@ -288,8 +327,8 @@ def _from_document(document: dict[str, Any], path: Path, text: str, overrides: d
             topo.add_link(
                 src,
                 dst,
-                link.get("bandwidth_gbps", defaults["bandwidth_gbps"]),
-                link.get("latency_ns", defaults["latency_ns"]),
+                _with_units(link.get("bandwidth_gbps", defaults["bandwidth_gbps"]), "bandwidth_gbps"),
+                _with_units(link.get("latency_ns", defaults["latency_ns"]), "latency_ns"),
                 bidirectional=link.get("bidirectional", defaults["bidirectional"]),
             )
         except InputError as error:
@@ -347,9 +386,9 @@ def _number(value: Any, where: str, what: str) -> float:
     if value is None:
         raise InputError(f"{where} has no {what}")
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: {what} {value!r} is not a number") from None
+        return float(_with_units(value, what))
+    except InputError as error:
+        raise InputError(f"{where}: {what} {error.message}") from None
 
 
 _EDGE_RE = re.compile(r"^(?P<src>\S+)\s+(?P<arrow>->\s+)?(?P<dst>\S+)(?P<rest>(?:\s+\S+)*)\s*$")
@@ -376,9 +415,9 @@ def _from_edge_list(text: str, path: Path, overrides: dict[str, Any]) -> Topolog
             else:
                 raise InputError(f"node {token!r} is neither an NPU number nor a switch name sN", path=path, line=number)
         try:
-            values = [float(v) for v in rest]
-        except ValueError:
-            raise InputError(f"bandwidth/latency must be numbers in {line!r}", path=path, line=number) from None
+            values = [_with_units(v, name) for name, v in zip(("bandwidth_gbps", "latency_ns"), rest)]
+        except InputError as error:
+            raise InputError(f"bandwidth/latency must be numbers or have units (50GB/s, 400Gbps; 500ns, 1us): {error.message} in {line!r}", path=path, line=number) from None
         bw = values[0] if values else overrides.get("bandwidth_gbps", builders.BANDWIDTH_GBPS)
         lat = values[1] if len(values) > 1 else overrides.get("latency_ns", builders.LATENCY_NS)
         entries.append((number, nodes, bw, lat, match.group("arrow") is None))

@@ -10,8 +10,8 @@ A topology file (YAML or JSON)::
     npus: 8                      # NPUs 0..7 (the ranks)
     switches: 1                  # optional: switches s0, s1, ...
     defaults:                    # optional: for links that omit them
-      bandwidth_gbps: 50         # GB/s, 1 GB = 2^30 bytes
-      latency_ns: 500
+      bandwidth_gbps: 50         # GB/s, 1 GB = 2^30 bytes (or with a unit: 400Gbps)
+      latency_ns: 500            # ns (or with a unit: 0.5us)
     links:
       - {src: 0, dst: 1, bandwidth_gbps: 100, bidirectional: true}
       - {src: 0, dst: s0}        # to switch s0, with the defaults
@@ -34,6 +34,15 @@ _ENDPOINT = {
     ],
 }
 
+_BANDWIDTH = {
+    "description": "GB/s (1 GB = 2^30 bytes): a number, or a string with a unit such as 50GB/s or 400Gbps.",
+    "oneOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "string"}],
+}
+_LATENCY = {
+    "description": "ns: a number, or a string with a unit such as 500ns or 1us.",
+    "oneOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+}
+
 TOPOLOGY_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://chakra-collectives/schemas/topology.schema.json",
@@ -53,8 +62,8 @@ TOPOLOGY_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "bandwidth_gbps": {"type": "number", "exclusiveMinimum": 0},
-                "latency_ns": {"type": "number", "minimum": 0},
+                "bandwidth_gbps": _BANDWIDTH,
+                "latency_ns": _LATENCY,
                 "bidirectional": {"type": "boolean"},
             },
         },
@@ -68,8 +77,8 @@ TOPOLOGY_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "src": _ENDPOINT,
                     "dst": _ENDPOINT,
-                    "bandwidth_gbps": {"type": "number", "exclusiveMinimum": 0},
-                    "latency_ns": {"type": "number", "minimum": 0},
+                    "bandwidth_gbps": _BANDWIDTH,
+                    "latency_ns": _LATENCY,
                     "bidirectional": {"type": "boolean", "default": False},
                 },
             },

@@ -23,6 +23,7 @@ from chakra_collectives.workload.generate import (
     hybrid_parallel,
     microbenchmark,
     mixture_of_experts,
+    stored_duration_ns,
 )
 from chakra_collectives.workload.spec import Layer, ModelSpec, load_model_spec, uniform_model
 
@@ -36,5 +37,6 @@ __all__ = [
     "load_model_spec",
     "microbenchmark",
     "mixture_of_experts",
+    "stored_duration_ns",
     "uniform_model",
 ]

@@ -22,6 +22,7 @@ the spec gives operations, for roofline mode); COMM_COLL nodes with int64 ``comm
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,8 @@ class GeneratedWorkload:
     """ASTRA-sim's communicator groups: ``{pg_name: [ranks...]}`` (empty: every collective spans all ranks)."""
     group_roles: dict[str, str] = field(default_factory=dict)
     """What each group is for (``"tensor parallel"``...), for summaries."""
+    notes: list[str] = field(default_factory=list)
+    """What the generator changed of the model to write it (e.g. durations rounded to whole microseconds)."""
 
     @property
     def num_ranks(self) -> int:
@@ -85,6 +88,7 @@ class GeneratedWorkload:
             ],
             "collective_bytes_per_rank": sum(s * n for (_, s, _), n in calls.items()),
             "groups": self.groups,
+            "notes": self.notes,
             "ranks": self.num_ranks,  # deprecated spelling of num_ranks, kept for one release
             "deprecated": {"ranks": "num_ranks"},
         }
@@ -125,25 +129,65 @@ def microbenchmark(collective: str | Collective, num_ranks: int, size_bytes: int
     return GeneratedWorkload("microbenchmark", name, builder)
 
 
-def _comp(builder: WorkloadBuilder, rank: int, layer: Layer, phase: str, duration_ns: float, deps: list[int], share: int = 1) -> int:
-    """A layer's forward or backward COMP (``share``: tensor-parallel degree dividing the work)."""
-    _whole_micros(duration_ns / share, f"layer {layer.name!r} {phase}" + (f" / tp {share}" if share > 1 else ""))
+def stored_duration_ns(duration_ns: float) -> float:
+    """What Chakra's ``duration_micros`` holds of ``duration_ns``: the nearest whole microsecond
+    (halves round up), and at least 1 µs of any positive work.
+
+    >>> stored_duration_ns(12500.0), stored_duration_ns(3333.3), stored_duration_ns(400.0), stored_duration_ns(0.0)
+    (13000.0, 3000.0, 1000.0, 0.0)
+    """
+    if duration_ns <= 0:
+        return 0.0
+    return max(1, math.floor(duration_ns / 1000 + 0.5)) * 1000.0
+
+
+@dataclass
+class _Rounding:
+    """Durations a generator derived (a layer's time / tp) and what the files store of them."""
+
+    exact_ns: float = 0.0
+    stored_ns: float = 0.0
+    changed: dict[float, float] = field(default_factory=dict)
+
+    def store(self, duration_ns: float, rank: int) -> float:
+        stored = stored_duration_ns(duration_ns)
+        if rank == 0:  # every rank runs the same compute: rank 0 stands for all
+            self.exact_ns += duration_ns
+            self.stored_ns += stored
+            if stored != duration_ns:
+                self.changed[duration_ns] = stored
+        return stored
+
+    def note(self, why: str) -> list[str]:
+        """One note saying what was rounded and by how much a rank's step compute changed."""
+        if not self.changed:
+            return []
+        from chakra_collectives.units import format_time_ns
+
+        examples = ", ".join(f"{format_time_ns(a)} -> {format_time_ns(b)}" for a, b in sorted(self.changed.items())[:3])
+        delta = self.stored_ns - self.exact_ns
+        return [
+            f"{why} is not a whole number of microseconds (Chakra stores duration_micros): rounded ({examples}); "
+            f"a rank's compute per step is {format_time_ns(self.stored_ns)} instead of {format_time_ns(self.exact_ns)} "
+            f"({'+' if delta >= 0 else '-'}{format_time_ns(abs(delta))}, {100 * delta / self.exact_ns:+.2f}%)"
+        ]
+
+
+def _comp(builder: WorkloadBuilder, rank: int, layer: Layer, phase: str, duration_ns: float, deps: list[int],
+          share: int = 1, rounding: _Rounding | None = None) -> int:
+    """A layer's forward or backward COMP (``share``: tensor-parallel degree dividing the work,
+    the quotient rounded to whole microseconds through ``rounding``)."""
     ops = None
     if layer.forward_ops is not None:
         ops = layer.forward_ops * (1 if phase == "forward" else 2) / share
     return builder.comp(
         rank,
-        duration_ns=duration_ns / share,
+        duration_ns=duration_ns / share if rounding is None else rounding.store(duration_ns / share, rank),
         name=f"{phase} {layer.name}",
         deps=deps,
         num_ops=None if ops is None else round(ops),
         tensor_size=None if ops is None else -(-layer.gradient_bytes // share),
     )
-
-
-def _whole_micros(duration_ns: float, what: str) -> None:
-    if duration_ns != round(duration_ns / 1000) * 1000:
-        raise InputError(f"{what} is {duration_ns:g} ns, not a whole number of microseconds (Chakra stores duration_micros)")
 
 
 def data_parallel(model: ModelSpec, num_ranks: int) -> GeneratedWorkload:
@@ -176,6 +220,9 @@ def hybrid_parallel(model: ModelSpec, tp: int, dp: int, *, involved_dim: bool = 
     compute and gradients are divided by ``tp``; after each layer's forward and backward the
     tensor group all-reduces the layer's ``activation`` bytes (the next layer waits for it), and
     the data-parallel group all-reduces the rank's gradient shard after the layer's backward.
+    A compute time that ``tp`` does not divide into whole microseconds is rounded to what
+    Chakra stores (:func:`stored_duration_ns`), and the workload's ``notes`` say by how much
+    a rank's step changed.
 
     Groups are named ``"1"``, ``"2"``, ... (ASTRA-sim keys communicator groups by number and
     reserves ``"0"`` for the world): tensor groups first, then data-parallel groups.
@@ -195,6 +242,7 @@ def hybrid_parallel(model: ModelSpec, tp: int, dp: int, *, involved_dim: bool = 
     tp_dims = [True, False] if involved_dim else None
     dp_dims = [False, True] if involved_dim else None
     builder = WorkloadBuilder(tp * dp)
+    rounding = _Rounding()
     for rank in range(tp * dp):
         tensor_group, data_group = str(1 + rank // tp), str(1 + dp + rank % tp)
 
@@ -204,18 +252,18 @@ def hybrid_parallel(model: ModelSpec, tp: int, dp: int, *, involved_dim: bool = 
 
         previous: list[int] = []
         for layer in model.layers:
-            previous = tensor_all_reduce(layer, "forward", [_comp(builder, rank, layer, "forward", layer.forward_ns, previous, tp)])
+            previous = tensor_all_reduce(layer, "forward", [_comp(builder, rank, layer, "forward", layer.forward_ns, previous, tp, rounding)])
         reduces = []
         for layer in reversed(model.layers):
-            backward = _comp(builder, rank, layer, "backward", layer.backward_ns, previous, tp)
+            backward = _comp(builder, rank, layer, "backward", layer.backward_ns, previous, tp, rounding)
             shard = -(-layer.gradient_bytes // tp)
             reduces.append(builder.collective(rank, Collective.ALL_REDUCE, shard, name=f"dp all-reduce gradients {layer.name}",
                                               pg_name=data_group, involved_dim=dp_dims, deps=[backward]))
             previous = tensor_all_reduce(layer, "backward", [backward])
         if model.optimizer_ns > 0:
-            _whole_micros(model.optimizer_ns / tp, f"optimizer / tp {tp}")
-            builder.comp(rank, duration_ns=model.optimizer_ns / tp, name="optimizer step", deps=reduces + previous)
-    return GeneratedWorkload("hybrid", model.name, builder, groups={**tensor_groups, **data_groups}, group_roles=roles)
+            builder.comp(rank, duration_ns=rounding.store(model.optimizer_ns / tp, rank), name="optimizer step", deps=reduces + previous)
+    return GeneratedWorkload("hybrid", model.name, builder, groups={**tensor_groups, **data_groups}, group_roles=roles,
+                             notes=rounding.note(f"compute / tp {tp}"))
 
 
 def mixture_of_experts(model: ModelSpec, ep: int, dp: int) -> GeneratedWorkload:
@@ -251,6 +299,7 @@ def mixture_of_experts(model: ModelSpec, ep: int, dp: int) -> GeneratedWorkload:
     data_groups = {str(1 + dp + e): [d * ep + e for d in range(dp)] for e in range(ep)}
     roles = {**{g: "expert parallel" for g in expert_groups}, **{g: "data parallel" for g in data_groups}}
     builder = WorkloadBuilder(ep * dp)
+    rounding = _Rounding()
     for rank in range(ep * dp):
         expert_group, data_group = str(1 + rank // ep), str(1 + dp + rank % ep)
 
@@ -259,8 +308,7 @@ def mixture_of_experts(model: ModelSpec, ep: int, dp: int) -> GeneratedWorkload:
                                        pg_name=expert_group, deps=deps)]
 
         def half(layer: Layer, phase: str, part: str, duration_ns: float, deps: list[int]) -> list[int]:
-            _whole_micros(duration_ns / 2, f"layer {layer.name!r} {phase} / 2 ({part})")
-            return [builder.comp(rank, duration_ns=duration_ns / 2, name=f"{phase} {layer.name} {part}", deps=deps)]
+            return [builder.comp(rank, duration_ns=rounding.store(duration_ns / 2, rank), name=f"{phase} {layer.name} {part}", deps=deps)]
 
         previous: list[int] = []
         for layer in model.layers:
@@ -275,7 +323,8 @@ def mixture_of_experts(model: ModelSpec, ep: int, dp: int) -> GeneratedWorkload:
                                               pg_name=data_group, deps=previous))
         if model.optimizer_ns > 0:
             builder.comp(rank, duration_ns=model.optimizer_ns, name="optimizer step", deps=reduces + previous)
-    return GeneratedWorkload("moe", model.name, builder, groups={**expert_groups, **data_groups}, group_roles=roles)
+    return GeneratedWorkload("moe", model.name, builder, groups={**expert_groups, **data_groups}, group_roles=roles,
+                             notes=rounding.note("a layer's forward / 2 or backward / 2"))
 
 
-__all__ = ["GeneratedWorkload", "data_parallel", "groups_path", "hybrid_parallel", "microbenchmark", "mixture_of_experts", "size_label"]
+__all__ = ["GeneratedWorkload", "data_parallel", "groups_path", "hybrid_parallel", "microbenchmark", "mixture_of_experts", "size_label", "stored_duration_ns"]

@@ -15,8 +15,9 @@ A spec is given by flags (``L`` identical layers) or by a small YAML file::
     optimizer: 30us                   # optional: the optimizer step after all gradients
 
 Durations are whole microseconds in the written files (Chakra's ``duration_micros``), so a
-duration that is not a whole number of microseconds is refused rather than rounded. Every
-problem is reported as one line with the file's line number.
+duration given that is not a whole number of microseconds is refused rather than rounded (what
+the generators derive, such as a layer's time divided by the tensor-parallel degree, is
+rounded, with a note). Every problem is reported as one line with the file's line number.
 
 >>> spec = uniform_model(layers=2, forward="10us", gradient="4MiB")
 >>> [(l.name, l.forward_ns, l.backward_ns, l.gradient_bytes) for l in spec.layers]
