@@ -56,8 +56,11 @@ def structural_problems(algo: CollectiveAlgorithm, limit: int = 10) -> list[str]
         report(routed & (ops.kind != OpKind.SEND), "has a route but is not a SEND")
         ends = np.array([(r[0], r[-1]) if len(r) >= 2 else (-1, -1) for r in algo.routes] or [(-1, -1)], dtype=np.int64)
         chosen = np.clip(ops.route, 0, max(len(algo.routes) - 1, 0))
-        wrong_end = routed & (ops.route < len(algo.routes)) & ((ends[chosen, 0] != ops.rank) | (ends[chosen, 1] != ops.peer))
-        report(wrong_end, lambda i: f"route {ops.route[i]} runs {ends[chosen[i], 0]} -> {ends[chosen[i], 1]}, not from its rank to peer {ops.peer[i]}")
+        # routes name fabric nodes: rank r's NPU is placement[r] (r without a placement)
+        npu = np.asarray(algo.placement, dtype=np.int64) if algo.placement else np.arange(algo.num_ranks, dtype=np.int64)
+        own, peer = npu[ops.rank], npu[np.clip(ops.peer, 0, algo.num_ranks - 1)]
+        wrong_end = routed & (ops.route < len(algo.routes)) & ((ends[chosen, 0] != own) | (ends[chosen, 1] != peer))
+        report(wrong_end, lambda i: f"route {ops.route[i]} runs {ends[chosen[i], 0]} -> {ends[chosen[i], 1]}, not from its rank's NPU to its peer's")
     moving = ops.kind != OpKind.COMPUTE
     report(moving & (ops.count > 0) & _needs_missing_ref(ops), "lacks the chunk reference its kind needs")
     for buf_col, off_col, side in ((ops.src_buf, ops.src_off, "reads"), (ops.dst_buf, ops.dst_off, "writes")):
