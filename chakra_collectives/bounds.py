@@ -77,10 +77,14 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
+MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
+"""Collectives that only move data: :func:`lower_bounds` bounds them with
+:func:`chakra_collectives.bounds_moving.moving_lower_bounds` (their demands, and an exact flow bound)."""
 METHODS = ("exact", "fast")
 """How :func:`lower_bounds` computes (see the module docstring)."""
 
@@ -102,11 +106,14 @@ class LowerBounds:
     algorithms; it is *not* a bound for every All-Reduce (see the module docstring)."""
     method: str = "exact"
     """``"exact"``, or ``"fast"``: valid bounds that may be weaker than the exact ones."""
+    flow_ns: float | None = None
+    """Collectives that only move data, ``"exact"``: the multicommodity-flow bound
+    (:func:`chakra_collectives.bounds_moving.flow_bound`; ``None`` when not computed)."""
 
     @property
     def best_ns(self) -> float:
-        """The strongest bound: ``max(ingress_ns, cut_ns, latency_ns)``."""
-        return max(self.ingress_ns, self.cut_ns, self.latency_ns)
+        """The strongest bound: ``max(ingress_ns, cut_ns, latency_ns, flow_ns)``."""
+        return max(self.ingress_ns, self.cut_ns, self.latency_ns, self.flow_ns or 0.0)
 
     def efficiency(self, predicted_ns: float) -> float:
         """``best_ns / predicted_ns``: 1.0 means the algorithm provably cannot be beaten."""
@@ -133,6 +140,8 @@ class LowerBounds:
         }
         if self.reduce_scatter_all_gather_ns is not None:
             document["reduce_scatter_all_gather_ns"] = self.reduce_scatter_all_gather_ns
+        if self.flow_ns is not None:
+            document["flow_ns"] = self.flow_ns
         return document
 
 
@@ -143,6 +152,8 @@ def lower_bounds(
     *,
     sinks: Iterable[int] | None = None,
     method: str = "exact",
+    root: int = 0,
+    pattern: ChunkPattern | None = None,
 ) -> LowerBounds:
     """Ingress, cut and latency bounds of ``collective`` of ``size_bytes`` on ``topology``.
 
@@ -156,6 +167,9 @@ def lower_bounds(
 
     ``method="fast"`` gives valid bounds that may be weaker (:func:`fast_lower_bounds`).
 
+    :data:`MOVING` collectives (``root``: of gather and scatter; ``pattern``: a pattern's) are
+    bounded by their demands (:mod:`chakra_collectives.bounds_moving`), over every NPU.
+
     Raises :class:`InputError` for other collectives, a non-positive size, an unknown method,
     or a topology in which some NPU cannot reach another.
     """
@@ -163,6 +177,15 @@ def lower_bounds(
         raise InputError(f"unknown bounds method {method!r} (valid: {', '.join(METHODS)})")
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
+    if collective in MOVING:
+        if size_bytes <= 0:
+            raise InputError(f"collective size must be positive, got {size_bytes}")
+        from chakra_collectives.bounds_moving import chunk_demand, moving_lower_bounds
+
+        n = topology.num_npus
+        chunks = pattern.chunk_count if collective is Collective.PATTERN and pattern is not None else n
+        demand = chunk_demand(collective, num_ranks=n, chunk_bytes=size_bytes / chunks, root=root, pattern=pattern)
+        return moving_lower_bounds(topology, demand, collective, size_bytes, method=method)
     if collective not in SUPPORTED:
         raise InputError(
             f"lower bounds are defined for {', '.join(c.value for c in SUPPORTED)}, not {collective.value}"

@@ -82,6 +82,36 @@ class ChunkPattern:
         return sum(len(w - h) for h, w in zip(self._held, self._wanted))
 
 
+def pattern_lines(pattern: ChunkPattern) -> list[str]:
+    """One ``holders>targets`` line per chunk (how an ET's metadata carries a pattern).
+
+    >>> pattern_lines(ChunkPattern(3, holders=((0, 2),), targets=((1,),)))
+    ['0,2>1']
+    """
+    return [",".join(map(str, h)) + ">" + ",".join(map(str, t)) for h, t in zip(pattern.holders, pattern.targets)]
+
+
+def pattern_from_lines(lines: list[str], *, num_ranks: int) -> ChunkPattern:
+    """The pattern of :func:`pattern_lines`' lines.
+
+    >>> pattern_from_lines(['0,2>1'], num_ranks=3).holders
+    ((0, 2),)
+    >>> pattern_from_lines(['0>x'], num_ranks=3)
+    Traceback (most recent call last):
+    ...
+    chakra_collectives.errors.InputError: pattern line 0 '0>x' is not 'holders>targets' (comma-separated ranks)
+    """
+    holders, targets = [], []
+    for index, line in enumerate(lines):
+        try:
+            before, after = line.split(">")
+            holders.append(tuple(int(r) for r in before.split(",")))
+            targets.append(tuple(int(r) for r in after.split(",")))
+        except ValueError:
+            raise InputError(f"pattern line {index} {line!r} is not 'holders>targets' (comma-separated ranks)") from None
+    return ChunkPattern(num_ranks, tuple(holders), tuple(targets))
+
+
 def load_pattern(path: str | Path, *, num_ranks: int) -> ChunkPattern:
     """Read a pattern file (JSON or YAML) for ``num_ranks`` ranks (unless it says ``ranks`` itself).
 

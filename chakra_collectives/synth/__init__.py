@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from chakra_collectives import progress
+from chakra_collectives.bounds import MOVING
 from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
@@ -204,6 +206,7 @@ def synthesize(
     bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
+    pattern: ChunkPattern | None = None,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -225,6 +228,7 @@ def synthesize(
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
     model; ``tacos`` is its old name) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a
     switch, messages queued at a port overlap their latencies).
+    ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
@@ -236,7 +240,7 @@ def synthesize(
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(topology.num_npus)
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
-    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree}
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "pattern": pattern}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}
@@ -258,7 +262,7 @@ def synthesize(
             on_step("bounds")
         with progress.task("lower bounds"):
             started = time.perf_counter()
-            found.bounds = lower_bounds(topology, collective, nbytes, method=method) if method and collective in BOUNDED else None
+            found.bounds = lower_bounds(topology, collective, nbytes, method=method, root=root, pattern=pattern) if method and collective in BOUNDED + MOVING else None
             found.bounds_s = time.perf_counter() - started
     found.chunks_tried = tried if chunks_per_npu is None else {}
     return found

@@ -51,8 +51,9 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import Channels, build_channels
-from chakra_collectives.synth.demands import demand_for
-from chakra_collectives.synth.forwarding import Forwarding, channel_distances, match_demand
+from chakra_collectives.ir.demand import demand_for
+from chakra_collectives.synth.forwarding import Forwarding, match_demand
+from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import Schedule, match_all_gather, message_caps
@@ -250,7 +251,7 @@ def _forwarded(
             raise InputError(f"root {root} is not a rank (0..{n - 1})")
         chunk_count = n * k
     channels = build_channels(topology, chunk_bytes=-(-size_bytes // chunk_count))
-    distance = channel_distances(channels)[0]
+    distance = ChannelGraph.of(channels).dist
     demand = demand_for(collective, num_npus=n, chunks_per_npu=k, root=root, pattern=pattern, distance=distance)
     best: Forwarding | None = None
     best_seed = seed
@@ -438,7 +439,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
     details = {
         "seed": found.seed,
         "trials": found.trials,
-        "phase_seeds": found.seeds,
+        "phase_seeds": found.seeds if found.phases else (),
         "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
         "phase_merge_variants": tuple(str(p.variant) for p in found.phases),
     }

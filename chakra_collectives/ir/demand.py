@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.ir import Collective
+from chakra_collectives.ir.collective import Collective
 from chakra_collectives.ir.pattern import ChunkPattern
 
 MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.ALL_GATHER, Collective.BROADCAST, Collective.PATTERN)
