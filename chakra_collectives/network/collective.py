@@ -94,9 +94,11 @@ def collective_task_graph(
     npus = np.arange(algo.num_ranks) if placement is None else np.asarray(placement)
     routes = ()
     if algo.routes:
-        if not np.array_equal(npus, np.arange(algo.num_ranks)):
+        placed = np.asarray(algo.placement) if algo.placement else np.arange(algo.num_ranks)
+        if not np.array_equal(npus, placed):  # routes name the fabric's nodes for the algorithm's own placement
             raise AlgorithmError(
-                f"{algo.name or 'the algorithm'} names the network paths of its messages: its rank r must run on NPU r"
+                f"{algo.name or 'the algorithm'} names the network paths of its messages: its rank r must run on NPU "
+                + ("placement[r]" if algo.placement else "r")
             )
         routes = tuple(model.path_links(path) for path in algo.routes)
     matching = match_messages(algo, limit=1)

@@ -29,8 +29,8 @@ from chakra_collectives.ir.demand import Demand
 from chakra_collectives.synth.forwarding import Forwarding
 
 _INPUT, _OUTPUT, _SCRATCH = int(Buffer.INPUT), int(Buffer.OUTPUT), int(Buffer.SCRATCH)
-_SEND, _RECV, _COPY = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.COPY)
-_COLUMNS = ("rank", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "time", "cls")
+_SEND, _RECV, _COPY, _COMPUTE = int(OpKind.SEND), int(OpKind.RECV), int(OpKind.COPY), int(OpKind.COMPUTE)
+_COLUMNS = ("rank", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "duration", "time", "cls")
 
 
 class _Ops:
@@ -41,10 +41,10 @@ class _Ops:
         self.size = 0
         self.deps: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def add(self, rank, kind, time, cls, *, peer=-1, tag=-1, src=(-1, -1), dst=(-1, -1), count=1) -> np.ndarray:
+    def add(self, rank, kind, time, cls, *, peer=-1, tag=-1, src=(-1, -1), dst=(-1, -1), count=1, duration=np.nan) -> np.ndarray:
         rank = np.asarray(rank, dtype=np.int64)
         size = len(rank)
-        values = dict(zip(_COLUMNS, (rank, kind, peer, tag, src[0], src[1], dst[0], dst[1], count, time, cls)))
+        values = dict(zip(_COLUMNS, (rank, kind, peer, tag, src[0], src[1], dst[0], dst[1], count, duration, time, cls)))
         self.blocks.append({k: np.broadcast_to(np.asarray(v), (size,)) for k, v in values.items()})
         ids = np.arange(self.size, self.size + size, dtype=np.int64)
         self.size += size
@@ -69,8 +69,8 @@ class _Ops:
         owner, target = key // max(size, 1), key % max(size, 1)
         dep_ptr = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=size), out=dep_ptr[1:])
-        columns = {k: c[k][order] for k in _COLUMNS[:-2]}
-        return OpTable.from_columns(dep_ptr=dep_ptr, dep_idx=target, **columns)
+        columns = {k: c[k][order] for k in _COLUMNS[:-3]}
+        return OpTable.from_columns(dep_ptr=dep_ptr, dep_idx=target, duration_ns=c["duration"][order].astype(np.float64), **columns)
 
 
 def _allocate(counter: np.ndarray, ranks: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -242,6 +242,9 @@ def forwarding_algorithm(
     by_channel = direct[np.argsort(f.channel[direct], kind="stable")]
     same = f.channel[by_channel[1:]] == f.channel[by_channel[:-1]]
     ops.depend(send_op[by_channel[1:][same]], send_op[by_channel[:-1][same]])
+    idle = np.flatnonzero(np.bincount(np.concatenate([b["rank"] for b in ops.blocks] or [np.zeros(0, np.int64)]), minlength=n) == 0)
+    if len(idle):  # a rank no piece crosses still needs one operation (an ET file holds at least one node)
+        ops.add(idle, _COMPUTE, 0.0, 0, count=-1, duration=0.0)
     table = ops.table()
     sizes = np.array([collective.buffer_chunks(rank=r, num_ranks=n, chunk_count=chunk_count, root=root) for r in range(n)], dtype=np.int64)
     return CollectiveAlgorithm(
