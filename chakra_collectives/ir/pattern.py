@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chakra_collectives.errors import InputError
 
 
@@ -120,6 +118,8 @@ def load_pattern(path: str | Path, *, num_ranks: int) -> ChunkPattern:
     InputError
         An unreadable file, or one line naming the file, the chunk and what is wrong.
     """
+    import yaml  # imported when used (start-up time)
+
     path = Path(path)
     try:
         text = path.read_text()

@@ -22,8 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from chakra_collectives.synth.channels import Channels
 
@@ -64,6 +62,9 @@ class ChannelGraph:
 
     @classmethod
     def of(cls, channels: Channels) -> "ChannelGraph":
+        from scipy.sparse import csr_matrix  # imported when used (start-up time)
+        from scipy.sparse.csgraph import dijkstra
+
         n = channels.num_npus
         link_lists = [(int(l),) for l in channels.direct_link] + [c.links for c in channels.routed]
         hops = max((len(l) for l in link_lists), default=1)
