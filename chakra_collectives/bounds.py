@@ -77,6 +77,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.demand import ChunkDemand, chunk_demand
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns, parse_size
@@ -84,7 +85,7 @@ from chakra_collectives.units import bytes_per_ns, parse_size
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
 """Collectives that only move data: :func:`lower_bounds` bounds them with
-:func:`chakra_collectives.bounds_moving.moving_lower_bounds` (their demands, and an exact flow bound)."""
+:func:`moving_lower_bounds` (their demands, and an exact flow bound)."""
 METHODS = ("exact", "fast")
 """How :func:`lower_bounds` computes (see the module docstring)."""
 
@@ -108,7 +109,7 @@ class LowerBounds:
     """``"exact"``, or ``"fast"``: valid bounds that may be weaker than the exact ones."""
     flow_ns: float | None = None
     """Collectives that only move data, ``"exact"``: the multicommodity-flow bound
-    (:func:`chakra_collectives.bounds_moving.flow_bound`; ``None`` when not computed)."""
+    (:func:`chakra_collectives.flow.multicommodity.flow_bound`; ``None`` when not computed)."""
 
     @property
     def best_ns(self) -> float:
@@ -168,7 +169,7 @@ def lower_bounds(
     ``method="fast"`` gives valid bounds that may be weaker (:func:`fast_lower_bounds`).
 
     :data:`MOVING` collectives (``root``: of gather and scatter; ``pattern``: a pattern's) are
-    bounded by their demands (:mod:`chakra_collectives.bounds_moving`), over every NPU.
+    bounded by their demands (:func:`moving_lower_bounds`), over every NPU.
 
     Raises :class:`InputError` for other collectives, a non-positive size, an unknown method,
     or a topology in which some NPU cannot reach another.
@@ -180,8 +181,6 @@ def lower_bounds(
     if collective in MOVING:
         if size_bytes <= 0:
             raise InputError(f"collective size must be positive, got {size_bytes}")
-        from chakra_collectives.bounds_moving import chunk_demand, moving_lower_bounds
-
         n = topology.num_npus
         chunks = pattern.chunk_count if collective is Collective.PATTERN and pattern is not None else n
         demand = chunk_demand(collective, num_ranks=n, chunk_bytes=size_bytes / chunks, root=root, pattern=pattern)
@@ -472,4 +471,105 @@ class _Links:
         return ingress, max(size_bytes / bytes_per_ns(weakest), ingress), weakest_set
 
 
-__all__ = ["LowerBounds", "METHODS", "fast_lower_bounds", "lower_bounds"]
+
+# ---------------------------------------------------------------------------- moving collectives
+def moving_lower_bounds(topology: Topology, demand: ChunkDemand, collective: Collective, size_bytes: int, *, method: str = "exact") -> LowerBounds:
+    """Bounds of a collective that only moves data (``demand``: :func:`~chakra_collectives.ir.demand.chunk_demand`,
+    in fabric NPU ids, so a group's demand counts only the pairs that exist) on ``topology``:
+
+    ``ingress_ns``
+        per NPU, the chunks it must receive over its incoming links, and the chunks only it
+        holds that others need over its outgoing ones;
+    ``cut_ns``
+        over the candidate sets of :func:`fast_lower_bounds` (every NPU alone, every prefix of
+        the NPU orders, switches in or out): chunks held only inside a set and wanted outside
+        must leave through ``B_out``, chunks held only outside and wanted inside enter through ``B_in``;
+    ``latency_ns``
+        the largest least-latency path from a chunk's nearest holder to one of its targets;
+    ``flow_ns`` (``method="exact"``)
+        the exact bandwidth bound (:func:`~chakra_collectives.flow.multicommodity.flow_bound`:
+        unicast demands of up to 2^17 commodity-link variables; ``None`` otherwise).
+
+    >>> from chakra_collectives.topology import torus2d
+    >>> d = chunk_demand(Collective.ALL_TO_ALL, num_ranks=16, chunk_bytes=4 * 2**20)
+    >>> b = moving_lower_bounds(torus2d(4, 4), d, Collective.ALL_TO_ALL, 64 * 2**20)
+    >>> round(b.cut_ns), round(b.flow_ns), round(b.best_ns)   # the bisection: 0.625 ms
+    (625000, 625000, 625000)
+    """
+    topology.validate()
+    if demand.num_chunks == 0:
+        return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0, method=method)
+    n = topology.num_npus
+    links = _Links(topology)
+    into = np.bincount(links.dst, weights=links.gbps, minlength=links.nodes)[:n]
+    out = np.bincount(links.src, weights=links.gbps, minlength=links.nodes)[:n]
+    received = np.bincount(demand.t_npu, minlength=n)
+    single = np.diff(demand.h_ptr) == 1
+    sent = np.bincount(demand.h_npu[demand.h_ptr[:-1][single]], minlength=n)
+    cb = demand.chunk_bytes
+    per_npu = np.maximum(
+        np.where(received > 0, received * cb / bytes_per_ns(np.maximum(into, 1e-300)), 0.0),
+        np.where(sent > 0, sent * cb / bytes_per_ns(np.maximum(out, 1e-300)), 0.0),
+    )
+    v = int(np.argmax(per_npu))
+    ingress = float(per_npu[v])
+    cut, cut_set = ingress, (v,)
+    for order in links.orders:
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        h_pos, t_pos = position[demand.h_npu], position[demand.t_npu]
+        starts_h, starts_t = demand.h_ptr[:-1], demand.t_ptr[:-1]
+        # S_i = order[:i]: chunks held only inside and wanted outside leave it for i in (max H, max W]
+        leave = _crossings(np.maximum.reduceat(h_pos, starts_h), np.maximum.reduceat(t_pos, starts_t), n)
+        # held only outside and wanted inside enter it for i in (min W, min H]
+        enter = _crossings(np.minimum.reduceat(t_pos, starts_t), np.minimum.reduceat(h_pos, starts_h), n)
+        for switches_in in ((False, True) if topology.num_switches else (False,)):
+            for counts, reverse in ((leave, False), (enter, True)):
+                rates = links._prefix_rates(order, switches_in, reverse)
+                times = np.where((rates > 0) & (counts > 0), counts * cb / bytes_per_ns(np.where(rates > 0, rates, 1.0)), 0.0)
+                i = int(np.argmax(times))
+                if times[i] > cut:
+                    cut, cut_set = float(times[i]), links._set(order, i + 1, switches_in)
+    latency = _demand_latency(topology, demand)
+    flow = None
+    if method == "exact":
+        from chakra_collectives.flow.multicommodity import flow_bound  # scipy's LP, imported when used
+
+        flow = flow_bound(topology, demand)
+    return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method=method, flow_ns=flow)
+
+
+def _crossings(low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
+    """How many chunks cross the prefix set of size ``i`` (``i = 1 .. n-1``): ``low < i <= high``."""
+    lo, hi = np.maximum(low + 1, 1), np.minimum(high, n - 1)
+    keep = lo <= hi
+    delta = np.zeros(n + 1)
+    np.add.at(delta, lo[keep], 1.0)
+    np.add.at(delta, hi[keep] + 1, -1.0)
+    return np.cumsum(delta)[1:n]
+
+
+def _demand_latency(topology: Topology, demand: ChunkDemand) -> float:
+    """The largest least latency from a chunk's nearest holder to one of its targets."""
+    from scipy.sparse.csgraph import dijkstra
+
+    sources = np.unique(demand.h_npu)
+    row_of = np.full(topology.num_npus, -1, dtype=np.int64)
+    row_of[sources] = np.arange(len(sources))
+    graph = _latency_graph(topology)
+    distance = dijkstra(graph, indices=sources)[:, : topology.num_npus]
+    chunk_of_target = np.repeat(np.arange(demand.num_chunks), np.diff(demand.t_ptr))
+    single = np.diff(demand.h_ptr) == 1
+    worst = 0.0
+    simple = single[chunk_of_target]
+    if simple.any():
+        holder = demand.h_npu[demand.h_ptr[chunk_of_target[simple]]]
+        worst = float(distance[row_of[holder], demand.t_npu[simple]].max())
+    for c in np.flatnonzero(~single).tolist():
+        rows = row_of[demand.h_npu[demand.h_ptr[c] : demand.h_ptr[c + 1]]]
+        targets = demand.t_npu[demand.t_ptr[c] : demand.t_ptr[c + 1]]
+        worst = max(worst, float(distance[np.ix_(rows, targets)].min(axis=0).max()))
+    return worst
+
+
+__all__ = ["LowerBounds", "METHODS", "MOVING", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds"]

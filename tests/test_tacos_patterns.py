@@ -11,8 +11,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from chakra_collectives.bounds import lower_bounds
-from chakra_collectives.bounds_moving import chunk_demand, flow_bound, moving_lower_bounds
+from chakra_collectives.bounds import lower_bounds, moving_lower_bounds
+from chakra_collectives.flow.multicommodity import flow_bound
+from chakra_collectives.ir.demand import chunk_demand
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, OpKind

@@ -1,5 +1,8 @@
 """What a collective without reductions asks the network to move: pieces, their origin and their destinations.
 
+Two views: :class:`Demand` (pieces with one origin each, what the forwarding matcher plans)
+and :class:`ChunkDemand` (chunks with every holder, in fabric NPU ids, what the bounds read).
+
 A :class:`Demand` lists *pieces*: piece ``p`` starts in input slot ``in_slot[p]`` of NPU
 ``origin[p]`` and must reach output slot ``out_slot[j]`` of NPU ``dest[j]`` for every ``j`` in
 ``dest_ptr[p] .. dest_ptr[p + 1] - 1``. A destination that already holds the data copies it
@@ -25,8 +28,8 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir.collective import Collective
 from chakra_collectives.ir.pattern import ChunkPattern
 
-MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.ALL_GATHER, Collective.BROADCAST, Collective.PATTERN)
-"""The collectives that only move data (no reduction): the ones a :class:`Demand` describes."""
+BOUNDED_MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
+"""The collectives :class:`ChunkDemand` describes (what the bounds of moving collectives read)."""
 
 
 @dataclass(frozen=True)
@@ -134,3 +137,57 @@ def _from_pattern(n, holders, targets, distance, *, in_slot) -> Demand:
         out_slot=np.array(out, dtype=np.int32),
         local=local,
     )
+
+
+@dataclass(frozen=True)
+class ChunkDemand:
+    """Chunks to move, in fabric NPU ids: holders ``h_npu[h_ptr[c]:h_ptr[c+1]]``, targets likewise."""
+
+    num_npus: int
+    chunk_bytes: float
+    h_ptr: np.ndarray
+    h_npu: np.ndarray
+    t_ptr: np.ndarray
+    t_npu: np.ndarray
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self.h_ptr) - 1
+
+
+def chunk_demand(
+    collective: Collective,
+    *,
+    num_ranks: int,
+    chunk_bytes: float,
+    chunks_per_npu: int = 1,
+    root: int = 0,
+    pattern: ChunkPattern | None = None,
+    placement: tuple[int, ...] | None = None,
+    num_npus: int | None = None,
+) -> ChunkDemand:
+    """The chunks ``collective`` over ``num_ranks`` ranks moves, rank ``r`` on NPU ``placement[r]`` (default ``r``).
+
+    >>> d = chunk_demand(Collective.GATHER, num_ranks=3, chunk_bytes=8.0, root=1, placement=(4, 5, 6), num_npus=8)
+    >>> d.h_npu.tolist(), d.t_npu.tolist()
+    ([4, 6], [5, 5])
+    """
+    if collective not in BOUNDED_MOVING:
+        raise InputError(f"{collective.value} is not a collective that only moves data")
+    placed = np.arange(num_ranks) if placement is None else np.asarray(placement, dtype=np.int64)
+    if collective is Collective.PATTERN:
+        if pattern is None:
+            raise InputError("a pattern collective needs its pattern")
+        holders = [placed[list(h)] for h in pattern.holders]
+        targets = [placed[sorted(set(t) - set(h))] for h, t in zip(pattern.holders, pattern.targets)]
+        keep = [i for i, t in enumerate(targets) if len(t)]
+        h_ptr = np.concatenate([[0], np.cumsum([len(holders[i]) for i in keep])]).astype(np.int64)
+        t_ptr = np.concatenate([[0], np.cumsum([len(targets[i]) for i in keep])]).astype(np.int64)
+        h_npu = np.concatenate([holders[i] for i in keep]) if keep else np.zeros(0, np.int64)
+        t_npu = np.concatenate([targets[i] for i in keep]) if keep else np.zeros(0, np.int64)
+    else:
+        pieces = demand_for(collective, num_npus=num_ranks, chunks_per_npu=chunks_per_npu, root=root)
+        h_ptr = np.arange(pieces.num_pieces + 1, dtype=np.int64)
+        h_npu = placed[pieces.origin]
+        t_ptr, t_npu = pieces.dest_ptr.astype(np.int64), placed[pieces.dest]
+    return ChunkDemand(int(num_npus if num_npus is not None else num_ranks), float(chunk_bytes), h_ptr, h_npu.astype(np.int64), t_ptr, t_npu.astype(np.int64))
