@@ -14,7 +14,9 @@ or not -- receive it and pass it on. Time advances from event to event, as in TA
   of ``W``. Responsibility for a destination is never shared, so no NPU is sent a piece
   twice for the same destination, and a unicast piece (all-to-all) crosses only links that
   bring it closer to its one destination;
-* a link that is free serves its queue, the piece farthest from its destinations first, and
+* a link that is free serves its queue, the piece farthest from its destinations first (a
+  link into a switch: of the first :data:`ROUTED_CHOICES`, the one that would arrive first
+  through the switches' queues, as TACOS picks), and
   merges up to ``cap`` queued pieces for the same channel into one message (they pay the latency
   once, :func:`~chakra_collectives.synth.matcher.message_caps`);
 * a direct channel is busy until its message has arrived (``latency + bytes / bandwidth``, the
@@ -103,6 +105,9 @@ def match_demand(channels: Channels, demand: Demand, *, seed: int = 0, latency_r
 
 
 _ARRIVE, _FREE = 0, 1
+
+ROUTED_CHOICES = 64
+"""Queued pieces a link into a switch compares by arrival time (:meth:`_Forwarder._earliest_arrival`)."""
 
 DIST_ROWS_NPUS = 2048
 """Up to this many NPUs the distances are kept as Python lists too (faster to read one at a time)."""
@@ -229,6 +234,30 @@ class _Forwarder:
             entry_delivered=np.array(self.e_delivered, dtype=bool),
         )
 
+    def _earliest_arrival(self, t: float, first: tuple, queue: list) -> tuple:
+        """Of the first :data:`ROUTED_CHOICES` queued pieces on a link into a switch, the one that
+        would arrive first through the switches' queues (TACOS's rule for routed channels; ties:
+        queue order); the others go back to the queue."""
+        scanned = [first]
+        while queue and len(scanned) < ROUTED_CHOICES:
+            scanned.append(heapq.heappop(queue))
+        nbytes = self.chunk_bytes
+        free_at = self.free_at
+
+        def arrival(item: tuple) -> float:
+            hops = self.hops[item[3]]
+            _, latency, rate = hops[0]
+            here = t + (latency + nbytes / rate)
+            for link, latency, rate in hops[1:]:
+                here = max(here, free_at[link]) + (latency + nbytes / rate)
+            return here
+
+        best = min(range(len(scanned)), key=lambda i: (arrival(scanned[i]), i))
+        for i, item in enumerate(scanned):
+            if i != best:
+                heapq.heappush(queue, item)
+        return scanned[best]
+
     def _serve(self, t: float, server: int) -> None:
         queue = self.queue[server]
         if not queue:
@@ -236,6 +265,9 @@ class _Forwarder:
             return
         first = heapq.heappop(queue)
         c = first[3]
+        if c >= self.num_direct and queue:
+            first = self._earliest_arrival(t, first, queue)
+            c = first[3]
         taken = [first]
         cap = self.cap[c]
         if cap > 1 and queue:
