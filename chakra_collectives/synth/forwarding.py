@@ -41,6 +41,7 @@ operations.
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,7 +139,8 @@ class _Forwarder:
         self.queue: list[list] = [[] for _ in range(num_links)]
         self.waiting = [False] * num_links  # a FREE event is pending
         self.events: list = []
-        self.seq = 0
+        self.counter = itertools.count()
+        """Tie-breaker of queue and event entries: first come, first served."""
         self.n = n
         self.dist_rows = graph.dist.tolist() if n <= DIST_ROWS_NPUS else None
         # messages
@@ -148,12 +150,9 @@ class _Forwarder:
         self.m_start: list[float] = []
         self.m_end: list[float] = []
         self.m_ptr: list[int] = [0]
-        self.e_piece: list[int] = []
-        self.e_via: list[int] = []
-        self.e_delivered: list[bool] = []
-        self.e_hop: list[int] = []
-        self._responsible: list[list[int]] = []
-        """Per entry, the destinations the receiver is responsible for next."""
+        self.entries: list[tuple] = []
+        """Per entry: piece, via, hop (its index on the piece's path), delivered, and the destinations
+        the receiver is responsible for next."""
 
     # ------------------------------------------------------------------ routing
     def _ways(self, u: int, w: int) -> list[int]:
@@ -193,14 +192,12 @@ class _Forwarder:
     def _enqueue(self, c: int, u: int, far: float, piece: int, ws: list[int], via: int, hop: int, t: float) -> None:
         """Queue ``piece`` (responsible for ``ws``) on channel ``c``'s first link, farthest first."""
         server = self.server[c]
-        self.seq += 1
         # among equals, destinations in shifted order (u + 1, u + 2, ...): senders do not all
         # aim at one receiver at once
-        heapq.heappush(self.queue[server], (-far, (ws[0] - u) % self.n, self.seq, c, piece, ws, via, hop))
+        heapq.heappush(self.queue[server], (-far, (ws[0] - u) % self.n, next(self.counter), c, piece, ws, via, hop))
         if not self.waiting[server]:
             self.waiting[server] = True
-            self.seq += 1
-            heapq.heappush(self.events, (max(t, self.free_at[server]), _FREE, self.seq, server))
+            heapq.heappush(self.events, (max(t, self.free_at[server]), _FREE, next(self.counter), server))
 
     # ------------------------------------------------------------------ events
     def run(self) -> Forwarding:
@@ -209,18 +206,33 @@ class _Forwarder:
         dest = d.dest.tolist()
         for p, u in enumerate(d.origin.tolist()):
             self._route(u, p, dest[ptr[p] : ptr[p + 1]], -1, 0, 0.0)
-        events = self.events
-        pop = heapq.heappop
+        events, entries, paths, queue, server, waiting, free_at = (
+            self.events, self.entries, self.paths, self.queue, self.server, self.waiting, self.free_at
+        )
+        pop, push, counter, n = heapq.heappop, heapq.heappush, self.counter, self.n
         while events:
             t, kind, _, payload = pop(events)
-            if kind == _ARRIVE:
-                v = self.m_dst[payload]
-                for e in range(self.m_ptr[payload], self.m_ptr[payload + 1]):
-                    rest = self._responsible[e]
-                    if rest:
-                        self._route(v, self.e_piece[e], rest, e, self.e_hop[e] + 1, t)
-            else:
+            if kind != _ARRIVE:
                 self._serve(t, payload)
+                continue
+            v = self.m_dst[payload]
+            row = self.dist_rows[v] if self.dist_rows is not None else None
+            for e in range(self.m_ptr[payload], self.m_ptr[payload + 1]):
+                piece, _, hop, _, rest = entries[e]
+                if not rest:
+                    continue
+                path = paths.get(piece)
+                if path is None or row is None:
+                    self._route(v, piece, rest, e, hop + 1, t)
+                    continue
+                # a unicast piece on its planned path (what _route and _enqueue do, inlined)
+                c, w = path[hop + 1], rest[0]
+                s = server[c]
+                push(queue[s], (-row[w], (w - v) % n, next(counter), c, piece, rest, e, hop + 1))
+                if not waiting[s]:
+                    waiting[s] = True
+                    push(events, (t if free_at[s] <= t else free_at[s], _FREE, next(counter), s))
+        piece, via, hop, delivered, _ = zip(*entries) if entries else ((),) * 5
         return Forwarding(
             num_npus=self.ch.num_npus,
             src=np.array(self.m_src, dtype=np.int32),
@@ -229,9 +241,9 @@ class _Forwarder:
             start=np.array(self.m_start),
             end=np.array(self.m_end),
             entry_ptr=np.array(self.m_ptr, dtype=np.int64),
-            entry_piece=np.array(self.e_piece, dtype=np.int32),
-            entry_via=np.array(self.e_via, dtype=np.int64),
-            entry_delivered=np.array(self.e_delivered, dtype=bool),
+            entry_piece=np.array(piece, dtype=np.int32),
+            entry_via=np.array(via, dtype=np.int64),
+            entry_delivered=np.array(delivered, dtype=bool),
         )
 
     def _earliest_arrival(self, t: float, first: tuple, queue: list) -> tuple:
@@ -297,15 +309,13 @@ class _Forwarder:
         self.m_channel.append(c if c < self.num_direct else -1 - (c - self.num_direct))
         self.m_start.append(t)
         self.m_end.append(here)
+        entries = self.entries
         for item in taken:
             ws = item[5]
-            self.e_piece.append(item[4])
-            self.e_via.append(item[6])
-            self.e_hop.append(item[7])
-            delivered = v in ws
-            self.e_delivered.append(delivered)
-            self._responsible.append(([w for w in ws if w != v] if len(ws) > 1 else []) if delivered else ws)
-        self.m_ptr.append(len(self.e_piece))
-        self.seq += 2
-        heapq.heappush(self.events, (here, _ARRIVE, self.seq - 1, message))
-        heapq.heappush(self.events, (free_at[server], _FREE, self.seq, server))
+            if v in ws:  # delivered here; responsible for the rest
+                entries.append((item[4], item[6], item[7], True, [w for w in ws if w != v] if len(ws) > 1 else ()))
+            else:
+                entries.append((item[4], item[6], item[7], False, ws))
+        self.m_ptr.append(len(entries))
+        heapq.heappush(self.events, (here, _ARRIVE, next(self.counter), message))
+        heapq.heappush(self.events, (free_at[server], _FREE, next(self.counter), server))
