@@ -189,3 +189,14 @@ def test_group_errors():
         tacos_for_group(mesh2d(4, 4), (0, 16), Collective.ALL_GATHER, MIB)
     with pytest.raises(InputError, match="names an NPU twice"):
         tacos_for_group(mesh2d(4, 4), (3, 3), Collective.ALL_GATHER, MIB)
+
+
+def test_any_size_all_to_all_sends_single_chunks():
+    """Rescaled to other sizes (replay), the schedule must not depend on the size: no merged messages."""
+    from chakra_collectives.synth.registry import SynthesisOptions, get
+
+    made = get("tacos").make(torus2d(4, 4), Collective.ALL_TO_ALL, 16, SynthesisOptions(size_bytes=MIB, any_size=True))
+    sends = made.algorithm.ops.kind == OpKind.SEND
+    assert set(made.algorithm.ops.count[sends].tolist()) == {1} and verify_algorithm(made.algorithm).ok
+    merged = tacos(torus2d(4, 4), Collective.ALL_TO_ALL, MIB).algorithm  # 4 KiB chunks: latency dominates, messages merge
+    assert merged.ops.count[merged.ops.kind == OpKind.SEND].max() > 1

@@ -52,7 +52,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.ir.demand import demand_for
-from chakra_collectives.synth.forwarding import Forwarding, match_demand
+from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
 from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
@@ -173,7 +173,8 @@ def tacos(
     :func:`default_variants` (a number ``r`` means ``MergeVariant(r)``).
     :data:`FORWARDED` collectives (all-to-all, gather, scatter, a ``pattern``; ``root`` for
     gather and scatter) are matched by :func:`~chakra_collectives.synth.forwarding.match_demand`,
-    ``trials`` seeds (at most :data:`FORWARDING_TRIALS` by default), the fastest kept; a pattern's
+    ``trials`` seeds (at most :data:`FORWARDING_TRIALS` by default), the fastest kept, merging
+    messages as the first of ``merge_variants`` says (default: latency ratio 40); a pattern's
     chunks are each cut into ``chunks_per_npu`` chunks.
 
     Raises
@@ -203,7 +204,9 @@ def tacos(
         raise InputError("a collective needs at least 2 NPUs")
     topology.validate()
     if collective in FORWARDED:
-        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, min(trials, FORWARDING_TRIALS) if explicit_trials is None else trials, root, pattern)
+        forwarding_trials = min(trials, FORWARDING_TRIALS) if explicit_trials is None else trials
+        ratio = DEFAULT_LATENCY_RATIO if merge_variants is None else variants[0].latency_ratio
+        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio)
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
@@ -235,7 +238,8 @@ FORWARDING_TRIALS = 4
 
 
 def _forwarded(
-    topology: Topology, collective: Collective, size_bytes: int, k: int, seed: int, trials: int, root: int, pattern: ChunkPattern | None
+    topology: Topology, collective: Collective, size_bytes: int, k: int, seed: int, trials: int, root: int, pattern: ChunkPattern | None,
+    latency_ratio: float,
 ) -> TacosResult:
     """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`."""
     n = topology.num_npus
@@ -257,7 +261,7 @@ def _forwarded(
     best_seed = seed
     with progress.task(collective.value, total=trials, unit="trials") as done:
         for trial in range(trials):
-            found = match_demand(channels, demand, seed=seed + trial)
+            found = match_demand(channels, demand, seed=seed + trial, latency_ratio=latency_ratio)
             if best is None or found.time_ns < best.time_ns:
                 best, best_seed = found, seed + trial
             done.advance()
