@@ -56,7 +56,8 @@ from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwardin
 from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
-from chakra_collectives.synth.matcher import Schedule, match_all_gather, message_caps
+from chakra_collectives.synth.matcher import match_all_gather, message_caps
+from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.group_view import group_view
