@@ -35,12 +35,11 @@ strong ones do the rest, and TACOS does (``tests/test_bounds.py`` keeps such a c
 latency bound of All-Reduce is the one-way ``latency_ns`` (a direct algorithm crosses the
 network once).
 
-All-to-All (each NPU sends ``M/N`` of its buffer to every other NPU): every NPU sends and
-receives ``(N-1)/N * M``, so ``ingress_ns = (N-1)/N * M / min over NPUs of min(B_in, B_out)``;
-a set ``S`` holding ``s`` of the NPUs sends ``s (N-s)/N * M`` out of it (and receives as much),
-so ``cut_ns = max over sets of s (N-s)/N * M / min(B_out(S), B_in(S))`` -- taken over the fast
-method's candidate sets (below; on meshes and tori they include the bisections), whatever the
-method, so All-to-All's bounds always say ``method="fast"``. Its latency bound is All-Gather's.
+Collectives that only move data (:data:`MOVING`: All-to-All, gather, scatter, a pattern) are
+bounded by their demands (:func:`moving_lower_bounds`): each NPU's chunks in and out over its
+links, the chunks that must cross each candidate set of the fast method (below; on meshes and
+tori they include the bisections) both ways, the least latency from a chunk's holder to its
+targets, and, with ``method="exact"``, the exact multicommodity-flow bound (``flow_ns``).
 
 **Methods.** ``method="exact"`` (the default) computes all of the above. ``method="fast"``
 computes bounds that are just as valid but may be weaker, in time linear in the links
@@ -69,8 +68,8 @@ each hop to whole nanoseconds (which can undercut them by less than 1 ns per hop
 >>> round(b.efficiency(3030.0), 4)
 0.9901
 >>> a2a = lower_bounds(ring, Collective.ALL_TO_ALL, 4000)   # {0, 1} sends 4000 bytes over 1 -> 2
->>> a2a.ingress_ns, a2a.cut_ns, a2a.method
-(3000.0, 4000.0, 'fast')
+>>> a2a.ingress_ns, a2a.cut_ns, round(a2a.flow_ns)          # the flow: 6 of 12 pieces go 2-3 hops
+(3000.0, 4000.0, 6000)
 """
 
 from __future__ import annotations
@@ -87,11 +86,16 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.demand import ChunkDemand, chunk_demand
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 from chakra_collectives.topology.groups import group_view
 from chakra_collectives.units import bytes_per_ns, parse_size
 
-SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE, Collective.ALL_TO_ALL)
+SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
+MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
+"""Collectives that only move data: :func:`lower_bounds` bounds them with
+:func:`moving_lower_bounds` (their demands, and an exact flow bound)."""
 METHODS = ("exact", "fast")
 """How :func:`lower_bounds` computes (see the module docstring)."""
 
@@ -113,11 +117,14 @@ class LowerBounds:
     algorithms; it is *not* a bound for every All-Reduce (see the module docstring)."""
     method: str = "exact"
     """``"exact"``, or ``"fast"``: valid bounds that may be weaker than the exact ones."""
+    flow_ns: float | None = None
+    """Collectives that only move data, ``"exact"``: the multicommodity-flow bound
+    (:func:`chakra_collectives.flow.multicommodity.flow_bound`; ``None`` when not computed)."""
 
     @property
     def best_ns(self) -> float:
-        """The strongest bound: ``max(ingress_ns, cut_ns, latency_ns)``."""
-        return max(self.ingress_ns, self.cut_ns, self.latency_ns)
+        """The strongest bound: ``max(ingress_ns, cut_ns, latency_ns, flow_ns)``."""
+        return max(self.ingress_ns, self.cut_ns, self.latency_ns, self.flow_ns or 0.0)
 
     def efficiency(self, predicted_ns: float) -> float:
         """``best_ns / predicted_ns``: 1.0 means the algorithm provably cannot be beaten."""
@@ -144,6 +151,8 @@ class LowerBounds:
         }
         if self.reduce_scatter_all_gather_ns is not None:
             document["reduce_scatter_all_gather_ns"] = self.reduce_scatter_all_gather_ns
+        if self.flow_ns is not None:
+            document["flow_ns"] = self.flow_ns
         return document
 
 
@@ -154,6 +163,8 @@ def lower_bounds(
     *,
     sinks: Iterable[int] | None = None,
     method: str = "exact",
+    root: int = 0,
+    pattern: ChunkPattern | None = None,
 ) -> LowerBounds:
     """Ingress, cut and latency bounds of ``collective`` of ``size_bytes`` on ``topology``.
 
@@ -167,6 +178,9 @@ def lower_bounds(
 
     ``method="fast"`` gives valid bounds that may be weaker (:func:`fast_lower_bounds`).
 
+    :data:`MOVING` collectives (``root``: of gather and scatter; ``pattern``: a pattern's) are
+    bounded by their demands (:func:`moving_lower_bounds`), over every NPU.
+
     Raises :class:`InputError` for other collectives, a non-positive size, an unknown method,
     or a topology in which some NPU cannot reach another.
     """
@@ -174,6 +188,13 @@ def lower_bounds(
         raise InputError(f"unknown bounds method {method!r} (valid: {', '.join(METHODS)})")
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
+    if collective in MOVING:
+        if size_bytes <= 0:
+            raise InputError(f"collective size must be positive, got {size_bytes}")
+        n = topology.num_npus
+        chunks = pattern.chunk_count if collective is Collective.PATTERN and pattern is not None else n
+        demand = chunk_demand(collective, num_ranks=n, chunk_bytes=size_bytes / chunks, root=root, pattern=pattern)
+        return moving_lower_bounds(topology, demand, collective, size_bytes, method=method)
     if collective not in SUPPORTED:
         raise InputError(
             f"lower bounds are defined for {', '.join(c.value for c in SUPPORTED)}, not {collective.value}"
@@ -193,9 +214,6 @@ def lower_bounds(
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
     share = size_bytes / n
     latency = _latency_bound(topology)
-    if collective is Collective.ALL_TO_ALL:
-        ingress, cut, cut_set = _Links(topology).all_to_all(size_bytes)
-        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method="fast")
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = _all_reduce_bounds(topology, size_bytes)
         phases = sum(max(_phase_bounds(topology, share, reverse=reverse, sinks=sink_list)[:2]) for reverse in (True, False))
@@ -370,9 +388,6 @@ def fast_lower_bounds(topology: Topology, collective: Collective, size_bytes: in
     n = topology.num_npus
     links = _Links(topology)
     latency = _latency_sweep(topology)
-    if collective is Collective.ALL_TO_ALL:
-        ingress, cut, cut_set = links.all_to_all(size_bytes)
-        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method="fast")
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = links.all_reduce(size_bytes)
         phases = sum(max(links.phase(size_bytes / n, reverse=reverse)[:2]) for reverse in (True, False))
@@ -465,24 +480,6 @@ class _Links:
                     weakest, weakest_set = float(rates[i]), members if not reverse else tuple(u for u in range(self.nodes) if u not in set(members))
         return ingress, max(size_bytes / bytes_per_ns(weakest), ingress), weakest_set
 
-    def all_to_all(self, size_bytes: int) -> tuple[float, float, tuple[int, ...]]:
-        """``(ingress_ns, cut_ns, cut set)`` of an All-to-All (see the module docstring): the
-        exact per-NPU bound, and the cut bound over the candidate sets, both ways."""
-        n = self.n
-        out = np.bincount(self.src, weights=self.gbps, minlength=self.nodes)[:n]
-        into = np.bincount(self.dst, weights=self.gbps, minlength=self.nodes)[:n]
-        v = int(np.argmin(np.minimum(into, out)))
-        ingress = size_bytes * (n - 1) / n / bytes_per_ns(float(min(into[v], out[v])))
-        best, best_set = ingress, (v,) if out[v] <= into[v] else tuple(u for u in range(self.nodes) if u != v)
-        for reverse in (False, True):  # B_out of the set, then its B_in
-            for sizes, rates, order, switches_in in self._candidates(reverse):
-                crossing = size_bytes * sizes * (n - sizes) / n
-                times = np.where(rates > 0, crossing / bytes_per_ns(np.where(rates > 0, rates, 1.0)), np.inf)
-                i = int(np.argmax(times))
-                if times[i] > best:
-                    best, best_set = float(times[i]), self._set(order, int(sizes[i]), switches_in)
-        return ingress, best, best_set
-
 
 def concurrent_bound_ns(
     topology: Topology, collective: Collective, size_bytes: int, groups: "Iterable[tuple[int, ...]]",
@@ -538,4 +535,104 @@ def concurrent_bound_ns(
     return best, best_set
 
 
-__all__ = ["LowerBounds", "METHODS", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds"]
+# ---------------------------------------------------------------------------- moving collectives
+def moving_lower_bounds(topology: Topology, demand: ChunkDemand, collective: Collective, size_bytes: int, *, method: str = "exact") -> LowerBounds:
+    """Bounds of a collective that only moves data (``demand``: :func:`~chakra_collectives.ir.demand.chunk_demand`,
+    in fabric NPU ids, so a group's demand counts only the pairs that exist) on ``topology``:
+
+    ``ingress_ns``
+        per NPU, the chunks it must receive over its incoming links, and the chunks only it
+        holds that others need over its outgoing ones;
+    ``cut_ns``
+        over the candidate sets of :func:`fast_lower_bounds` (every NPU alone, every prefix of
+        the NPU orders, switches in or out): chunks held only inside a set and wanted outside
+        must leave through ``B_out``, chunks held only outside and wanted inside enter through ``B_in``;
+    ``latency_ns``
+        the largest least-latency path from a chunk's nearest holder to one of its targets;
+    ``flow_ns`` (``method="exact"``)
+        the exact bandwidth bound (:func:`~chakra_collectives.flow.multicommodity.flow_bound`:
+        unicast demands of up to 2^17 commodity-link variables; ``None`` otherwise).
+
+    >>> from chakra_collectives.topology import torus2d
+    >>> d = chunk_demand(Collective.ALL_TO_ALL, num_ranks=16, chunk_bytes=4 * 2**20)
+    >>> b = moving_lower_bounds(torus2d(4, 4), d, Collective.ALL_TO_ALL, 64 * 2**20)
+    >>> round(b.cut_ns), round(b.flow_ns), round(b.best_ns)   # the bisection: 0.625 ms
+    (625000, 625000, 625000)
+    """
+    topology.validate()
+    if demand.num_chunks == 0:
+        return LowerBounds(collective, size_bytes, 0.0, 0.0, 0.0, method=method)
+    n = topology.num_npus
+    links = _Links(topology)
+    into = np.bincount(links.dst, weights=links.gbps, minlength=links.nodes)[:n]
+    out = np.bincount(links.src, weights=links.gbps, minlength=links.nodes)[:n]
+    received = np.bincount(demand.t_npu, minlength=n)
+    single = np.diff(demand.h_ptr) == 1
+    sent = np.bincount(demand.h_npu[demand.h_ptr[:-1][single]], minlength=n)
+    cb = demand.chunk_bytes
+    per_npu = np.maximum(
+        np.where(received > 0, received * cb / bytes_per_ns(np.maximum(into, 1e-300)), 0.0),
+        np.where(sent > 0, sent * cb / bytes_per_ns(np.maximum(out, 1e-300)), 0.0),
+    )
+    v = int(np.argmax(per_npu))
+    ingress = float(per_npu[v])
+    cut, cut_set = ingress, (v,)
+    for order in links.orders:
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        h_pos, t_pos = position[demand.h_npu], position[demand.t_npu]
+        starts_h, starts_t = demand.h_ptr[:-1], demand.t_ptr[:-1]
+        # S_i = order[:i]: chunks held only inside and wanted outside leave it for i in (max H, max W]
+        leave = _crossings(np.maximum.reduceat(h_pos, starts_h), np.maximum.reduceat(t_pos, starts_t), n)
+        # held only outside and wanted inside enter it for i in (min W, min H]
+        enter = _crossings(np.minimum.reduceat(t_pos, starts_t), np.minimum.reduceat(h_pos, starts_h), n)
+        for switches_in in ((False, True) if topology.num_switches else (False,)):
+            for counts, reverse in ((leave, False), (enter, True)):
+                rates = links._prefix_rates(order, switches_in, reverse)
+                times = np.where((rates > 0) & (counts > 0), counts * cb / bytes_per_ns(np.where(rates > 0, rates, 1.0)), 0.0)
+                i = int(np.argmax(times))
+                if times[i] > cut:
+                    cut, cut_set = float(times[i]), links._set(order, i + 1, switches_in)
+    latency = _demand_latency(topology, demand)
+    flow = None
+    if method == "exact":
+        from chakra_collectives.flow.multicommodity import flow_bound  # scipy's LP, imported when used
+
+        flow = flow_bound(topology, demand)
+    return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, method=method, flow_ns=flow)
+
+
+def _crossings(low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
+    """How many chunks cross the prefix set of size ``i`` (``i = 1 .. n-1``): ``low < i <= high``."""
+    lo, hi = np.maximum(low + 1, 1), np.minimum(high, n - 1)
+    keep = lo <= hi
+    delta = np.zeros(n + 1)
+    np.add.at(delta, lo[keep], 1.0)
+    np.add.at(delta, hi[keep] + 1, -1.0)
+    return np.cumsum(delta)[1:n]
+
+
+def _demand_latency(topology: Topology, demand: ChunkDemand) -> float:
+    """The largest least latency from a chunk's nearest holder to one of its targets."""
+    from scipy.sparse.csgraph import dijkstra
+
+    sources = np.unique(demand.h_npu)
+    row_of = np.full(topology.num_npus, -1, dtype=np.int64)
+    row_of[sources] = np.arange(len(sources))
+    graph = _latency_graph(topology)
+    distance = dijkstra(graph, indices=sources)[:, : topology.num_npus]
+    chunk_of_target = np.repeat(np.arange(demand.num_chunks), np.diff(demand.t_ptr))
+    single = np.diff(demand.h_ptr) == 1
+    worst = 0.0
+    simple = single[chunk_of_target]
+    if simple.any():
+        holder = demand.h_npu[demand.h_ptr[chunk_of_target[simple]]]
+        worst = float(distance[row_of[holder], demand.t_npu[simple]].max())
+    for c in np.flatnonzero(~single).tolist():
+        rows = row_of[demand.h_npu[demand.h_ptr[c] : demand.h_ptr[c + 1]]]
+        targets = demand.t_npu[demand.t_ptr[c] : demand.t_ptr[c + 1]]
+        worst = max(worst, float(distance[np.ix_(rows, targets)].min(axis=0).max()))
+    return worst
+
+
+__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds"]

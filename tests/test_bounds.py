@@ -133,8 +133,10 @@ def test_one_sink_is_exact_on_a_symmetric_ring_and_valid_elsewhere():
 
 
 def test_bad_input():
-    with pytest.raises(InputError, match="not broadcast"):
+    with pytest.raises(InputError, match="not broadcast"):  # all-to-all, gather, scatter, patterns: tests/test_tacos_patterns.py
         lower_bounds(ring_topology(4), Collective.BROADCAST, MIB)
+    with pytest.raises(InputError, match="needs its pattern"):
+        lower_bounds(ring_topology(4), Collective.PATTERN, MIB)
     with pytest.raises(InputError, match="positive"):
         lower_bounds(ring_topology(4), Collective.ALL_GATHER, 0)
     one_way = Topology(3)

@@ -67,7 +67,7 @@ def test_connectedness_is_checked_again_after_a_change():
     "call, message",
     [
         (lambda: tacos(Topology(2), Collective.ALL_GATHER, 0), "collective size must be positive, got 0"),
-        (lambda: tacos(Topology(2), Collective.ALL_TO_ALL, 64), "TACOS synthesizes all-gather, reduce-scatter, all-reduce, not all-to-all"),
+        (lambda: tacos(Topology(2), Collective.BROADCAST, 64), "TACOS synthesizes all-gather, reduce-scatter, all-reduce, all-to-all, gather, scatter, pattern, not broadcast"),
         (lambda: ring(Collective.ALL_GATHER, 4, size_bytes=-1), "collective size must be positive, got -1"),
         (lambda: ring(Collective.ALL_GATHER, 4, size_bytes=64, chunks_per_npu=0), "chunks must be positive, got 0"),
         (lambda: bidirectional_ring(Collective.ALL_GATHER, 4, size_bytes=64, chunks_per_npu=-2), "chunks must be positive, got -2"),

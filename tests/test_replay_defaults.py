@@ -30,7 +30,7 @@ FEEDER_COLLECTIVES = [("broadcast", 212480), ("broadcast", 424), ("all-reduce", 
         (DEFAULT_ALGORITHMS, Collective.ALL_REDUCE, ("ring",)),
         ("tacos", Collective.ALL_GATHER, ("tacos",)),
         ("tacos", Collective.BROADCAST, ("tree",)),  # the catch-all serves only what tacos implements
-        ("tacos", Collective.ALL_TO_ALL, ("direct",)),
+        ("tacos", Collective.ALL_TO_ALL, ("tacos",)),  # tacos synthesizes all-to-all (forwarding matcher)
         ("direct", Collective.ALL_TO_ALL, ("direct",)),
         ("all-to-all=direct, *=tacos|ring", Collective.REDUCE_SCATTER, ("tacos", "ring")),
         ("broadcast=tree,allreduce=rhd", Collective.ALL_REDUCE, ("rhd",)),
@@ -40,7 +40,7 @@ def test_default_algorithms_per_collective_type(spec, collective, chain):
     assert DefaultAlgorithms(spec).chain(collective) == chain
 
 
-@pytest.mark.parametrize(("spec", "message"), [("donut", "unknown default algorithm 'donut'"), ("gather=ring", "unknown collective 'gather'"),
+@pytest.mark.parametrize(("spec", "message"), [("donut", "unknown default algorithm 'donut'"), ("donut=ring", "unknown collective 'donut'"),
                                                ("all-reduce=", "empty algorithm name")])
 def test_bad_default_algorithms_are_named(spec, message):
     with pytest.raises(InputError, match=message):

@@ -122,8 +122,8 @@ def test_written_files_read_back_into_the_same_algorithm(tmp_path):
 
 def test_refuses_what_it_cannot_do():
     topo = load_topology("ring:4")
-    with pytest.raises(InputError, match="not all-to-all"):
-        tacos(topo, Collective.ALL_TO_ALL, 2**20)
+    with pytest.raises(InputError, match="not broadcast"):  # all-to-all, gather, scatter, patterns: tests/test_tacos_patterns.py
+        tacos(topo, Collective.BROADCAST, 2**20)
     with pytest.raises(InputError, match="chunks per NPU must be positive"):
         tacos(topo, AG, 2**20, chunks_per_npu=0)
 

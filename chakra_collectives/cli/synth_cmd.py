@@ -13,6 +13,7 @@ from chakra_collectives.cli.app import command, err_console, print_json, say
 from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option, prefix_option
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.errors import InputError
+from chakra_collectives.ir import Collective
 from chakra_collectives.synth import DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
 from chakra_collectives.topology.groups import describe_group, parse_group
 from chakra_collectives.units import format_size, format_time_ns
@@ -26,7 +27,11 @@ def synth(
     topology: str = TOPOLOGY,
     collective: str = typer.Option(
         "all-reduce", "--collective", "-c", metavar="NAME",
-        help="all-gather, reduce-scatter or all-reduce (TACOS, ForestColl and the baselines); broadcast, reduce (ForestColl, tree); all-to-all (baselines).",
+        help="all-gather, reduce-scatter or all-reduce (TACOS, ForestColl and the baselines); broadcast, reduce (ForestColl, tree); all-to-all (TACOS, baselines); gather, scatter (TACOS).",
+    ),
+    pattern_file: Optional[Path] = typer.Option(
+        None, "--pattern", metavar="FILE",
+        help="A collective pattern (JSON/YAML, schemas/pattern.schema.json): per chunk the ranks holding it before ('from') and the ranks that must hold it after ('to'). Implies -c pattern; TACOS synthesizes it.",
     ),
     size: str = typer.Option("64MiB", "--size", "-s", metavar="SIZE", help="Collective size: bytes of the larger per-rank buffer, e.g. 64MiB, 1GB, 4096."),
     chunks_per_npu: Optional[int] = typer.Option(
@@ -92,6 +97,8 @@ def synth(
       chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll -o out/ag
       chakra-coll synth -t torus2d:4x4 -a forestcoll --group 0,4,8,12 -o out/g
       chakra-coll synth -t torus2d:4x4 -a forestcoll --groups dp.json -o out/dp
+      chakra-coll synth -t torus2d:4x4 -c all-to-all -a tacos
+      chakra-coll synth -t mesh2d:4x4 --pattern moves.yaml -a tacos
     """
     from chakra_collectives.topology import load_topology
 
@@ -111,10 +118,20 @@ def synth(
         return
     if members is not None and astra_sim is not None:
         raise InputError("--astra-sim writes a microbenchmark over every NPU; for process groups use workload hybrid|moe --astra-sim DIR -t TOPOLOGY")
+    pattern = None
+    if pattern_file is not None:
+        from chakra_collectives.ir.pattern import load_pattern
+
+        if Collective.parse(collective) not in (Collective.ALL_REDUCE, Collective.PATTERN):  # all-reduce: the default
+            raise InputError(f"--pattern describes the collective: leave out -c {collective} (or give -c pattern)")
+        collective = Collective.PATTERN.value
+        pattern = load_pattern(pattern_file, num_ranks=topo.num_npus if members is None else len(members))
+    elif Collective.parse(collective) is Collective.PATTERN:
+        raise InputError("-c pattern needs --pattern FILE")
     with showing_progress(err_console, "synth", enabled=not as_json):
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
-            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members,
+            trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
@@ -173,7 +190,8 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     if result.bounds is not None:
         b = result.bounds
         fast = " (fast: valid, maybe weaker than exact)" if b.method == "fast" else ""
-        rows.append(("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}{fast}"))
+        flow = "" if b.flow_ns is None else f", flow {format_time_ns(b.flow_ns)} (exact LP)"
+        rows.append(("bounds", f"ingress {format_time_ns(b.ingress_ns)}, cut {format_time_ns(b.cut_ns)}, latency {format_time_ns(b.latency_ns)}{flow}{fast}"))
         against = "any algorithm for this group" if result.group is not None else "any algorithm"
         rows.append(("efficiency", f"{result.efficiency:.3f} (best bound {format_time_ns(b.best_ns)} / predicted; {against})"))
         if b.reduce_scatter_all_gather_ns is not None:

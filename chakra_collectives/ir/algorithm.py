@@ -19,6 +19,7 @@ import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir.collective import Collective
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.ir.ops import NONE, Buffer, Op, OpKind, OpTable
 from chakra_collectives.units import bytes_per_ns
 
@@ -61,6 +62,9 @@ class CollectiveAlgorithm:
         The fabric NPU each rank runs on, in rank order, for an algorithm synthesized for a
         process group embedded in a larger fabric (rank ``r`` on NPU ``placement[r]``; routes
         then name fabric node ids). Empty: rank ``r`` runs on NPU ``r``.
+    pattern:
+        The pre- and postcondition of a :attr:`Collective.PATTERN` algorithm (``None`` for the
+        others).
     """
 
     collective: Collective
@@ -77,6 +81,7 @@ class CollectiveAlgorithm:
     provenance: dict[str, str] = field(default_factory=dict)
     routes: tuple[tuple[int, ...], ...] = ()
     placement: tuple[int, ...] = ()
+    pattern: ChunkPattern | None = None
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -164,7 +169,7 @@ class CollectiveAlgorithm:
             moved, target, shift = np.equal(buffer, Buffer.INPUT), Buffer.OUTPUT, np.multiply(rank, self.share)
         elif collective is Collective.REDUCE_SCATTER:
             moved, target, shift = np.equal(buffer, Buffer.OUTPUT), Buffer.INPUT, np.multiply(rank, self.share)
-        elif collective is Collective.CUSTOM:
+        elif collective in (Collective.CUSTOM, Collective.GATHER, Collective.SCATTER, Collective.PATTERN):
             return buffer, offset
         else:  # all-reduce, all-to-all, broadcast, reduce: the output is the input
             moved, target, shift = np.equal(buffer, Buffer.OUTPUT), Buffer.INPUT, 0
@@ -186,6 +191,7 @@ class CollectiveAlgorithm:
             and self.provenance == other.provenance
             and self.routes == other.routes
             and self.placement == other.placement
+            and self.pattern == other.pattern
             and np.array_equal(self.input_chunks, other.input_chunks)
             and np.array_equal(self.output_chunks, other.output_chunks)
             and np.array_equal(self.scratch_chunks, other.scratch_chunks)

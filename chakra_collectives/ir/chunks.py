@@ -54,7 +54,11 @@ def sent_chunks(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]
         for slot in range(view):
             b, o = (int(v) for v in algo.resolve(r, Buffer.INPUT, slot))
             if o < len(storage[r, b]):
-                storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=algo.share)[0]
+                if algo.collective is Collective.PATTERN:  # the pattern says who holds chunk ``slot``
+                    held = algo.pattern is not None and algo.pattern.initial_value(rank=r, slot=slot) is not None
+                    storage[r, b][o] = slot if held else UNKNOWN
+                else:
+                    storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=algo.share)[0]
     kind, rank, n = ops.kind.tolist(), ops.rank.tolist(), ops.count.tolist()
     messages: dict[int, list[int]] = {}
     SEND, RECV, REDUCE, COPY = (int(k) for k in (OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY))

@@ -21,8 +21,16 @@ all-reduce     C, holds (s, r)       C                     (s, all ranks)
 all-to-all     C, holds (s, r)       C                     (r*K + s%K, rank s // K)
 broadcast      C on root, else 0     C                     (s, root)
 reduce         C, holds (s, r)       C on root, else 0     (s, all ranks) on root
+gather         K, holds (r*K+s, r)   C on root, else 0     (s, rank s // K) on root
+scatter        C on root, (s, root)  K                     (r*K+s, root)
+pattern        C, as the pattern     C                     as the pattern
 custom         as declared           as declared           none: structure and deadlock only
 ============== ===================== ===================== ===================================
+
+A *pattern* (:class:`~chakra_collectives.ir.pattern.ChunkPattern`, carried by the algorithm)
+names, per chunk ``s``, the ranks that hold it before (their input slot ``s`` holds ``(s, h)``,
+``h`` the first of them) and the ranks that must hold it after (their output slot ``s``); the
+other slots are unconstrained.
 
 >>> Collective.parse("allreduce") is Collective.ALL_REDUCE
 True
@@ -48,6 +56,9 @@ class Collective(str, Enum):
     ALL_TO_ALL = "all-to-all"
     BROADCAST = "broadcast"
     REDUCE = "reduce"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    PATTERN = "pattern"
     CUSTOM = "custom"
 
     @classmethod
@@ -62,7 +73,7 @@ class Collective(str, Enum):
 
     @property
     def has_root(self) -> bool:
-        return self in (Collective.BROADCAST, Collective.REDUCE)
+        return self in (Collective.BROADCAST, Collective.REDUCE, Collective.GATHER, Collective.SCATTER)
 
     @property
     def reduces(self) -> bool:
@@ -94,10 +105,10 @@ class Collective(str, Enum):
     def buffer_chunks(self, *, rank: int, num_ranks: int, chunk_count: int, root: int | None = None) -> tuple[int, int]:
         """Default ``(input, output)`` buffer sizes in chunks of ``rank`` (not for custom)."""
         share = chunk_count // num_ranks
-        if self is Collective.ALL_GATHER:
-            return share, chunk_count
-        if self is Collective.REDUCE_SCATTER:
-            return chunk_count, share
+        if self in (Collective.ALL_GATHER, Collective.GATHER):
+            return share, (chunk_count if self is Collective.ALL_GATHER or rank == root else 0)
+        if self in (Collective.REDUCE_SCATTER, Collective.SCATTER):
+            return (chunk_count if self is Collective.REDUCE_SCATTER or rank == root else 0), share
         if self is Collective.BROADCAST:
             return (chunk_count if rank == root else 0), chunk_count
         if self is Collective.REDUCE:
@@ -107,8 +118,11 @@ class Collective(str, Enum):
         return chunk_count, chunk_count
 
     def initial_value(self, *, rank: int, slot: int, share: int) -> tuple[int, int]:
-        """Symbolic value ``(index, ranks bitmask)`` of ``input[rank][slot]`` at the start."""
-        if self is Collective.ALL_GATHER:
+        """Symbolic value ``(index, ranks bitmask)`` of ``input[rank][slot]`` at the start
+        (a pattern's come from its :class:`~chakra_collectives.ir.pattern.ChunkPattern`)."""
+        if self is Collective.PATTERN:
+            raise ValueError("a pattern collective's values come from its pattern")
+        if self in (Collective.ALL_GATHER, Collective.GATHER):
             return rank * share + slot, 1 << rank
         return slot, 1 << rank
 
@@ -127,6 +141,12 @@ class Collective(str, Enum):
             return slot, 1 << root  # type: ignore[operator]
         if self is Collective.REDUCE:
             return (slot, everyone) if rank == root else None
+        if self is Collective.GATHER:
+            return (slot, 1 << (slot // share)) if rank == root else None
+        if self is Collective.SCATTER:
+            return rank * share + slot, 1 << root  # type: ignore[operator]
+        if self is Collective.PATTERN:
+            raise ValueError("a pattern collective's values come from its pattern")
         return None
 
 
@@ -143,6 +163,9 @@ _ALIASES = {
     "broadcast": Collective.BROADCAST,
     "bcast": Collective.BROADCAST,
     "reduce": Collective.REDUCE,
+    "gather": Collective.GATHER,
+    "scatter": Collective.SCATTER,
+    "pattern": Collective.PATTERN,
     "custom": Collective.CUSTOM,
 }
 
@@ -150,6 +173,8 @@ _CHAKRA_COMM_TYPE = {
     Collective.ALL_REDUCE: 0,
     Collective.REDUCE: 1,
     Collective.ALL_GATHER: 2,
+    Collective.GATHER: 3,
+    Collective.SCATTER: 4,
     Collective.BROADCAST: 5,
     Collective.ALL_TO_ALL: 6,
     Collective.REDUCE_SCATTER: 7,

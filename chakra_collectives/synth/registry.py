@@ -38,6 +38,7 @@ import numpy as np
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 
 
@@ -71,6 +72,8 @@ class SynthesisOptions:
     order (group rank ``i`` runs on NPU ``group[i]``); the other NPUs and switches only carry
     traffic. ``None``: every NPU, rank ``r`` on NPU ``r``. A producer that serves groups returns
     an algorithm over ``len(group)`` ranks whose ``placement`` is ``group``."""
+    pattern: ChunkPattern | None = None
+    """The pre- and postcondition of a :attr:`Collective.PATTERN` collective (``synth --pattern``)."""
 
     def __post_init__(self) -> None:
         if not self.size_bytes > 0:

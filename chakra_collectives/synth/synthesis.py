@@ -11,10 +11,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from chakra_collectives import progress
+from chakra_collectives.bounds import MOVING
 from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
@@ -206,6 +208,7 @@ def synthesize(
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
     group: Sequence[int] | None = None,
+    pattern: ChunkPattern | None = None,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -232,6 +235,8 @@ def synthesize(
     ranks placed on them (``placement``), only the producers that serve groups are tried
     (:meth:`~chakra_collectives.synth.registry.Synthesizer.serves`), and the bounds are the
     group's (:func:`group_bounds`).
+
+    ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
@@ -247,7 +252,7 @@ def synthesize(
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(num_ranks)
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
-    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members}
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}
@@ -269,7 +274,9 @@ def synthesize(
             on_step("bounds")
         with progress.task("lower bounds"):
             started = time.perf_counter()
-            found.bounds = group_bounds(topology, collective, nbytes, members, method=method) if method and collective in BOUNDED else None
+            found.bounds = (
+                group_bounds(topology, collective, nbytes, members, method=method, root=root, pattern=pattern) if method and collective in BOUNDED + MOVING else None
+            )
             found.bounds_s = time.perf_counter() - started
     found.chunks_tried = tried if chunks_per_npu is None else {}
     found.group = members
@@ -278,6 +285,7 @@ def synthesize(
 
 def group_bounds(
     topology: Topology, collective: Collective, size_bytes: int, group: tuple[int, ...] | None, *, method: str = "exact",
+    root: int = 0, pattern: ChunkPattern | None = None,
 ) -> LowerBounds:
     """:func:`~chakra_collectives.bounds.lower_bounds` of ``collective`` over the process ``group``
     (``None``: every NPU): the fabric's links, the group's members the only sources and sinks,
@@ -294,9 +302,9 @@ def group_bounds(
     (2.0, (1, 2, 3))
     """
     if group is None:
-        return lower_bounds(topology, collective, size_bytes, method=method)
+        return lower_bounds(topology, collective, size_bytes, method=method, root=root, pattern=pattern)
     view = group_view(topology, group)
-    found = lower_bounds(view.topology, collective, size_bytes, method=method)
+    found = lower_bounds(view.topology, collective, size_bytes, method=method, root=root, pattern=pattern)
     return replace(found, cut_nodes=tuple(sorted(int(view.fabric_node[v]) for v in found.cut_nodes)))
 
 

@@ -47,16 +47,25 @@ from chakra_collectives import progress
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.processes import can_fork, can_start_processes
-from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import Channels, build_channels
+from chakra_collectives.ir.demand import demand_for
+from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
+from chakra_collectives.synth.path_planning import ChannelGraph
+from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.groups import group_view
 
-SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
+FORWARDED = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
+"""Collectives matched by :mod:`~chakra_collectives.synth.forwarding` (pieces sent only where
+they are needed, relayed store-and-forward) instead of the All-Gather matcher."""
+SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE, *FORWARDED)
 
 @dataclass(frozen=True)
 class MergeVariant:
@@ -131,15 +140,17 @@ class TacosResult:
     """The trials kept: (All-Gather,), (reversed All-Gather,) or (reversed, All-Gather)."""
     trials: int = 1
     """Seeds tried per phase and merge variant."""
+    forwarding_seed: int | None = None
+    """The seed of the kept matching of a :data:`FORWARDED` collective (which has no phases)."""
 
     @property
     def seed(self) -> int:
         """The seed of the last phase's trial (the All-Gather's for All-Reduce)."""
-        return self.phases[-1].seed
+        return self.phases[-1].seed if self.phases else int(self.forwarding_seed or 0)
 
     @property
     def seeds(self) -> tuple[int, ...]:
-        return tuple(p.seed for p in self.phases)
+        return tuple(p.seed for p in self.phases) if self.phases else (self.seed,)
 
 
 def tacos(
@@ -151,6 +162,8 @@ def tacos(
     seed: int = 0,
     trials: int | None = None,
     merge_variants: tuple[float | MergeVariant, ...] | None = None,
+    root: int = 0,
+    pattern: ChunkPattern | None = None,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -159,6 +172,11 @@ def tacos(
     ``trials * len(merge_variants)`` matchings (fewer when variants coincide) and keeps its
     best; ``trials=None`` picks :func:`auto_trials`, ``merge_variants=None``
     :func:`default_variants` (a number ``r`` means ``MergeVariant(r)``).
+    :data:`FORWARDED` collectives (all-to-all, gather, scatter, a ``pattern``; ``root`` for
+    gather and scatter) are matched by :func:`~chakra_collectives.synth.forwarding.match_demand`,
+    ``trials`` seeds (at most :data:`FORWARDING_TRIALS` by default), the fastest kept, merging
+    messages as the first of ``merge_variants`` says (default: latency ratio 40); a pattern's
+    chunks are each cut into ``chunks_per_npu`` chunks.
 
     Raises
     ------
@@ -173,6 +191,7 @@ def tacos(
         raise InputError(f"collective size must be positive, got {size_bytes}")
     if chunks_per_npu < 1:
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
+    explicit_trials = trials
     if trials is None:
         trials = auto_trials(topology.num_npus, chunks_per_npu)
     if trials < 1:
@@ -185,6 +204,10 @@ def tacos(
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
     topology.validate()
+    if collective in FORWARDED:
+        forwarding_trials = min(trials, FORWARDING_TRIALS) if explicit_trials is None else trials
+        ratio = DEFAULT_LATENCY_RATIO if merge_variants is None else variants[0].latency_ratio
+        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio)
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes)
@@ -209,6 +232,69 @@ def tacos(
     with progress.task("lower to operations"):
         algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials)
     return TacosResult(algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials)
+
+
+FORWARDING_TRIALS = 4
+"""Seeds a :data:`FORWARDED` collective tries by default (fewer for large problems: :func:`auto_trials`)."""
+
+
+def _forwarded(
+    topology: Topology, collective: Collective, size_bytes: int, k: int, seed: int, trials: int, root: int, pattern: ChunkPattern | None,
+    latency_ratio: float,
+) -> TacosResult:
+    """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`."""
+    n = topology.num_npus
+    if collective is Collective.PATTERN:
+        if pattern is None:
+            raise InputError("a pattern collective needs its pattern (synth --pattern FILE)")
+        if pattern.num_ranks != n:
+            raise InputError(f"the pattern is for {pattern.num_ranks} ranks, the collective runs over {n}")
+        pattern = refine_pattern(pattern, k)
+        chunk_count = pattern.chunk_count
+    else:
+        if collective.has_root and not 0 <= root < n:
+            raise InputError(f"root {root} is not a rank (0..{n - 1})")
+        chunk_count = n * k
+    channels = build_channels(topology, chunk_bytes=-(-size_bytes // chunk_count))
+    distance = ChannelGraph.of(channels).dist
+    demand = demand_for(collective, num_npus=n, chunks_per_npu=k, root=root, pattern=pattern, distance=distance)
+    best: Forwarding | None = None
+    best_seed = seed
+    with progress.task(collective.value, total=trials, unit="trials") as done:
+        for trial in range(trials):
+            found = match_demand(channels, demand, seed=seed + trial, latency_ratio=latency_ratio)
+            if best is None or found.time_ns < best.time_ns:
+                best, best_seed = found, seed + trial
+            done.advance()
+    assert best is not None
+    provenance = {
+        "algorithm": "tacos",
+        "topology": topology.name,
+        "chunks_per_npu": str(k),
+        "seed": str(best_seed),
+        "trials": str(trials),
+        "matching": "forwarding",
+        "switches": "routed" if topology.num_switches else "none",
+    }
+    with progress.task("lower to operations"):
+        algo = forwarding_algorithm(
+            best, demand, collective=collective, chunk_count=chunk_count, size_bytes=size_bytes,
+            root=root if collective.has_root else None, pattern=pattern, provenance=provenance,
+        )
+    return TacosResult(algorithm=algo, schedule_ns=best.time_ns, phases=(), trials=trials, forwarding_seed=best_seed)
+
+
+def refine_pattern(pattern: ChunkPattern, k: int) -> ChunkPattern:
+    """``pattern`` with every chunk cut into ``k`` chunks (chunk ``s`` becomes ``s*k .. s*k + k - 1``).
+
+    >>> refine_pattern(ChunkPattern(2, holders=((0,),), targets=((1,),)), 2).targets
+    ((1,), (1,))
+    """
+    if k == 1:
+        return pattern
+    holders = tuple(h for h in pattern.holders for _ in range(k))
+    targets = tuple(t for t in pattern.targets for _ in range(k))
+    return ChunkPattern(pattern.num_ranks, holders, targets, name=pattern.name)
 
 
 def _lower(
@@ -339,23 +425,65 @@ def _match(channels: Channels, k: int, seed: int, variant: MergeVariant) -> Sche
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
-    """The registry's factory: TACOS for the whole topology, rank ``r`` on NPU ``r``."""
-    if num_ranks != topology.num_npus:
+    """The registry's factory: TACOS for the whole topology (rank ``r`` on NPU ``r``) or, with
+    ``options.group``, for the group on its view of the fabric (:func:`tacos_for_group`)."""
+    if options.group is not None:
+        if num_ranks != len(options.group):
+            raise InputError(f"the group has {len(options.group)} ranks; this collective runs over {num_ranks}")
+    elif num_ranks != topology.num_npus:
         raise InputError(
-            f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs); this collective runs over {num_ranks} ranks"
+            f"TACOS synthesizes for the whole topology ({topology.num_npus} NPUs) or a group of it; this collective runs over {num_ranks} ranks"
         )
     # rescaled to other sizes: one chunk per message and one seed, a schedule whose shape does
     # not depend on the size it was synthesized for
     tuning = {"trials": 1, "merge_variants": (0.0,)} if options.any_size else {"trials": options.trials}
-    found = tacos(topology, collective, options.size_bytes, chunks_per_npu=options.chunks_per_npu, seed=options.seed, **tuning)
+    common = dict(chunks_per_npu=options.chunks_per_npu, seed=options.seed, root=options.root, pattern=options.pattern, **tuning)
+    if options.group is not None:
+        found = tacos_for_group(topology, options.group, collective, options.size_bytes, **common)
+    else:
+        found = tacos(topology, collective, options.size_bytes, **common)
     details = {
-        "seed": options.seed,
+        "seed": found.seed,
         "trials": found.trials,
-        "phase_seeds": found.seeds,
+        "phase_seeds": found.seeds if found.phases else (),
         "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
         "phase_merge_variants": tuple(str(p.variant) for p in found.phases),
     }
     return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, details=details)
+
+
+def tacos_for_group(topology: Topology, group: tuple[int, ...], collective: Collective | str, size_bytes: int, **options) -> TacosResult:
+    """TACOS for a process group: rank ``i`` on fabric NPU ``group[i]``, the other NPUs carrying traffic.
+
+    Synthesized on the group's view of the fabric (:func:`~chakra_collectives.topology.groups.group_view`:
+    non-members are switches, crossed store-and-forward); the algorithm has ``len(group)``
+    ranks, ``placement == group``, and every SEND through non-members names its fabric path in
+    ``routes``. ``options`` are :func:`tacos`'s.
+
+    >>> from chakra_collectives.topology import mesh2d
+    >>> from chakra_collectives.verify import verify_algorithm
+    >>> found = tacos_for_group(mesh2d(4, 4), (0, 3, 12, 15), Collective.ALL_GATHER, 2**20)
+    >>> found.algorithm.num_ranks, found.algorithm.placement, verify_algorithm(found.algorithm).ok
+    (4, (0, 3, 12, 15), True)
+    >>> all(path[0] in (0, 3, 12, 15) and path[-1] in (0, 3, 12, 15) for path in found.algorithm.routes)
+    True
+    """
+    view = group_view(topology, group)
+    found = tacos(view.topology, collective, size_bytes, **options)
+    algo = found.algorithm
+    paths: dict[tuple[int, int], int] = {}
+    routes: list[tuple[int, ...]] = []
+    for channel in build_channels(view.topology, chunk_bytes=1).routed:
+        paths[channel.src, channel.dst] = len(routes)
+        routes.append(tuple(int(view.fabric_node[node]) for node in (channel.src, *(view.topology.links[l].dst for l in channel.links))))
+    ops = algo.ops
+    route = np.full(len(ops), -1, dtype=np.int32)
+    sends = np.flatnonzero(ops.kind == OpKind.SEND)
+    for i, rank, peer in zip(sends.tolist(), ops.rank[sends].tolist(), ops.peer[sends].tolist()):
+        route[i] = paths.get((rank, peer), -1)
+    provenance = {**algo.provenance, "topology": topology.name, "group": ",".join(map(str, group))}
+    placed = replace(algo, ops=replace(ops, route=route), routes=tuple(routes), placement=tuple(int(g) for g in group), provenance=provenance)
+    return replace(found, algorithm=placed)
 
 
 register(
@@ -365,6 +493,7 @@ register(
         SUPPORTED,
         "TACOS link-chunk matching on the topology's time-expanded network",
         whole_topology=True,
+        groups=True,
         switch_handling=SWITCH_HANDLING,
     )
 )

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind
+from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.ir.execution import Execution, execute
 
 Value = tuple[int, int] | None
@@ -101,12 +103,25 @@ def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Va
     if algo.collective is Collective.CUSTOM:
         return storage
     share = algo.share
+    pattern = _pattern(algo)
     for r in range(algo.num_ranks):
         size = _view_size(algo, r, Buffer.INPUT)
         for slot in range(size):
             b, o = (int(v) for v in algo.resolve(r, Buffer.INPUT, slot))
-            storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=share)
+            if pattern is not None:
+                storage[r, b][o] = pattern.initial_value(rank=r, slot=slot)
+            else:
+                storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=share)
     return storage
+
+
+def _pattern(algo: CollectiveAlgorithm) -> ChunkPattern | None:
+    """The pattern a pattern algorithm is held to (``None`` for the other collectives)."""
+    if algo.collective is not Collective.PATTERN:
+        return None
+    if algo.pattern is None or algo.pattern.num_ranks != algo.num_ranks or algo.pattern.chunk_count != algo.chunk_count:
+        raise InputError("a pattern algorithm needs its pattern (same ranks and chunks) to be verified")
+    return algo.pattern
 
 
 def _view_size(algo: CollectiveAlgorithm, rank: int, buffer: Buffer) -> int:
@@ -129,9 +144,13 @@ def output_view(algo: CollectiveAlgorithm, storage: dict[tuple[int, int], list[V
 def postcondition_violation(algo: CollectiveAlgorithm, outputs: list[list[Value]]) -> str | None:
     """The first output slot that does not hold what the collective requires, as a counterexample."""
     share = algo.share
+    pattern = _pattern(algo)
     for r, values in enumerate(outputs):
         for slot, got in enumerate(values):
-            expected = algo.collective.expected_value(rank=r, slot=slot, share=share, num_ranks=algo.num_ranks, root=algo.root)
+            if pattern is not None:
+                expected = pattern.expected_value(rank=r, slot=slot)
+            else:
+                expected = algo.collective.expected_value(rank=r, slot=slot, share=share, num_ranks=algo.num_ranks, root=algo.root)
             if expected is not None and got != expected:
                 b, o = (int(v) for v in algo.resolve(r, Buffer.OUTPUT, slot))
                 alias = "" if (b, o) == (Buffer.OUTPUT, slot) else f" (stored at {_slot(b, o)})"

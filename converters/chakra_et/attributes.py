@@ -61,6 +61,7 @@ ATTRIBUTES: dict[str, Attribute] = _attrs(
     Attribute("cc_root", "int64_val", "metadata", "root rank of broadcast / reduce (absent otherwise)", "chakra-collectives"),
     Attribute("cc_name", "string_val", "metadata", "free-form algorithm name (absent when empty)", "chakra-collectives"),
     Attribute("cc_placement", "int64_list", "metadata", "the fabric NPU of every rank, in rank order, for an algorithm made for a process group embedded in a larger fabric (its cc_route paths name fabric nodes); absent: rank r on NPU r", "chakra-collectives"),
+    Attribute("cc_pattern", "string_list", "metadata", "a pattern collective's chunks, one 'holders>targets' line each (ranks comma-separated; absent otherwise)", "chakra-collectives"),
     Attribute("cc_provenance", "string_list", "metadata", "key=value strings: which tool/options produced the algorithm (absent when empty)", "chakra-collectives"),
     Attribute("cc_src", "int64_list", "SEND COMP", "[buffer, offset, count]: chunks read (buffer 0 input, 1 output, 2 scratch)", "chakra-collectives"),
     Attribute("cc_dst", "int64_list", "RECV COMP", "[buffer, offset, count]: chunks written (for a reduction: accumulated into)", "chakra-collectives"),

@@ -33,6 +33,7 @@ from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, CO
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import NONE, Collective, CollectiveAlgorithm, OpKind, OpTable
+from chakra_collectives.ir.pattern import pattern_from_lines
 from chakra_collectives.converters.chakra_et.attributes import FORMAT
 from chakra_collectives.converters.chakra_et.commit import check_not_being_written
 from chakra_collectives.converters.chakra_et.footprint import reading_estimate
@@ -319,6 +320,7 @@ def _ours(files: list[EtFile], table: OpTable, collective: Collective | None, si
         name=meta.get("cc_name", ""),
         provenance=provenance,
         placement=placement,
+        pattern=None if meta.get("cc_pattern") is None else pattern_from_lines(list(meta["cc_pattern"]), num_ranks=num_ranks),
     )
 
 

@@ -57,6 +57,7 @@ from chakra_collectives import progress
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.ir.pattern import pattern_lines
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
 from chakra_collectives.converters.chakra_et.commit import commit_files, commit_staged
 from chakra_collectives.processes import can_fork, run_forked
@@ -394,6 +395,8 @@ def _metadata_record(algo: CollectiveAlgorithm, rank: int, size: int) -> bytes:
         attrs.append(("cc_name", "string_val", algo.name))
     if algo.placement:
         attrs.append(("cc_placement", "int64_list", algo.placement))
+    if algo.pattern is not None:
+        attrs.append(("cc_pattern", "string_list", pattern_lines(algo.pattern)))
     if algo.provenance:
         attrs.append(("cc_provenance", "string_list", [f"{k}={v}" for k, v in algo.provenance.items()]))
     metadata = GlobalMetadata(version=ET_VERSION, attr=[_attribute(*a) for a in attrs])
