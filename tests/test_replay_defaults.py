@@ -52,11 +52,13 @@ def test_a_fallback_chain_takes_the_next_producer_and_says_why(tmp_path):
     for r in range(4):
         b.collective(r, "all-reduce", 2**20)
     b.write(tmp_path / "w")
-    result = replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="tacos|ring")
+    result = replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="bfb|ring")
     assert result.collectives[0].algorithm == "ring (built-in)"
-    assert any("ring used for all-reduce over 4 ranks (tacos: tacos synthesizes for the whole topology (8 NPUs)" in w for w in result.warnings)
-    with pytest.raises(InputError, match=r"the built-in tacos cannot make one \(tacos synthesizes for the whole topology"):
-        replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="tacos")
+    assert any("ring used for all-reduce over 4 ranks (bfb: bfb synthesizes for the whole topology (8 NPUs) and does not serve process groups" in w
+               for w in result.warnings)
+    with pytest.raises(InputError, match=r"the built-in bfb cannot make one \(bfb synthesizes for the whole topology"):
+        replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="bfb")
+    assert replay(tmp_path / "w", load_topology("ring:8"), default_algorithm="tacos|ring").collectives[0].algorithm == "tacos (built-in)"  # TACOS serves the group
 
 
 def test_a_data_parallel_step_with_broadcasts_replays_with_the_defaults(tmp_path):

@@ -98,12 +98,12 @@ def test_broken_topology_file_reports_its_line(cli, tmp_path):
 
 
 def test_all_to_all_summary_says_what_applies(cli):
-    """One producer makes all-to-all here: no empty list of others; its ingress and cut bounds are shown."""
+    """TACOS and direct make all-to-all here: the summary lists the other, never an empty list; the bounds are shown."""
     result = cli("synth", "-t", "mesh2d:4x4", "-c", "all-to-all")
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "others: )" not in text and "fastest of 1" not in text
-    assert "chosen direct, the only producer of all-to-all that applies here" in text
+    assert "chosen tacos, fastest of 2 (others: direct >=" in text
     assert "bounds ingress 585.9 µs, cut 1.25 ms" in text  # 15/16 x 64 MiB into a corner's 100 GB/s; 4 x 64 MiB over the 200 GB/s bisection
     document = json.loads(cli("synth", "-t", "mesh2d:4x4", "-c", "all-to-all", "--json").stdout)
     assert document["bounds"]["cut_ns"] == pytest.approx(1.25e6) and 0 < document["efficiency"] <= 1
