@@ -280,3 +280,31 @@ def test_strict_refuses_from_the_command_line(cli, tmp_path):
     assert repaired.exit_code == 0 and "repaired: 1 negative duration read as 0" in " ".join(repaired.stderr.split())
     strict = cli(*base, tmp_path / "s", "--strict")
     assert strict.exit_code == 2 and "Traceback" not in strict.stderr and "--strict" in strict.stderr
+
+
+def test_ranks_that_would_wait_for_each_other_are_refused(tmp_path):
+    """Rank 0 sends, then all-gathers; rank 1 all-gathers, then receives: each waits for the other."""
+    hosts = []
+    for rank in range(2):
+        run = ScriptedRun(rank=rank, world=2)
+        with run.op(1, "step", 2):
+            if rank == 0:
+                run.p2p(1, "send", 64, 1, seq=1, kernel_us=5)
+                run.collective(1, "all-gather", 64, seq=2, kernel_us=5)
+            else:
+                run.collective(1, "all-gather", 64, seq=1, kernel_us=5)
+                run.p2p(1, "recv", 64, 0, seq=2, kernel_us=5)
+        host, _ = run.documents()
+        hosts.append(tmp_path / f"h{rank}.json")
+        hosts[-1].write_text(json.dumps(host))
+    with pytest.raises(InputError, match=r"h0.json: the converted workload would not replay: rank 0: its nodes would wait for each other forever \(rank 0 node \d+ -> "):
+        convert_pytorch(hosts, None, tmp_path / "w")
+    assert not list(tmp_path.glob("w.*"))
+
+
+def test_replicate_refuses_point_to_point_calls(tmp_path):
+    run = ScriptedRun(rank=0, world=2)
+    with run.op(1, "step", 2):
+        run.p2p(1, "send", 64, 1, seq=1, kernel_us=5)
+    host, _ = run.documents()
+    assert "--replicate copies one rank's trace, and its send/recv calls name one peer" in refused(tmp_path, host, replicate=2)

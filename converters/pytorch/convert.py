@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from chakra_collectives.converters.pytorch.collectives import CollectiveCall, find_collectives
+from chakra_collectives.converters.pytorch.completion import blocking_cycle, label
 from chakra_collectives.converters.pytorch.fields import TraceRepairs
 from chakra_collectives.converters.pytorch.host_trace import HostTrace, is_kineto_document, load_json, parse_host_trace
 from chakra_collectives.converters.pytorch.kineto import KinetoTrace, parse_kineto, read_kineto
@@ -144,6 +145,9 @@ def convert_pytorch(
     for rank, source in enumerate(sources):
         _write_rank(builder, rank, source, names, sizes, warnings)
     if replicate:
+        if any(node.kind in (SEND, RECV) for node in sources[0].graph.nodes):
+            raise InputError("--replicate copies one rank's trace, and its send/recv calls name one peer: they cannot be copied",
+                             path=sources[0].host.path)
         builder.replicate(0)
     extra = {}
     if groups:  # ASTRA-sim's communicator-group file, where `chakra-coll workload` writes it too
@@ -164,12 +168,24 @@ def _check_written(files: list[bytes], paths: list[Path], hosts: list[Path]) -> 
     """Refuse a conversion whose rank files would not read as a workload (the reader's own checks),
     naming the trace the rank came from."""
     distinct = list({id(data): rank for rank, data in enumerate(files)}.values())  # --replicate: one file, N ranks
-    try:
-        read_encoded_workload([files[r] for r in distinct], [paths[r] for r in distinct])
-    except InputError as error:
-        rank = distinct[int(error.rank or 0)]
+
+    def refuse(rank: int, message: str) -> InputError:
         source = hosts[rank] if rank < len(hosts) else hosts[0]
-        raise InputError(f"the converted workload would not replay: rank {rank}: {error.message}", path=source) from None
+        return InputError(f"the converted workload would not replay: rank {rank}: {message}", path=source)
+
+    try:
+        workload = read_encoded_workload([files[r] for r in distinct], [paths[r] for r in distinct])
+    except InputError as error:
+        raise refuse(distinct[int(error.rank or 0)], error.message) from None
+    try:
+        cycle = blocking_cycle(workload)
+    except InputError as error:
+        raise InputError(f"the converted workload would not replay: {error.message}", path=hosts[0]) from None
+    if cycle:
+        shown = " -> ".join(label(workload, i) for i in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
+        raise refuse(distinct[int(workload.rank[cycle[0]])], (
+            f"its nodes would wait for each other forever ({shown}: each waits for the next; a collective or send/recv "
+            "is named by its first rank's node): the traces' times, ids or call orders contradict each other"))
 
 
 def _pair(hosts: list[HostTrace], kinetos: list[KinetoTrace | None]) -> list[RankSource]:
