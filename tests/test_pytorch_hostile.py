@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from chakra_collectives.converters.chakra_et import read_workload
@@ -276,8 +277,11 @@ def test_strict_refuses_from_the_command_line(cli, tmp_path):
     (tmp_path / "h.json").write_text(json.dumps(host))
     (tmp_path / "k.json").write_text(json.dumps(kineto))
     base = ["workload", "from-pytorch", tmp_path / "h.json", "-k", tmp_path / "k.json", "--replicate", "2", "-o"]
-    repaired = cli(*base, tmp_path / "w")
+    repaired = cli(*base, tmp_path / "w", "--json")
     assert repaired.exit_code == 0 and "repaired: 1 negative duration read as 0" in " ".join(repaired.stderr.split())
+    document = json.loads(repaired.stdout)
+    jsonschema.validate(document, json.loads((Path(__file__).parents[1] / "schemas" / "from-pytorch.schema.json").read_text()))
+    assert document["repairs"] == {"negative_duration": 1}
     strict = cli(*base, tmp_path / "s", "--strict")
     assert strict.exit_code == 2 and "Traceback" not in strict.stderr and "--strict" in strict.stderr
 
@@ -308,3 +312,17 @@ def test_replicate_refuses_point_to_point_calls(tmp_path):
         run.p2p(1, "send", 64, 1, seq=1, kernel_us=5)
     host, _ = run.documents()
     assert "--replicate copies one rank's trace, and its send/recv calls name one peer" in refused(tmp_path, host, replicate=2)
+
+
+def test_a_group_some_of_whose_members_never_call_it_is_refused(tmp_path):
+    """Rank 1 names another process group for the call rank 0 makes in the default one."""
+    hosts = []
+    for rank in range(2):
+        run = ScriptedRun(rank=rank, world=2)
+        with run.op(1, "step", 2):
+            run.collective(1, "all-gather", 64, seq=1, kernel_us=5, pg_name="0" if rank == 0 else "7")
+        host, _ = run.documents()
+        hosts.append(tmp_path / f"h{rank}.json")
+        hosts[-1].write_text(json.dumps(host))
+    with pytest.raises(InputError, match=r"do not call the same collectives in the default group \(rank 0: 1, rank 1: 0\)"):
+        convert_pytorch(hosts, None, tmp_path / "w")

@@ -140,7 +140,7 @@ def convert_pytorch(
         )
     num_ranks = replicate or len(sources)
     groups, names = _groups(sources, num_ranks, warnings)
-    sizes = _match_calls(sources, names, warnings)
+    sizes = _match_calls(sources, names, groups, warnings)
     builder = WorkloadBuilder(num_ranks)
     for rank, source in enumerate(sources):
         _write_rank(builder, rank, source, names, sizes, warnings)
@@ -258,8 +258,11 @@ def _groups(sources: list[RankSource], num_ranks: int, warnings: list[str]) -> t
     return groups, names
 
 
-def _match_calls(sources: list[RankSource], names: dict[str, str | None], warnings: list[str]) -> dict[int, int]:
-    """Check that the k-th call of each group is one collective on every rank; unify sizes.
+def _match_calls(
+    sources: list[RankSource], names: dict[str, str | None], groups: dict[str, list[int]], warnings: list[str],
+) -> dict[int, int]:
+    """Check that the k-th call of each group is one collective on every member (and that only
+    members call it); unify sizes.
 
     Returns the size to write for calls whose ranks disagree (``id(call)`` -> bytes).
     """
@@ -274,7 +277,11 @@ def _match_calls(sources: list[RankSource], names: dict[str, str | None], warnin
     uneven = 0
     for group, per_rank in sequences.items():
         label = "the default group" if group is None else f"group {group!r}"
-        counts = {rank: len(calls) for rank, calls in per_rank.items()}
+        members = groups.get(group, range(len(sources))) if group is not None else range(len(sources))
+        outsiders = sorted(set(per_rank) - set(members))
+        if outsiders:
+            raise InputError(f"rank {outsiders[0]} calls collectives of {label}, whose ranks are {list(members)}")
+        counts = {rank: len(per_rank.get(rank, [])) for rank in members}
         if len(set(counts.values())) > 1:
             shown = ", ".join(f"rank {r}: {n}" for r, n in sorted(counts.items()))
             raise InputError(
