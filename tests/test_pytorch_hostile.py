@@ -326,3 +326,14 @@ def test_a_group_some_of_whose_members_never_call_it_is_refused(tmp_path):
         hosts[-1].write_text(json.dumps(host))
     with pytest.raises(InputError, match=r"do not call the same collectives in the default group \(rank 0: 1, rank 1: 0\)"):
         convert_pytorch(hosts, None, tmp_path / "w")
+
+
+def test_names_with_lone_surrogates_are_written_with_question_marks(tmp_path):
+    """``"\\ud800"`` is valid JSON but not Unicode: protobuf cannot write it."""
+    from chakra_collectives.converters.chakra_et.workload_reader import read_node_names
+
+    host, kineto = documents()
+    event_of(kineto, "kernel")["name"] = "bad" + chr(0xD800)
+    result = convert(tmp_path, host, kineto, replicate=2)
+    assert result.repairs == {"bad_text": 1}
+    assert "bad?" in read_node_names(read_workload(tmp_path / "w"))

@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra_collectives.converters.pytorch.fields import unicode_text
 from chakra_collectives.converters.pytorch.host_trace import HostOp, HostTrace
 from chakra_collectives.converters.pytorch.values import scalar_type_bytes, tensor_bytes
 from chakra_collectives.errors import InputError
@@ -145,7 +146,7 @@ def _is_int(value: Any) -> bool:
 def text_of(value: Any) -> str | None:
     """A name field: a string, or a number written as one (``pg_name`` 0); else ``None``."""
     if isinstance(value, str):
-        return value
+        return unicode_text(value)
     return str(value) if _is_int(value) else None
 
 

@@ -11,7 +11,9 @@ event, and the field. What has an obvious repair is repaired and counted in
 * an attribute entry that is not ``{name, value}`` with a string name is dropped;
 * an operator whose ``parent`` is not an earlier node (ids grow as operators start, so a parent
   always comes first) is read as a top-level operator of its thread;
-* ``distributedInfo`` that is not an object is ignored (the files' order pairs the ranks).
+* ``distributedInfo`` that is not an object is ignored (the files' order pairs the ranks);
+* a name with lone surrogates (``"\\ud800"`` in JSON: not Unicode, not writable as UTF-8) has
+  them replaced by ``?``.
 
 Ranges: ids are integers from 0 to 2^63 - 1; times are finite microseconds with timestamps of
 at most 2^53 µs and durations of at most 10^12 µs (``MAX_DURATION_NS``: about 11.6 days).
@@ -55,6 +57,7 @@ REPAIRS = {
     "bad_attribute": "attribute entr{ies} without a string name dropped",
     "late_parent": "operator{s} whose parent is not an earlier node read as top-level",
     "bad_distributed_info": "distributedInfo that is not an object ignored",
+    "bad_text": "name{s} with characters that are not Unicode (lone surrogates) written with '?'",
 }
 """What :class:`TraceRepairs` counts, with the words of its summary."""
 
@@ -175,6 +178,27 @@ def string_or_none(value: Any, path: str | Path, where: str, name: str) -> str |
     raise InputError(f"{where}: {name} is {_shown(value)}; expected a string", path=path)
 
 
+def unicode_text(value: str) -> str:
+    """``value`` with lone surrogates replaced by ``?`` (what protobuf strings can hold).
+
+    >>> unicode_text("nccl" + chr(0xD800))
+    'nccl?'
+    """
+    if value.isascii():
+        return value
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def name(value: str, repairs: TraceRepairs, path: str | Path, where: str) -> str:
+    """A name the workload will carry: lone surrogates replaced (a repair)."""
+    if value.isascii():
+        return value
+    cleaned = unicode_text(value)
+    if cleaned != value:
+        repairs.repair("bad_text", f"name {cleaned[:40]!r} holds lone surrogates", path, where)
+    return cleaned
+
+
 def thread_id(value: Any, path: str | Path, where: str, name: str = "tid") -> int | str | None:
     """A Kineto thread id: an integer or a string (``None`` when absent)."""
     if value is None or isinstance(value, str):
@@ -184,5 +208,5 @@ def thread_id(value: Any, path: str | Path, where: str, name: str = "tid") -> in
 
 __all__ = [
     "MAX_DURATION_US", "MAX_ID", "MAX_TIMESTAMP_US", "REPAIRS", "TraceRepairs", "duration", "integer", "list_or_empty",
-    "node_id", "object_or_none", "rank", "string_or_none", "thread_id", "timestamp",
+    "name", "node_id", "object_or_none", "rank", "string_or_none", "thread_id", "timestamp", "unicode_text",
 ]

@@ -193,6 +193,7 @@ def _parse_node(raw: Any, position: int, path: Path, repairs: TraceRepairs) -> H
     name = raw.get("name")
     if not isinstance(name, str):
         raise InputError(f"node {node_id} has no 'name'", path=path)
+    name = fields.name(name, repairs, path, f"node {node_id}")
     where = f"node {node_id} ({name})"
     inputs = raw.get("inputs")
     if isinstance(inputs, dict) or ("attrs" in raw and not isinstance(inputs, list)):  # 1.0.2-chakra.0.0.4 and later

@@ -88,6 +88,11 @@ def read_kineto(path: str | Path, repairs: TraceRepairs | None = None) -> Kineto
     return parse_kineto(load_json(path, "Kineto trace"), path, repairs)
 
 
+def _shown_name(value: Any) -> str:
+    """An event ``name`` that is not a string (a number stays readable; anything else by its type)."""
+    return str(value) if isinstance(value, (int, float)) else f"<{type(value).__name__}>"
+
+
 def _stream_of_tid(value: Any) -> int:
     """A GPU event's ``tid`` as its stream when ``args`` has none (0 when it is not a number)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID else 0
@@ -131,7 +136,7 @@ def parse_kineto(document: Any, path: str | Path, repairs: TraceRepairs | None =
         if phase != "X" or not isinstance(category, str) or category not in USED_CATEGORIES:
             continue
         name = event.get("name", "")
-        name = name if isinstance(name, str) else str(name)
+        name = fields.name(name, repairs, path, f"event #{position + 1}") if isinstance(name, str) else _shown_name(name)
         where = f"event #{position + 1} ({name[:40]!r}, {category})"
         ts, dur = fields.timestamp(event.get("ts"), path, where), fields.duration(event.get("dur"), repairs, path, where)
         if ts is None or dur is None:
