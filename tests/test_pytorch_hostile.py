@@ -333,7 +333,7 @@ def test_names_with_lone_surrogates_are_written_with_question_marks(tmp_path):
     from chakra_collectives.converters.chakra_et.workload_reader import read_node_names
 
     host, kineto = documents()
-    event_of(kineto, "kernel")["name"] = "bad" + chr(0xD800)
+    next(e for e in kineto["traceEvents"] if e.get("name") == "gemm_fwd1")["name"] = "bad" + chr(0xD800)
     result = convert(tmp_path, host, kineto, replicate=2)
     assert result.repairs == {"bad_text": 1}
     assert "bad?" in read_node_names(read_workload(tmp_path / "w"))
