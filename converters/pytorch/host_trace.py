@@ -170,9 +170,9 @@ def is_kineto_document(document: Any) -> bool:
 def _attributes(raw: Any, path: Path, where: str, repairs: TraceRepairs) -> dict[str, Any]:
     """The ``attrs`` list of ``{name, type, value}`` as a dict (entries without a string name dropped)."""
     attrs: dict[str, Any] = {}
-    for position, attr in enumerate(fields.list_or_empty(raw, path, where, "attrs")):
-        name = attr.get("name") if isinstance(attr, dict) else None
-        if isinstance(name, str):
+    for position, attr in enumerate(raw if type(raw) is list else fields.list_or_empty(raw, path, where, "attrs")):
+        name = attr.get("name") if type(attr) is dict else None
+        if type(name) is str:
             attrs[name] = attr.get("value")
         else:
             repairs.repair("bad_attribute", f"attribute #{position + 1} has no string name", path, where)
@@ -180,59 +180,76 @@ def _attributes(raw: Any, path: Path, where: str, repairs: TraceRepairs) -> dict
 
 
 def _values_and_types(raw: Any, path: Path, where: str, name: str) -> tuple[list, list]:
-    """``{values, shapes, types}`` of the 1.0.2+ layout."""
+    """``{values, shapes, types}`` of the 1.0.2+ layout (absent parts: empty)."""
+    if type(raw) is dict:
+        values, types = raw.get("values", _EMPTY), raw.get("types", _EMPTY)
+        if type(values) is list and type(types) is list:
+            return values, types
     group = fields.object_or_none(raw, path, where, name) or {}
-    return (fields.list_or_empty(group.get("values"), path, where, f"{name}.values"),
-            fields.list_or_empty(group.get("types"), path, where, f"{name}.types"))
+    return (fields.list_or_empty(group.get("values"), path, where, name + ".values"),
+            fields.list_or_empty(group.get("types"), path, where, name + ".types"))
+
+
+def _list(raw: dict, key: str, path: Path, where: str) -> list:
+    value = raw.get(key, _EMPTY)
+    return value if type(value) is list else fields.list_or_empty(value, path, where, key)
+
+
+_EMPTY: list = []
+"""What an absent list reads as (never modified)."""
+_FLAT_ATTRIBUTES = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
 
 
 def _parse_node(raw: Any, position: int, path: Path, repairs: TraceRepairs) -> HostOp:
-    if not isinstance(raw, dict):
+    if type(raw) is not dict:
         raise InputError(f"node #{position + 1} is not an object", path=path)
-    node_id = fields.node_id(raw.get("id"), path, f"node #{position + 1}", "id")
+    node_id = raw.get("id")
+    if type(node_id) is not int or not 0 <= node_id <= fields.MAX_ID:
+        node_id = fields.node_id(node_id, path, f"node #{position + 1}", "id")
     name = raw.get("name")
-    if not isinstance(name, str):
+    if type(name) is not str:
         raise InputError(f"node {node_id} has no 'name'", path=path)
-    name = fields.name(name, repairs, path, f"node {node_id}")
+    if not name.isascii():
+        name = fields.name(name, repairs, path, f"node {node_id}")
     where = f"node {node_id} ({name})"
     inputs = raw.get("inputs")
-    if isinstance(inputs, dict) or ("attrs" in raw and not isinstance(inputs, list)):  # 1.0.2-chakra.0.0.4 and later
+    if type(inputs) is dict or ("attrs" in raw and type(inputs) is not list):  # 1.0.2-chakra.0.0.4 and later
         attrs = _attributes(raw.get("attrs"), path, where, repairs)
         parent = raw.get("ctrl_deps", raw.get("parent"))
         in_values, in_types = _values_and_types(inputs, path, where, "inputs")
         out_values, out_types = _values_and_types(raw.get("outputs"), path, where, "outputs")
     else:  # 1.0.1: everything at the top level (some writers add attrs too)
-        attrs = _attributes(raw.get("attrs"), path, where, repairs) if "attrs" in raw else {}
-        attrs.update((key, raw[key]) for key in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema") if key in raw)
+        attrs = _attributes(raw["attrs"], path, where, repairs) if "attrs" in raw else {}
+        attrs.update((key, raw[key]) for key in _FLAT_ATTRIBUTES if key in raw)
         parent = raw.get("parent")
-        in_values = fields.list_or_empty(inputs, path, where, "inputs")
-        in_types = fields.list_or_empty(raw.get("input_types"), path, where, "input_types")
-        out_values = fields.list_or_empty(raw.get("outputs"), path, where, "outputs")
-        out_types = fields.list_or_empty(raw.get("output_types"), path, where, "output_types")
-    if parent is None:
-        raise InputError(f"{where} has no parent ('ctrl_deps' or 'parent')", path=path)
-    parent = fields.node_id(parent, path, where, "parent")
+        in_values, in_types = _list(raw, "inputs", path, where), _list(raw, "input_types", path, where)
+        out_values, out_types = _list(raw, "outputs", path, where), _list(raw, "output_types", path, where)
+    if type(parent) is not int or not 0 <= parent <= fields.MAX_ID:
+        if parent is None:
+            raise InputError(f"{where} has no parent ('ctrl_deps' or 'parent')", path=path)
+        parent = fields.node_id(parent, path, where, "parent")
     tid = attrs.get("tid", raw.get("tid", 0))
     rf_id = attrs.get("rf_id")
     stream = raw.get("stream")
     category = raw.get("cat")
+    inclusive = raw.get("inclusive_dur", raw.get("dur"))
     return HostOp(
         id=node_id,
         name=name,
         parent=parent,
-        tid=tid if isinstance(tid, int) and not isinstance(tid, bool) else 0,
-        rf_id=rf_id if isinstance(rf_id, int) and not isinstance(rf_id, bool) else None,
+        tid=tid if type(tid) is int else 0,
+        rf_id=rf_id if type(rf_id) is int else None,
         input_values=in_values,
         input_types=in_types,
         output_values=out_values,
         output_types=out_types,
         attrs=attrs,
-        op_schema=str(attrs.get("op_schema") or ""),
-        ts=fields.timestamp(raw.get("ts"), path, where) if "ts" in raw else None,
-        dur=fields.duration(raw.get("inclusive_dur", raw.get("dur")), repairs, path, where, "inclusive_dur" if "inclusive_dur" in raw else "dur"),
-        exclusive_dur=fields.duration(raw.get("exclusive_dur"), repairs, path, where, "exclusive_dur") if "exclusive_dur" in raw else None,
-        category=category if isinstance(category, str) else None,
-        stream=stream if isinstance(stream, int) and not isinstance(stream, bool) else None,
+        op_schema=schema if type(schema := attrs.get("op_schema")) is str else "",
+        ts=fields.timestamp(raw["ts"], path, where) if "ts" in raw else None,
+        dur=None if inclusive is None else fields.duration(inclusive, repairs, path, where, "inclusive_dur" if "inclusive_dur" in raw else "dur"),
+        exclusive_dur=fields.duration(raw["exclusive_dur"], repairs, path, where, "exclusive_dur") if "exclusive_dur" in raw else None,
+        category=category if type(category) is str else None,
+        stream=stream if type(stream) is int else None,
     )
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from chakra_collectives.converters.pytorch.host_trace import GPU_CATEGORIES, load_json
 from chakra_collectives.converters.pytorch import fields
-from chakra_collectives.converters.pytorch.fields import MAX_ID, TraceRepairs, integer
+from chakra_collectives.converters.pytorch.fields import MAX_DURATION_US, MAX_ID, MAX_TIMESTAMP_US, TraceRepairs, integer
 from chakra_collectives.errors import InputError
 
 CPU_CATEGORIES = ("cpu_op", "user_annotation")
@@ -93,6 +93,36 @@ def _shown_name(value: Any) -> str:
     return str(value) if isinstance(value, (int, float)) else f"<{type(value).__name__}>"
 
 
+_NUMBERS = (int, float)
+_TIDS = (int, str)
+_ID_ARGS = {
+    **{category: ("External id", "Record function id") for category in CPU_CATEGORIES},
+    **{category: ("correlation",) for category in RUNTIME_CATEGORIES},
+    **{category: ("correlation", "stream") for category in GPU_CATEGORIES},
+}
+"""The integer ``args`` each category's events are read for."""
+
+
+def _flow_start(event: dict, position: int, path: Path, flow_starts: dict[int, tuple[Any, float]]) -> None:
+    where = f"event #{position + 1} (ac2g flow)"
+    flow_id = integer(event.get("id"), path, where, "id")
+    if flow_id is not None and event.get("ts") is not None:
+        flow_starts[flow_id] = (fields.thread_id(event.get("tid"), path, where), fields.timestamp(event.get("ts"), path, where))
+
+
+def _checked_event(event: dict, position: int, category: str, args: dict, path: Path, repairs: TraceRepairs) -> tuple:
+    """``(name, ts, dur, tid, ids)`` of an event with an unusual field: each checked, a bad one refused."""
+    name = event.get("name", "")
+    name = fields.name(name, repairs, path, f"event #{position + 1}") if isinstance(name, str) else _shown_name(name)
+    where = f"event #{position + 1} ({name[:40]!r}, {category})"
+    ts, dur = fields.timestamp(event.get("ts"), path, where), fields.duration(event.get("dur"), repairs, path, where)
+    if ts is None or dur is None:
+        raise InputError(f"{where} has no ts/dur", path=path)
+    tid = fields.thread_id(event.get("tid"), path, where)
+    ids = [integer(args.get(key), path, where, f"args.{key}") for key in _ID_ARGS[category]]
+    return name, ts, dur, tid, ids
+
+
 def _stream_of_tid(value: Any) -> int:
     """A GPU event's ``tid`` as its stream when ``args`` has none (0 when it is not a number)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID else 0
@@ -123,41 +153,35 @@ def parse_kineto(document: Any, path: str | Path, repairs: TraceRepairs | None =
     launches: dict[int, tuple[Any, float]] = {}
     flow_starts: dict[int, tuple[Any, float]] = {}
     for position, event in enumerate(document["traceEvents"]):
-        if not isinstance(event, dict):
+        if type(event) is not dict:
             continue
         category = event.get("cat")
         phase = event.get("ph")
         if category == "ac2g":
-            where = f"event #{position + 1} (ac2g flow)"
-            flow_id = fields.integer(event.get("id"), path, where, "id")
-            if phase == "s" and flow_id is not None and event.get("ts") is not None:
-                flow_starts[flow_id] = (fields.thread_id(event.get("tid"), path, where), fields.timestamp(event.get("ts"), path, where))
+            if phase == "s":
+                _flow_start(event, position, path, flow_starts)
             continue
-        if phase != "X" or not isinstance(category, str) or category not in USED_CATEGORIES:
+        if phase != "X" or type(category) is not str or category not in USED_CATEGORIES:
             continue
-        name = event.get("name", "")
-        name = fields.name(name, repairs, path, f"event #{position + 1}") if isinstance(name, str) else _shown_name(name)
-        where = f"event #{position + 1} ({name[:40]!r}, {category})"
-        ts, dur = fields.timestamp(event.get("ts"), path, where), fields.duration(event.get("dur"), repairs, path, where)
-        if ts is None or dur is None:
-            raise InputError(f"{where} has no ts/dur", path=path)
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        name, ts, dur, tid = event.get("name", ""), event.get("ts"), event.get("dur"), event.get("tid")
+        args = event.get("args")
+        args = args if type(args) is dict else {}
+        ids = [args.get(key) for key in _ID_ARGS[category]]
+        if not (type(name) is str and name.isascii() and type(ts) in _NUMBERS and -MAX_TIMESTAMP_US <= ts <= MAX_TIMESTAMP_US
+                and type(dur) in _NUMBERS and 0 <= dur <= MAX_DURATION_US and (tid is None or type(tid) in _TIDS)
+                and all(i is None or (type(i) is int and -MAX_ID <= i <= MAX_ID) for i in ids)):
+            name, ts, dur, tid, ids = _checked_event(event, position, category, args, path, repairs)  # the rare slow path
         if category in CPU_CATEGORIES:
-            tid = fields.thread_id(event.get("tid"), path, where)
-            cpu_ops.append(CpuEvent(name, tid, ts, dur, integer(args.get("External id"), path, where, "args.External id"),
-                                   integer(args.get("Record function id"), path, where, "args.Record function id")))
+            cpu_ops.append(CpuEvent(name, tid, float(ts), float(dur), ids[0], ids[1]))
         elif category in RUNTIME_CATEGORIES:
-            tid = fields.thread_id(event.get("tid"), path, where)
-            correlation = integer(args.get("correlation"), path, where, "args.correlation")
+            correlation = ids[0]
             if correlation is not None:
-                launches[correlation] = (tid, ts)
+                launches[correlation] = (tid, float(ts))
             if name in SYNC_CALLS:
-                syncs.append((tid, ts, dur))
+                syncs.append((tid, float(ts), float(dur)))
         else:
-            stream = integer(args.get("stream"), path, where, "args.stream")
-            if stream is None:
-                stream = _stream_of_tid(event.get("tid"))
-            gpu_ops.append(GpuEvent(name, category, stream, ts, dur, integer(args.get("correlation"), path, where, "args.correlation"), args))
+            stream = ids[1] if ids[1] is not None else _stream_of_tid(tid)
+            gpu_ops.append(GpuEvent(name, category, stream, float(ts), float(dur), ids[0], args))
     for op in gpu_ops:
         if op.correlation is not None:
             op.launch = launches.get(op.correlation) or flow_starts.get(op.correlation)
