@@ -24,11 +24,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir.dag import find_cycle, topological_order
 from chakra_collectives.ir.matching import pair_in_order
+from chakra_collectives.ir.workload import NodeKind
 
 
 def label(workload: Any, index: int) -> str:
@@ -41,20 +41,20 @@ def blocking_cycle(workload: Any) -> list[int] | None:
     is named by its first node), or ``None``; an :class:`InputError` when a send or a receive
     has no partner.
 
-    ``workload`` has the columns of :class:`~chakra_collectives.converters.chakra_et.workload_reader.Workload`.
+    ``workload`` has the columns of :class:`~chakra_collectives.ir.workload.Workload`.
     """
     size = len(workload.rank)
     joined = np.arange(size)
     ranks = workload.rank.tolist()
     first_of_call: dict[tuple[str | None, int], int] = {}
     count: dict[tuple[int, str | None], int] = {}
-    for i in np.flatnonzero(workload.node_type == COMM_COLL_NODE).tolist():
+    for i in np.flatnonzero(workload.node_type == NodeKind.COMM_COLL).tolist():
         pg = workload.pg_name[i]
         k = count.get((ranks[i], pg), 0)
         count[(ranks[i], pg)] = k + 1
         joined[i] = first_of_call.setdefault((pg, k), i)
-    sends = np.flatnonzero(workload.node_type == COMM_SEND_NODE)
-    recvs = np.flatnonzero(workload.node_type == COMM_RECV_NODE)
+    sends = np.flatnonzero(workload.node_type == NodeKind.COMM_SEND)
+    recvs = np.flatnonzero(workload.node_type == NodeKind.COMM_RECV)
     rank, peer, tag = workload.rank.astype(np.int64), workload.peer, workload.tag
     in_send, in_recv = pair_in_order(
         np.column_stack([rank[sends], peer[sends], tag[sends]]), np.column_stack([peer[recvs], rank[recvs], tag[recvs]])
@@ -62,7 +62,7 @@ def blocking_cycle(workload: Any) -> list[int] | None:
     for unmatched, what in ((np.setdiff1d(np.arange(len(sends)), in_send), sends), (np.setdiff1d(np.arange(len(recvs)), in_recv), recvs)):
         if len(unmatched):
             i = int(what[unmatched[0]])
-            kind = "COMM_SEND to" if workload.node_type[i] == COMM_SEND_NODE else "COMM_RECV from"
+            kind = "COMM_SEND to" if workload.node_type[i] == NodeKind.COMM_SEND else "COMM_RECV from"
             raise InputError(f"{label(workload, i)}: {kind} rank {int(peer[i])} tag {int(tag[i])} has no partner on that rank")
     joined[recvs[in_recv]] = sends[in_send]
     owner = np.repeat(np.arange(size), np.diff(workload.dep_ptr))
