@@ -7,7 +7,10 @@ default algorithms (5 all-reduces as rings, 2 broadcasts as trees, over 64 ranks
 * replay: ``replay()`` of the parsed workload (expansion, simulation, statistics);
 * end to end: a fresh process reading and replaying, with its peak memory (max RSS), as
   ``chakra-coll replay`` does;
-* convert: ``from-pytorch`` on the scripted 2-rank DDP step of the tests (host + Kineto).
+* convert: ``from-pytorch`` on the scripted 2-rank DDP step of the tests (host + Kineto), and
+  the median of ``--repeat`` conversions of an 8-rank step of 5,405 host operators per rank
+  (``layered_step``, 600 layers: 12,000 GPU events and 600 all-reduces per rank);
+  ``--convert-only`` runs these alone (they need nothing outside the repository).
 
 Targets (issue 16): reading >= 300k nodes/s; replay <= 10 s. Needs ``../shared/interop``.
 """
@@ -64,7 +67,12 @@ def _replicate(directory: Path, *, distinct: bool) -> Path:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--convert-only", action="store_true", help="only the from-pytorch lines")
     args = parser.parse_args(argv)
+    if args.convert_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            _convert(Path(tmp), args.repeat)
+        return 0
     if not FEEDER.exists():
         print(f"skipped: {FEEDER} is not present")
         return 0
@@ -88,13 +96,13 @@ def main(argv: list[str]) -> int:
         child = subprocess.run([sys.executable, "-c", _CHILD, str(same), TOPOLOGY], capture_output=True, text=True, check=True)
         wall, rss, _ = (float(x) for x in child.stdout.split())
         print(f"fresh process, read + replay: {wall:.2f} s, peak memory (max RSS) {rss:,.0f} MiB")
-        _convert(Path(tmp))
+        _convert(Path(tmp), args.repeat)
     return 0
 
 
-def _convert(tmp: Path) -> None:
+def _convert(tmp: Path, repeat: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from pytorch_traces import ddp_step, write_pair
+    from pytorch_traces import ddp_step, layered_step, write_pair
 
     from chakra_collectives.converters.pytorch.convert import convert_pytorch
 
@@ -102,6 +110,10 @@ def _convert(tmp: Path) -> None:
     started = time.perf_counter()
     convert_pytorch([h for h, _ in pairs], [k for _, k in pairs], tmp / "ddp")
     print(f"from-pytorch, scripted 2-rank DDP step (host + Kineto): {time.perf_counter() - started:.3f} s")
+    pairs = [write_pair(layered_step(r, 8), tmp, f"big{r}") for r in range(8)]
+    seconds, samples = median_seconds(lambda: convert_pytorch([h for h, _ in pairs], [k for _, k in pairs], tmp / "big"), repeat=repeat)
+    shown = ", ".join(f"{s:.2f}" for s in samples)
+    print(f"from-pytorch, 8 ranks x 5,405 host operators (host + Kineto): median {seconds:.2f} s of {repeat} ({shown})")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 ``python fuzz/atheris_run.py TARGET [libFuzzer options]``, e.g.
 ``python fuzz/atheris_run.py et -atheris_runs=20000 -max_len=4096``. TARGET is one of
-``et``, ``msccl``, ``topology``, ``specs`` (:mod:`targets`); the corpus starts from their seeds.
+``et``, ``msccl``, ``topology``, ``specs``, ``pytorch`` (:mod:`targets`); the corpus starts from their seeds.
 The tool's own errors are expected; any other exception stops the run with its input saved
 by libFuzzer (``crash-*``).
 """
@@ -23,6 +23,7 @@ with atheris.instrument_imports(include=["chakra_collectives"]):
     import chakra_collectives.converters.chakra_et.reader  # noqa: E402,F401
     import chakra_collectives.converters.chakra_et.workload_reader  # noqa: E402,F401
     import chakra_collectives.converters.msccl.lower  # noqa: E402,F401
+    import chakra_collectives.converters.pytorch.convert  # noqa: E402,F401
     import chakra_collectives.replay.algorithms  # noqa: E402,F401
     import chakra_collectives.topology.loaders  # noqa: E402,F401
     import chakra_collectives.units  # noqa: E402,F401

@@ -1,9 +1,11 @@
 """A fuzzing campaign: many mutated inputs per reader, crashes counted and saved.
 
-``python fuzz/campaign.py [--runs N] [--seed S] [--targets et,msccl,topology,specs] [--cli N] [--commands N] [--kills N]``
+``python fuzz/campaign.py [--runs N] [--seed S] [--targets et,msccl,topology,specs,pytorch] [--cli N] [--commands N] [--kills N]``
 
-* every target of :mod:`targets` gets ``N`` mutations of its seeds (:mod:`mutate`); a crash is
-  any exception other than the tool's own error, and its input is saved under
+* every target of :mod:`targets` gets ``N`` mutations of its seeds (:mod:`mutate`; PyTorch
+  trace sets get the structured mutations of :mod:`trace_mutate`); a crash is any exception
+  other than the tool's own error -- for ``pytorch`` also a written workload that reading or
+  replaying refuses (counted apart as "unreplayable") --, and its input is saved under
   ``fuzz/crashes/TARGET-HASH.bin`` to reproduce it (``python fuzz/reproduce.py FILE``);
 * ``--cli N`` runs N odd command lines (specs, sizes, flags) through the real CLI in-process
   and counts tracebacks;
@@ -33,24 +35,32 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from mutate import mutate  # noqa: E402
-from targets import TARGETS, run, seeds  # noqa: E402
+from targets import TARGETS, WrittenButRefused, mutator, pytorch_seeds, run, seeds  # noqa: E402
 
 
 def campaign(name: str, runs: int, rng: random.Random) -> dict:
+    """``runs`` mutated inputs through target ``name``: counts, and per seed (``by_seed``)."""
     target, starts = TARGETS[name], seeds(name)
-    counts = {"ok": 0, "refused": 0, "crash": 0}
+    mutate_input = mutator(name)
+    counts = {"ok": 0, "refused": 0, "crash": 0, "unreplayable": 0}
+    by_seed = [{"ok": 0, "refused": 0, "crash": 0} for _ in starts]
     started = time.perf_counter()
     for _ in range(runs):
-        data = mutate(rng.choice(starts), rng)
+        choice = rng.randrange(len(starts))
+        data = mutate_input(starts[choice], rng)
         try:
-            counts[run(target, data)] += 1
-        except Exception:  # a crash: anything but the tool's own error
+            outcome = run(target, data)
+            counts[outcome] += 1
+            by_seed[choice][outcome] += 1
+        except Exception as error:  # a crash: anything but the tool's own error
             counts["crash"] += 1
+            by_seed[choice]["crash"] += 1
+            counts["unreplayable"] += isinstance(error, WrittenButRefused)
             digest = hashlib.sha1(data).hexdigest()[:12]
             (HERE / "crashes").mkdir(exist_ok=True)
             (HERE / "crashes" / f"{name}-{digest}.bin").write_bytes(data)
             print(f"  crash in {name} ({digest}):\n" + "".join(traceback.format_exc(limit=-3)), file=sys.stderr)
-    return {**counts, "seconds": time.perf_counter() - started}
+    return {**counts, "by_seed": by_seed, "seconds": time.perf_counter() - started}
 
 
 ODD_ARGS = [
@@ -178,7 +188,11 @@ def main(argv: list[str]) -> int:
     for name in filter(None, args.targets.split(",")):
         result = campaign(name, args.runs, rng)
         crashes += result["crash"]
-        print(f"{name:9} {args.runs:>6} runs  {result['refused']:>6} refused  {result['ok']:>6} accepted  {result['crash']:>3} crashes  {result['seconds']:7.1f} s", flush=True)
+        unreplayable = f" (of which {result['unreplayable']} written but unreplayable)" if name == "pytorch" else ""
+        print(f"{name:9} {args.runs:>6} runs  {result['refused']:>6} refused  {result['ok']:>6} accepted  {result['crash']:>3} crashes{unreplayable}  {result['seconds']:7.1f} s", flush=True)
+        if name == "pytorch":
+            for (label, _), seen in zip(pytorch_seeds(), result["by_seed"]):
+                print(f"  {label:56} {sum(seen.values()):>6} runs  {seen['refused']:>6} refused  {seen['ok']:>6} accepted  {seen['crash']:>3} crashes")
     if args.cli:
         result = cli_campaign(args.cli, rng)
         crashes += result["crash"]

@@ -13,6 +13,7 @@ suite (``tests/test_fuzz.py``), the atheris harness (``fuzz/atheris_run.py``) an
 
 from __future__ import annotations
 
+import random
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -165,12 +166,55 @@ def spec_parsers(data: bytes) -> None:
             pass
 
 
+class WrittenButRefused(Exception):
+    """``from-pytorch`` wrote a workload that reading or replaying it then refused."""
+
+
+def pytorch_converter(data: bytes) -> None:
+    """``data`` as a packed trace set (:mod:`trace_mutate`): files named ``h*`` are given as
+    execution traces, ``k*`` with ``--kineto``; what is written must then read and replay on
+    ``switch:N`` (with its process groups), else :class:`WrittenButRefused`."""
+    from trace_mutate import unpack
+
+    from chakra_collectives.converters.chakra_et.workload_reader import read_workload
+    from chakra_collectives.converters.pytorch.convert import convert_pytorch
+    from chakra_collectives.replay import replay
+    from chakra_collectives.replay.groups import ProcessGroups
+    from chakra_collectives.topology import load_topology
+
+    def go(folder: Path) -> None:
+        hosts, kinetos = [], []
+        for index, (name, content) in enumerate(unpack(data).items()):
+            path = folder / f"{index}-{Path(name).name or 'x'}"
+            path.write_bytes(content)
+            (kinetos if name.startswith("k") else hosts).append(path)
+        result = convert_pytorch(hosts, kinetos or None, folder / "w")
+        try:
+            workload = read_workload(folder / "w")
+            groups = ProcessGroups.load(folder / "w.json", num_ranks=workload.num_ranks) if result.groups else None
+            replay(workload, load_topology(f"switch:{max(2, workload.num_ranks)}"), groups=groups)
+        except ChakraCollError as error:
+            raise WrittenButRefused(f"from-pytorch wrote {len(result.paths)} file(s) that replay refuses: {error}") from error
+
+    _in_temp(go)
+
+
 TARGETS: dict[str, Target] = {
     "et": et_reader,
     "msccl": msccl_importer,
     "topology": topology_loader,
     "specs": spec_parsers,
+    "pytorch": pytorch_converter,
 }
+
+
+def mutator(name: str) -> Callable[[bytes, random.Random], bytes]:
+    """How a target's inputs are mutated: trace sets structurally (:mod:`trace_mutate`), the
+    rest byte by byte (:mod:`mutate`)."""
+    from mutate import mutate
+    from trace_mutate import mutate_traces
+
+    return mutate_traces if name == "pytorch" else mutate
 
 
 def seeds(name: str) -> list[bytes]:
@@ -186,7 +230,48 @@ def seeds(name: str) -> list[bytes]:
             b"0 <-> 1 bw=50 lat=500\n1 <-> 2\n2 <-> 3\n3 -> s0\ns0 -> 0\n",
             b"torus2d:4x4,bw=100",
         ]
+    if name == "pytorch":
+        return [data for _, data in pytorch_seeds()]
     return [b"64MiB", b"all-reduce=out/ar", b"all-to-all=direct,*=ring", b"50%"]
+
+
+REAL_HOST_TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "interop" / "chakra" / "pytorch_host_1.0.2-chakra.0.0.4.json"
+"""A real PyTorch host trace (Chakra's test data), used as a seed when it is present."""
+
+
+def pytorch_seeds() -> list[tuple[str, bytes]]:
+    """Labelled packed trace sets: the scripted 2-rank DDP step (host + Kineto) in schemas 1.0.1,
+    1.0.2 and 1.1.0, with and without record-function ids; a 1.1.0 step with point-to-point
+    calls; the real 1.0.2 host trace twice (two ranks, no Kineto) when present."""
+    import json
+    import sys
+
+    from trace_mutate import pack
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from pytorch_traces import SCHEMAS, ScriptedRun, ddp_step
+
+    found = []
+    for schema in SCHEMAS:
+        for ids in (True, False):
+            files = {}
+            for rank in range(2):
+                host, kineto = ddp_step(rank, 2, schema=schema, record_function_ids=ids).documents()
+                files[f"h{rank}.json"], files[f"k{rank}.json"] = json.dumps(host).encode(), json.dumps(kineto).encode()
+            found.append((f"scripted DDP {schema}{'' if ids else ' (no rf_id)'}", pack(files)))
+    files = {}
+    for rank in range(2):
+        run = ScriptedRun(rank=rank, world=2)
+        with run.op(1, "step", 2):
+            run.p2p(1, "send" if rank == 0 else "recv", 256, 1 - rank, seq=1, kernel_us=5)
+            run.collective(1, "all-gather", 1024, seq=2, kernel_us=9)
+        host, kineto = run.documents()
+        files[f"h{rank}.json"], files[f"k{rank}.json"] = json.dumps(host).encode(), json.dumps(kineto).encode()
+    found.append(("scripted send/recv + all-gather 1.1.0", pack(files)))
+    if REAL_HOST_TRACE.exists():
+        real = REAL_HOST_TRACE.read_bytes()
+        found.append(("real host trace 1.0.2 (Chakra's test data) x 2 ranks", pack({"h0.json": real, "h1.json": real})))
+    return found
 
 
 def _algorithm_bytes(name: str, collective: str) -> bytes:

@@ -264,3 +264,27 @@ def write_pair(run: ScriptedRun, directory: Path, stem: str) -> tuple[Path, Path
     host_path.write_text(json.dumps(host))
     kineto_path.write_text(json.dumps(kineto))
     return host_path, kineto_path
+
+
+def layered_step(rank: int = 0, world: int = 8, layers: int = 600, **options) -> ScriptedRun:
+    """A larger data-parallel step: ``layers`` linear layers forward (3 operators, 2 kernels
+    each), backward on the autograd thread (2 operators, 1 kernel each) and one gradient
+    all-reduce per layer (3 operators), then waits: ``9 x layers`` operators per rank."""
+    run = ScriptedRun(rank=rank, world=world, **options)
+    with run.op(1, "ProfilerStep#1", 3, category="user_annotation"):
+        for _ in range(layers):
+            with run.op(1, "aten::linear", 5):
+                with run.op(1, "aten::addmm", 8):
+                    run.launch(1, "gemm_fwd", 50.0 + rank)
+                with run.op(1, "aten::relu", 3):
+                    run.launch(1, "relu_fwd", 5.0)
+    run.thread(2)
+    run.clock[2] = run.clock[1] + 20.0
+    for layer in range(layers):
+        with run.op(2, "autograd::engine::evaluate_function: AddmmBackward0", 6):
+            with run.op(2, "aten::mm", 7):
+                run.launch(2, "gemm_bwd", 100.0)
+        run.collective(2, "all-reduce", 2**16, seq=layer + 1, kernel_us=60.0)
+    for layer in range(layers):
+        run.wait(2, layer + 1)
+    return run

@@ -194,7 +194,7 @@ def test_replicate_copies_one_rank(tmp_path):
 # ---------------------------------------------------------------------- bad input
 def test_a_kineto_trace_given_as_host_trace_is_named(tmp_path):
     _, kineto = write_pair(ddp_step(), tmp_path, "x")
-    with pytest.raises(InputError, match="Kineto trace: give it with --kineto") as error:
+    with pytest.raises(InputError, match="a Kineto trace, and no execution trace given") as error:
         convert_pytorch([kineto], None, tmp_path / "w")
     assert str(kineto) in str(error.value)
 
@@ -202,7 +202,7 @@ def test_a_kineto_trace_given_as_host_trace_is_named(tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [("{not json", "not valid JSON"), ('{"schema": "1.0.1"}', "no 'nodes' list"),
-     ('{"nodes": [{"id": 1}]}', "node 1 has no 'name'"), ('{"nodes": [{"name": "x"}]}', "node #1 has no integer 'id'")],
+     ('{"nodes": [{"id": 1}]}', "node 1 has no 'name'"), ('{"nodes": [{"name": "x"}]}', "node #1: id is missing; expected an integer id")],
 )
 def test_broken_host_traces_are_named(tmp_path, content, message):
     path = tmp_path / "host.json"
@@ -266,7 +266,7 @@ def test_command_summary_and_errors(cli, tmp_path):
     missing = cli("workload", "from-pytorch", str(tmp_path / "nothing*.json"), "-o", tmp_path / "x")
     assert missing.exit_code == 2 and "no execution trace matches" in missing.stderr and "Traceback" not in missing.stderr
     swapped = cli("workload", "from-pytorch", kineto, "-o", tmp_path / "x")
-    assert swapped.exit_code == 2 and "give it with --kineto" in swapped.stderr
+    assert swapped.exit_code == 2 and "a Kineto trace, and no execution trace given" in swapped.stderr
     assert not list(tmp_path.glob("x.*"))
 
 

@@ -41,12 +41,13 @@ SCHEMA_VERSION = 1
 
 @command("from-pytorch", group=workload_app)
 def from_pytorch_command(
-    host: List[str] = typer.Argument(..., help="PyTorch execution traces (ExecutionTraceObserver JSON, .json or .json.gz), one per rank; globs allowed."),
-    kineto: Optional[List[str]] = typer.Option(None, "--kineto", "-k", help="Kineto traces (torch.profiler JSON) of the same runs, one per rank (repeatable; globs allowed): GPU kernel times."),
+    host: List[str] = typer.Argument(..., help="PyTorch execution traces (ExecutionTraceObserver JSON, .json or .json.gz), one per rank; globs allowed. Kineto traces among them are recognized by their content."),
+    kineto: Optional[List[str]] = typer.Option(None, "--kineto", "-k", help="Kineto traces (torch.profiler JSON) of the same runs, one per rank: GPU kernel times. Globs allowed; the files after the first are read as traces too and recognized as Kineto traces, so --kineto a.json b.json takes both."),
     output_text: str = typer.Option(
         ..., "--output", "-o", metavar="PREFIX", help="Write PREFIX.{rank}.et (and PREFIX.json when there are process groups); a folder (out/) means out/workload."
     ),
     replicate: Optional[int] = typer.Option(None, "--replicate", help="Run one rank's trace on N ranks (an SPMD job traced on one rank)."),
+    strict: bool = typer.Option(False, "--strict", help="Refuse what the defaults repair in the traces (negative durations, malformed attributes, operators whose parent comes after them...)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Convert PyTorch profiler traces (execution trace schema 1.0.1 or later, + Kineto) into workload ETs that replay.
@@ -62,7 +63,7 @@ def from_pytorch_command(
     hosts = expand(list(host), "execution trace")
     kinetos = expand(list(kineto), "Kineto trace") if kineto else None
     with err_console.status(f"converting {len(hosts)} trace(s)..."):
-        result = convert_pytorch(hosts, kinetos, output, replicate=replicate)
+        result = convert_pytorch(hosts, kinetos, output, replicate=replicate, strict=strict)
     for warning in result.warnings:
         warn(warning)
     if as_json:

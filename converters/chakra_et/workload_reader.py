@@ -39,7 +39,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
 
 from chakra_collectives.converters.chakra_et.footprint import reading_estimate
 from chakra_collectives.resources import require
-from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_rank_files
+from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_files, decode_rank_files
 from chakra_collectives.converters.chakra_et.read_policy import (
     ReadPolicy,
     Repairs,
@@ -135,11 +135,33 @@ def read_workload(prefix: str | Path, policy: ReadPolicy | None = None) -> Workl
     paths = rank_files(prefix)
     require(reading_estimate(prefix, paths))
     nodes = decode_rank_files(paths, missing="error" if policy.dangling == "error" else "keep")
+    return _workload(str(prefix), paths, nodes, policy)
+
+
+def read_encoded_workload(files: list[bytes], paths: list[Path], policy: ReadPolicy | None = None, *, prefix: str = "") -> Workload:
+    """The workload that the encoded rank files ``files`` (rank ``i`` to be written at
+    ``paths[i]``) will read as: every check and repair of :func:`read_workload`, before writing.
+
+    >>> from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder
+    >>> b = WorkloadBuilder(2)
+    >>> _ = b.collective(0, "all-reduce", 0), b.collective(1, "all-reduce", 0)
+    >>> b.write("w", check=read_encoded_workload)
+    Traceback (most recent call last):
+    ...
+    chakra_collectives.errors.InputError: w.0.et: rank 0: node 0: comm_size is 0; communication needs a positive size
+    """
+    policy = policy or ReadPolicy()
+    missing = "error" if policy.dangling == "error" else "keep"
+    nodes = decode_files([(data, path, rank) for rank, (data, path) in enumerate(zip(files, paths))], missing=missing)
+    return _workload(prefix, paths, nodes, policy)
+
+
+def _workload(prefix: str, paths: list[Path], nodes: NodeColumns, policy: ReadPolicy) -> Workload:
     repairs = Repairs()
     dep_ptr, dep_idx, repairs.dependencies = repair_dependencies(nodes, policy.dependencies)
     columns = _decode_nodes(nodes, policy, repairs)
     return Workload(
-        prefix=str(prefix),
+        prefix=prefix,
         num_ranks=len(paths),
         rank=nodes.file_of.astype(np.int32),
         node_id=nodes.ids,
@@ -183,4 +205,4 @@ def read_node_names(workload: Workload) -> list[str]:
     return names
 
 
-__all__ = ["NODE_KINDS", "read_node_names", "read_workload"]
+__all__ = ["NODE_KINDS", "read_encoded_workload", "read_node_names", "read_workload"]

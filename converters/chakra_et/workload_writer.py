@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from chakra.schema.protobuf.et_def_pb2 import (
     COMM_COLL_NODE,
@@ -35,7 +35,24 @@ from chakra.src.third_party.utils import protolib
 
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION
 from chakra_collectives.converters.chakra_et.writer import rank_path, write_rank_files
+from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
+
+INT32_MIN, INT32_MAX, INT64_MAX, UINT64_MAX = -(2**31), 2**31 - 1, 2**63 - 1, 2**64 - 1
+
+
+def _in_range(value: float, low: int, high: int, field: str, rank: int, builder: "WorkloadBuilder") -> int:
+    """``value`` as the integer the ET field holds, or an :class:`InputError` naming the rank and node.
+
+    >>> _in_range(-1, 0, INT64_MAX, "comm_size", 3, WorkloadBuilder(4))
+    Traceback (most recent call last):
+    ...
+    chakra_collectives.errors.InputError: rank 3: node 0: comm_size -1 is outside the range the ET field holds (0 to 9223372036854775807)
+    """
+    number = round(value) if value == value and abs(value) != float("inf") else None
+    if number is None or not low <= number <= high:
+        raise InputError(f"{field} {value:g} is outside the range the ET field holds ({low} to {high})", rank=rank, node=len(builder.nodes[rank]))
+    return number
 
 
 class WorkloadBuilder:
@@ -62,7 +79,7 @@ class WorkloadBuilder:
         ``num_ops`` and ``tensor_size`` (bytes) are what ASTRA-sim's roofline mode reads
         instead of the duration (uint64 attributes, written only when given).
         """
-        node = Node(name=name, type=COMP_NODE, duration_micros=round(duration_ns / 1000))
+        node = Node(name=name, type=COMP_NODE, duration_micros=_in_range(duration_ns / 1000, 0, UINT64_MAX, "duration_micros", rank, self))
         node.attr.append(AttributeProto(name="is_cpu_op", bool_val=cpu))
         if num_ops is not None:
             node.attr.append(AttributeProto(name="num_ops", uint64_val=int(num_ops)))
@@ -83,7 +100,7 @@ class WorkloadBuilder:
         node.attr.extend([
             AttributeProto(name="is_cpu_op", bool_val=False),
             AttributeProto(name="comm_type", int64_val=code),
-            AttributeProto(name="comm_size", int64_val=size_bytes),
+            AttributeProto(name="comm_size", int64_val=_in_range(size_bytes, 0, INT64_MAX, "comm_size", rank, self)),
         ])
         if pg_name is not None:
             node.attr.append(AttributeProto(name="pg_name", string_val=pg_name))
@@ -95,9 +112,9 @@ class WorkloadBuilder:
         node = Node(name=f"SEND {rank}->{dst}", type=COMM_SEND_NODE)
         node.attr.extend([
             AttributeProto(name="is_cpu_op", bool_val=False),
-            AttributeProto(name="comm_dst", int32_val=dst),
-            AttributeProto(name="comm_size", int64_val=size_bytes),
-            AttributeProto(name="comm_tag", int32_val=tag),
+            AttributeProto(name="comm_dst", int32_val=_in_range(dst, 0, INT32_MAX, "comm_dst", rank, self)),
+            AttributeProto(name="comm_size", int64_val=_in_range(size_bytes, 0, INT64_MAX, "comm_size", rank, self)),
+            AttributeProto(name="comm_tag", int32_val=_in_range(tag, INT32_MIN, INT32_MAX, "comm_tag", rank, self)),
         ])
         return self._add(rank, node, deps)
 
@@ -105,9 +122,9 @@ class WorkloadBuilder:
         node = Node(name=f"RECV {rank}<-{src}", type=COMM_RECV_NODE)
         node.attr.extend([
             AttributeProto(name="is_cpu_op", bool_val=False),
-            AttributeProto(name="comm_src", int32_val=src),
-            AttributeProto(name="comm_size", int64_val=size_bytes),
-            AttributeProto(name="comm_tag", int32_val=tag),
+            AttributeProto(name="comm_src", int32_val=_in_range(src, 0, INT32_MAX, "comm_src", rank, self)),
+            AttributeProto(name="comm_size", int64_val=_in_range(size_bytes, 0, INT64_MAX, "comm_size", rank, self)),
+            AttributeProto(name="comm_tag", int32_val=_in_range(tag, INT32_MIN, INT32_MAX, "comm_tag", rank, self)),
         ])
         return self._add(rank, node, deps)
 
@@ -121,11 +138,15 @@ class WorkloadBuilder:
     def metadata(self, rank: int, *, name: str = "METADATA", deps: Iterable[int] = ()) -> int:
         return self._add(rank, Node(name=name, type=METADATA_NODE), deps)
 
-    def write(self, prefix: str | Path, *, extra: Mapping[Path, bytes] | None = None) -> list[Path]:
+    def write(
+        self, prefix: str | Path, *, extra: Mapping[Path, bytes] | None = None,
+        check: Callable[[list[bytes], list[Path]], None] | None = None,
+    ) -> list[Path]:
         """Write ``PREFIX.{rank}.et`` for every rank, and the ``extra`` files, all or nothing.
 
         Rank files of the same prefix left by an earlier, larger workload are removed, so the
-        prefix names exactly this workload. Returns the rank files' paths.
+        prefix names exactly this workload. ``check`` sees the encoded files and their paths
+        before anything is written (raising refuses them). Returns the rank files' paths.
         """
         paths = [rank_path(prefix, r) for r in range(self.num_ranks)]
         encoded: dict[int, bytes] = {}  # ranks sharing one node list (replicate) are encoded once
@@ -139,6 +160,8 @@ class WorkloadBuilder:
                     protolib.encodeMessage(sink, node)
                 blob = encoded[id(nodes)] = sink.getvalue()
             blobs.append(blob)
+        if check is not None:
+            check(blobs, paths)
         write_rank_files(prefix, paths, blobs, extra=extra)
         return paths
 

@@ -41,8 +41,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chakra_collectives.converters.pytorch.fields import unicode_text
 from chakra_collectives.converters.pytorch.host_trace import HostOp, HostTrace
 from chakra_collectives.converters.pytorch.values import scalar_type_bytes, tensor_bytes
+from chakra_collectives.errors import InputError
+from chakra_collectives.limits import MAX_NPUS
 
 _KINDS = {
     "allreduce": "all-reduce", "allreducecoalesced": "all-reduce", "allreducebase": "all-reduce",
@@ -119,21 +122,39 @@ class CollectiveCall:
             return max(inp or 0, out or 0)
         return inp if inp else (out or 0)
 
-    def absorb_kernel_args(self, args: dict[str, Any]) -> None:
+    def absorb_kernel_args(self, args: dict[str, Any], where: str = "NCCL kernel") -> None:
         """Fill what the host trace lacks from an NCCL kernel's Kineto arguments."""
-        element = scalar_type_bytes(str(args.get("dtype", ""))) or 0
-        if self.in_bytes is None and isinstance(args.get("In msg nelems"), int) and element:
+        element = scalar_type_bytes(text_of(args.get("dtype")) or "") or 0
+        if self.in_bytes is None and _is_int(args.get("In msg nelems")) and element:
             self.in_bytes = args["In msg nelems"] * element
-        if self.out_bytes is None and isinstance(args.get("Out msg nelems"), int) and element:
+        if self.out_bytes is None and _is_int(args.get("Out msg nelems")) and element:
             self.out_bytes = args["Out msg nelems"] * element
-        if self.group_size is None and isinstance(args.get("Group size"), int):
-            self.group_size = args["Group size"]
-        if self.pg_name is None and args.get("Process Group Name") not in (None, ""):
-            self.pg_name = str(args["Process Group Name"])
+        if self.group_size is None and _is_int(args.get("Group size")):
+            self.group_size = checked_group_size(args["Group size"], where, "Group size")
+        if self.pg_name is None and text_of(args.get("Process Group Name")):
+            self.pg_name = text_of(args["Process Group Name"])
         if self.pg_ranks is None:
             self.pg_ranks = parse_ranks(args.get("Process Group Ranks"))
-        if self.kind is None and args.get("Collective name"):
-            self.kind = kind_of(str(args["Collective name"]))
+        if self.kind is None and text_of(args.get("Collective name")):
+            self.kind = kind_of(text_of(args["Collective name"]) or "")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def text_of(value: Any) -> str | None:
+    """A name field: a string, or a number written as one (``pg_name`` 0); else ``None``."""
+    if isinstance(value, str):
+        return unicode_text(value)
+    return str(value) if _is_int(value) else None
+
+
+def checked_group_size(value: Any, where: str, name: str) -> int:
+    """A process group's size: 1 to ``MAX_NPUS`` ranks, or an :class:`InputError` (place filled in by the caller)."""
+    if not _is_int(value) or not 1 <= value <= MAX_NPUS:
+        raise InputError(f"{where}: {name} is {value!r:.40}; a process group has 1 to {MAX_NPUS:,} ranks")
+    return value
 
 
 def parse_ranks(text: Any) -> tuple[int, ...] | None:
@@ -142,12 +163,13 @@ def parse_ranks(text: Any) -> tuple[int, ...] | None:
     >>> parse_ranks("[0, 2, 4]"), parse_ranks("[0, 1, ..., 63]"), parse_ranks([1, 3])
     ((0, 2, 4), None, (1, 3))
     """
-    if isinstance(text, list) and all(isinstance(r, int) for r in text):
-        return tuple(text) or None
-    if not isinstance(text, str) or "..." in text:
+    if isinstance(text, list) and all(_is_int(r) for r in text):
+        ranks = tuple(text)
+    elif not isinstance(text, str) or "..." in text:
         return None
-    numbers = re.findall(r"-?\d+", text)
-    return tuple(int(n) for n in numbers) or None
+    else:
+        ranks = tuple(int(n) for n in re.findall(r"-?\d{1,19}", text))
+    return ranks if ranks and all(0 <= r < MAX_NPUS for r in ranks) else None
 
 
 @dataclass(eq=False)
@@ -178,7 +200,10 @@ def find_collectives(host: HostTrace) -> tuple[list[CollectiveCall], list[WaitRe
             continue
         if normalize(name) in NON_CALLS:
             continue
-        calls.append(_call(op, name, subtree, record, fields, host))
+        try:
+            calls.append(_call(op, name, subtree, record, fields, host))
+        except InputError as error:
+            raise InputError(f"{error.message} (in {op.name})", path=host.path, node=(record or op).id) from None
     return calls, waits
 
 
@@ -223,30 +248,32 @@ def _record_fields(record: HostOp) -> dict[str, Any]:
         fields["name"] = attrs["collective_name"]
     if s is not None and s >= 3:
         seq, pg, rank = values[s - 3], values[s - 2], values[s - 1]
-        fields["seq"] = seq if isinstance(seq, int) else None
+        fields["seq"] = seq if _is_int(seq) else None
         fields["pg"] = pg
-        fields["rank"] = rank if isinstance(rank, int) else None
+        fields["rank"] = rank if _is_int(rank) and 0 <= rank < MAX_NPUS else None
         tail = values[s + 1 :]
         if len(tail) == 3 and isinstance(tail[2], int):  # 1.0.2: splits, then the group size
             fields["group_size"] = tail[2]
         elif len(tail) >= 5 and all(isinstance(v, int) for v in tail[2:5]):  # 1.1.0: start, stride, size
             fields["rank_start"], fields["rank_stride"], fields["group_size"] = tail[2:5]
     for key, target in (("pg_size", "group_size"), ("global_rank_start", "rank_start"), ("global_rank_stride", "rank_stride")):
-        if isinstance(attrs.get(key), int):
+        if _is_int(attrs.get(key)):
             fields[target] = attrs[key]
-    if attrs.get("pg_name") not in (None, ""):
-        fields["pg"] = [str(attrs["pg_name"])]
-    element = scalar_type_bytes(str(attrs.get("dtype", ""))) if "dtype" in attrs else None
-    if element and isinstance(attrs.get("in_msg_nelems"), int):
+    if text_of(attrs.get("pg_name")):
+        fields["pg"] = [text_of(attrs["pg_name"])]
+    element = scalar_type_bytes(text_of(attrs.get("dtype")) or "") if "dtype" in attrs else None
+    if element and _is_int(attrs.get("in_msg_nelems")):
         fields["in_bytes"] = attrs["in_msg_nelems"] * element
-        if isinstance(attrs.get("out_msg_nelems"), int):
+        if _is_int(attrs.get("out_msg_nelems")):
             fields["out_bytes"] = attrs["out_msg_nelems"] * element
     return fields
 
 
 def _call(root: HostOp, name: str, subtree: list[HostOp], record: HostOp | None, fields: dict[str, Any], host: HostTrace) -> CollectiveCall:
     call = CollectiveCall(root=root, name=normalize(name), kind=kind_of(name), op_ids={o.id for o in subtree})
-    call.seq, call.rank, call.group_size = fields.get("seq"), fields.get("rank"), fields.get("group_size")
+    call.seq, call.rank = fields.get("seq"), fields.get("rank")
+    if fields.get("group_size") is not None:
+        call.group_size = checked_group_size(fields["group_size"], "record_param_comms", "the group size")
     if "in_bytes" in fields:
         call.in_bytes, call.out_bytes = fields["in_bytes"], fields.get("out_bytes")
     elif record is not None:
@@ -257,11 +284,11 @@ def _call(root: HostOp, name: str, subtree: list[HostOp], record: HostOp | None,
         dispatcher = subtree[0]
         call.in_bytes = tensor_bytes(dispatcher.input_values, dispatcher.input_types) or None
     call.pg_name, known_ranks, known_size = _process_group(fields.get("pg"), host)
-    if call.group_size is None:
-        call.group_size = known_size
+    if call.group_size is None and known_size is not None:
+        call.group_size = checked_group_size(known_size, "## process_group:init ##", "group_size")
     if "rank_start" in fields and call.group_size:
-        call.pg_ranks = tuple(fields["rank_start"] + fields["rank_stride"] * i for i in range(call.group_size))
-    elif known_ranks:
+        call.pg_ranks = _strided_ranks(fields["rank_start"], fields.get("rank_stride", 1), call.group_size)
+    if call.pg_ranks is None and known_ranks:
         call.pg_ranks = known_ranks
     if call.group_size is None and call.pg_ranks:
         call.group_size = len(call.pg_ranks)
@@ -273,6 +300,17 @@ def _call(root: HostOp, name: str, subtree: list[HostOp], record: HostOp | None,
     return call
 
 
+def _strided_ranks(start: int, stride: int, size: int) -> tuple[int, ...] | None:
+    """``global_rank_start`` + ``global_rank_stride`` x i for the group's ``size`` ranks, all valid
+    ranks; ``None`` when the stride is negative (PyTorch writes -1 for groups that are not strided)."""
+    if stride < 0:
+        return None
+    last = start + stride * (size - 1)
+    if not (0 <= start < MAX_NPUS and 0 <= last < MAX_NPUS):
+        raise InputError(f"global ranks {start} + {stride} x (0..{size - 1}) are not ranks from 0 to {MAX_NPUS - 1:,}")
+    return tuple(start + stride * i for i in range(size))
+
+
 def _process_group(pg: Any, host: HostTrace) -> tuple[str | None, tuple[int, ...] | None, int | None]:
     """``(pg_name, ranks, size)`` of the ``pg`` field: a name list, a name, or a backend id."""
     name = None
@@ -282,13 +320,13 @@ def _process_group(pg: Any, host: HostTrace) -> tuple[str | None, tuple[int, ...
         name = pg or None
     entry = None
     for group in host.process_groups:
-        if name is not None and str(group.get("pg_name")) == name:
+        if name is not None and text_of(group.get("pg_name")) == name:
             entry = group
-        elif name is None and isinstance(pg, int) and group.get("backend_id") == pg:
+        elif name is None and _is_int(pg) and group.get("backend_id") == pg:
             entry = group
         if entry is not None:
             break
     if entry is None:
         return name, None, None
     size = entry.get("group_size")
-    return str(entry.get("pg_name")), parse_ranks(entry.get("ranks")), size if isinstance(size, int) else None
+    return text_of(entry.get("pg_name")), parse_ranks(entry.get("ranks")), size if _is_int(size) else None

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chakra_collectives.converters.pytorch import fields
+from chakra_collectives.converters.pytorch.fields import TraceRepairs
 from chakra_collectives.errors import InputError
 
 PROCESS_ROOT = "[pytorch|profiler|execution_trace|process]"
@@ -114,22 +116,27 @@ def load_json(path: Path, what: str) -> Any:
             raise InputError(f"corrupt gzip data ({exc})", path=path) from None
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise InputError(f"not a {what} this tool reads: JSON nested too deeply", path=path) from None
     except UnicodeDecodeError:
         raise InputError(f"not a JSON {what} (binary data)", path=path) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})", path=path) from None
 
 
-def read_host_trace(path: str | Path) -> HostTrace:
+def read_host_trace(path: str | Path, repairs: TraceRepairs | None = None) -> HostTrace:
     """Read a host execution trace file (``.json`` or ``.json.gz``)."""
     path = Path(path)
-    return parse_host_trace(load_json(path, "PyTorch execution trace"), path)
+    return parse_host_trace(load_json(path, "PyTorch execution trace"), path, repairs)
 
 
-def parse_host_trace(document: Any, path: str | Path) -> HostTrace:
+def parse_host_trace(document: Any, path: str | Path, repairs: TraceRepairs | None = None) -> HostTrace:
+    """The operators of an execution trace, every field checked (:mod:`.fields`); what can be
+    repaired is counted in ``repairs`` (or refused, when it is strict)."""
     path = Path(path)
+    repairs = repairs if repairs is not None else TraceRepairs()
     if not isinstance(document, dict) or "nodes" not in document:
-        hint = " (this looks like a Kineto trace: give it with --kineto)" if isinstance(document, dict) and "traceEvents" in document else ""
+        hint = " (this looks like a Kineto trace: give it with --kineto)" if is_kineto_document(document) else ""
         raise InputError(f"not a PyTorch execution trace: no 'nodes' list{hint}", path=path)
     nodes = document["nodes"]
     if not isinstance(nodes, list):
@@ -138,7 +145,7 @@ def parse_host_trace(document: Any, path: str | Path) -> HostTrace:
     ops: list[HostOp] = []
     groups: list[dict[str, Any]] = []
     for position, raw in enumerate(nodes):
-        op = _parse_node(raw, position, path)
+        op = _parse_node(raw, position, path, repairs)
         if op.name in ROOT_NAMES:
             continue
         if op.name == PROCESS_GROUP_INIT:
@@ -148,61 +155,101 @@ def parse_host_trace(document: Any, path: str | Path) -> HostTrace:
     for earlier, later in zip(ops, ops[1:]):
         if earlier.id == later.id:
             raise InputError(f"node id {later.id} appears twice", path=path)
+    for op in ops:
+        if op.parent > op.id:  # ids grow as operators start: a later parent could close a cycle
+            repairs.repair("late_parent", f"parent {op.parent} comes after the operator", path, f"node {op.id} ({op.name})")
+            op.parent = op.id
     return HostTrace(path=path, schema=schema, ops=ops, process_groups=groups)
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def is_kineto_document(document: Any) -> bool:
+    """Whether a JSON document is a Kineto trace (a ``traceEvents`` list, no ``nodes``)."""
+    return isinstance(document, dict) and "traceEvents" in document and "nodes" not in document
 
 
-def _parse_node(raw: Any, position: int, path: Path) -> HostOp:
-    if not isinstance(raw, dict):
+def _attributes(raw: Any, path: Path, where: str, repairs: TraceRepairs) -> dict[str, Any]:
+    """The ``attrs`` list of ``{name, type, value}`` as a dict (entries without a string name dropped)."""
+    attrs: dict[str, Any] = {}
+    for position, attr in enumerate(raw if type(raw) is list else fields.list_or_empty(raw, path, where, "attrs")):
+        name = attr.get("name") if type(attr) is dict else None
+        if type(name) is str:
+            attrs[name] = attr.get("value")
+        else:
+            repairs.repair("bad_attribute", f"attribute #{position + 1} has no string name", path, where)
+    return attrs
+
+
+def _values_and_types(raw: Any, path: Path, where: str, name: str) -> tuple[list, list]:
+    """``{values, shapes, types}`` of the 1.0.2+ layout (absent parts: empty)."""
+    if type(raw) is dict:
+        values, types = raw.get("values", _EMPTY), raw.get("types", _EMPTY)
+        if type(values) is list and type(types) is list:
+            return values, types
+    group = fields.object_or_none(raw, path, where, name) or {}
+    return (fields.list_or_empty(group.get("values"), path, where, name + ".values"),
+            fields.list_or_empty(group.get("types"), path, where, name + ".types"))
+
+
+def _list(raw: dict, key: str, path: Path, where: str) -> list:
+    value = raw.get(key, _EMPTY)
+    return value if type(value) is list else fields.list_or_empty(value, path, where, key)
+
+
+_EMPTY: list = []
+"""What an absent list reads as (never modified)."""
+_FLAT_ATTRIBUTES = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
+
+
+def _parse_node(raw: Any, position: int, path: Path, repairs: TraceRepairs) -> HostOp:
+    if type(raw) is not dict:
         raise InputError(f"node #{position + 1} is not an object", path=path)
     node_id = raw.get("id")
-    if not isinstance(node_id, int):
-        raise InputError(f"node #{position + 1} has no integer 'id'", path=path)
+    if type(node_id) is not int or not 0 <= node_id <= fields.MAX_ID:
+        node_id = fields.node_id(node_id, path, f"node #{position + 1}", "id")
     name = raw.get("name")
-    if not isinstance(name, str):
+    if type(name) is not str:
         raise InputError(f"node {node_id} has no 'name'", path=path)
-    if isinstance(raw.get("inputs"), dict) or "attrs" in raw:  # 1.0.2-chakra.0.0.4 and later
-        attrs = {}
-        for attr in raw.get("attrs") or []:
-            if isinstance(attr, dict) and "name" in attr:
-                attrs[attr["name"]] = attr.get("value")
-        inputs = raw.get("inputs") or {}
-        outputs = raw.get("outputs") or {}
+    if not name.isascii():
+        name = fields.name(name, repairs, path, f"node {node_id}")
+    where = f"node {node_id} ({name})"
+    inputs = raw.get("inputs")
+    if type(inputs) is dict or ("attrs" in raw and type(inputs) is not list):  # 1.0.2-chakra.0.0.4 and later
+        attrs = _attributes(raw.get("attrs"), path, where, repairs)
         parent = raw.get("ctrl_deps", raw.get("parent"))
-        in_values, in_types = inputs.get("values", []), inputs.get("types", [])
-        out_values, out_types = outputs.get("values", []), outputs.get("types", [])
-    else:  # 1.0.1: everything at the top level
-        attrs = {key: raw[key] for key in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema") if key in raw}
+        in_values, in_types = _values_and_types(inputs, path, where, "inputs")
+        out_values, out_types = _values_and_types(raw.get("outputs"), path, where, "outputs")
+    else:  # 1.0.1: everything at the top level (some writers add attrs too)
+        attrs = _attributes(raw["attrs"], path, where, repairs) if "attrs" in raw else {}
+        attrs.update((key, raw[key]) for key in _FLAT_ATTRIBUTES if key in raw)
         parent = raw.get("parent")
-        in_values, in_types = raw.get("inputs", []), raw.get("input_types", [])
-        out_values, out_types = raw.get("outputs", []), raw.get("output_types", [])
-    if not isinstance(parent, int):
-        raise InputError(f"node {node_id} ({name}) has no parent ('ctrl_deps' or 'parent')", path=path)
-    if not isinstance(in_values, list) or not isinstance(in_types, list):
-        raise InputError(f"node {node_id} ({name}): inputs are not lists", path=path)
+        in_values, in_types = _list(raw, "inputs", path, where), _list(raw, "input_types", path, where)
+        out_values, out_types = _list(raw, "outputs", path, where), _list(raw, "output_types", path, where)
+    if type(parent) is not int or not 0 <= parent <= fields.MAX_ID:
+        if parent is None:
+            raise InputError(f"{where} has no parent ('ctrl_deps' or 'parent')", path=path)
+        parent = fields.node_id(parent, path, where, "parent")
     tid = attrs.get("tid", raw.get("tid", 0))
     rf_id = attrs.get("rf_id")
     stream = raw.get("stream")
+    category = raw.get("cat")
+    inclusive = raw.get("inclusive_dur", raw.get("dur"))
     return HostOp(
         id=node_id,
         name=name,
         parent=parent,
-        tid=tid if isinstance(tid, int) else 0,
-        rf_id=rf_id if isinstance(rf_id, int) else None,
+        tid=tid if type(tid) is int else 0,
+        rf_id=rf_id if type(rf_id) is int else None,
         input_values=in_values,
         input_types=in_types,
-        output_values=out_values if isinstance(out_values, list) else [],
-        output_types=out_types if isinstance(out_types, list) else [],
+        output_values=out_values,
+        output_types=out_types,
         attrs=attrs,
-        op_schema=str(attrs.get("op_schema") or ""),
-        ts=_number(raw.get("ts")),
-        dur=_number(raw.get("inclusive_dur", raw.get("dur"))),
-        exclusive_dur=_number(raw.get("exclusive_dur")),
-        category=raw.get("cat") if isinstance(raw.get("cat"), str) else None,
-        stream=stream if isinstance(stream, int) else None,
+        op_schema=schema if type(schema := attrs.get("op_schema")) is str else "",
+        ts=fields.timestamp(raw["ts"], path, where) if "ts" in raw else None,
+        dur=None if inclusive is None else fields.duration(inclusive, repairs, path, where, "inclusive_dur" if "inclusive_dur" in raw else "dur"),
+        exclusive_dur=fields.duration(raw["exclusive_dur"], repairs, path, where, "exclusive_dur") if "exclusive_dur" in raw else None,
+        category=category if type(category) is str else None,
+        stream=stream if type(stream) is int else None,
     )
 
 
@@ -213,7 +260,7 @@ def _process_groups(op: HostOp, path: Path) -> list[dict[str, Any]]:
     text = op.input_values[0]
     try:
         groups = json.loads(text) if isinstance(text, str) else text
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise InputError(f"node {op.id} ({op.name}): the process-group description is not JSON", path=path) from None
     if not isinstance(groups, list):
         return []

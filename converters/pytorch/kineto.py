@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from chakra_collectives.converters.pytorch.host_trace import GPU_CATEGORIES, load_json
+from chakra_collectives.converters.pytorch import fields
+from chakra_collectives.converters.pytorch.fields import MAX_DURATION_US, MAX_ID, MAX_TIMESTAMP_US, TraceRepairs, integer
 from chakra_collectives.errors import InputError
 
 CPU_CATEGORIES = ("cpu_op", "user_annotation")
@@ -43,6 +45,7 @@ SYNC_CALLS = frozenset({
     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
 })
 """Runtime calls that block the host thread until the device has caught up."""
+USED_CATEGORIES = frozenset(CPU_CATEGORIES + RUNTIME_CATEGORIES + GPU_CATEGORIES)
 
 
 @dataclass(eq=False)
@@ -79,76 +82,106 @@ class KinetoTrace:
     """Blocking runtime calls as ``(tid, ts, dur)``."""
 
 
-def read_kineto(path: str | Path) -> KinetoTrace:
+def read_kineto(path: str | Path, repairs: TraceRepairs | None = None) -> KinetoTrace:
     """Read a Kineto trace file (``.json`` or ``.json.gz``)."""
     path = Path(path)
-    return parse_kineto(load_json(path, "Kineto trace"), path)
+    return parse_kineto(load_json(path, "Kineto trace"), path, repairs)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    return None
+def _shown_name(value: Any) -> str:
+    """An event ``name`` that is not a string (a number stays readable; anything else by its type)."""
+    return str(value) if isinstance(value, (int, float)) else f"<{type(value).__name__}>"
 
 
-def _time(event: dict, key: str) -> float | None:
-    value = event.get(key)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+_NUMBERS = (int, float)
+_TIDS = (int, str)
+_ID_ARGS = {
+    **{category: ("External id", "Record function id") for category in CPU_CATEGORIES},
+    **{category: ("correlation",) for category in RUNTIME_CATEGORIES},
+    **{category: ("correlation", "stream") for category in GPU_CATEGORIES},
+}
+"""The integer ``args`` each category's events are read for."""
 
 
-def parse_kineto(document: Any, path: str | Path) -> KinetoTrace:
+def _flow_start(event: dict, position: int, path: Path, flow_starts: dict[int, tuple[Any, float]]) -> None:
+    where = f"event #{position + 1} (ac2g flow)"
+    flow_id = integer(event.get("id"), path, where, "id")
+    if flow_id is not None and event.get("ts") is not None:
+        flow_starts[flow_id] = (fields.thread_id(event.get("tid"), path, where), fields.timestamp(event.get("ts"), path, where))
+
+
+def _checked_event(event: dict, position: int, category: str, args: dict, path: Path, repairs: TraceRepairs) -> tuple:
+    """``(name, ts, dur, tid, ids)`` of an event with an unusual field: each checked, a bad one refused."""
+    name = event.get("name", "")
+    name = fields.name(name, repairs, path, f"event #{position + 1}") if isinstance(name, str) else _shown_name(name)
+    where = f"event #{position + 1} ({name[:40]!r}, {category})"
+    ts, dur = fields.timestamp(event.get("ts"), path, where), fields.duration(event.get("dur"), repairs, path, where)
+    if ts is None or dur is None:
+        raise InputError(f"{where} has no ts/dur", path=path)
+    tid = fields.thread_id(event.get("tid"), path, where)
+    ids = [integer(args.get(key), path, where, f"args.{key}") for key in _ID_ARGS[category]]
+    return name, ts, dur, tid, ids
+
+
+def _stream_of_tid(value: Any) -> int:
+    """A GPU event's ``tid`` as its stream when ``args`` has none (0 when it is not a number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID else 0
+
+
+def _distributed_info(document: dict, path: Path, repairs: TraceRepairs) -> tuple[int | None, int | None]:
+    info = document.get("distributedInfo")
+    if info is None:
+        return None, None
+    if not isinstance(info, dict):
+        repairs.repair("bad_distributed_info", f"distributedInfo is {type(info).__name__}, not an object", path, "distributedInfo")
+        return None, None
+    return (fields.rank(info.get("rank"), path, "distributedInfo", "rank"),
+            fields.rank(info.get("world_size"), path, "distributedInfo", "world_size"))
+
+
+def parse_kineto(document: Any, path: str | Path, repairs: TraceRepairs | None = None) -> KinetoTrace:
+    """The events the converter uses, every field checked (:mod:`.fields`)."""
     path = Path(path)
+    repairs = repairs if repairs is not None else TraceRepairs()
     if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
         hint = " (this looks like an execution trace: give it as HOST)" if isinstance(document, dict) and "nodes" in document else ""
         raise InputError(f"not a Kineto trace: no 'traceEvents' list{hint}", path=path)
-    info = document.get("distributedInfo") or {}
+    rank, world_size = _distributed_info(document, path, repairs)
     cpu_ops: list[CpuEvent] = []
     gpu_ops: list[GpuEvent] = []
     syncs: list[tuple[Any, float, float]] = []
     launches: dict[int, tuple[Any, float]] = {}
     flow_starts: dict[int, tuple[Any, float]] = {}
-    for event in document["traceEvents"]:
-        if not isinstance(event, dict):
+    for position, event in enumerate(document["traceEvents"]):
+        if type(event) is not dict:
             continue
         category = event.get("cat")
         phase = event.get("ph")
         if category == "ac2g":
-            flow_id = _int(event.get("id"))
-            ts = _time(event, "ts")
-            if phase == "s" and flow_id is not None and ts is not None:
-                flow_starts[flow_id] = (event.get("tid"), ts)
+            if phase == "s":
+                _flow_start(event, position, path, flow_starts)
             continue
-        if phase != "X" or category not in CPU_CATEGORIES + RUNTIME_CATEGORIES + GPU_CATEGORIES:
+        if phase != "X" or type(category) is not str or category not in USED_CATEGORIES:
             continue
-        ts, dur = _time(event, "ts"), _time(event, "dur")
-        if ts is None or dur is None:
-            raise InputError(f"event {event.get('name')!r} ({category}) has no numeric ts/dur", path=path)
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
-        name = str(event.get("name", ""))
+        name, ts, dur, tid = event.get("name", ""), event.get("ts"), event.get("dur"), event.get("tid")
+        args = event.get("args")
+        args = args if type(args) is dict else {}
+        ids = [args.get(key) for key in _ID_ARGS[category]]
+        if not (type(name) is str and name.isascii() and type(ts) in _NUMBERS and -MAX_TIMESTAMP_US <= ts <= MAX_TIMESTAMP_US
+                and type(dur) in _NUMBERS and 0 <= dur <= MAX_DURATION_US and (tid is None or type(tid) in _TIDS)
+                and all(i is None or (type(i) is int and -MAX_ID <= i <= MAX_ID) for i in ids)):
+            name, ts, dur, tid, ids = _checked_event(event, position, category, args, path, repairs)  # the rare slow path
         if category in CPU_CATEGORIES:
-            cpu_ops.append(CpuEvent(name, event.get("tid"), ts, dur, _int(args.get("External id")), _int(args.get("Record function id"))))
+            cpu_ops.append(CpuEvent(name, tid, float(ts), float(dur), ids[0], ids[1]))
         elif category in RUNTIME_CATEGORIES:
-            correlation = _int(args.get("correlation"))
+            correlation = ids[0]
             if correlation is not None:
-                launches[correlation] = (event.get("tid"), ts)
+                launches[correlation] = (tid, float(ts))
             if name in SYNC_CALLS:
-                syncs.append((event.get("tid"), ts, dur))
+                syncs.append((tid, float(ts), float(dur)))
         else:
-            stream = _int(args.get("stream"))
-            if stream is None:
-                stream = _int(event.get("tid")) or 0
-            gpu_ops.append(GpuEvent(name, category, stream, ts, dur, _int(args.get("correlation")), args))
+            stream = ids[1] if ids[1] is not None else _stream_of_tid(tid)
+            gpu_ops.append(GpuEvent(name, category, stream, float(ts), float(dur), ids[0], args))
     for op in gpu_ops:
         if op.correlation is not None:
             op.launch = launches.get(op.correlation) or flow_starts.get(op.correlation)
@@ -156,8 +189,8 @@ def parse_kineto(document: Any, path: str | Path) -> KinetoTrace:
     gpu_ops.sort(key=lambda e: (e.stream, e.ts))
     trace = KinetoTrace(
         path=path,
-        rank=_int(info.get("rank")),
-        world_size=_int(info.get("world_size")),
+        rank=rank,
+        world_size=world_size,
         cpu_ops=cpu_ops,
         gpu_ops=gpu_ops,
         syncs=sorted(syncs, key=lambda s: s[1]),

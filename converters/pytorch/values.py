@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chakra_collectives.errors import InputError
+
 SCALAR_TYPE_BYTES = {
     "byte": 1, "char": 1, "bool": 1, "qint8": 1, "quint8": 1, "quint4x2": 1, "quint2x4": 1,
     "float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2fnuz": 1, "float8_e4m3fnuz": 1, "uint8": 1, "int8": 1,
@@ -45,48 +47,76 @@ def is_tensor(value: Any) -> bool:
     )
 
 
+MAX_NESTING = 32
+"""Deepest list of arguments read (``GenericList[GenericList[...]]``); real traces nest two or three."""
+
+
 def split_types(type_text: str) -> list[str]:
     """Element types of ``GenericList[A,B[C,D]]`` -> ``['A', 'B[C,D]']`` (top-level commas only).
 
     >>> split_types("GenericList[Tensor(float),GenericList[Int,Int]]")
     ['Tensor(float)', 'GenericList[Int,Int]']
+    >>> split_types("GenericList[Tensor(float)")
+    Traceback (most recent call last):
+    ...
+    chakra_collectives.errors.InputError: type 'GenericList[Tensor(float)' is not balanced
     """
-    inner = type_text[type_text.index("[") + 1 : type_text.rindex("]")]
+    opening, closing = type_text.find("["), type_text.rfind("]")
+    if opening < 0 or closing < opening:
+        raise InputError(f"type {type_text[:60]!r} is not balanced")
+    inner = type_text[opening + 1 : closing]
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(inner):
         if ch in "[(":
             depth += 1
         elif ch in "])":
             depth -= 1
+            if depth < 0:
+                raise InputError(f"type {type_text[:60]!r} is not balanced")
         elif ch == "," and depth == 0:
             parts.append(inner[start:i])
             start = i + 1
+    if depth:
+        raise InputError(f"type {type_text[:60]!r} is not balanced")
     if inner[start:]:
         parts.append(inner[start:])
     return parts
 
 
-def tensors_of(value: Any, type_text: str) -> list[list]:
+def tensors_of(value: Any, type_text: str, depth: int = 0) -> list[list]:
     """Every tensor in one argument, guided by its type string."""
     if not isinstance(type_text, str):
         return []
     if type_text.startswith("Tensor"):
         return [value] if is_tensor(value) else []
     if type_text.startswith("GenericList[") and isinstance(value, list):
+        if depth >= MAX_NESTING:
+            raise InputError(f"an argument nests lists more than {MAX_NESTING} deep")
         types = split_types(type_text)
         if len(types) == 1 and len(value) > 1:  # some writers give one element type for a whole list
             types = types * len(value)
         found: list[list] = []
         for element, element_type in zip(value, types):
-            found.extend(tensors_of(element, element_type))
+            found.extend(tensors_of(element, element_type, depth + 1))
         return found
     return []
 
 
 def tensor_bytes(values: list, types: list) -> int:
-    """Total bytes (numel x itemsize) of every tensor among ``values`` (one per ``types`` entry)."""
+    """Total bytes (numel x itemsize) of every tensor among ``values`` (one per ``types`` entry);
+    a tensor with a negative element count or size is an :class:`InputError` (without a place:
+    the caller names the node).
+
+    >>> tensor_bytes([[5, 6, 0, -1024, 4, "cuda:0"]], ["Tensor(float)"])
+    Traceback (most recent call last):
+    ...
+    chakra_collectives.errors.InputError: a tensor has -1024 elements of 4 bytes
+    """
     total = 0
     for value, type_text in zip(values or [], types or []):
         for tensor in tensors_of(value, type_text):
-            total += int(tensor[3]) * int(tensor[4])
+            numel, itemsize = tensor[3], tensor[4]
+            if numel < 0 or itemsize < 0:
+                raise InputError(f"a tensor has {numel} elements of {itemsize} bytes")
+            total += numel * itemsize
     return total
