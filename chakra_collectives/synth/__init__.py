@@ -15,8 +15,9 @@ model (:func:`chakra_collectives.network.predict_time`), and puts it beside the 
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from chakra_collectives import progress
@@ -28,7 +29,7 @@ from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
 from chakra_collectives.resources import Estimate, fits, require
-from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
+from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, search
 from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
@@ -111,6 +112,11 @@ class SynthesisResult:
     bottleneck: Bottleneck | None = None
     """What limited the prediction: its busiest link in the network model's run (``None`` when
     no message crossed a link)."""
+    budget_ran_out: bool = False
+    """``best`` with a time budget: the budget ended the search before every candidate that
+    might have won was produced (the candidates say which were not tried)."""
+    budget_fallback: bool = False
+    """... before any candidate was produced: the algorithm is the cheapest baseline's."""
 
     @property
     def efficiency(self) -> float | None:
@@ -163,6 +169,8 @@ class SynthesisResult:
             "chunks_per_npu_tried": {str(k): t for k, t in self.chunks_tried.items()},
             "switch_handling": self.switch_handling,
             "bottleneck": None if self.bottleneck is None else self.bottleneck.as_dict(),
+            "budget_ran_out": self.budget_ran_out,
+            "budget_fallback": self.budget_fallback,
             **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
             # deprecated spellings, kept for one release
             "npus": self.topology.num_npus,
@@ -204,6 +212,8 @@ def synthesize(
     bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
+    time_budget: float | None = None,
+    exhaustive: bool = False,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -225,11 +235,17 @@ def synthesize(
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
     model; ``tacos`` is its old name) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a
     switch, messages queued at a port overlap their latencies).
+    ``time_budget`` (seconds, ``best`` only) caps the search (:func:`~chakra_collectives.synth.best.search`):
+    nothing starts after it and what was not tried is listed; ``exhaustive`` (``best`` only)
+    produces every candidate at every ``K``, skipping nothing (the search's oracle).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
+    if time_budget is not None and not time_budget > 0:
+        raise InputError(f"time budget must be positive, got {time_budget:g} s")
+    started_at = time.perf_counter()
     method = bounds_method(bounds, topology.num_npus)
     network_model = Mode.parse(network_model).value
     nbytes = parse_size(size_bytes)
@@ -242,18 +258,23 @@ def synthesize(
     tried: dict[int, float] = {}
     found: SynthesisResult | None = None
     spent_s = [0.0, 0.0]
-    unchunked: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]] = {}  # built once, whatever K
     with progress.task("synthesize"):
-        for k in counts:
-            label = f"K={k}" if chunks_per_npu is None else ""
-            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest, unchunked)
-            tried[k] = attempt.predicted_ns
-            spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
-            if found is not None and attempt.predicted_ns >= found.predicted_ns:
-                break
-            found = attempt
-        assert found is not None
-        found.synthesis_s, found.predict_s = spent_s
+        if name == "best":
+            deadline = None if time_budget is None else started_at + time_budget
+            found = _synthesize_best(topology, collective, counts, SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest),
+                                     on_step, network_model, deadline, exhaustive)
+            tried = found.chunks_tried
+        else:
+            for k in counts:
+                label = f"K={k}" if chunks_per_npu is None else ""
+                attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest)
+                tried[k] = attempt.predicted_ns
+                spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
+                if found is not None and attempt.predicted_ns >= found.predicted_ns:
+                    break
+                found = attempt
+            assert found is not None
+            found.synthesis_s, found.predict_s = spent_s
         if on_step:
             on_step("bounds")
         with progress.task("lower bounds"):
@@ -262,6 +283,122 @@ def synthesize(
             found.bounds_s = time.perf_counter() - started
     found.chunks_tried = tried if chunks_per_npu is None else {}
     return found
+
+
+Produced = tuple[Synthesized, float, float, float, "Bottleneck | None"]
+"""What :func:`_produce` returns: the producer's result, its synthesis and prediction seconds,
+the predicted ns, and what limited it (``None`` when the producer timed itself)."""
+
+
+def _produce(topology: Topology, collective: Collective, options: SynthesisOptions, candidate: str, network_model: str, step: Callable[[str], None], among: bool) -> Produced:
+    """Build ``candidate`` and time it under ``network_model`` (``among``: one of ``best``'s candidates)."""
+    step(f"synthesize ({candidate})" if among else "synthesize")
+    with progress.task(candidate):
+        started = time.perf_counter()
+        made = get(candidate).make(topology, collective, topology.num_npus, options)
+        synthesis_s = time.perf_counter() - started
+        step("predict")
+        started = time.perf_counter()
+        with progress.task("predict"):
+            # a producer that timed itself did so under the default model
+            own = made.predicted_ns if network_model == "default" else None
+            if own is not None:
+                predicted, limit = own, None
+            else:
+                timing = simulate_collective(made.algorithm, topology, mode=network_model)
+                predicted, limit = timing.time_ns, busiest_link(timing)
+                del timing
+    return made, synthesis_s, time.perf_counter() - started, predicted, limit
+
+
+def _synthesize_best(
+    topology: Topology,
+    collective: Collective,
+    counts: list[int],
+    options: SynthesisOptions,
+    on_step: Callable[[str], None] | None,
+    network_model: str,
+    deadline: float | None,
+    exhaustive: bool,
+) -> SynthesisResult:
+    """``best``: :func:`~chakra_collectives.synth.best.search` over every applicable producer
+    that fits the memory limit, at the chunk counts ``counts`` (``options``: all but ``K``)."""
+    step = on_step or (lambda name: None)
+    names = applicable(collective, topology.num_npus, topology)
+    if not names:
+        raise InputError(f"no algorithm implements {collective.value}")
+
+    def footprint(candidate: str, k: int) -> Estimate:
+        return estimate(candidate, topology, collective, topology.num_npus, replace(options, chunks_per_npu=k))
+
+    # a candidate whose memory estimate does not fit is neither bounded nor produced
+    too_large = {c: e for c in names if not fits(e := footprint(c, counts[0]))}
+    if len(too_large) == len(names):
+        require(min(too_large.values(), key=lambda e: e.nbytes))
+    runnable = [c for c in names if c not in too_large]
+    made: dict[tuple[str, int], Produced] = {}
+
+    def produce(candidate: str, k: int) -> float:
+        key = (candidate, k if get(candidate).chunked else counts[0])
+        if key not in made:
+            with progress.task(f"K={k}" if len(counts) > 1 and get(candidate).chunked else "candidates"):
+                made[key] = _produce(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model, step, True)
+        return made[key][3]
+
+    def bound(candidate: str, k: int) -> float:
+        if k != counts[0] and not fits(footprint(candidate, k)):
+            return math.inf
+        return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, mode=network_model)
+
+    started = time.perf_counter()
+    with progress.task("candidates"):
+        found = search(
+            runnable, counts, produce=produce, bound=bound, chunked=lambda c: get(c).chunked,
+            fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
+            deadline=deadline, exhaustive=exhaustive,
+        )
+    bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in made.values())
+    candidates = found.candidates + [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
+    candidates.sort(key=lambda c: names.index(c.name))
+    result = _result(topology, made[found.name, found.chunks_per_npu], found.name, found.chunks_per_npu, network_model, "best", candidates)
+    result.synthesis_s = sum(p[1] for p in made.values()) + bounding_s
+    result.predict_s += sum(p[2] for p in made.values())
+    result.chunks_tried = dict(next(c for c in candidates if c.name == found.name).tried)
+    result.budget_ran_out, result.budget_fallback = found.budget_ran_out, found.fell_back
+    return result
+
+
+def _result(topology: Topology, produced: Produced, name: str, chunks_per_npu: int, network_model: str, requested: str, candidates: list[Candidate]) -> SynthesisResult:
+    """The :class:`SynthesisResult` of one produced algorithm, without the bounds; its
+    ``predict_s`` counts only finding what limits it (when the producer timed itself)."""
+    made, _, _, predicted, limit = produced
+    limit_s = 0.0
+    if limit is None:  # the producer timed itself: what limits it comes from the model's run
+        started = time.perf_counter()
+        with progress.task("what limits it"):
+            limit = busiest_link(simulate_collective(made.algorithm, topology, mode=network_model))
+        limit_s = time.perf_counter() - started
+    details = made.details
+    return SynthesisResult(
+        algorithm=made.algorithm,
+        topology=topology,
+        algorithm_name=name,
+        chunks_per_npu=chunks_per_npu,
+        predicted_ns=predicted,
+        schedule_ns=made.schedule_ns,
+        bounds=None,
+        synthesis_s=0.0,
+        predict_s=limit_s,
+        seed=details.get("seed"),
+        trials=details.get("trials", 1),
+        requested=requested,
+        candidates=candidates,
+        phase_seeds=tuple(details.get("phase_seeds", ())),
+        phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
+        details=dict(details),
+        network_model=network_model,
+        bottleneck=limit,
+    )
 
 
 def _synthesize_with(
@@ -277,96 +414,16 @@ def _synthesize_with(
     label: str,
     network_model: str,
     forest: dict[str, Any],
-    unchunked: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]],
 ) -> SynthesisResult:
-    """:func:`synthesize` for one chunk count, without the bounds (``forest``: ForestColl's options;
-    ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
-    step = on_step or (lambda name: None)
+    """:func:`synthesize` of producer ``name`` for one chunk count, without the bounds (``forest``: ForestColl's options)."""
     options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
-    produced: dict[str, tuple[Synthesized, float, float, float, Bottleneck | None]] = {}
-
-    def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
-        if candidate in unchunked:
-            produced[candidate] = unchunked[candidate]
-            return unchunked[candidate][0].algorithm, unchunked[candidate][3]
-        step(f"synthesize ({candidate})" if name == "best" else "synthesize")
-        with progress.task(candidate):
-            started = time.perf_counter()
-            made = get(candidate).make(topology, collective, topology.num_npus, options)
-            synthesis_s = time.perf_counter() - started
-            step("predict")
-            started = time.perf_counter()
-            with progress.task("predict"):
-                # a producer that timed itself did so under the default model
-                own = made.predicted_ns if network_model == "default" else None
-                if own is not None:
-                    predicted, limit = own, None
-                else:
-                    timing = simulate_collective(made.algorithm, topology, mode=network_model)
-                    predicted, limit = timing.time_ns, busiest_link(timing)
-                    del timing
-            produced[candidate] = (made, synthesis_s, time.perf_counter() - started, predicted, limit)
-        if not get(candidate).chunked:
-            unchunked[candidate] = produced[candidate]
-        return made.algorithm, predicted
-
-    def footprint(candidate: str) -> Estimate:
-        return estimate(candidate, topology, collective, topology.num_npus, options)
-
-    candidate_names = applicable(collective, topology.num_npus, topology) if name == "best" else [name]
-    if not candidate_names:
-        raise InputError(f"no algorithm implements {collective.value}")
     with progress.task(label or "candidates"):
-        if name == "best":
-            # a candidate whose memory estimate does not fit is neither bounded nor produced
-            too_large = {c: footprint(c) for c in candidate_names if not fits(footprint(c))}
-            if len(too_large) == len(candidate_names):
-                require(min(too_large.values(), key=lambda e: e.nbytes))
-            started = time.perf_counter()
-            chosen, algo, candidates = choose(
-                [c for c in candidate_names if c not in too_large],
-                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, mode=network_model),
-                produce,
-            )
-            candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
-            candidates.sort(key=lambda c: candidate_names.index(c.name))
-            bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in produced.values())
-        else:
-            chosen = name
-            require(footprint(name))
-            algo, _ = produce(name)
-            candidates, bounding_s = [], 0.0
-    made, _, _, predicted, limit = produced[chosen]
-    limit_s = 0.0
-    if limit is None:  # the producer timed itself: what limits it comes from the model's run
-        started = time.perf_counter()
-        with progress.task("what limits it"):
-            limit = busiest_link(simulate_collective(algo, topology, mode=network_model))
-        limit_s = time.perf_counter() - started
-        produced[chosen] = (*produced[chosen][:4], limit)
-        if chosen in unchunked:  # the next chunk count reuses it with the algorithm
-            unchunked[chosen] = produced[chosen]
-    details = made.details
-    return SynthesisResult(
-        algorithm=algo,
-        topology=topology,
-        algorithm_name=chosen,
-        chunks_per_npu=chunks_per_npu,
-        predicted_ns=predicted,
-        schedule_ns=made.schedule_ns,
-        bounds=None,
-        synthesis_s=sum(p[1] for p in produced.values()) + bounding_s,
-        predict_s=sum(p[2] for p in produced.values()) + limit_s,
-        seed=details.get("seed"),
-        trials=details.get("trials", 1),
-        requested=name,
-        candidates=candidates,
-        phase_seeds=tuple(details.get("phase_seeds", ())),
-        phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
-        details=dict(details),
-        network_model=network_model,
-        bottleneck=limit,
-    )
+        require(estimate(name, topology, collective, topology.num_npus, options))
+        produced = _produce(topology, collective, options, name, network_model, on_step or (lambda step: None), False)
+    result = _result(topology, produced, name, chunks_per_npu, network_model, name, [])
+    result.synthesis_s = produced[1]
+    result.predict_s += produced[2]
+    return result
 
 
 __all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "synthesize"]

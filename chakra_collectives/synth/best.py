@@ -22,15 +22,19 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
+from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.units import format_time_ns
 
 def applicable(collective: Collective, num_npus: int, topology: Topology | None = None) -> list[str]:
     """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
@@ -82,20 +86,167 @@ def baseline_bound_ns(name: str, topology: Topology, collective: Collective, siz
 
 @dataclass
 class Candidate:
+    """One applicable producer in ``best``'s search: its best time over the ``K`` it tried, or why not."""
+
     name: str
     predicted_ns: float | None
-    """``None`` when skipped: it could not beat the winner (see :attr:`at_least_ns`), or
-    it would not fit the memory limit (see :attr:`skipped`)."""
+    """Its fastest predicted time over the chunk counts tried; ``None`` when it was not produced:
+    it could not beat the winner (see :attr:`at_least_ns`), or see :attr:`skipped`."""
     at_least_ns: float
     """A lower bound on its predicted time (0: none computed)."""
     skipped: str | None = None
-    """Why it was not tried although it might have won: its memory estimate (``needs about 53 GiB (...)``)."""
+    """Why it was not produced although it might have won: its memory estimate
+    (``needs about 53 GiB (...)``) or ``time budget``."""
+    chunks_per_npu: int | None = None
+    """The ``K`` of :attr:`predicted_ns` (``None``: not produced)."""
+    tried: dict[int, float] = field(default_factory=dict)
+    """Predicted time at every ``K`` it was produced with."""
+    stopped: str | None = None
+    """Why its ``K`` search ended before the last count: ``K=4 not faster than K=2`` or the bound of
+    the next ``K`` (``K=2 >= 1.2 ms``)."""
 
-    def as_dict(self) -> dict[str, float | str | None]:
-        found: dict[str, float | str | None] = {"predicted_ns": self.predicted_ns, "at_least_ns": self.at_least_ns}
+    def as_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"predicted_ns": self.predicted_ns, "at_least_ns": self.at_least_ns}
         if self.skipped is not None:
             found["skipped"] = self.skipped
+        if self.chunks_per_npu is not None:
+            found["chunks_per_npu"] = self.chunks_per_npu
+            found["chunks_per_npu_tried"] = {str(k): t for k, t in self.tried.items()}
+        if self.stopped is not None:
+            found["stopped"] = self.stopped
         return found
+
+
+@dataclass
+class Search:
+    """What :func:`search` found: the winner (``name``, ``chunks_per_npu``) and every candidate."""
+
+    name: str
+    chunks_per_npu: int
+    predicted_ns: float
+    candidates: list[Candidate]
+    budget_ran_out: bool = False
+    """The time budget ended the search before every candidate that might have won was produced."""
+    fell_back: bool = False
+    """... before any was: the winner is the fallback (the cheapest candidate)."""
+
+
+def search(
+    names: list[str],
+    counts: list[int],
+    *,
+    produce: Callable[[str, int], float],
+    bound: Callable[[str, int], float],
+    chunked: Callable[[str], bool],
+    estimate: Callable[[str], float] | None = None,
+    fallback: Callable[[], str] | None = None,
+    deadline: float | None = None,
+    exhaustive: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Search:
+    """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
+
+    ``produce(name, k)`` builds and times one (its predicted ns); ``bound(name, k)`` is a lower
+    bound on that time, known without building it (0: none); ``chunked(name)``: whether it reads
+    ``K`` (otherwise it is produced once, at ``counts[0]``); ``estimate(name)``: how fast it is
+    expected to be at ``counts[0]`` (default: its bound). ``names`` is the tie-breaking order.
+
+    The most promising ``(name, K)`` goes first: the lowest estimate, where the estimate of ``K``
+    after the first is the same producer's time at the previous ``K``. One whose bound cannot
+    beat the fastest found so far is skipped (its bound is reported). A producer's ``K`` search
+    brackets: ``counts`` in order until one is not faster than the one before. At ``deadline``
+    (``clock()``'s) nothing more is started; if nothing was produced by then, ``fallback()`` names
+    the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
+    ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
+
+    >>> times = {("a", 1): 5.0, ("a", 2): 4.0, ("a", 4): 4.5, ("b", 1): 9.0, ("b", 2): 8.0, ("b", 4): 7.0}
+    >>> made = []
+    >>> def produce(name, k):
+    ...     made.append((name, k)); return times[name, k]
+    >>> found = search(["a", "b"], [1, 2, 4, 8], produce=produce, bound=lambda n, k: 6.0 if n == "b" else 0.0, chunked=lambda n: True)
+    >>> found.name, found.chunks_per_npu, made       # b's bound 6 > a's 4: never built
+    ('a', 2, [('a', 1), ('a', 2), ('a', 4)])
+    >>> [(c.name, c.predicted_ns, c.at_least_ns, c.stopped) for c in found.candidates]
+    [('a', 4.0, 0.0, 'K=4 not faster than K=2'), ('b', None, 6.0, None)]
+    >>> search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 6.0, chunked=lambda n: True, exhaustive=True).candidates[1].tried
+    {1: 9.0, 2: 8.0, 4: 7.0}
+    """
+    order = {name: i for i, name in enumerate(names)}
+    bounds: dict[tuple[str, int], float] = {}
+    found = {name: Candidate(name, None, 0.0) for name in names}
+    incumbent: tuple[float, int, int, str] | None = None  # (ns, tie order, K, name)
+    budget_ran_out = fell_back = False
+
+    def bound_of(name: str, k: int) -> float:
+        if (name, k) not in bounds:
+            bounds[name, k] = bound(name, k)
+        return bounds[name, k]
+
+    def record(name: str, k: int) -> None:
+        nonlocal incumbent
+        predicted = produce(name, k)
+        candidate = found[name]
+        candidate.tried[k] = predicted
+        if candidate.predicted_ns is None or predicted < candidate.predicted_ns:
+            candidate.predicted_ns, candidate.chunks_per_npu = predicted, k
+        if incumbent is None or (predicted, order[name], k) < incumbent[:3]:
+            incumbent = (predicted, order[name], k, name)
+
+    if exhaustive:
+        for name in names:
+            for k in counts if chunked(name) else counts[:1]:
+                record(name, k)
+    else:
+        first = counts[0]
+        pending: list[tuple[float, int, int, str]] = []  # (estimate, tie order, K, name)
+        for name in names:
+            found[name].at_least_ns = bound_of(name, first)
+            guess = found[name].at_least_ns if estimate is None else estimate(name)
+            heapq.heappush(pending, (guess, order[name], first, name))
+        while pending:
+            _, rank, k, name = heapq.heappop(pending)
+            candidate = found[name]
+            at_least = bound_of(name, k)
+            if incumbent is not None and (at_least, rank, k) >= incumbent[:3]:
+                if candidate.tried:
+                    candidate.stopped = f"K={k} >= {format_time_ns(at_least)}"
+                continue
+            if deadline is not None and clock() >= deadline:
+                budget_ran_out = True
+                if not candidate.tried:
+                    candidate.skipped = "time budget"
+                else:
+                    candidate.stopped = f"K={k} not tried: time budget"
+                continue
+            record(name, k)
+            following = counts.index(k) + 1
+            if not chunked(name) or following == len(counts):
+                continue
+            before = counts[following - 2] if following >= 2 else None
+            if before is not None and candidate.tried[k] >= candidate.tried[before]:
+                candidate.stopped = f"K={k} not faster than K={before}"
+                continue
+            heapq.heappush(pending, (candidate.tried[k], rank, counts[following], name))
+        if incumbent is None and fallback is not None:
+            cheapest, fell_back = fallback(), True
+            found[cheapest].skipped = None
+            record(cheapest, first)
+    if incumbent is None:
+        raise InputError("the time budget ran out before any candidate could be produced")
+    return Search(incumbent[3], incumbent[2], incumbent[0], [found[name] for name in names], budget_ran_out, fell_back)
+
+
+def cheapest_baseline(names: list[str], topology: Topology, collective: Collective, options: SynthesisOptions) -> str:
+    """The candidate of ``names`` with the fewest messages (known without building it: a
+    baseline; ties in ``names`` order) -- what ``best`` returns when its time budget runs out
+    before anything was produced; the first of ``names`` when none has a message list.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> cheapest_baseline(["tacos", "ring", "direct", "rhd"], load_topology("ring:8"), Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**20))
+    'rhd'
+    """
+    counted = [(len(get(name).messages(collective, topology.num_npus, options)[0]), i, name) for i, name in enumerate(names) if get(name).messages is not None]
+    return min(counted)[2] if counted else names[0]
 
 
 def choose(
@@ -123,4 +274,4 @@ def choose(
     return best[2], best[3], [found[name] for name in names]
 
 
-__all__ = ["Candidate", "applicable", "baseline_bound_ns", "choose", "link_load_ns"]
+__all__ = ["Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "choose", "link_load_ns", "search"]
