@@ -47,6 +47,11 @@ def applicable(collective: Collective, num_npus: int, topology: Topology | None 
     return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
 
 
+BOUND_PAIRS = 2**16
+"""Most (source, destination) pairs :func:`link_load_ns` routes (all-pairs baselines on 1,024
+NPUs have a million: a spread subset keeps the bound valid at a fraction of the cost)."""
+
+
 def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, mode: str = "tacos") -> float:
     """The busiest link's total busy time for these messages: a lower bound on their makespan.
 
@@ -54,12 +59,18 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     ``latency + bytes / bandwidth`` in tacos mode
     (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`), at least ``bytes / bandwidth - 1``
     in astra-sim mode (latency pipelined, each hop truncated to whole ns), and a link carries
-    one message at a time.
+    one message at a time. Beyond :data:`BOUND_PAIRS` distinct (source, destination) pairs only
+    every ``j``-th pair's messages are routed (the bound stays valid, and cheap).
     """
     model = NetworkModel(topology, mode=mode)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
-    pairs, inverse = np.unique(key, return_inverse=True)
+    pairs = np.unique(key)
+    if len(pairs) > BOUND_PAIRS:  # a spread subset of the pairs: their messages alone load the links no more
+        pairs = pairs[:: -(-len(pairs) // BOUND_PAIRS)]
+        kept = np.isin(key, pairs)
+        key, nbytes = key[kept], np.asarray(nbytes)[kept]
+    inverse = np.searchsorted(pairs, key)
     messages = np.bincount(inverse, minlength=len(pairs))
     volume = np.bincount(inverse, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(pairs))
     routes = [model.route(*divmod(pair, n)) for pair in pairs.tolist()]
@@ -75,11 +86,15 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
 
 
 def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, mode: str = "tacos") -> float:
-    """Lower bound on synthesizer ``name``'s predicted time from its message list (0 when it has none)."""
+    """A floor under synthesizer ``name``'s predicted time, known without building it: the busiest
+    link of its message list (:func:`link_load_ns`; a lower bound), else its own model's floor
+    (:attr:`~chakra_collectives.synth.registry.Synthesizer.floor`: BFB's step model), else 0."""
     synthesizer = get(name)
-    if synthesizer.messages is None:
-        return 0.0
     options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
+    if synthesizer.messages is None:
+        if synthesizer.floor is None:
+            return 0.0
+        return synthesizer.floor(topology, collective, options, "astra-sim" if Mode.parse(mode) is Mode.ASTRA_SIM else "default")
     src, dst, nbytes = synthesizer.messages(collective, topology.num_npus, options)
     return link_load_ns(topology, src, dst, nbytes, mode=mode)
 
@@ -274,4 +289,4 @@ def choose(
     return best[2], best[3], [found[name] for name in names]
 
 
-__all__ = ["Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "choose", "link_load_ns", "search"]
+__all__ = ["BOUND_PAIRS", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "choose", "link_load_ns", "search"]
