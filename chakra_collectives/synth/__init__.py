@@ -16,8 +16,10 @@ model (:func:`chakra_collectives.network.predict_time`), and puts it beside the 
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Callable
 
 from chakra_collectives import progress
@@ -28,6 +30,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
+from chakra_collectives.processes import can_fork, map_forked
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, search
 from chakra_collectives.synth.footprint import estimate
@@ -345,6 +348,14 @@ def _synthesize_best(
                 made[key] = _produce(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model, step, True)
         return made[key][3]
 
+    def produce_many(batch: list[tuple[str, int]]) -> list[float]:
+        """The batch at once: the first here, the others in forked processes."""
+        jobs = [(c, k if get(c).chunked else counts[0]) for c, k in batch]
+        with progress.task(" + ".join(c for c, _ in jobs)):
+            results = map_forked([partial(_produce, topology, collective, replace(options, chunks_per_npu=k), c, network_model, step, True) for c, k in jobs])
+        made.update(zip(jobs, results))
+        return [made[job][3] for job in jobs]
+
     def bound(candidate: str, k: int) -> float:
         if k != counts[0] and not fits(footprint(candidate, k)):
             return math.inf
@@ -355,7 +366,7 @@ def _synthesize_best(
         found = search(
             runnable, counts, produce=produce, bound=bound, chunked=lambda c: get(c).chunked,
             fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
-            deadline=deadline, exhaustive=exhaustive,
+            deadline=deadline, exhaustive=exhaustive, produce_many=produce_many, workers=_workers(topology),
         )
     bounding_s = time.perf_counter() - started - sum(p[1] + p[2] for p in made.values())
     candidates = found.candidates + [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
@@ -366,6 +377,19 @@ def _synthesize_best(
     result.chunks_tried = dict(next(c for c in candidates if c.name == found.name).tried)
     result.budget_ran_out, result.budget_fallback = found.budget_ran_out, found.fell_back
     return result
+
+
+PARALLEL_NPUS = 16
+"""Topologies from which ``best`` runs its most promising candidates at once, one per core
+(below, forking costs more than the candidates)."""
+
+
+def _workers(topology: Topology) -> int:
+    """How many candidates ``best`` runs at once: the cores, when this process may fork and the
+    topology is large enough to pay for it; else one."""
+    if topology.num_npus < PARALLEL_NPUS or not can_fork():
+        return 1
+    return os.cpu_count() or 1
 
 
 def _result(topology: Topology, produced: Produced, name: str, chunks_per_npu: int, network_model: str, requested: str, candidates: list[Candidate]) -> SynthesisResult:

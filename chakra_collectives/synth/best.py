@@ -158,6 +158,8 @@ def search(
     deadline: float | None = None,
     exhaustive: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    produce_many: Callable[[list[tuple[str, int]]], list[float]] | None = None,
+    workers: int = 1,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
 
@@ -173,6 +175,9 @@ def search(
     (``clock()``'s) nothing more is started; if nothing was produced by then, ``fallback()`` names
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
+    ``workers`` > 1: up to that many of the most promising pairs at a time go to
+    ``produce_many(pairs) -> times`` (which may run them at once, on several cores); a pair
+    with a floor never runs beside the first result it would be judged against.
 
     >>> times = {("a", 1): 5.0, ("a", 2): 4.0, ("a", 4): 4.5, ("b", 1): 9.0, ("b", 2): 8.0, ("b", 4): 7.0}
     >>> made = []
@@ -197,9 +202,8 @@ def search(
             bounds[name, k] = bound(name, k)
         return bounds[name, k]
 
-    def record(name: str, k: int) -> None:
+    def record(name: str, k: int, predicted: float) -> None:
         nonlocal incumbent
-        predicted = produce(name, k)
         candidate = found[name]
         candidate.tried[k] = predicted
         if candidate.predicted_ns is None or predicted < candidate.predicted_ns:
@@ -207,10 +211,15 @@ def search(
         if incumbent is None or (predicted, order[name], k) < incumbent[:3]:
             incumbent = (predicted, order[name], k, name)
 
+    def run(batch: list[tuple[str, int]]) -> None:
+        times = [produce(*batch[0])] if len(batch) == 1 or produce_many is None else produce_many(batch)
+        for (name, k), predicted in zip(batch, times):
+            record(name, k, predicted)
+
     if exhaustive:
         for name in names:
             for k in counts if chunked(name) else counts[:1]:
-                record(name, k)
+                run([(name, k)])
     else:
         first = counts[0]
         pending: list[tuple[float, int, int, str]] = []  # (estimate, tie order, K, name)
@@ -219,33 +228,47 @@ def search(
             guess = found[name].at_least_ns if estimate is None else estimate(name)
             heapq.heappush(pending, (guess, order[name], first, name))
         while pending:
-            _, rank, k, name = heapq.heappop(pending)
-            candidate = found[name]
-            at_least = bound_of(name, k)
-            if incumbent is not None and (at_least, rank, k) >= incumbent[:3]:
-                if candidate.tried:
-                    candidate.stopped = f"K={k} >= {format_time_ns(at_least)}"
+            batch: list[tuple[str, int]] = []
+            waiting: list[tuple[float, int, int, str]] = []
+            while pending and len(batch) < max(1, workers):
+                item = heapq.heappop(pending)
+                _, rank, k, name = item
+                candidate = found[name]
+                at_least = bound_of(name, k)
+                if batch and incumbent is None and at_least > 0:  # judged against a first result, not run beside it
+                    waiting.append(item)
+                    continue
+                if incumbent is not None and (at_least, rank, k) >= incumbent[:3]:
+                    if candidate.tried:
+                        candidate.stopped = f"K={k} >= {format_time_ns(at_least)}"
+                    continue
+                if deadline is not None and clock() >= deadline:
+                    budget_ran_out = True
+                    if not candidate.tried:
+                        candidate.skipped = "time budget"
+                    else:
+                        candidate.stopped = f"K={k} not tried: time budget"
+                    continue
+                batch.append((name, k))
+            for item in waiting:
+                heapq.heappush(pending, item)
+            if not batch:
                 continue
-            if deadline is not None and clock() >= deadline:
-                budget_ran_out = True
-                if not candidate.tried:
-                    candidate.skipped = "time budget"
-                else:
-                    candidate.stopped = f"K={k} not tried: time budget"
-                continue
-            record(name, k)
-            following = counts.index(k) + 1
-            if not chunked(name) or following == len(counts):
-                continue
-            before = counts[following - 2] if following >= 2 else None
-            if before is not None and candidate.tried[k] >= candidate.tried[before]:
-                candidate.stopped = f"K={k} not faster than K={before}"
-                continue
-            heapq.heappush(pending, (candidate.tried[k], rank, counts[following], name))
+            run(batch)
+            for name, k in batch:
+                candidate = found[name]
+                following = counts.index(k) + 1
+                if not chunked(name) or following == len(counts):
+                    continue
+                before = counts[following - 2] if following >= 2 else None
+                if before is not None and candidate.tried[k] >= candidate.tried[before]:
+                    candidate.stopped = f"K={k} not faster than K={before}"
+                    continue
+                heapq.heappush(pending, (candidate.tried[k], order[name], counts[following], name))
         if incumbent is None and fallback is not None:
             cheapest, fell_back = fallback(), True
             found[cheapest].skipped = None
-            record(cheapest, first)
+            run([(cheapest, first)])
     if incumbent is None:
         raise InputError("the time budget ran out before any candidate could be produced")
     return Search(incumbent[3], incumbent[2], incumbent[0], [found[name] for name in names], budget_ran_out, fell_back)
