@@ -122,10 +122,18 @@ def test_search_brackets_chunk_counts_per_producer():
     made, produce = _recorder(times)
     found = search(["a"], [1, 2, 4, 8, 16], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: True)
     assert made == [("a", 1), ("a", 2), ("a", 4), ("a", 8)]
-    assert found.chunks_per_npu == 4 and found.candidates[0].stopped == "K=8 not faster than K=4"
+    assert found.chunks_per_npu == 4 and found.candidates[0].stopped == "K=8 slower than K=4"
     # the exhaustive search is the oracle: it builds every K and finds the outlier
     exhaustive = search(["a"], [1, 2, 4, 8, 16], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0, chunked=lambda n: True, exhaustive=True)
     assert (exhaustive.chunks_per_npu, exhaustive.predicted_ns) == (16, 1.0)
+
+
+def test_search_goes_on_through_equal_times():
+    # TACOS on mesh2d:4x4 at 1 MiB: K = 1..8 merge into the same schedule, 16 is faster
+    times = {("a", 1): 5.0, ("a", 2): 5.0, ("a", 4): 5.0, ("a", 8): 5.0, ("a", 16): 4.8}
+    made, produce = _recorder(times)
+    found = search(["a"], [1, 2, 4, 8, 16], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: True)
+    assert (found.chunks_per_npu, len(made)) == (16, 5)
 
 
 def test_search_unchunked_producers_are_built_once():

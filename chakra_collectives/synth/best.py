@@ -171,7 +171,8 @@ def search(
     The most promising ``(name, K)`` goes first: the lowest estimate, where the estimate of ``K``
     after the first is the same producer's time at the previous ``K``. One whose bound cannot
     beat the fastest found so far is skipped (its bound is reported). A producer's ``K`` search
-    brackets: ``counts`` in order until one is not faster than the one before. At ``deadline``
+    brackets: ``counts`` in order until one is slower than the one before (an equal time goes
+    on: merged runs often keep the time flat before more chunks pay). At ``deadline``
     (``clock()``'s) nothing more is started; if nothing was produced by then, ``fallback()`` names
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
@@ -187,7 +188,7 @@ def search(
     >>> found.name, found.chunks_per_npu, made       # b's bound 6 > a's 4: never built
     ('a', 2, [('a', 1), ('a', 2), ('a', 4)])
     >>> [(c.name, c.predicted_ns, c.at_least_ns, c.stopped) for c in found.candidates]
-    [('a', 4.0, 0.0, 'K=4 not faster than K=2'), ('b', None, 6.0, None)]
+    [('a', 4.0, 0.0, 'K=4 slower than K=2'), ('b', None, 6.0, None)]
     >>> search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 6.0, chunked=lambda n: True, exhaustive=True).candidates[1].tried
     {1: 9.0, 2: 8.0, 4: 7.0}
     """
@@ -261,8 +262,8 @@ def search(
                 if not chunked(name) or following == len(counts):
                     continue
                 before = counts[following - 2] if following >= 2 else None
-                if before is not None and candidate.tried[k] >= candidate.tried[before]:
-                    candidate.stopped = f"K={k} not faster than K={before}"
+                if before is not None and candidate.tried[k] > candidate.tried[before]:
+                    candidate.stopped = f"K={k} slower than K={before}"
                     continue
                 heapq.heappush(pending, (candidate.tried[k], order[name], counts[following], name))
         if incumbent is None and fallback is not None:
