@@ -153,7 +153,6 @@ def search(
     produce: Callable[[str, int], float],
     bound: Callable[[str, int], float],
     chunked: Callable[[str], bool],
-    estimate: Callable[[str], float] | None = None,
     fallback: Callable[[], str] | None = None,
     deadline: float | None = None,
     exhaustive: bool = False,
@@ -165,11 +164,10 @@ def search(
 
     ``produce(name, k)`` builds and times one (its predicted ns); ``bound(name, k)`` is a lower
     bound on that time, known without building it (0: none); ``chunked(name)``: whether it reads
-    ``K`` (otherwise it is produced once, at ``counts[0]``); ``estimate(name)``: how fast it is
-    expected to be at ``counts[0]`` (default: its bound). ``names`` is the tie-breaking order.
+    ``K`` (otherwise it is produced once, at ``counts[0]``). ``names`` is the tie-breaking order.
 
-    The most promising ``(name, K)`` goes first: the lowest estimate, where the estimate of ``K``
-    after the first is the same producer's time at the previous ``K``. One whose bound cannot
+    The most promising ``(name, K)`` goes first: the lowest estimate -- its bound at the first
+    ``K``, the same producer's time at the previous ``K`` after that. One whose bound cannot
     beat the fastest found so far is skipped (its bound is reported). A producer's ``K`` search
     brackets: ``counts`` in order until one is slower than the one before (an equal time goes
     on: merged runs often keep the time flat before more chunks pay). At ``deadline``
@@ -226,8 +224,7 @@ def search(
         pending: list[tuple[float, int, int, str]] = []  # (estimate, tie order, K, name)
         for name in names:
             found[name].at_least_ns = bound_of(name, first)
-            guess = found[name].at_least_ns if estimate is None else estimate(name)
-            heapq.heappush(pending, (guess, order[name], first, name))
+            heapq.heappush(pending, (found[name].at_least_ns, order[name], first, name))
         while pending:
             batch: list[tuple[str, int]] = []
             waiting: list[tuple[float, int, int, str]] = []
