@@ -100,7 +100,7 @@ def forestcoll(repeat: int) -> list[str]:
 
 
 def table(out: Path, resume: bool, only: list[str] | None) -> list[str]:
-    import chakra_collectives.synth as synth
+    import chakra_collectives.synth.synthesis as synth
     from chakra_collectives.synth import synthesize
     from chakra_collectives.topology import load_topology
 

@@ -4,11 +4,16 @@ The 64-rank input is a ring all-reduce in MSCCLang's fused shape (s, rrs x 62, r
 r per rank: 8,128 steps), written by our exporter. Baseline measured in the same run: lxml
 parsing the same file without building anything (the floor of any lxml-based importer). The
 reference MSCCL-IR -> Chakra converter is reported at 7.66 s for 128 NPUs (not run here).
+
+Then MSCCLang's all-pairs all-reduce (the shape of ``tests/msccl_allpairs.py``) exported in
+the threadblocks it was imported with, and in the exporter's own layout (the same algorithm
+without them), in the same run: time and the most steps in one threadblock.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -74,9 +79,32 @@ def main(argv: list[str]) -> None:
         print(f"{what:<46} {steps:>7,} {seconds:>9.3f} {best:>7.3f} {steps / seconds:>10,.0f}  {target}{verdict}")
     print(f"import / lxml parse at 64 ranks: {import_s / parse_s:.1f}x")
     print(f"128-rank import + ET write vs the reference converter's reported {REFERENCE_128_S} s: {REFERENCE_128_S / to_et_s:.1f}x faster")
+    allpairs_layouts(size)
+
+
+def allpairs_layouts(size: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from msccl_allpairs import allpairs_allreduce
+
+    from chakra_collectives.converters.msccl.lift import lift_algorithm
+    from chakra_collectives.ir import OpTable
+
+    print("\nall-pairs all-reduce export (5 runs): imported threadblocks kept vs the exporter's own layout")
+    print(f"{'ranks x instances':<18} {'kept s':>8} {'own s':>8} {'own/kept':>9} {'max steps/tb kept':>18} {'own':>5}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, instances in ((8, 1), (8, 2), (16, 2)):
+            path = Path(tmp) / f"allpairs{n}x{instances}.xml"
+            path.write_text(allpairs_allreduce(n, instances))
+            kept = read_msccl(path, size)
+            ops = kept.ops
+            names = ("rank", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "nbytes", "node_id", "route", "duration_ns")
+            own = kept.with_ops(OpTable.from_columns(dep_ptr=ops.dep_ptr, dep_idx=ops.dep_idx, **{k: getattr(ops, k) for k in names}))
+            kept_s, _ = median_seconds(lambda: lift_algorithm(kept))
+            own_s, _ = median_seconds(lambda: lift_algorithm(own))
+            widest = [max(len(tb.steps) for g in lift_algorithm(a).program.gpus for tb in g.threadblocks) for a in (kept, own)]
+            print(f"{f'{n} x {instances}':<18} {kept_s:>8.3f} {own_s:>8.3f} {own_s / kept_s:>8.2f}x {widest[0]:>18} {widest[1]:>5}")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
-    import sys
-
     main(sys.argv[1:])

@@ -62,3 +62,55 @@ def test_collective_and_root_can_be_stated(cli, interop, tmp_path):
     ring = interop / "msccl" / "ar_ring_n4_c1_i1_simple.xml"
     assert cli("import-msccl", ring, "-o", tmp_path / "c", "--collective", "custom").exit_code == 0
     assert read_algorithm(tmp_path / "c").collective.value == "custom"
+
+
+# ---------------------------------------------------------------------------- --astra-sim DIR
+def test_import_hands_the_algorithm_to_astra_sim(cli, interop, tmp_path):
+    import jsonschema
+    import yaml
+
+    from schema_helpers import schema
+
+    ring = interop / "msccl" / "ar_ring_n4_c1_i1_simple.xml"
+    result = cli("import-msccl", ring, "-s", "1MiB", "-o", tmp_path / "ar", "--astra-sim", tmp_path / "astra", "-t", "ring:4")
+    assert result.exit_code == 0, result.stderr
+    assert "AstraSim_Analytical_Congestion_Aware --workload-configuration=workload/all_reduce_4npus_1MB" in result.stdout
+    assert "expect: sys[*] finished" in result.stdout
+    assert {p.name for p in (tmp_path / "astra").iterdir()} == {"collectives", "network.yml", "remote_memory.json", "run.sh", "system.json", "workload"}
+    assert verify_algorithm(read_algorithm(tmp_path / "astra" / "collectives" / "all_reduce")).ok
+    # ASTRA-sim's ring all-reduce (docs/et-conventions.md): 2(N-1) x int(latency + (S/N) / bandwidth) ns,
+    # 50 GB/s and 500 ns per link, plus at most 1 ns per reduction on the path (a COMP of no duration)
+    hop = int(500 + (2**20 / 4) / (50 * 1.073741824))
+    summary = json.loads(cli("import-msccl", ring, "-s", "1MiB", "-o", tmp_path / "ar", "--astra-sim", tmp_path / "astra", "-t", "ring:4", "--json").stdout)
+    jsonschema.validate(summary, schema("import-msccl"))
+    assert 6 * hop <= summary["astra_sim"]["expected_ns"] <= 6 * hop + 6
+    # without -t: the GPUs on one switch
+    allpairs = interop / "msccl" / "ar_allpairs_v2_n8_i1.xml"
+    summary = json.loads(cli("import-msccl", allpairs, "-o", tmp_path / "ap", "--astra-sim", tmp_path / "switch", "--json").stdout)
+    network = yaml.safe_load((tmp_path / "switch" / "network.yml").read_text())
+    assert network["topology"] == ["Switch"] and network["npus_count"] == [8]
+    assert summary["astra_sim"]["network_reason"] is None and summary["astra_sim"]["expected_ns"] > 0
+    assert cli("import-msccl", allpairs, "-o", tmp_path / "ap").exit_code == 0  # and without --astra-sim, no directory
+    assert json.loads(cli("import-msccl", allpairs, "-o", tmp_path / "ap", "--json").stdout)["astra_sim"] is None
+
+
+def test_import_writes_nothing_when_astra_sim_cannot_take_it(cli, interop, tmp_path):
+    cases = [
+        ((interop / "msccl" / "custom_collective_1.xml", "--astra-sim", tmp_path / "a"), "ASTRA-sim runs custom"),
+        ((interop / "msccl" / "ar_ring_n4_c1_i1_simple.xml", "--astra-sim", tmp_path / "a", "-t", "ring:5"), "has 4 ranks but ring:5 has 5 NPUs"),
+        ((interop / "msccl" / "ar_ring_n4_c1_i1_simple.xml", "-t", "ring:4"), "give --astra-sim too"),
+    ]
+    for args, message in cases:
+        result = cli("import-msccl", *args, "-o", tmp_path / "out" / "x")
+        assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+        assert not (tmp_path / "out").exists() and not (tmp_path / "a").exists()
+
+
+def test_export_says_it_kept_the_imported_threadblocks(cli, interop, tmp_path):
+    hier = interop / "msccl" / "ar_hier_g4_n2_i1_auto.xml"
+    assert cli("import-msccl", hier, "-o", tmp_path / "ar").exit_code == 0
+    said = cli("export-msccl", tmp_path / "ar", "-o", tmp_path / "ar.xml")
+    assert said.exit_code == 0 and "threadblocks and channels as imported from MSCCL-IR" in said.stdout
+    summary = json.loads(cli("export-msccl", tmp_path / "ar", "-o", tmp_path / "ar.xml", "--json").stdout)
+    original = sum(1 for line in hier.read_text().splitlines() if "<tb " in line)
+    assert summary["layout_note"] == "threadblocks and channels as imported from MSCCL-IR" and summary["threadblocks"] == original

@@ -31,17 +31,27 @@ def import_msccl_command(
     old_reduce_gbps: Optional[float] = typer.Option(None, "--reduce-gbps", hidden=True, help="Deprecated: --reduce-bandwidth-gbps."),
     gzip: bool = typer.Option(False, "--gzip", help="Write PREFIX.{rank}.et.gz."),
     verify: bool = typer.Option(False, "--verify", help="Prove the collective first; write nothing unless it is verified."),
+    astra_sim: Optional[Path] = typer.Option(
+        None, "--astra-sim", metavar="DIR", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."
+    ),
+    topology: Optional[str] = typer.Option(
+        None, "--topology", "-t", metavar="SPEC|FILE",
+        help="The network of --astra-sim's network.yml and expected time: a builder spec or a topology file. Default: switch:N, "
+        "the N GPUs on one switch (an NVSwitch node, what MSCCL programs are written for).",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Convert MSCCL-IR XML into Chakra ET files ASTRA-sim runs.
 
     Every step type; operations keep their chunks, so chakra-coll verify PREFIX proves the
     collective afterwards. A step moves cnt x ceil(size / nchunksperloop) bytes. Errors name
-    the XML line; nothing is written then.
+    the XML line; nothing is written then. Operations remember their threadblock and
+    channel, so export-msccl writes the program back in the same layout.
 
     \b
-    Example:
+    Examples:
       chakra-coll import-msccl allreduce_ring.xml --size 1MiB -o out/ar
+      chakra-coll import-msccl allpairs.xml -o out/ar --astra-sim out/astra
     """
     from chakra_collectives.converters.chakra_et import write_algorithm
     from chakra_collectives.converters.msccl import read_programs
@@ -63,6 +73,14 @@ def import_msccl_command(
         failed = next((c for c in report.checks if c.status.value == "failed"), None)
         reason = f"{failed.name} check failed: {failed.summary}" if failed is not None else report.conclusion()
         raise AlgorithmError(f"not written: {reason}", path=xml)
+    handoff = None
+    if astra_sim is not None:  # before the ETs: a topology or collective ASTRA-sim cannot take leaves nothing written
+        from chakra_collectives.astra_sim import write_astra_sim_dir
+        from chakra_collectives.topology import load_topology
+
+        handoff = write_astra_sim_dir(astra_sim, load_topology(topology or f"switch:{algo.num_ranks}"), algo)
+    elif topology is not None:
+        raise InputError("--topology is the network of --astra-sim DIR; give --astra-sim too")
     paths = write_algorithm(algo, output, reduce_bandwidth_gbps=reduce_gbps, compress=gzip)
     ops = _ops_by_kind(algo)
     if as_json:
@@ -84,6 +102,7 @@ def import_msccl_command(
                 "verdict": None if report is None else report.verdict.value,
                 "verified": None if report is None else report.ok,
                 "warnings": imported.warnings,
+                "astra_sim": None if handoff is None else handoff.as_dict(),
             }
         )
         return
@@ -94,6 +113,10 @@ def import_msccl_command(
     if report is not None:
         say(report.conclusion(), prefix="  ", style="green")
     say(f"wrote {paths[0]} .. {paths[-1].name}" if len(paths) > 1 else f"wrote {paths[0]}", prefix="  ")
+    if handoff is not None:
+        from chakra_collectives.cli.handoff import print_astra_sim_dir
+
+        print_astra_sim_dir(handoff)
 
 
 def _bytes(text: str) -> int:

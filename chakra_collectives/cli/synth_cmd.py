@@ -91,12 +91,6 @@ def synth(
     """
     from chakra_collectives.topology import load_topology
 
-    if chunks_per_npu is not None and chunks_per_npu < 1:
-        raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
-    if trials is not None and trials < 1:
-        raise InputError(f"--trials must be positive, got {trials}")
-    if chunks_per_tree is not None and chunks_per_tree < 1:
-        raise InputError(f"--chunks-per-tree must be positive, got {chunks_per_tree}")
     if time_budget is not None and not time_budget > 0:
         raise InputError(f"--time-budget must be a positive number of seconds, got {time_budget:g}")
     trees = _trees_per_npu(trees_per_npu)
@@ -164,15 +158,13 @@ def _chosen_lines(result: SynthesisResult) -> list[str]:
 
 
 def _trees_per_npu(text: str | None) -> int | str | None:
-    """``--trees-per-npu``: a positive integer, ``optimal`` or ``auto``."""
+    """``--trees-per-npu`` as :func:`synthesize` takes it: an integer (the registry checks it is positive), ``optimal`` or ``auto``."""
     if text is None or text in ("auto", "optimal"):
         return text
     try:
         value = int(text)
     except ValueError:
         raise InputError(f"--trees-per-npu must be a positive integer, 'optimal' or 'auto', not {text!r}") from None
-    if value < 1:
-        raise InputError(f"--trees-per-npu must be positive, got {value}")
     return value
 
 

@@ -13,7 +13,9 @@ references ``(buffer, offset)`` in chunk units, so bytes are derived only when a
 written or replayed for a concrete collective size. Operations read from foreign files may carry
 only bytes: then ``count`` is ``-1`` and ``nbytes`` holds the size. A SEND may name the path its
 message takes through the network (``route``, an index into the algorithm's routes; ``-1``: the
-network's own route).
+network's own route). An operation imported from MSCCL-IR remembers the threadblock that ran it
+and that threadblock's channel (``threadblock``, ``channel``; ``-1``: none), so an export can
+keep the program's layout.
 
 All operations of all ranks live in one :class:`OpTable` of numpy columns, grouped by rank and in
 program order inside a rank; dependencies are kept in CSR form (``dep_ptr``/``dep_idx``, global
@@ -98,6 +100,10 @@ class Op:
     node_id: int
     route: int | None = None
     """A SEND's route: index into the algorithm's ``routes`` (``None``: the network's own route)."""
+    threadblock: int | None = None
+    """The MSCCL-IR threadblock the operation came from (``None``: not imported from MSCCL-IR)."""
+    channel: int | None = None
+    """That threadblock's channel."""
 
 
 _INT_COLUMNS = {
@@ -113,6 +119,8 @@ _INT_COLUMNS = {
     "nbytes": np.int64,
     "node_id": np.int64,
     "route": np.int32,
+    "threadblock": np.int32,
+    "channel": np.int32,
 }
 
 
@@ -141,6 +149,10 @@ class OpTable:
     node_id: np.ndarray
     route: np.ndarray
     """A SEND's route: index into :attr:`CollectiveAlgorithm.routes` (-1: the network model's route)."""
+    threadblock: np.ndarray
+    """The MSCCL-IR threadblock an imported operation ran in (-1: none; a layout hint for export)."""
+    channel: np.ndarray
+    """That threadblock's channel (-1: none)."""
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
 
@@ -207,6 +219,8 @@ class OpTable:
                 "nbytes": row.get("nbytes", NONE),
                 "node_id": row.get("node_id", position - first),
                 "route": row.get("route", NONE),
+                "threadblock": row.get("threadblock", NONE),
+                "channel": row.get("channel", NONE),
                 "duration_ns": row.get("duration_ns", np.nan),
             }
             for name, value in values.items():
@@ -264,6 +278,8 @@ class OpTable:
             deps=tuple(int(d) - first for d in self.deps_of(index)),
             node_id=int(self.node_id[index]),
             route=optional(self.route[index]),
+            threadblock=optional(self.threadblock[index]),
+            channel=optional(self.channel[index]),
         )
 
     def equals(self, other: "OpTable") -> bool:

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network.model import Mode, NetworkModel
@@ -52,7 +53,8 @@ BOUND_PAIRS = 2**16
 NPUs have a million: a spread subset keeps the bound valid at a fraction of the cost)."""
 
 
-def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, mode: str = "tacos") -> float:
+@renamed_keyword("mode", "network_model")
+def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "tacos") -> float:
     """The busiest link's total busy time for these messages: a lower bound on their makespan.
 
     Every message holds each link of its route (the network model's) for
@@ -62,7 +64,7 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     one message at a time. Beyond :data:`BOUND_PAIRS` distinct (source, destination) pairs only
     every ``j``-th pair's messages are routed (the bound stays valid, and cheap).
     """
-    model = NetworkModel(topology, mode=mode)
+    model = NetworkModel(topology, network_model=network_model)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
     pairs = np.unique(key)
@@ -85,7 +87,8 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     return float(load.max(initial=0.0))
 
 
-def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, mode: str = "tacos") -> float:
+@renamed_keyword("mode", "network_model")
+def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos") -> float:
     """A floor under synthesizer ``name``'s predicted time, known without building it: the busiest
     link of its message list (:func:`link_load_ns`; a lower bound), else its own model's floor
     (:attr:`~chakra_collectives.synth.registry.Synthesizer.floor`: BFB's step model), else 0."""
@@ -94,9 +97,9 @@ def baseline_bound_ns(name: str, topology: Topology, collective: Collective, siz
     if synthesizer.messages is None:
         if synthesizer.floor is None:
             return 0.0
-        return synthesizer.floor(topology, collective, options, "astra-sim" if Mode.parse(mode) is Mode.ASTRA_SIM else "default")
+        return synthesizer.floor(topology, collective, options, "astra-sim" if Mode.parse(network_model) is Mode.ASTRA_SIM else "default")
     src, dst, nbytes = synthesizer.messages(collective, topology.num_npus, options)
-    return link_load_ns(topology, src, dst, nbytes, mode=mode)
+    return link_load_ns(topology, src, dst, nbytes, network_model=network_model)
 
 
 @dataclass

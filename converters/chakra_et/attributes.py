@@ -64,6 +64,7 @@ ATTRIBUTES: dict[str, Attribute] = _attrs(
     Attribute("cc_src", "int64_list", "SEND COMP", "[buffer, offset, count]: chunks read (buffer 0 input, 1 output, 2 scratch)", "chakra-collectives"),
     Attribute("cc_dst", "int64_list", "RECV COMP", "[buffer, offset, count]: chunks written (for a reduction: accumulated into)", "chakra-collectives"),
     Attribute("cc_route", "int64_list", "SEND", "the message's path through the network, when the algorithm chose it: node ids from the sending rank's NPU to the receiving rank's (rank r on NPU r), switches (numbered after the NPUs) in between; absent: the network's own route", "chakra-collectives"),
+    Attribute("cc_threadblock", "int64_list", "SEND RECV COMP", "[threadblock, channel]: the MSCCL-IR threadblock (and its channel) the operation was imported from; export-msccl keeps that layout when it is valid (absent: not imported from MSCCL-IR)", "chakra-collectives"),
     Attribute("cc_op", "string_val", "COMP", "'reduce' (dst = dst + src) or 'copy' (dst = src); absent on opaque compute", "chakra-collectives"),
     Attribute("cc_duration_ns", "double_val", "COMP", "exact duration in ns when known (duration_micros is whole microseconds)", "chakra-collectives"),
 )

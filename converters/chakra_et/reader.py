@@ -105,6 +105,10 @@ def _as_route(kind: str | None, value: Any) -> tuple[int, ...] | None:
     return tuple(int(v) for v in value) if kind == "int64_list" and len(value) >= 2 and min(value) >= 0 else None
 
 
+def _as_threadblock(kind: str | None, value: Any) -> tuple[int, int] | None:
+    return (int(value[0]), int(value[1])) if kind == "int64_list" and len(value) == 2 and 0 <= min(value) and max(value) < 2**31 else None
+
+
 _LOCAL_OPS = {"reduce": OpKind.REDUCE, "copy": OpKind.COPY}
 
 
@@ -163,6 +167,7 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
     for i in np.flatnonzero(route_present).tolist():
         route[i] = routes.setdefault(route_path[i], len(routes))
     del route_present, route_ok, route_path
+    placed = _threadblock_columns(nodes)
     op_present, op_ok, op = attrs.converted("cc_op", _as_local_op, fill=NONE, dtype=np.int8)
     _refuse(nodes, comp & op_present & ~op_ok, "cc_op must be the string 'reduce' or 'copy'")
     exact_present, exact_ok, exact = attrs.converted("cc_duration_ns", _as_float, fill=np.nan, dtype=np.float64)
@@ -200,8 +205,23 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         "duration_ns": duration,
         "node_id": _compact(nodes.ids),
         "route": route,
+        **placed,
         "routes": tuple(routes),
     }
+
+
+def _threadblock_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
+    """``threadblock`` and ``channel`` from ``cc_threadblock`` (no columns when no node has it)."""
+    present, ok, where = nodes.attributes.converted("cc_threadblock", _as_threadblock, fill=None, dtype=object)
+    if not np.any(present):
+        return {}
+    _refuse(nodes, present & ~ok, "cc_threadblock must be an int64_list [threadblock, channel] of two non-negative 32-bit integers")
+    threadblock = np.full(len(present), NONE, dtype=np.int32)
+    channel = np.full(len(present), NONE, dtype=np.int32)
+    carriers = np.flatnonzero(present)
+    pairs = np.array([where[i] for i in carriers.tolist()], dtype=np.int64).reshape(len(carriers), 2)
+    threadblock[carriers], channel[carriers] = pairs[:, 0], pairs[:, 1]
+    return {"threadblock": threadblock, "channel": channel}
 
 
 def _refuse(nodes: NodeColumns, bad: np.ndarray, message: str) -> None:

@@ -36,7 +36,7 @@ import gzip
 import io
 import os
 import re
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -239,6 +239,7 @@ class _NodeEncoder:
         self.destinations = _Fragments(lambda ref: _attr_bytes("cc_dst", "int64_list", ref))
         self.paths = _Fragments(lambda path: _attr_bytes("cc_route", "int64_list", path))
         self.exact = _Fragments(lambda ns: _attr_bytes("cc_duration_ns", "double_val", ns))
+        self.threadblocks = _Fragments(lambda where: _attr_bytes("cc_threadblock", "int64_list", where))
         # comm_type + comm_dst/comm_src + comm_size, keyed by (kind, peer, bytes)
         self.comm = _Fragments(self._comm_fragment)
         self.not_cpu = _attr_bytes("is_cpu_op", "bool_val", False)
@@ -301,8 +302,10 @@ class _NodeEncoder:
         dep_idx = dep_idx.tolist()
         dep_ptr = dep_ptr.tolist()
         SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
-        routes, paths = algo.routes, self.paths
+        routes, paths, threadblocks = algo.routes, self.paths, self.threadblocks
+        placed = _threadblocks(ops, start, stop)
         columns = zip(
+            placed,
             ops.route[start:stop].tolist(),
             node_ids.tolist(),
             ops.kind[start:stop].tolist(),
@@ -318,7 +321,7 @@ class _NodeEncoder:
             dep_ptr,
             dep_ptr[1:],
         )
-        for route, node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration, d0, d1 in columns:
+        for where, route, node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration, d0, d1 in columns:
             head = ids[node_id] + heads[kind, peer]
             if d1 > d0:
                 head += deps_of[tuple(dep_idx[d0:d1])]
@@ -334,6 +337,8 @@ class _NodeEncoder:
                     payload += destinations[dbuf, doff, count]
             else:
                 payload = self._local_tail(head, kind, sbuf, soff, dbuf, doff, count, duration)
+            if where is not None:
+                payload += threadblocks[where]
             append(prefixes[len(payload)])
             append(payload)
         return b"".join(out)
@@ -350,6 +355,14 @@ class _NodeEncoder:
         if timed:
             parts.append(self.exact[float(duration)])
         return b"".join(parts)
+
+
+def _threadblocks(ops, start: int, stop: int) -> Iterable:
+    """``(threadblock, channel)`` of operations ``start:stop`` (``None`` where there is none)."""
+    threadblock, channel = ops.threadblock[start:stop], ops.channel[start:stop]
+    if threadblock.strides == (0,) and (stop == start or threadblock[0] < 0):  # no column: nothing per operation
+        return repeat(None, stop - start)
+    return [None if t < 0 else (t, c) for t, c in zip(threadblock.tolist(), channel.tolist())]
 
 
 def _attribute(name: str, field: str, value) -> AttributeProto:

@@ -130,9 +130,12 @@ class _ScratchAccesses:
         return True
 
 
-def form_groups(cols: OpColumns, position: list[int], *, fuse: bool) -> list[Group]:
-    """Every operation in exactly one group, groups listed in execution order of their first op."""
-    fuser = _Fuser(cols, position) if fuse else None
+def form_groups(cols: OpColumns, position: list[int], *, fuse: bool, together: list[int] | None = None) -> list[Group]:
+    """Every operation in exactly one group, groups listed in execution order of their first op.
+
+    With ``together`` (a value per operation), only operations with equal values are fused.
+    """
+    fuser = _Fuser(cols, position, together) if fuse else None
     grouped = fuser.grouped if fuser else [False] * cols.size
     groups: list[Group] = []
     kind = cols.kind
@@ -152,9 +155,10 @@ def form_groups(cols: OpColumns, position: list[int], *, fuse: bool) -> list[Gro
 class _Fuser:
     """Finds the longest safe fusion pattern starting at a receive (see the module docstring)."""
 
-    def __init__(self, cols: OpColumns, position: list[int]) -> None:
+    def __init__(self, cols: OpColumns, position: list[int], together: list[int] | None = None) -> None:
         self.cols = cols
         self.position = position
+        self.together = together
         self.grouped = [False] * cols.size
         self.scratch = _ScratchAccesses(cols, position)
 
@@ -175,7 +179,10 @@ class _Fuser:
         return None
 
     def _safe(self, members: tuple[int, ...]) -> bool:
-        """No operation outside the group waits for an inner one before the group's end."""
+        """No operation outside the group waits for an inner one before the group's end (and,
+        with ``together``, its operations may be fused)."""
+        if self.together is not None and len({self.together[m] for m in members}) > 1:
+            return False
         position, dependents = self.position, self.cols.dependents
         end = position[members[-1]]
         for m in members[:-1]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,13 +96,61 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
     for t, i in enumerate(execution.order):
         position[i] = t
     cols = OpColumns(algo)
+    kept, not_kept = _imported_layout(algo, cols, matching, position, options, rendezvous_free)
+    lifted = kept or _own_layout(algo, cols, matching, position, options, rendezvous_free)
+    if not_kept:
+        lifted.layout_note = "; ".join(filter(None, [f"the imported threadblocks are not kept: {not_kept}", lifted.layout_note]))
+    return lifted
+
+
+_RELIES_ON_BUFFERS = (
+    "the algorithm deadlocks with rendezvous sends (a send that waits for its receive), so its "
+    "program relies on the MSCCL runtime's per-connection buffers"
+)
+KEPT_NOTE = "threadblocks and channels as imported from MSCCL-IR"
+""":attr:`Lifted.layout_note` of a program laid out as the algorithm was imported."""
+
+
+def _imported_layout(
+    algo: CollectiveAlgorithm, cols: OpColumns, matching: Matching, position: list[int], options: MscclOptions, rendezvous_free: bool
+) -> tuple[Lifted | None, str | None]:
+    """The program in the threadblocks and channels the operations were imported with, if
+    they carry them and the layout keeps the rules of MSCCL-IR, the runtime's limits (with
+    ``fit_limits``) and the algorithm's freedom from deadlock with rendezvous sends (read back
+    and run, when the algorithm has it; with buffered sends, steps in ``K`` order cannot
+    deadlock, as in :class:`_Layout`); else ``None`` and why not (``None`` too when nothing
+    was imported)."""
+    ops = algo.ops
+    placed = ops.threadblock >= 0
+    if not placed.any():
+        return None, None
+    if not placed.all() or np.any(ops.channel < 0):
+        return None, "only some operations carry one"
+    layout = (ops.threadblock.tolist(), ops.channel.tolist())
+    reason = ""
+    for fuse in dict.fromkeys((options.fuse, False)):
+        try:
+            program = _program(algo, cols, matching, position, options, fuse=fuse, placed=layout)
+        except _NotKept as error:
+            return None, str(error)
+        problems = limit_warnings(program) if options.fit_limits else []
+        if problems:
+            return None, f"they exceed the MSCCL runtime's limits ({problems[0]})"
+        stuck = rendezvous_deadlock(program, algo) if rendezvous_free else []
+        if not stuck:
+            notes = [] if rendezvous_free else [_RELIES_ON_BUFFERS]
+            return Lifted(program, limit_warnings(program) + notes, rendezvous_free=rendezvous_free, layout_note=KEPT_NOTE), None
+        reason = f"they would deadlock with rendezvous sends ({'; '.join(stuck[1:2])})"
+    return None, reason
+
+
+def _own_layout(
+    algo: CollectiveAlgorithm, cols: OpColumns, matching: Matching, position: list[int], options: MscclOptions, rendezvous_free: bool
+) -> Lifted:
+    """The program in a layout of the exporter's own (see :func:`lift_algorithm`)."""
     program = _program(algo, cols, matching, position, options, fuse=options.fuse)
     if not rendezvous_free:
-        note = (
-            "the algorithm deadlocks with rendezvous sends (a send that waits for its receive), so its "
-            "program relies on the MSCCL runtime's per-connection buffers"
-        )
-        return Lifted(program, _fitted(program, options) + [note], rendezvous_free=False)
+        return Lifted(program, _fitted(program, options) + [_RELIES_ON_BUFFERS], rendezvous_free=False)
     layout_note = None
     stuck = rendezvous_deadlock(program, algo)
     if stuck:  # serialising flows in shared threadblocks created a cycle: try safer layouts
@@ -152,13 +201,20 @@ def _program(
     *,
     fuse: bool,
     spread: int = 0,
+    placed: tuple[list[int], list[int]] | None = None,
 ) -> Program:
-    """Lay ``algo``'s operations (``cols``), completed in ``position`` order, out as an MSCCL-IR program."""
-    groups = form_groups(cols, position, fuse=fuse)
-    limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
-    layout = _Layout(
-        algo.num_ranks, cols, groups, position, matching.partner.tolist(), max_steps=limits[0], max_tbs=limits[1], spread=spread
-    )
+    """Lay ``algo``'s operations (``cols``), completed in ``position`` order, out as an MSCCL-IR
+    program: in the threadblocks and channels ``placed`` gives each operation (raises
+    :class:`_NotKept` if they break a rule), else in a layout of its own."""
+    if placed is not None:
+        groups = form_groups(cols, position, fuse=fuse, together=placed[0])
+        layout: _Layout = _ImportedLayout(algo.num_ranks, cols, groups, position, matching.partner.tolist(), placed)
+    else:
+        groups = form_groups(cols, position, fuse=fuse)
+        limits = (MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL) if options.fit_limits else (math.inf, math.inf)
+        layout = _Layout(
+            algo.num_ranks, cols, groups, position, matching.partner.tolist(), max_steps=limits[0], max_tbs=limits[1], spread=spread
+        )
     program = Program(
         name=options.name if options.name is not None else (algo.name or "chakra-collectives"),
         coll=COLL_NAMES[algo.collective],
@@ -220,10 +276,15 @@ class _Layout:
         max_tbs: float,
         spread: int = 0,
     ) -> None:
-        self.num_ranks = num_ranks
+        self._index(num_ranks, cols, groups, position, partner)
         self.spread = spread
         self.max_steps = max_steps
         self.max_tbs = max_tbs
+        self.channel, self.pairs = self._assign_channels()
+
+    def _index(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int]) -> None:
+        """Keep the groups with their keys ``K`` and the group of every operation."""
+        self.num_ranks = num_ranks
         self.cols = cols
         self.groups = groups
         self.position = position
@@ -233,7 +294,6 @@ class _Layout:
         for g, group in enumerate(groups):
             for op in group.ops:
                 self.group_of[op] = g
-        self.channel, self.pairs = self._assign_channels()
 
     # -- 3 and 4. channels and which connections share a threadblock
     def _assign_channels(self) -> tuple[dict[int, int], dict[tuple[int, int, int], int]]:
@@ -320,12 +380,12 @@ class _Layout:
             for key in keys:
                 p, q, c = key
                 if p >= 0:
-                    tb_for_send[rank][p, c] = key
+                    tb_for_send[rank][p, c] = (p, q, c, 0)
                 if q >= 0:
-                    tb_for_recv[rank][q, c] = key
+                    tb_for_recv[rank][q, c] = (p, q, c, 0)
         # every group to a threadblock; local steps follow the dependency they wait for last
-        order = sorted(range(len(self.groups)), key=self.key.__getitem__)
-        for g in order:
+        local = _LocalSteps(self, endpoints, tb_for_send, tb_for_recv)
+        for g in sorted(range(len(self.groups)), key=self.key.__getitem__):
             send, recv = endpoints[g]
             rank = cols.rank[self.groups[g].ops[0]]
             if send is not None:
@@ -333,11 +393,15 @@ class _Layout:
             elif recv is not None:
                 key = tb_for_recv[rank][recv]
             else:
-                deps = [self.group_of[d] for op in self.groups[g].ops for d in cols.deps(op)]
-                key = tb_of_group[max(deps, key=self.key.__getitem__)] if deps else (-1, -1, 0)
+                key = local.place(g, rank, tb_of_group)
             tb_of_group[g] = key
             tbs_of_rank[rank].setdefault(key, []).append(g)
         self._emit(program, algo, tbs_of_rank)
+
+    @staticmethod
+    def _connections(key: tuple) -> tuple[int, int, int]:
+        """(send peer, receive peer, channel) of the threadblock ``key`` names."""
+        return key[:3]
 
     # -- 5. steps, dependencies, nops
     def _emit(self, program: Program, algo: CollectiveAlgorithm, tbs_of_rank) -> None:
@@ -348,7 +412,7 @@ class _Layout:
         program.gpus = []
         max_chan = 0
         for rank in range(self.num_ranks):
-            keys = sorted(tbs_of_rank[rank])  # MSCCLang's order: (send, recv, chan)
+            keys = sorted(tbs_of_rank[rank])  # MSCCLang's order: (send, recv, chan, extra local threadblock)
             tb_id = {key: n for n, key in enumerate(keys)}
             for key in keys:  # each group's threadblock and index among its real steps
                 number = tb_id[key]
@@ -396,7 +460,7 @@ class _Layout:
                 s_chunks=0,
             )
             for key in keys:
-                p, q, c = key
+                p, q, c = self._connections(key)
                 max_chan = max(max_chan, c)
                 tb = Threadblock(id=tb_id[key], send=p, recv=q, chan=c)
                 for g, needed in zip(tbs_of_rank[rank][key], plans[key]):
@@ -440,6 +504,149 @@ class _Layout:
             dstoff=dst[1],
             cnt=cols.count[first],
         )
+
+
+class _NotKept(Exception):
+    """Why an algorithm's imported threadblocks cannot be its exported program's."""
+
+
+class _ImportedLayout(_Layout):
+    """The threadblocks and channels the operations were imported with (``OpTable.threadblock``
+    and ``channel``), checked: a step's operations share a threadblock; a threadblock has one
+    channel, one send peer and one receive peer; a connection belongs to one threadblock; both
+    ends of a connection meet its messages in one order. Steps run in ``K`` order, as in
+    :class:`_Layout`. Raises :class:`_NotKept` when a rule fails.
+    """
+
+    def __init__(self, num_ranks: int, cols: OpColumns, groups: list[Group], position: list[int], partner: list[int], placed) -> None:
+        self._index(num_ranks, cols, groups, position, partner)
+        threadblock, channel = placed
+        self.threadblock_of = [(cols.rank[group.ops[0]], threadblock[group.ops[0]]) for group in groups]
+        self.spec: dict[tuple[int, int], list[int]] = {}  # (rank, threadblock) -> [send peer, recv peer, channel]
+        for g, group in enumerate(groups):
+            where = self.threadblock_of[g]
+            for op in group.ops:
+                if threadblock[op] != where[1]:
+                    raise _NotKept(f"rank {where[0]}: one step's operations come from threadblocks {where[1]} and {threadblock[op]}")
+                self._agree(where, 2, channel[op], "channels")
+            if group.type.sends:
+                self._agree(where, 0, cols.peer[group.ops[-1]], "send peers")
+            if group.type.receives:
+                self._agree(where, 1, cols.peer[group.ops[0]], "receive peers")
+        owner: dict[tuple, int] = {}
+        for (rank, tb), (send, recv, chan) in self.spec.items():
+            for role, peer in (("send", send), ("recv", recv)):
+                if peer >= 0 and owner.setdefault((rank, role, peer, chan), tb) != tb:
+                    does = "send to" if role == "send" else "receive from"
+                    raise _NotKept(f"rank {rank}: threadblocks {owner[rank, role, peer, chan]} and {tb} both {does} {peer} on channel {chan}")
+        self._check_message_order(channel)
+
+    def _agree(self, where: tuple[int, int], field: int, value: int, what: str) -> None:
+        spec = self.spec.setdefault(where, [-1, -1, -1])
+        if spec[field] >= 0 and spec[field] != value:
+            raise _NotKept(f"rank {where[0]}: threadblock {where[1]} has two {what} ({spec[field]} and {value})")
+        spec[field] = value
+
+    def _check_message_order(self, channel) -> None:
+        """On every connection the k-th send (in ``K`` order) must meet the k-th receive."""
+        cols, key, group_of, partner = self.cols, self.key, self.group_of, self.partner
+        connections: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        for op in range(cols.size):
+            if cols.kind[op] == SEND:
+                receive = partner[op]
+                if channel[receive] != channel[op]:
+                    raise _NotKept(f"rank {cols.rank[op]} sends on channel {channel[op]} what rank {cols.peer[op]} receives on channel {channel[receive]}")
+                connections.setdefault((cols.rank[op], cols.peer[op], channel[op]), []).append((key[group_of[op]], key[group_of[receive]]))
+        for (sender, receiver, chan), messages in connections.items():
+            received = [r for _, r in sorted(messages)]
+            if received != sorted(received):
+                raise _NotKept(f"ranks {sender} and {receiver} would pair their messages on channel {chan} in different orders")
+
+    @staticmethod
+    def _connections(key: tuple) -> tuple[int, int, int]:
+        return key[1:]
+
+    def build(self, program: Program, algo: CollectiveAlgorithm) -> None:
+        tbs_of_rank: list[dict[tuple, list[int]]] = [{} for _ in range(self.num_ranks)]
+        for g in sorted(range(len(self.groups)), key=self.key.__getitem__):
+            rank, tb = self.threadblock_of[g]
+            send, recv, chan = self.spec[rank, tb]
+            tbs_of_rank[rank].setdefault((tb, send, recv, chan), []).append(g)
+        self._emit(program, algo, tbs_of_rank)
+
+
+class _LocalSteps:
+    """Which threadblock each local step (copy, reduce) joins, within the runtime's step limit.
+
+    A local step joins the threadblock of the dependency it waits for last, if that one keeps
+    room; else the threadblock of another dependency with room (latest first), else an extra
+    threadblock without peers (the last one opened with room, else a new one on the lowest
+    channel with fewer than ``max_tbs`` threadblocks). A threadblock's load counts its
+    communication steps from the start, and every step with the nops it may need (one per
+    other step -- for a local step, other threadblock -- it waits for beyond the first:
+    :meth:`_Layout._emit` writes at most that many).
+    """
+
+    def __init__(self, layout: "_Layout", endpoints: list, tb_for_send: list[dict], tb_for_recv: list[dict]) -> None:
+        self.layout = layout
+        self.endpoints = endpoints
+        ranks = layout.num_ranks
+        self.load: list[dict[tuple, int]] = [{} for _ in range(ranks)]
+        self.tbs_on: list[Counter] = []
+        for rank in range(ranks):
+            keys = set(tb_for_send[rank].values()) | set(tb_for_recv[rank].values())
+            self.tbs_on.append(Counter(key[2] for key in keys))
+        self.extra: list[list[tuple]] = [[] for _ in range(ranks)]
+        if layout.max_steps == math.inf or all(send or recv for send, recv in endpoints):
+            return  # every local step follows its latest dependency, or there is none
+        cols, group_of, groups, load = layout.cols, layout.group_of, layout.groups, self.load
+        dep_ptr, dep_idx, op_rank = cols.dep_ptr, cols.dep_idx, cols.rank
+        for g, (send, recv) in enumerate(endpoints):
+            if send or recv:  # the step and a nop per dependency beyond the first, reserved
+                ops = groups[g].ops
+                rank = op_rank[ops[0]]
+                key = tb_for_send[rank][send] if send else tb_for_recv[rank][recv]
+                deps = [group_of[d] for op in ops for d in dep_idx[dep_ptr[op] : dep_ptr[op + 1]]]
+                waited = len(set(deps) - {g}) if len(deps) > 1 else 1
+                load[rank][key] = load[rank].get(key, 0) + max(1, waited)
+
+    def _waited(self, g: int, tb_of_group: list) -> list[tuple]:
+        """Threadblocks group ``g`` waits for, the one of its latest dependency first."""
+        layout = self.layout
+        cols, group_of, key = layout.cols, layout.group_of, layout.key
+        deps = {group_of[d] for op in layout.groups[g].ops for d in cols.deps(op)} - {g}
+        waited: list[tuple] = []
+        for h in sorted(deps, key=key.__getitem__, reverse=True):
+            if tb_of_group[h] not in waited:
+                waited.append(tb_of_group[h])
+        return waited
+
+    def _cost(self, waited: list[tuple], key: tuple) -> int:
+        return 1 + max(0, sum(1 for k in waited if k != key) - 1)
+
+    def place(self, g: int, rank: int, tb_of_group: list) -> tuple:
+        """The threadblock of local group ``g`` (its step and nops counted there)."""
+        waited = self._waited(g, tb_of_group)
+        load, limit = self.load[rank], self.layout.max_steps
+        for key in waited + self.extra[rank][::-1]:
+            cost = self._cost(waited, key)
+            if load.get(key, 0) + cost <= limit:
+                break
+        else:
+            key = self._open(rank)
+            cost = self._cost(waited, key)
+        load[key] = load.get(key, 0) + cost
+        return key
+
+    def _open(self, rank: int) -> tuple:
+        tbs_on = self.tbs_on[rank]
+        chan = 0
+        while tbs_on[chan] >= self.layout.max_tbs:
+            chan += 1
+        key = (-1, -1, chan, sum(1 for k in self.extra[rank] if k[2] == chan))
+        tbs_on[chan] += 1
+        self.extra[rank].append(key)
+        return key
 
 
 def gpu_scratch_end(step: Step) -> int:

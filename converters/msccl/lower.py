@@ -28,7 +28,9 @@ threadblock's scratch slots ``t`` are reused safely from one step to the next.
 Messages pair per connection ``(sender, receiver, channel)`` in FIFO order; each pair gets its
 own tag (numbered per sender/receiver pair), so ``(src, dst, tag)`` names it unambiguously, as
 ASTRA-sim and the verifier match them. Operations of a rank are then put in a topological
-order that interleaves threadblocks step by step.
+order that interleaves threadblocks step by step. Every operation records the threadblock
+and channel of its step (``OpTable.threadblock``, ``OpTable.channel``), which export-msccl
+keeps when it can.
 """
 
 from __future__ import annotations
@@ -261,7 +263,7 @@ class _RankLowering:
         self.rank = gpu.id
         self.shell = shell
         self.path = path
-        self.rows: list[tuple] = []  # (kind, peer, tag, src_buf, src_off, dst_buf, dst_off, count)
+        self.rows: list[tuple] = []  # (kind, peer, tag, src_buf, src_off, dst_buf, dst_off, count, threadblock, channel)
         self.starts: list[int] = []  # first operation of each real step
         self.origin: list[tuple[Threadblock, Step, int]] = []  # (tb, step, index in tb) of each real step
         self.last: dict[tuple[int, int], int] = {}  # (tb id, step index) -> last operation of the step
@@ -326,7 +328,8 @@ class _RankLowering:
                 need = cnt
             if kind is StepType.RECV_REDUCE_COPY_SEND:
                 ops.append((SEND, tb.send, send_tag, *result, -1, -1, cnt))
-        self.rows.extend(ops)
+        where_ = (tb.id, tb.chan)
+        self.rows.extend(op + where_ for op in ops)
         return need
 
     def _overlap(self, src: tuple[int, int], dst: tuple[int, int], cnt: int) -> str:
@@ -389,12 +392,12 @@ class _RankLowering:
 
     # -- a topological order that interleaves threadblocks step by step
     def ordered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows (n x 8), and dependencies as (owner, dependency) pairs, in a topological order.
+        """Rows (n x 10), and dependencies as (owner, dependency) pairs, in a topological order.
 
         The preferred order is by (step index, threadblock, position in the step), which is
         topological unless a step depends on a later-numbered step of another threadblock.
         """
-        rows = np.array(self.rows, dtype=np.int64).reshape(len(self.rows), 8)
+        rows = np.array(self.rows, dtype=np.int64).reshape(len(self.rows), len(_ROW))
         size = len(rows)
         starts = np.array(self.starts, dtype=np.int64)
         step_of = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, size)))
@@ -462,20 +465,23 @@ class _RankLowering:
         )
 
 
+_ROW = ("kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "threadblock", "channel")
+"""The columns of a lowered operation's row."""
+
+
 def _table(per_rank: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> OpTable:
     sizes = [len(rows) for rows, _, _ in per_rank]
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    matrix = np.concatenate([rows for rows, _, _ in per_rank]) if per_rank else np.zeros((0, 8), np.int64)
+    matrix = np.concatenate([rows for rows, _, _ in per_rank]) if per_rank else np.zeros((0, len(_ROW)), np.int64)
     owners = np.concatenate([o + off for (_, o, _), off in zip(per_rank, offsets)])
     deps = np.concatenate([d + off for (_, _, d), off in zip(per_rank, offsets)])
     by_owner = np.lexsort((deps, owners))
     dep_ptr = np.concatenate([[0], np.cumsum(np.bincount(owners, minlength=int(offsets[-1])))])
-    names = ("kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count")
     return OpTable.from_columns(
         rank=np.repeat(np.arange(len(per_rank), dtype=np.int32), sizes),
         dep_ptr=dep_ptr,
         dep_idx=deps[by_owner],
-        **{name: matrix[:, k] for k, name in enumerate(names)},
+        **{name: matrix[:, k] for k, name in enumerate(_ROW)},
     )
 
 
