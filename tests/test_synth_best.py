@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from chakra_collectives.ir import Collective, OpKind
 from chakra_collectives.network import predict_time
-from chakra_collectives.synth import synthesize
+from chakra_collectives.synth import auto_chunk_counts, synthesize
 from chakra_collectives.synth.baselines import baseline_messages
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.best import applicable, baseline_bound_ns, link_load_ns
 from chakra_collectives.topology import Topology, load_topology
 from network_helpers import transfer_ns
+from schema_helpers import schema
 
 AG, RS, AR = Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE
 
@@ -80,9 +82,144 @@ def test_best_on_the_command_line(cli):
     assert summary["predicted_ns"] == min(times.values())
     # TACOS: 7 chunks of 8 MiB over 2 in-links take 4 steps; biring: 7 steps of 4 MiB per direction
     hop = lambda nbytes: transfer_ns(load_topology("ring:8").links[0], nbytes)  # noqa: E731
-    assert times["tacos"] == pytest.approx(4 * hop(2**23))
+    assert summary["candidates"]["tacos"]["chunks_per_npu_tried"]["1"] == pytest.approx(4 * hop(2**23))
+    assert times["tacos"] <= 4 * hop(2**23)  # its best K: more chunks pipeline
     assert times["biring"] == pytest.approx(7 * hop(2**22))
     # BFB: shards 1, 1, 1 and 1/2 per link in its 4 steps
     assert summary["predicted_ns"] == pytest.approx(3 * hop(2**23) + hop(2**22))
     text = cli("synth", "-t", "ring:8", "-c", "all-gather", "-a", "best")
     assert "bfb, fastest of 7 (others: tacos" in text.stdout
+
+
+# ---------------------------------------------------------------------- the search (issue 25)
+from chakra_collectives.synth.best import BOUND_PAIRS, search  # noqa: E402
+import chakra_collectives.synth.best as best_module  # noqa: E402
+
+
+def _recorder(times):
+    made = []
+
+    def produce(name, k):
+        made.append((name, k))
+        return times[name, k]
+
+    return made, produce
+
+
+def test_search_skips_what_cannot_win_and_says_by_what():
+    times = {("a", 1): 10.0, ("a", 2): 8.0, ("b", 1): 20.0, ("b", 2): 19.0}
+    made, produce = _recorder(times)
+    found = search(["a", "b"], [1, 2], produce=produce, bound=lambda n, k: {"a": 0.0, "b": 15.0}[n], chunked=lambda n: True)
+    assert (found.name, found.chunks_per_npu, found.predicted_ns) == ("a", 2, 8.0)
+    assert ("b", 1) not in made and ("b", 2) not in made
+    b = found.candidates[1]
+    assert b.predicted_ns is None and b.at_least_ns == 15.0 and b.skipped is None
+
+
+def test_search_brackets_chunk_counts_per_producer():
+    # a improves up to K=4 then stops paying; K=16 is never built
+    times = {("a", 1): 9.0, ("a", 2): 7.0, ("a", 4): 6.0, ("a", 8): 6.5, ("a", 16): 1.0}
+    made, produce = _recorder(times)
+    found = search(["a"], [1, 2, 4, 8, 16], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: True)
+    assert made == [("a", 1), ("a", 2), ("a", 4), ("a", 8)]
+    assert found.chunks_per_npu == 4 and found.candidates[0].stopped == "K=8 slower than K=4"
+    # the exhaustive search is the oracle: it builds every K and finds the outlier
+    exhaustive = search(["a"], [1, 2, 4, 8, 16], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0, chunked=lambda n: True, exhaustive=True)
+    assert (exhaustive.chunks_per_npu, exhaustive.predicted_ns) == (16, 1.0)
+
+
+def test_search_goes_on_through_equal_times():
+    # TACOS on mesh2d:4x4 at 1 MiB: K = 1..8 merge into the same schedule, 16 is faster
+    times = {("a", 1): 5.0, ("a", 2): 5.0, ("a", 4): 5.0, ("a", 8): 5.0, ("a", 16): 4.8}
+    made, produce = _recorder(times)
+    found = search(["a"], [1, 2, 4, 8, 16], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: True)
+    assert (found.chunks_per_npu, len(made)) == (16, 5)
+
+
+def test_search_unchunked_producers_are_built_once():
+    made, produce = _recorder({("f", 1): 3.0, ("t", 1): 4.0, ("t", 2): 3.5, ("t", 4): 3.2})
+    search(["t", "f"], [1, 2, 4], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: n == "t", exhaustive=True)
+    assert made.count(("f", 1)) == 1 and ("f", 2) not in made
+
+
+def test_search_time_budget_lists_what_was_not_tried():
+    clock = iter([0.0, 5.0, 5.0, 5.0, 5.0, 5.0])
+    made, produce = _recorder({("a", 1): 4.0, ("b", 1): 3.0, ("c", 1): 2.0})
+    found = search(["a", "b", "c"], [1], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: False, deadline=1.0, clock=lambda: next(clock))
+    assert made == [("a", 1)] and found.name == "a" and found.budget_ran_out and not found.fell_back
+    assert [c.skipped for c in found.candidates] == [None, "time budget", "time budget"]
+
+
+def test_search_budget_too_small_for_anything_returns_the_fallback():
+    made, produce = _recorder({("a", 1): 4.0, ("b", 1): 9.0})
+    found = search(["a", "b"], [1], produce=produce, bound=lambda n, k: 0.0, chunked=lambda n: False, deadline=0.0, fallback=lambda: "b", clock=lambda: 1.0)
+    assert made == [("b", 1)] and (found.name, found.fell_back, found.budget_ran_out) == ("b", True, True)
+    assert found.candidates[0].skipped == "time budget" and found.candidates[1].skipped is None
+
+
+@pytest.mark.parametrize("spec, collective", [("ring:8", AG), ("mesh2d:4x4", AR), ("switch:8", RS), ("torus2d:3x3", AG)])
+def test_default_search_matches_the_exhaustive_one(spec, collective):
+    topo = load_topology(spec)
+    default = synthesize(topo, collective, "64MiB", bounds="none")
+    exhaustive = synthesize(topo, collective, "64MiB", bounds="none", exhaustive=True)
+    assert default.predicted_ns <= exhaustive.predicted_ns * 1.01
+    # the oracle really tried everything: every candidate timed, at every K when it reads K
+    for c in exhaustive.candidates:
+        assert c.predicted_ns is not None
+        assert len(c.tried) == (len(auto_chunk_counts(topo.num_npus)) if get(c.name).chunked else 1)
+    assert exhaustive.predicted_ns == min(c.predicted_ns for c in exhaustive.candidates)
+    # every candidate the default skipped had a floor no better than what it found
+    for c in default.candidates:
+        if c.predicted_ns is None:
+            assert c.at_least_ns >= default.predicted_ns
+
+
+@pytest.mark.parametrize("spec", ["ring:8", "mesh2d:4x4", "torus2d:4x4", "hypercube:3", "hetero-mesh2d:4x2", "mesh2d:3x5"])
+@pytest.mark.parametrize("collective", [AG, RS, AR])
+def test_bfb_step_model_is_below_its_predicted_time(spec, collective):
+    # best skips BFB by this floor, so it must not exceed what BFB achieves
+    from chakra_collectives.synth.bfb import step_model_ns
+
+    topo = load_topology(spec)
+    options = SynthesisOptions(size_bytes=2**26)
+    made = get("bfb").make(topo, collective, topo.num_npus, options).algorithm
+    assert 0 < step_model_ns(topo, collective, options) <= predict_time(made, topo) * (1 + 1e-9)
+
+
+def test_link_load_of_a_pair_subset_is_still_a_bound(monkeypatch):
+    topo = load_topology("mesh2d:4x4")
+    src, dst, chunks = baseline_messages("direct", AG, 16)
+    full = link_load_ns(topo, src, dst, chunks * 2**20)
+    monkeypatch.setattr(best_module, "BOUND_PAIRS", 40)
+    part = link_load_ns(topo, src, dst, chunks * 2**20)
+    assert 0 < part < full and BOUND_PAIRS >= 2**16
+
+
+def test_time_budget_on_the_command_line(cli):
+    for bad in ("0", "-1"):
+        result = cli("synth", "-t", "ring:8", "--time-budget", bad)
+        assert result.exit_code == 2 and "--time-budget must be a positive number" in result.output
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    result = cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "--time-budget", "1e-9", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    jsonschema.validate(summary, schema("synth"))
+    assert summary["budget_fallback"] and summary["budget_ran_out"]
+    assert summary["algorithm"] in ("ring", "biring", "direct", "rhd")
+    assert summary["candidates"]["tacos"] == {"predicted_ns": None, "at_least_ns": 0.0, "skipped": "time budget"}
+    text = " ".join(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "--time-budget", "1e-9").stdout.split())
+    assert "the time budget ran out; not tried: tacos" in text and "is the cheapest baseline" in text
+
+
+def test_exhaustive_and_skips_on_the_command_line(cli):
+    result = cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "--json")
+    summary = json.loads(result.stdout)
+    jsonschema.validate(summary, schema("synth"))
+    skipped = [c for c in summary["candidates"].values() if c["predicted_ns"] is None]
+    assert skipped and all(c["at_least_ns"] >= summary["predicted_ns"] for c in skipped)
+    text = " ".join(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather").stdout.split())
+    assert "ring >= " in text and "(skipped)" in text
+    oracle = json.loads(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "--exhaustive", "--json").stdout)
+    jsonschema.validate(oracle, schema("synth"))
+    assert all(c["predicted_ns"] is not None for c in oracle["candidates"].values())
+    assert summary["predicted_ns"] <= oracle["predicted_ns"] * 1.01

@@ -80,13 +80,21 @@ def synth(
     astra_sim: Optional[Path] = typer.Option(
         None, "--astra-sim", metavar="DIR", help="Also write DIR for ASTRA-sim: the ETs, system.json, network.yml, a microbenchmark workload, run.sh."
     ),
+    time_budget: Optional[float] = typer.Option(
+        None, "--time-budget", metavar="SECONDS",
+        help="best: start no candidate after this many seconds (those not tried are listed); if none was produced by then, the cheapest baseline is.",
+    ),
+    exhaustive: bool = typer.Option(
+        False, "--exhaustive", help="best: produce every candidate at every K, skipping none (slow; the search's reference).",
+    ),
     as_json: bool = JSON,
 ) -> None:
     """Synthesize a collective for a topology (TACOS, ForestColl, BFB or a baseline) and write its ETs.
 
     By default (--algorithm best) TACOS, ForestColl, BFB and every applicable baseline are
-    timed under the network model and the fastest is kept; without -k the chunks per NPU are
-    chosen the same way. Prints the predicted time, the lower bounds and the efficiency
+    candidates, each at K = 1, 2, 4, ... chunks per NPU until more chunks stop paying; the most
+    promising is tried first and one whose lower bound cannot beat the fastest found is skipped
+    (the summary gives the bound). The fastest under the network model is kept. Prints the predicted time, the lower bounds and the efficiency
     (bound / predicted); for ForestColl also its optimum (U, k), its trees and the
     bandwidth-optimal time.
 
@@ -99,9 +107,12 @@ def synth(
       chakra-coll synth -t torus2d:4x4 -a forestcoll --groups dp.json -o out/dp
       chakra-coll synth -t torus2d:4x4 -c all-to-all -a tacos
       chakra-coll synth -t mesh2d:4x4 --pattern moves.yaml -a tacos
+      chakra-coll synth -t mesh2d:16x16 -c all-gather --time-budget 5
     """
     from chakra_collectives.topology import load_topology
 
+    if time_budget is not None and not time_budget > 0:
+        raise InputError(f"--time-budget must be a positive number of seconds, got {time_budget:g}")
     trees = _trees_per_npu(trees_per_npu)
     model = network_model_option(network_model)
     topo = load_topology(topology)
@@ -132,6 +143,7 @@ def synth(
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
+            time_budget=time_budget, exhaustive=exhaustive,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
@@ -159,6 +171,36 @@ def synth(
         from chakra_collectives.cli.handoff import print_astra_sim_dir
 
         print_astra_sim_dir(handoff)
+
+
+def _chosen_lines(result: SynthesisResult) -> list[str]:
+    """How ``best`` chose: the others' times, or the bound that ruled each out, or why it was not tried."""
+    shown, not_tried = [], []
+    winner = next(c for c in result.candidates if c.name == result.algorithm_name)
+    for c in result.candidates:
+        if c.name == result.algorithm_name:
+            continue
+        if c.skipped == "time budget":
+            not_tried.append(c.name)
+        elif c.skipped is not None:
+            shown.append(f"{c.name} not tried: {c.skipped.split(' (')[0]} > --max-memory")
+        elif c.predicted_ns is not None:
+            k = f" (K={c.chunks_per_npu})" if len(c.tried) > 1 else ""
+            shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}{k}")
+        else:
+            shown.append(f"{c.name} >= {format_time_ns(c.at_least_ns)} (skipped)")
+    if len(result.candidates) > 1:
+        lines = [f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown + [f'{n} not tried' for n in not_tried])})"]
+    else:
+        lines = [f"{result.algorithm_name}, the only producer of {result.algorithm.collective.value} that applies here"]
+    if winner.stopped is not None:
+        lines.append(f"K search stopped: {winner.stopped}")
+    if not_tried or result.budget_ran_out:
+        ran_out = "the time budget ran out" + (f"; not tried: {', '.join(not_tried)}" if not_tried else "")
+        if result.budget_fallback:
+            ran_out += f" before any finished: {result.algorithm_name} is the cheapest baseline"
+        lines.append(ran_out)
+    return lines
 
 
 def _trees_per_npu(text: str | None) -> int | str | None:
@@ -203,18 +245,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     if result.bottleneck is not None:
         rows.append(("limited by", result.bottleneck.describe()))
     if result.candidates:
-        shown = []
-        for c in result.candidates:
-            if c.name == result.algorithm_name:
-                continue
-            if c.skipped is not None:
-                shown.append(f"{c.name} not tried: {c.skipped.split(' (')[0]} > --max-memory")
-            else:
-                shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}" if c.predicted_ns is not None else f"{c.name} >= {format_time_ns(c.at_least_ns)}")
-        if shown:
-            rows.append(("chosen", f"{result.algorithm_name}, fastest of {len(result.candidates)} (others: {', '.join(shown)})"))
-        else:
-            rows.append(("chosen", f"{result.algorithm_name}, the only producer of {algo.collective.value} that applies here"))
+        rows.extend(("" if i else "chosen", line) for i, line in enumerate(_chosen_lines(result)))
     if result.phase_seeds:
         names = {"all-gather": ["all-gather"], "reduce-scatter": ["reduce-scatter"]}.get(algo.collective.value, ["reduce-scatter", "all-gather"])
         variants = result.details.get("phase_merge_variants", tuple(f"{r:g}" for r in result.phase_latency_ratios))

@@ -42,14 +42,17 @@ class SmallFlow:
 
     def __init__(self, num_nodes: int, capacity: dict[tuple[int, int], int]) -> None:
         self.num_nodes = num_nodes
+        self.tail: list[int] = []
         self.head: list[int] = []
         self.capacity: list[int] = []
         self.edges_of: list[list[int]] = [[] for _ in range(num_nodes)]
         for (u, v), c in capacity.items():
             self.edges_of[u].append(len(self.head))
+            self.tail.append(u)
             self.head.append(v)
             self.capacity.append(int(c))
             self.edges_of[v].append(len(self.head))
+            self.tail.append(v)
             self.head.append(u)
             self.capacity.append(0)
 
@@ -128,9 +131,12 @@ class FlowNetwork:
         dst: Sequence[int] | np.ndarray,
         cap: Sequence[int] | np.ndarray,
         flow_bound: int | None = None,
+        small_edges: int = SMALL_EDGES,
     ) -> None:
         """``flow_bound``: a bound on every flow value that will be asked for (default: the sum
-        of all capacities); with it and every capacity within 32 bits, scipy runs."""
+        of all capacities); with it and every capacity within 32 bits, scipy runs.
+        ``small_edges``: networks of at most this many edges run in pure Python
+        (:data:`SMALL_EDGES`; a caller that runs many flows once scipy is loaded asks for fewer)."""
         self.num_nodes = num_nodes
         src_array = np.asarray(src, dtype=np.int64)
         dst_array = np.asarray(dst, dtype=np.int64)
@@ -145,10 +151,11 @@ class FlowNetwork:
             total = int(cap_array.sum(dtype=np.int64)) if len(cap_array) else 0
         bound = total if flow_bound is None else min(total, int(flow_bound))
         self.fits_int32 = largest <= INT32_LIMIT and bound <= INT32_LIMIT
+        self._src, self._dst, self._cap = src_array, dst_array, cap_array
         self._matrix = self._graph = self._small = None
         self.backend: str
         """Which max-flow runs: ``python`` (small networks), ``scipy`` or ``networkx`` (beyond 32 bits)."""
-        if len(src_array) <= SMALL_EDGES:
+        if len(src_array) <= small_edges:
             summed: dict[tuple[int, int], int] = {}
             for u, v, c in zip(src_array.tolist(), dst_array.tolist(), cap_array.tolist()):
                 summed[u, v] = summed.get((u, v), 0) + int(c)
@@ -187,6 +194,40 @@ class FlowNetwork:
         from networkx.algorithms.flow import preflow_push
 
         return int(nx.maximum_flow_value(self._graph, source, sink, flow_func=preflow_push))
+
+    def capacity_matrix(self) -> np.ndarray | None:
+        """Every capacity as a dense ``(num_nodes, num_nodes)`` int64 matrix (parallel edges
+        summed); ``None`` beyond 64 bits."""
+        if self._cap.dtype == object:
+            return None
+        matrix = np.zeros((self.num_nodes, self.num_nodes), dtype=np.int64)
+        np.add.at(matrix, (self._src, self._dst), self._cap.astype(np.int64))
+        return matrix
+
+    def flow_matrix(self, source: int, sink: int) -> tuple[int, np.ndarray | None]:
+        """``(value, flow)``: a maximum flow's value and the flow itself as a dense matrix of
+        net flows (``flow[u, v] > 0``: units from ``u`` to ``v``; never above the capacity, and
+        conserved at every node but the source and the sink) -- a certificate that a network
+        with at least these capacities carries the same value. ``None`` on the networkx path.
+
+        >>> net = FlowNetwork(3, src=[0, 1, 0], dst=[1, 2, 2], cap=[2, 1, 1])
+        >>> value, flow = net.flow_matrix(0, 2)
+        >>> value, flow.tolist()
+        (2, [[0, 1, 1], [0, 0, 1], [0, 0, 0]])
+        """
+        if self._small is not None:
+            value, residual = self._small.max_flow(source, sink)
+            used = np.asarray(self._small.capacity, dtype=np.int64) - np.asarray(residual, dtype=np.int64)
+            forward = slice(0, None, 2)
+            matrix = np.zeros((self.num_nodes, self.num_nodes), dtype=np.int64)
+            np.add.at(matrix, (np.asarray(self._small.tail[forward]), np.asarray(self._small.head[forward])), used[forward])
+            return value, np.maximum(matrix - matrix.T, 0)
+        if self._matrix is not None:
+            from scipy.sparse.csgraph import maximum_flow
+
+            result = maximum_flow(self._matrix, source, sink)
+            return int(result.flow_value), np.maximum(result.flow.toarray(), 0)
+        return self.max_flow(source, sink), None
 
     def min_cut(self, source: int, sink: int) -> tuple[int, np.ndarray]:
         """``(value, sink_side)``: a minimum cut's value and its sink side as a boolean mask.

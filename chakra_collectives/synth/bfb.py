@@ -662,6 +662,39 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
     return Synthesized(result.algorithm, details=details)
 
 
+def step_model_ns(topology: Topology, collective: Collective, options: SynthesisOptions, network_model: str = "default") -> float:
+    """BFB's time in the paper's step model, from the hop distances alone (no program solved):
+    step ``t`` of the All-Gather takes at least one latency plus the time the most loaded NPU
+    needs to take in the shards of the NPUs at distance ``t`` over all its in-links; the
+    Reduce-Scatter is the same on the reversed network, the All-Reduce their sum (``astra-sim``
+    model: latencies pipelined, bandwidth terms only). ``best`` uses it as BFB's floor: measured
+    below BFB's predicted time on every suite topology (``bench/bench_best.py``).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> topo = load_topology("ring:8")   # 4 steps: 2, 2, 2, 1 shards of 8 MiB over 2 in-links of 50 GB/s
+    >>> step_model_ns(topo, Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**26)) == 4 * 500 + 3.5 * 2**23 / (50 * 2**30 / 1e9)
+    True
+    """
+    n = topology.num_npus
+    distance = topology_distances(topology)
+    arrays = topology.link_arrays
+    keep = (arrays["src"] < n) & (arrays["dst"] < n)
+    rate = np.array([bytes_per_ns(float(b)) for b in arrays["bandwidth_gbps"][keep]])
+    latency = 0.0 if network_model == "astra-sim" else float(np.min(arrays["latency_ns"][keep]))
+    share = options.size_bytes / n
+    steps = int(distance.max())
+    total = 0.0
+    phases = {Collective.ALL_GATHER: (0,), Collective.REDUCE_SCATTER: (1,), Collective.ALL_REDUCE: (0, 1)}[collective]
+    for reverse in phases:
+        ends = arrays["src"][keep] if reverse else arrays["dst"][keep]
+        into = np.bincount(ends, weights=rate, minlength=n)
+        far = distance.T if reverse else distance  # far[u, v]: hops the shard of u travels to v
+        counts = np.zeros((steps + 1, n))
+        np.add.at(counts, (far.ravel(), np.tile(np.arange(n), n)), 1.0)
+        total += float((counts[1:] * share / into[None, :]).max(axis=1).sum()) + steps * latency
+    return total
+
+
 def _direct_connect(topology: Topology) -> bool:
     return topology.num_switches == 0
 
@@ -678,6 +711,7 @@ register(
             "the other NPUs only relay, which its per-step linear programs do not model"
         ),
         fits=_direct_connect,
+        floor=step_model_ns,
     )
 )
 
@@ -699,4 +733,5 @@ __all__ = [
     "topology_distances",
     "solve_bfb",
     "solve_program",
+    "step_model_ns",
 ]

@@ -151,6 +151,10 @@ class Synthesizer:
     """Which topologies ``best`` may try it on (BFB: direct-connect ones, no switches)."""
     messages: MessageList | None = None
     """Its messages without building it (lets ``best`` bound its time and skip it)."""
+    floor: Callable[[Topology, Collective, SynthesisOptions, str], float] | None = None
+    """``floor(topology, collective, options, network_model) -> ns``: when it has no message
+    list, a cheap floor on its time from its own model (BFB's step model), which ``best``
+    skips it by."""
     switch_handling: str = "messages routed through the switches by the network model"
     """How its messages cross switches (for reports)."""
     footprint: Callable[[Topology, Collective, int, SynthesisOptions], "tuple[float, str]"] | None = None

@@ -6,8 +6,11 @@ producer (or ``best`` of them), predicts its time under the shared network model
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from chakra_collectives import progress
@@ -20,8 +23,9 @@ from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
+from chakra_collectives.processes import can_fork, map_forked
 from chakra_collectives.resources import Estimate, fits, require
-from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, choose
+from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, search
 from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
@@ -98,6 +102,11 @@ class SynthesisResult:
     bottleneck: Bottleneck | None = None
     """What limited the prediction: its busiest link in the network model's run (``None`` when
     no message crossed a link)."""
+    budget_ran_out: bool = False
+    """``best`` with a time budget: the budget ended the search before every candidate that
+    might have won was produced (the candidates say which were not tried)."""
+    budget_fallback: bool = False
+    """... before any candidate was produced: the algorithm is the cheapest baseline's."""
     group: tuple[int, ...] | None = None
     """The process group synthesized for (fabric NPUs in rank order; ``None``: every NPU). The
     bounds are then the group's own: its members exchange, the rest of the fabric relays."""
@@ -154,6 +163,8 @@ class SynthesisResult:
             "chunks_per_npu_tried": {str(k): t for k, t in self.chunks_tried.items()},
             "switch_handling": self.switch_handling,
             "bottleneck": None if self.bottleneck is None else self.bottleneck.as_dict(),
+            "budget_ran_out": self.budget_ran_out,
+            "budget_fallback": self.budget_fallback,
             **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
             # deprecated spellings, kept for one release
             "npus": self.topology.num_npus,
@@ -207,6 +218,8 @@ def synthesize(
     bounds: str = "auto",
     on_step: Callable[[str], None] | None = None,
     network_model: str = "default",
+    time_budget: float | None = None,
+    exhaustive: bool = False,
     group: Sequence[int] | None = None,
     pattern: ChunkPattern | None = None,
 ) -> SynthesisResult:
@@ -230,18 +243,23 @@ def synthesize(
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
     model; ``tacos`` is its old name) or ``astra-sim`` (ASTRA-sim's congestion-aware rule: on a
     switch, messages queued at a port overlap their latencies).
+    ``time_budget`` (seconds, ``best`` only) caps the search (:func:`~chakra_collectives.synth.best.search`):
+    nothing starts after it and what was not tried is listed; ``exhaustive`` (``best`` only)
+    produces every candidate at every ``K``, skipping nothing (the search's oracle).
     ``group`` synthesizes for a process group embedded in the topology: fabric NPUs in rank order
     (:func:`~chakra_collectives.topology.groups.check_group`); the algorithm has ``len(group)``
     ranks placed on them (``placement``), only the producers that serve groups are tried
     (:meth:`~chakra_collectives.synth.registry.Synthesizer.serves`), and the bounds are the
     group's (:func:`group_bounds`).
-
     ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
     if name not in algorithm_names():
         raise InputError(f"unknown algorithm {algorithm!r} (valid: {', '.join(algorithm_names())})")
+    if time_budget is not None and not time_budget > 0:
+        raise InputError(f"time budget must be positive, got {time_budget:g} s")
+    started_at = time.perf_counter()
     method = bounds_method(bounds, topology.num_npus)
     network_model = Mode.parse(network_model).value
     nbytes = parse_size(size_bytes)
@@ -258,18 +276,23 @@ def synthesize(
     tried: dict[int, float] = {}
     found: SynthesisResult | None = None
     spent_s = [0.0, 0.0]
-    unchunked: dict[str, _Produced] = {}  # built once, whatever K
     with progress.task("synthesize"):
-        for k in counts:
-            label = f"K={k}" if chunks_per_npu is None else ""
-            attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest, unchunked)
-            tried[k] = attempt.predicted_ns
-            spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
-            if found is not None and attempt.predicted_ns >= found.predicted_ns:
-                break
-            found = attempt
-        assert found is not None
-        found.synthesis_s, found.predict_s = spent_s
+        if name == "best":
+            deadline = None if time_budget is None else started_at + time_budget
+            found = _synthesize_best(topology, collective, counts, SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest),
+                                     on_step, network_model, deadline, exhaustive)
+            tried = found.chunks_tried
+        else:
+            for k in counts:
+                label = f"K={k}" if chunks_per_npu is None else ""
+                attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest)
+                tried[k] = attempt.predicted_ns
+                spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
+                if found is not None and attempt.predicted_ns >= found.predicted_ns:
+                    break
+                found = attempt
+            assert found is not None
+            found.synthesis_s, found.predict_s = spent_s
         if on_step:
             on_step("bounds")
         with progress.task("lower bounds"):
@@ -308,6 +331,109 @@ def group_bounds(
     return replace(found, cut_nodes=tuple(sorted(int(view.fabric_node[v]) for v in found.cut_nodes)))
 
 
+def _produce(topology: Topology, collective: Collective, options: SynthesisOptions, candidate: str, network_model: str, step: Callable[[str], None], among: bool) -> _Produced:
+    """Build ``candidate`` and time it under ``network_model`` (``among``: one of ``best``'s candidates)."""
+    step(f"synthesize ({candidate})" if among else "synthesize")
+    with progress.task(candidate):
+        started = time.perf_counter()
+        made = get(candidate).build(topology, collective, options)
+        synthesis_s = time.perf_counter() - started
+        step("predict")
+        started = time.perf_counter()
+        with progress.task("predict"):
+            # a producer that timed itself did so under the default model
+            own = made.predicted_ns if network_model == "default" else None
+            if own is not None:
+                predicted, limit = own, None
+            else:
+                timing = simulate_collective(made.algorithm, topology, network_model=network_model)
+                predicted, limit = timing.time_ns, busiest_link(timing)
+                del timing
+    return _Produced(made, synthesis_s, time.perf_counter() - started, predicted, limit)
+
+
+PARALLEL_NPUS = 16
+"""Topologies from which ``best`` runs its most promising candidates at once, one per core
+(below, forking costs more than the candidates)."""
+
+
+def _workers(topology: Topology) -> int:
+    """How many candidates ``best`` runs at once: the cores, when this process may fork and the
+    topology is large enough to pay for it; else one."""
+    if topology.num_npus < PARALLEL_NPUS or not can_fork():
+        return 1
+    return os.cpu_count() or 1
+
+
+def _synthesize_best(
+    topology: Topology,
+    collective: Collective,
+    counts: list[int],
+    options: SynthesisOptions,
+    on_step: Callable[[str], None] | None,
+    network_model: str,
+    deadline: float | None,
+    exhaustive: bool,
+) -> SynthesisResult:
+    """``best``: :func:`~chakra_collectives.synth.best.search` over every applicable producer
+    that fits the memory limit, at the chunk counts ``counts`` (``options``: all but ``K``)."""
+    step = on_step or (lambda name: None)
+    group = options.group
+    num_ranks = topology.num_npus if group is None else len(group)
+    names = [c for c in applicable(collective, num_ranks, topology) if get(c).serves(topology, group)]
+    if not names:
+        raise InputError(f"no algorithm implements {collective.value}")
+
+    def footprint(candidate: str, k: int) -> Estimate:
+        return estimate(candidate, topology, collective, num_ranks, replace(options, chunks_per_npu=k))
+
+    # a candidate whose memory estimate does not fit is neither bounded nor produced
+    too_large = {c: e for c in names if not fits(e := footprint(c, counts[0]))}
+    if len(too_large) == len(names):
+        require(min(too_large.values(), key=lambda e: e.nbytes))
+    runnable = [c for c in names if c not in too_large]
+    made: dict[tuple[str, int], _Produced] = {}
+
+    def key(candidate: str, k: int) -> tuple[str, int]:
+        return candidate, k if get(candidate).chunked else counts[0]
+
+    def produce(candidate: str, k: int) -> float:
+        if key(candidate, k) not in made:
+            with progress.task(f"K={k}" if len(counts) > 1 and get(candidate).chunked else "candidates"):
+                made[key(candidate, k)] = _produce(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model, step, True)
+        return made[key(candidate, k)].predicted_ns
+
+    def produce_many(batch: list[tuple[str, int]]) -> list[float]:
+        """The batch at once: the first here, the others in forked processes."""
+        jobs = [key(c, k) for c, k in batch]
+        with progress.task(" + ".join(c for c, _ in jobs)):
+            results = map_forked([partial(_produce, topology, collective, replace(options, chunks_per_npu=k), c, network_model, step, True) for c, k in jobs])
+        made.update(zip(jobs, results))
+        return [made[job].predicted_ns for job in jobs]
+
+    def bound(candidate: str, k: int) -> float:
+        if k != counts[0] and not fits(footprint(candidate, k)):
+            return math.inf
+        return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, network_model=network_model, group=group)
+
+    started = time.perf_counter()
+    with progress.task("candidates"):
+        found = search(
+            runnable, counts, produce=produce, bound=bound, chunked=lambda c: get(c).chunked,
+            fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
+            deadline=deadline, exhaustive=exhaustive, produce_many=produce_many, workers=_workers(topology),
+        )
+    bounding_s = time.perf_counter() - started - sum(p.synthesis_s + p.predict_s for p in made.values())
+    candidates = found.candidates + [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
+    candidates.sort(key=lambda c: names.index(c.name))
+    result = _result(topology, made[key(found.name, found.chunks_per_npu)], found.name, found.chunks_per_npu, network_model, "best", candidates)
+    result.synthesis_s = sum(p.synthesis_s for p in made.values()) + bounding_s
+    result.predict_s += sum(p.predict_s for p in made.values())
+    result.chunks_tried = dict(next(c for c in candidates if c.name == found.name).tried)
+    result.budget_ran_out, result.budget_fallback = found.budget_ran_out, found.fell_back
+    return result
+
+
 def _synthesize_with(
     topology: Topology,
     collective: Collective,
@@ -321,92 +447,42 @@ def _synthesize_with(
     label: str,
     network_model: str,
     forest: dict[str, Any],
-    unchunked: dict[str, _Produced],
 ) -> SynthesisResult:
-    """:func:`synthesize` for one chunk count, without the bounds (``forest``: ForestColl's options;
-    ``unchunked``: what producers that ignore the chunk count made for an earlier ``K``)."""
-    step = on_step or (lambda name: None)
+    """:func:`synthesize` of producer ``name`` for one chunk count, without the bounds (``forest``: ForestColl's options)."""
     options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
-    group = options.group
-    num_ranks = topology.num_npus if group is None else len(group)
-    produced: dict[str, _Produced] = {}
-
-    def produce(candidate: str) -> tuple[CollectiveAlgorithm, float]:
-        if candidate in unchunked:
-            produced[candidate] = unchunked[candidate]
-            return unchunked[candidate].made.algorithm, unchunked[candidate].predicted_ns
-        step(f"synthesize ({candidate})" if name == "best" else "synthesize")
-        with progress.task(candidate):
-            started = time.perf_counter()
-            made = get(candidate).build(topology, collective, options)
-            synthesis_s = time.perf_counter() - started
-            step("predict")
-            started = time.perf_counter()
-            with progress.task("predict"):
-                # a producer that timed itself did so under the default model
-                own = made.predicted_ns if network_model == "default" else None
-                if own is not None:
-                    predicted, limit = own, None
-                else:
-                    timing = simulate_collective(made.algorithm, topology, network_model=network_model)
-                    predicted, limit = timing.time_ns, busiest_link(timing)
-                    del timing
-            produced[candidate] = _Produced(made, synthesis_s, time.perf_counter() - started, predicted, limit)
-        if not get(candidate).chunked:
-            unchunked[candidate] = produced[candidate]
-        return made.algorithm, predicted
-
-    def footprint(candidate: str) -> Estimate:
-        return estimate(candidate, topology, collective, num_ranks, options)
-
-    if name == "best":
-        candidate_names = [c for c in applicable(collective, num_ranks, topology) if get(c).serves(topology, group)]
-    else:
-        candidate_names = [name]
-    if not candidate_names:
-        raise InputError(f"no algorithm implements {collective.value}")
     with progress.task(label or "candidates"):
-        if name == "best":
-            # a candidate whose memory estimate does not fit is neither bounded nor produced
-            too_large = {c: footprint(c) for c in candidate_names if not fits(footprint(c))}
-            if len(too_large) == len(candidate_names):
-                require(min(too_large.values(), key=lambda e: e.nbytes))
-            started = time.perf_counter()
-            chosen, algo, candidates = choose(
-                [c for c in candidate_names if c not in too_large],
-                lambda n: baseline_bound_ns(n, topology, collective, options.size_bytes, chunks_per_npu, network_model=network_model, group=group),
-                produce,
-            )
-            candidates += [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
-            candidates.sort(key=lambda c: candidate_names.index(c.name))
-            bounding_s = time.perf_counter() - started - sum(p.synthesis_s + p.predict_s for p in produced.values())
-        else:
-            chosen = name
-            require(footprint(name))
-            algo, _ = produce(name)
-            candidates, bounding_s = [], 0.0
-    made, predicted, limit = produced[chosen].made, produced[chosen].predicted_ns, produced[chosen].bottleneck
+        require(estimate(name, topology, collective, topology.num_npus if options.group is None else len(options.group), options))
+        produced = _produce(topology, collective, options, name, network_model, on_step or (lambda step: None), False)
+    result = _result(topology, produced, name, chunks_per_npu, network_model, name, [])
+    result.synthesis_s = produced.synthesis_s
+    result.predict_s += produced.predict_s
+    return result
+
+
+def _result(topology: Topology, produced: _Produced, name: str, chunks_per_npu: int, network_model: str, requested: str, candidates: list[Candidate]) -> SynthesisResult:
+    """The :class:`SynthesisResult` of one produced algorithm, without the bounds; its
+    ``predict_s`` counts only finding what limits it (when the producer timed itself)."""
+    made, limit = produced.made, produced.bottleneck
     limit_s = 0.0
     if limit is None:  # the producer timed itself: what limits it comes from the model's run
         started = time.perf_counter()
         with progress.task("what limits it"):
-            limit = busiest_link(simulate_collective(algo, topology, network_model=network_model))
+            limit = busiest_link(simulate_collective(made.algorithm, topology, network_model=network_model))
         limit_s = time.perf_counter() - started
-        produced[chosen].bottleneck = limit  # kept for the next chunk count too, when it reuses the candidate
     details = made.details
     return SynthesisResult(
-        algorithm=algo,
+        algorithm=made.algorithm,
         topology=topology,
-        algorithm_name=chosen,
+        algorithm_name=name,
         chunks_per_npu=chunks_per_npu,
-        predicted_ns=predicted,
+        predicted_ns=produced.predicted_ns,
         schedule_ns=made.schedule_ns,
         bounds=None,
-        synthesis_s=sum(p.synthesis_s for p in produced.values()) + bounding_s,
-        predict_s=sum(p.predict_s for p in produced.values()) + limit_s,
+        synthesis_s=0.0,
+        predict_s=limit_s,
         seed=details.get("seed"),
         trials=details.get("trials", 1),
-        requested=name,
+        requested=requested,
         candidates=candidates,
         phase_seeds=tuple(details.get("phase_seeds", ())),
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),

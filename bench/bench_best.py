@@ -1,0 +1,182 @@
+"""``best`` (the default of ``chakra-coll synth``): how fast it decides, and whether it decides right.
+
+Three parts (``--part``; default: all):
+
+* ``commands``: the issue's default commands as whole processes (fresh interpreter each; median
+  of ``--repeat``), wall seconds and peak RSS, beside ``-a tacos`` of the same case in the same run
+  (a ratio that survives the machine's load).
+* ``forestcoll``: ForestColl alone on ``mi250:2`` and ``a100:16`` (median of ``--repeat``, in process).
+* ``table``: on every suite topology x All-Gather / Reduce-Scatter / All-Reduce x 1 MiB / 64 MiB /
+  1 GiB, the default search's predicted time and choice against ``--exhaustive``'s (every producer
+  at every ``K``); the target is default <= 1.01 x exhaustive. Rows are appended to ``--out`` as JSON
+  lines as they finish (``--resume`` skips the rows already there).
+
+Run: ``.venv/bin/python bench/bench_best.py --part commands`` (``uptime`` is printed: quote ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SUITE = [
+    "ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "mesh2d:16x16", "torus2d:8x8", "torus3d:4x4x4", "torus3d:8x8x8",
+    "hypercube:4x4x4", "hetero-mesh2d:8x8", "switch:64", "dgx:4x8",
+]
+COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce")
+SIZES = ("1MiB", "64MiB", "1GiB")
+TOLERANCE = 1.01
+
+COMMANDS = [
+    # (label, arguments after `chakra-coll synth`, target seconds, whether it writes a directory)
+    ("mesh2d:8x8 all-reduce", ["-t", "mesh2d:8x8"], 1.0, False),
+    ("mesh2d:8x8 all-gather", ["-t", "mesh2d:8x8", "-c", "all-gather", "-s", "64MiB"], 0.8, False),
+    ("mesh2d:32x32 all-gather -o", ["-t", "mesh2d:32x32", "-c", "all-gather", "-s", "64MiB"], 15.0, True),
+    ("mesh2d:64x64 all-gather -o", ["-t", "mesh2d:64x64", "-c", "all-gather", "-s", "64MiB"], 120.0, True),
+]
+CLI = [sys.executable, "-m", "chakra_collectives"]
+
+
+def whole_process(arguments: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one ``chakra-coll synth ...`` in a fresh process."""
+    started = time.perf_counter()
+    child = subprocess.Popen([*CLI, "synth", *arguments, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    output = child.stdout.read() if child.stdout else b""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"synth {' '.join(arguments)} failed")
+    whole_process.last = json.loads(output)  # type: ignore[attr-defined]
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def commands(repeat: int, large: bool) -> list[str]:
+    misses = []
+    print(f"{'command':32} {'default s':>10} {'MiB':>6} {'-a tacos s':>11} {'ratio':>6} {'target':>7}  chose")
+    for label, arguments, target, writes in COMMANDS:
+        if not large and "32x32" in label or not large and "64x64" in label:
+            continue
+        runs = []
+        for algorithm in ([], ["-a", "tacos"]):
+            samples = []
+            for _ in range(repeat if not writes else 1):
+                with tempfile.TemporaryDirectory() as out:
+                    extra = ["-o", f"{out}/"] if writes else []
+                    samples.append(whole_process([*arguments, *algorithm, *extra]))
+            runs.append((statistics.median(s[0] for s in samples), max(s[1] for s in samples), whole_process.last))  # type: ignore[attr-defined]
+        (default_s, default_mb, chose), (tacos_s, _, _) = runs
+        print(f"{label:32} {default_s:>10.2f} {default_mb:>6.0f} {tacos_s:>11.2f} {default_s / tacos_s:>6.2f} {target:>7.1f}  {chose['algorithm']}")
+        if default_s > target:
+            misses.append(f"{label}: {default_s:.2f} s > {target} s")
+    return misses
+
+
+def forestcoll(repeat: int) -> list[str]:
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.registry import SynthesisOptions, get
+    from chakra_collectives.topology import load_topology
+    import chakra_collectives.synth  # noqa: F401  (registers the producers)
+
+    misses = []
+    for spec, target in (("mi250:2", 1.0), ("a100:16", 0.5)):
+        topo = load_topology(spec)
+        samples = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            get("forestcoll").make(topo, Collective.ALL_GATHER, topo.num_npus, SynthesisOptions(size_bytes=2**30))
+            samples.append(time.perf_counter() - started)
+        median = statistics.median(samples)
+        print(f"ForestColl all-gather {spec:10} {median:6.2f} s median of {repeat} (target <= {target} s)")
+        if median > target:
+            misses.append(f"ForestColl {spec}: {median:.2f} s > {target} s")
+    return misses
+
+
+def table(out: Path, resume: bool, only: list[str] | None) -> list[str]:
+    import chakra_collectives.synth.synthesis as synth
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+
+    # the exhaustive search re-uses what the default one produced for the same case (every
+    # producer is deterministic): its seconds then count only what the default did not try
+    produce, made = synth._produce, {}
+
+    def remembered(topology, collective, options, candidate, network_model, step, among):
+        key = (topology.name, collective, options, candidate, network_model)
+        if key not in made:
+            made[key] = produce(topology, collective, options, candidate, network_model, step, among)
+        return made[key]
+
+    synth._produce = remembered
+
+    done = set()
+    if resume and out.exists():
+        done = {(r["topology"], r["collective"], r["size"]) for r in map(json.loads, out.read_text().splitlines())}
+    with out.open("a") as rows:
+        for spec in only or SUITE:
+            topo = load_topology(spec)
+            for collective in COLLECTIVES:
+                for size in SIZES:
+                    if (spec, collective, size) in done:
+                        continue
+                    row = {"topology": spec, "collective": collective, "size": size}
+                    for mode, exhaustive in (("default", False), ("exhaustive", True)):
+                        started = time.perf_counter()
+                        found = synthesize(topo, collective, size, bounds="none", exhaustive=exhaustive)
+                        row[mode] = {"ns": found.predicted_ns, "algorithm": found.algorithm_name, "k": found.chunks_per_npu, "s": time.perf_counter() - started}
+                    made.clear()
+                    rows.write(json.dumps(row) + "\n")
+                    rows.flush()
+                    print(_table_line(row), flush=True)
+    return report(out)
+
+
+def _table_line(row: dict) -> str:
+    d, e = row["default"], row["exhaustive"]
+    return (f"{row['topology']:18} {row['collective']:15} {row['size']:>6} {d['ns'] / 1e3:>11.1f} {d['algorithm'] + ' K=' + str(d['k']):>15} {d['s']:>7.2f}"
+            f" {e['ns'] / 1e3:>11.1f} {e['algorithm'] + ' K=' + str(e['k']):>15} {e['s']:>7.2f} {d['ns'] / e['ns']:>6.3f}")
+
+
+def report(out: Path) -> list[str]:
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    print(f"{'topology':18} {'collective':15} {'size':>6} {'default us':>11} {'chose':>15} {'s':>7} {'exhaust. us':>11} {'chose':>15} {'s':>7} {'ratio':>6}")
+    for row in rows:
+        print(_table_line(row))
+    ratios = [r["default"]["ns"] / r["exhaustive"]["ns"] for r in rows]
+    speed = [r["exhaustive"]["s"] / r["default"]["s"] for r in rows]
+    print(f"{len(rows)} cases: worst ratio {max(ratios):.4f} (target <= {TOLERANCE}); default search {statistics.median(speed):.1f}x faster than exhaustive (median)")
+    return [f"{r['topology']} {r['collective']} {r['size']}: {q:.3f}" for r, q in zip(rows, ratios) if q > TOLERANCE]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("commands", "forestcoll", "table", "report"), action="append")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--large", action="store_true", help="commands: also mesh2d:32x32 and 64x64 (minutes)")
+    parser.add_argument("--out", type=Path, default=Path("bench_best_table.jsonl"))
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--topology", action="append", help="table: only these topologies")
+    args = parser.parse_args()
+    print(os.popen("uptime").read().strip())
+    parts = args.part or ["forestcoll", "commands", "table"]
+    misses = []
+    if "forestcoll" in parts:
+        misses += forestcoll(args.repeat)
+    if "commands" in parts:
+        misses += commands(args.repeat, args.large)
+    if "table" in parts:
+        misses += table(args.out, args.resume, args.topology)
+    if "report" in parts:
+        misses += report(args.out)
+    print("\n".join(["MISSED:", *misses]) if misses else "all targets met")
+
+
+if __name__ == "__main__":
+    main()
