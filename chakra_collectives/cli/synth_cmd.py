@@ -54,6 +54,10 @@ def synth(
     chunks_per_tree: Optional[int] = typer.Option(
         None, "--chunks-per-tree", metavar="P", help="ForestColl: pipeline pieces per tree (default: chosen from a latency/bandwidth model)."
     ),
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit", metavar="SECONDS",
+        help="milp: seconds the exact solver may search (default 60); when they run out it keeps the best schedule found and reports its proven gap.",
+    ),
     bounds: str = typer.Option(
         "auto", "--bounds", metavar="METHOD",
         help="Lower bounds: exact, fast (valid, maybe weaker; linear time), none, or auto (exact up to 1,024 NPUs, fast above).",
@@ -79,6 +83,7 @@ def synth(
       chakra-coll synth -t torus3d:4x4x4 -c all-reduce -s 64MiB -o out/ar
       chakra-coll synth -t hypercube:4x4x4 -c all-gather -a tacos --trials 8
       chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll -o out/ag
+      chakra-coll synth -t torus2d:3x3 -c all-gather -a milp -k 2 --time-limit 30
     """
     from chakra_collectives.topology import load_topology
 
@@ -88,6 +93,8 @@ def synth(
         raise InputError(f"--trials must be positive, got {trials}")
     if chunks_per_tree is not None and chunks_per_tree < 1:
         raise InputError(f"--chunks-per-tree must be positive, got {chunks_per_tree}")
+    if time_limit is not None and not time_limit > 0:
+        raise InputError(f"--time-limit must be positive, got {time_limit}")
     trees = _trees_per_npu(trees_per_npu)
     model = network_model_option(network_model)
     topo = load_topology(topology)
@@ -95,6 +102,7 @@ def synth(
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model,
+            time_limit_s=time_limit,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
@@ -187,6 +195,13 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
             rows.append(("", f"{forest['routes']} switch path(s) differ from the network's own route: the ETs carry them (cc_route)"))
         if forest["balanced_switches"]:
             rows.append(("", f"switches {forest['balanced_switches']} send more than they receive: their output was scaled down (below the cut bound)"))
+    exact = summary.get("milp")
+    if exact is not None:
+        proved = "optimal (proved)" if exact["optimal"] else f"gap {exact['gap']:.1%} to the proved lower bound {format_time_ns(exact['lower_bound_ns'])}"
+        epochs = "epochs exact" if exact["exact_epochs"] else "hops rounded up to whole epochs: optimal over that discretization"
+        rows.append(("milp", f"{format_time_ns(exact['optimum_ns'])} {proved}; epoch {format_time_ns(exact['epoch_ns'])} ({epochs}); {exact['variables']:,} variables, {exact['constraints']:,} constraints, {exact['solve_s']:.2f} s; over {exact['scope']}"))
+        if exact["note"]:
+            rows.append(("", exact["note"]))
     rows.append(("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s, bounds {result.bounds_s:.3f} s)"))
     if summary["et_write_s"] is not None:
         rows.append(("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s"))
