@@ -44,7 +44,7 @@ from chakra_collectives.synth.forestcoll.lowering import lower_forest
 from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
-from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, estimate_ns, forest_shape
+from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, climb_pieces, estimate_ns, forest_shape, operations_per_piece
 from chakra_collectives.synth.registry import Synthesized, Synthesizer, register
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns, parse_size
@@ -299,28 +299,38 @@ def forestcoll(
     for phases in options:
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
-        if chunks_per_tree is not None:
-            pieces = [chunks_per_tree]
-        else:
-            pieces = candidate_pieces(shapes, share_bytes=share, k=k, affordable=PREDICTION_BUDGET)
         bandwidth_ns = [share * float(p.optimum.ratio_gbps) / bytes_per_ns(1.0) for p in phases]
-        for P in pieces:
+
+        def attempt(P: int, *, judge: bool) -> float:
+            """Lower with ``P`` pieces; its predicted time (its model estimate unless ``judge``)."""
+            nonlocal best
             estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
-            if best is not None and len(pieces) == 1 and len(options) > 1 and estimate >= best[0]:
-                continue
+            if best is not None and not judge and estimate >= best[0]:
+                return estimate
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
             algorithm = _lower(topology, collective, phases, P, size, root)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
             predicted = None
-            if (len(pieces) > 1 or len(options) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
+            if (judge or len(options) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
                 predicted = predict_time(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
             score = estimate if predicted is None else predicted
             if best is None or score < best[0]:
                 best = (score, phases, P, algorithm, predicted)
+            return score
+
+        if chunks_per_tree is not None:
+            attempt(chunks_per_tree, judge=False)
+            continue
+        pieces = candidate_pieces(shapes, share_bytes=share, k=k, affordable=PREDICTION_BUDGET)
+        if len(pieces) == 1:  # predicting is too dear: the model's guess
+            attempt(pieces[0], judge=False)
+            continue
+        per_piece = operations_per_piece(shapes)
+        climb_pieces(pieces[0], lambda P: attempt(P, judge=True), lambda P: P * per_piece <= PREDICTION_BUDGET)
     _, phases, P, algorithm, predicted = best
     optimal = options[0][-1].optimum
     return ForestCollResult(
