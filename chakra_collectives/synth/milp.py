@@ -161,7 +161,8 @@ def milp_schedule(topology: Topology, collective: Collective, options: Synthesis
         gather, solution = _phase(channels, options, limit, where)
         reverse, phases = replace(gather, channel=mirror[gather.channel]), [solution]
     else:
-        reverse, solution = _phase(channels.reversed(), options, limit / 2, where)
+        phase_limit = limit if collective is Collective.REDUCE_SCATTER else limit / 2
+        reverse, solution = _phase(channels.reversed(), options, phase_limit, where)
         phases = [solution]
     if collective is Collective.REDUCE_SCATTER:
         return reduce_scatter_algorithm(reverse, size_bytes=options.size_bytes, name="milp", provenance=provenance, release=mirrored_release(reverse)), phases
