@@ -335,6 +335,7 @@ def solve_all_gather(channels: Channels, chunks_per_npu: int, *, time_limit_s: f
         model = build_model(hops, n, chunks_per_npu, horizon)
         if model.size.variables > MAX_VARIABLES:
             raise LimitError(f"{where}: the MILP of {horizon} epochs has {model.size}, above the limit of {MAX_VARIABLES:,} variables")
+        left = max(time_limit_s - (time.perf_counter() - started), 0.01)  # building the model counts too
         result = milp(model.cost, constraints=model.rows, integrality=model.integrality, bounds=Bounds(0, 1), options={"time_limit": left, "mip_rel_gap": 1.0})
         if result.x is not None and result.status in (0, 1):
             chosen = np.flatnonzero(result.x[: len(model.chunk)] > 0.5)
