@@ -37,13 +37,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
 from chakra_collectives.errors import LimitError
 from chakra_collectives.synth.channels import Channels
+
+if TYPE_CHECKING:
+    from scipy.optimize import LinearConstraint
 
 MAX_VARIABLES = 250_000
 """Largest model (binary send variables plus held-chunk counters) :func:`solve_all_gather` builds."""
@@ -166,12 +168,15 @@ class _Model:
     start: np.ndarray
     size: ModelSize
     cost: np.ndarray | None = None
-    rows: LinearConstraint | None = None
+    rows: "LinearConstraint | None" = None
     integrality: np.ndarray | None = None
 
 
 def build_model(hops: ChannelHops, n: int, chunks_per_npu: int, horizon: int, *, matrices: bool = True) -> _Model:
     """The MILP of ``horizon`` epochs (only its size when ``matrices`` is False)."""
+    from scipy.optimize import LinearConstraint  # scipy.optimize takes a second to import: only when solving
+    from scipy.sparse import coo_matrix
+
     k = chunks_per_npu
     owner = np.repeat(np.arange(n), k)
     num_chunks = n * k
@@ -322,6 +327,8 @@ def solve_all_gather(channels: Channels, chunks_per_npu: int, *, time_limit_s: f
     :data:`MAX_VARIABLES`; :class:`NoScheduleFound` when the time limit passes before any
     schedule is found.
     """
+    from scipy.optimize import Bounds, milp
+
     n = channels.num_npus
     hops = channel_hops(channels)
     horizon = check_size(hops, n, chunks_per_npu, where)
