@@ -50,7 +50,8 @@ from typing import Any
 from chakra_collectives.converters.astra_sim import CUSTOM_KEYS, REMOTE_MEMORY, AnalyticalNetwork, NotExpressible, analytical_network, system_config
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.astra_system.report import default_backend
-from chakra_collectives.converters.chakra_et.workload_reader import collective_name, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
+from chakra_collectives.ir.workload import collective_name
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.topology import Topology

@@ -96,7 +96,7 @@ AWKWARD = "npus: 3\nlinks:\n" + "".join(
         (["-t", "ring:4", "-c", "all-to-all"], {}, "not all-to-all"),
         (["-t", "a100:2", "-c", "all-gather", "--trees-per-npu", "14"], {}, "14 trees per NPU is more than the optimum needs (13"),
         (["-t", "ring:4", "-c", "all-gather", "--trees-per-npu", "many"], {}, "--trees-per-npu must be a positive integer, 'optimal' or 'auto'"),
-        (["-t", "ring:4", "-c", "all-gather", "--chunks-per-tree", "0"], {}, "--chunks-per-tree must be positive"),
+        (["-t", "ring:4", "-c", "all-gather", "--chunks-per-tree", "0"], {}, "chunks per tree must be positive, got 0"),
         (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": "npus: 3\nlinks:\n  - {src: 0, dst: 1, bidirectional: true}\n  - {src: 1, dst: 2}\n"}, "cannot reach"),
         (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": "npus: 2\nlinks:\n  - {src: 0, dst: 1, bandwidth_gbps: 0, bidirectional: true}\n"}, "t.yaml:3: at links/0/bandwidth_gbps: 0 is less than or equal to the minimum of 0"),
         (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": "npus: 2\nlinks:\n  - {src: 0, dst: 1, bandwidth_gbps: .inf, bidirectional: true}\n"}, "it must be a finite number from 0.001"),

@@ -69,6 +69,17 @@ def _imports() -> list[tuple[str, str, list[str]]]:
 IMPORTS = _imports()
 
 
+def _foreign_imports(prefix: str) -> set[str]:
+    """Modules of the package that import a module whose name starts with ``prefix`` (outside the package)."""
+    found = set()
+    for path in _source_files():
+        for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(n.startswith(prefix) for n in names):
+                found.add(_module_name(path))
+    return found
+
+
 def _edges() -> set[tuple[str, str]]:
     return {(_package(a), _package(b)) for a, b, _ in IMPORTS if _package(a) != _package(b)}
 
@@ -114,7 +125,7 @@ def test_formats_do_not_import_the_engines():
             assert b not in engines, (a, b)
 
 
-@pytest.mark.parametrize("internal", ["matcher", "channels", "lowering", "best"])
+@pytest.mark.parametrize("internal", ["matcher", "schedule", "channels", "lowering", "best"])
 def test_tacos_internals_stay_in_synth(internal):
     users = {a for a, b, _ in IMPORTS if b == f"chakra_collectives.synth.{internal}" and _package(a) != "synth"}
     assert users == set()
@@ -134,3 +145,60 @@ def test_every_package_folder_is_listed_in_pyproject():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     folders = {_module_name(init) for root in SOURCE_ROOTS.values() for init in root.rglob("__init__.py")}
     assert folders == listed
+
+
+def test_only_converters_know_chakras_schema():
+    """Chakra's protobuf types stay in the format: the rest of the package speaks :class:`NodeKind`."""
+    importers = _foreign_imports("chakra.schema")
+    assert importers, "the walk should see the converters' imports"
+    assert {m for m in importers if _package(m) != "converters.chakra_et"} == set()
+
+
+def test_the_workload_type_comes_from_the_ir():
+    """``Workload`` is a domain type (``ir.workload``): no module takes it, or its helpers, from a reader."""
+    domain = {"Workload", "NodeKind", "collective_name", "node_type_name", "NO_COLLECTIVE"}
+    from_formats = [(a, b, n) for a, b, names in IMPORTS for n in names if n in domain and b.startswith("chakra_collectives.converters")]
+    assert from_formats == []
+
+
+def _definitions() -> dict[str, set[str]]:
+    """Top-level function and class name -> the modules defining it."""
+    found: dict[str, set[str]] = {}
+    for path in _source_files():
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.setdefault(node.name, set()).add(_module_name(path))
+    return found
+
+
+def test_one_of_each_shared_helper_and_type():
+    """The index of an entry within its group is ``ir.grouping.occurrence`` (it was written five times);
+    the schedule TACOS, BFB and the lowering share lives in ``synth.schedule``, not in TACOS's matcher."""
+    defined = _definitions()
+    assert defined["occurrence"] == {"chakra_collectives.ir.grouping"}
+    assert not {"_cumcount", "_occurrence", "_rank_index", "_tags"} & set(defined)
+    assert defined["Schedule"] == {"chakra_collectives.synth.schedule"}
+    assert defined["Workload"] == {"chakra_collectives.ir.workload"}
+
+
+@pytest.mark.parametrize("literal", ['"forward": "50us"', '["string", "integer"]', '["string", "number"]'])
+def test_model_defaults_and_schema_fragments_are_written_once(literal):
+    """The model defaults and the size / duration schema fragments live in ``workload.spec``; the
+    CLI and the search space import them."""
+    writers = {_module_name(p) for p in _source_files() if literal in p.read_text()}
+    assert writers == {"chakra_collectives.workload.spec"}
+
+
+def test_one_implementation_of_astra_sims_per_rank_rule():
+    """"One GPU COMP, one CPU op, one communication in flight per rank" is ``ir.workload.execution_units``;
+    both replays (the network model's ``concurrency="astra-sim"`` and the ASTRA-sim system model) use it."""
+    users = {a for a, b, names in IMPORTS if b == "chakra_collectives.ir.workload" and "execution_units" in names}
+    assert users == {"chakra_collectives.replay.expand", "chakra_collectives.astra_system.driver"}
+
+
+@pytest.mark.parametrize("package", ["synth", "synth/forestcoll"])
+def test_a_package_init_names_what_it_offers(package):
+    """The orchestration lives in modules named for it; ``__init__`` imports and re-exports."""
+    tree = ast.parse((SOURCE_ROOTS["chakra_collectives"] / package / "__init__.py").read_text())
+    defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert defined == []

@@ -100,6 +100,6 @@ def test_synth_cli_reports_the_proof_and_validates(cli):
 
 def test_synth_cli_bad_input(cli):
     result = cli("synth", "-t", "ring:4", "-a", "milp", "--time-limit", "0")
-    assert result.exit_code == 2 and "--time-limit must be positive" in result.output
+    assert result.exit_code == 2 and "time limit must be positive" in result.output
     result = cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "-a", "milp", "-k", "8")
     assert result.exit_code == 4 and "variables" in result.output and "Traceback" not in result.output

@@ -40,7 +40,7 @@ def cases():
 def test_fast_path_equals_the_event_engine(mode):
     taken = 0
     for spec, topo, algo in cases():
-        model = NetworkModel(topo, mode=mode)
+        model = NetworkModel(topo, network_model=mode)
         graph = collective_task_graph(algo, model)
         events = run(graph, model, record_links=True)  # recording links runs the event engine
         fast = contention_free_times(graph, hop_costs(graph, model))

@@ -38,7 +38,7 @@ def astra_step(n: int, size: int, bandwidth: float = 50.0, latency: float = 500.
 @pytest.mark.interop
 def test_astra_sim_custom_all_reduce_to_the_nanosecond(astra_custom_allreduce):
     algo = read_algorithm(astra_custom_allreduce)
-    assert predict_time(algo, ring_topology(8), mode="astra-sim") == 90_174  # 14 x 2,941 + 7 x 7,000
+    assert predict_time(algo, ring_topology(8), network_model="astra-sim") == 90_174  # 14 x 2,941 + 7 x 7,000
 
 
 @pytest.mark.interop
@@ -46,13 +46,13 @@ def test_astra_sim_custom_all_reduce_without_its_comp_nodes(astra_custom_allredu
     algo = read_algorithm(astra_custom_allreduce)
     stripped = _without_compute(algo)
     assert (stripped.ops.kind == OpKind.COMPUTE).sum() == 0
-    assert predict_time(stripped, ring_topology(8), mode="astra-sim") == 41_174
+    assert predict_time(stripped, ring_topology(8), network_model="astra-sim") == 41_174
 
 
 @pytest.mark.parametrize(("n", "expected"), [(8, 41_174), (64, 101_430)])
 def test_astra_sim_ring_steps_measured(n, expected):
     algo = ring_all_reduce_without_reductions(n, MIB)
-    assert predict_time(algo, ring_topology(n), mode="astra-sim") == expected
+    assert predict_time(algo, ring_topology(n), network_model="astra-sim") == expected
 
 
 @settings(max_examples=40, deadline=None)
@@ -65,7 +65,7 @@ def test_astra_sim_ring_steps_measured(n, expected):
 def test_astra_sim_ring_formula(n, share, bandwidth, latency):
     size = share * n
     algo = ring_all_reduce_without_reductions(n, size)
-    got = predict_time(algo, ring_topology(n, bandwidth, latency), mode="astra-sim")
+    got = predict_time(algo, ring_topology(n, bandwidth, latency), network_model="astra-sim")
     assert got == 2 * (n - 1) * astra_step(n, size, bandwidth, latency)
 
 
@@ -73,7 +73,7 @@ def test_astra_sim_charges_one_ns_per_zero_time_reduction():
     # our ring all-reduce puts N-1 reductions on each rank's critical path; ASTRA-sim charges 1 ns for each
     n = 8
     algo = ring(Collective.ALL_REDUCE, n, size_bytes=MIB)
-    assert predict_time(algo, ring_topology(n), mode="astra-sim") == 2 * (n - 1) * astra_step(n, MIB) + (n - 1)
+    assert predict_time(algo, ring_topology(n), network_model="astra-sim") == 2 * (n - 1) * astra_step(n, MIB) + (n - 1)
 
 
 def _without_compute(algo):
@@ -128,7 +128,7 @@ def test_store_and_forward_and_tacos_link_occupancy():
     tacos = simulate_collective(algo, topo)
     # hop = 100 + 1000 ns; second message waits one hop on the first link, then follows
     assert sorted(tacos.end_ns.tolist()) == [2200.0, 2200.0, 3300.0, 3300.0]
-    astra = simulate_collective(algo, topo, mode="astra-sim")
+    astra = simulate_collective(algo, topo, network_model="astra-sim")
     # ASTRA-sim frees a link after S/B = 1000 ns: the second message starts hop 1 at 1000
     assert sorted(astra.end_ns.tolist()) == [2200.0, 2200.0, 3200.0, 3200.0]
     assert tacos.links.bytes.sum() == 4 * 1000 and tacos.links.messages.sum() == 4
@@ -143,7 +143,7 @@ def test_fifo_queue_on_one_link(mode):
     for c in range(k):
         b.transfer(0, 1, src=(Buffer.INPUT, c), dst=(Buffer.OUTPUT, c), count=1)
     algo = b.build(input_chunks=[k, 0], output_chunks=[0, k], scratch_chunks=[0, 0])
-    timing = simulate_collective(algo, topo, mode=mode)
+    timing = simulate_collective(algo, topo, network_model=mode)
     sends = timing.end_ns[algo.ops.kind == OpKind.SEND]
     if mode == "tacos":
         assert sends.tolist() == [(c + 1) * (alpha + size) for c in range(k)]
@@ -153,14 +153,14 @@ def test_fifo_queue_on_one_link(mode):
 
 def test_astra_sim_routes_ring_ties_clockwise_and_switch_through_the_hub():
     topo = ring_topology(6)
-    model = NetworkModel(topo, mode="astra-sim")
+    model = NetworkModel(topo, network_model="astra-sim")
     for src in range(6):
         hops = [topo.links[l].dst for l in model.route(src, (src + 3) % 6)]
         assert hops == [(src + k) % 6 for k in (1, 2, 3)]
         assert [topo.links[l].dst for l in model.route(src, (src - 2) % 6)] == [(src - 1) % 6, (src - 2) % 6]
     star = switch_topology(4)
-    assert [star.links[l].dst for l in NetworkModel(star, mode="astra-sim").route(1, 3)] == [4, 3]
-    assert len(NetworkModel(fully_connected(5), mode="astra-sim").route(4, 0)) == 1
+    assert [star.links[l].dst for l in NetworkModel(star, network_model="astra-sim").route(1, 3)] == [4, 3]
+    assert len(NetworkModel(fully_connected(5), network_model="astra-sim").route(4, 0)) == 1
 
 
 def test_reduce_bandwidth_and_serial_local_ops():
@@ -251,7 +251,7 @@ def test_unmatched_send_and_small_topology_and_bad_mode():
     with pytest.raises(InputError, match="too few"):
         predict_time(ring(Collective.ALL_GATHER, 4, size_bytes=MIB), fully_connected(3))
     with pytest.raises(InputError, match="unknown network mode"):
-        predict_time(ring(Collective.ALL_GATHER, 2, size_bytes=MIB), fully_connected(2), mode="ns3")
+        predict_time(ring(Collective.ALL_GATHER, 2, size_bytes=MIB), fully_connected(2), network_model="ns3")
     with pytest.raises(InputError, match="reduce bandwidth"):
         predict_time(ring(Collective.ALL_GATHER, 2, size_bytes=MIB), fully_connected(2), reduce_bandwidth_gbps=0)
 
@@ -274,3 +274,20 @@ def test_placement_moves_ranks_to_other_npus():
     far = simulate_collective(algo, topo, placement=[0, 3]).time_ns
     assert (near, far) == (1000.0, 3000.0)
     assert math.isfinite(near)
+
+
+def test_the_old_mode_keyword_still_works_for_one_release_and_warns():
+    """``network_model=`` everywhere; ``mode=`` gives the same result with a DeprecationWarning."""
+    from chakra_collectives.synth.best import baseline_bound_ns
+
+    algo, topo = ring(Collective.ALL_GATHER, 4, size_bytes=MIB), ring_topology(4)
+    with pytest.warns(DeprecationWarning, match="mode is deprecated; use network_model"):
+        old = predict_time(algo, topo, mode="astra-sim")
+    assert old == predict_time(algo, topo, network_model="astra-sim") != predict_time(algo, topo)
+    with pytest.warns(DeprecationWarning):
+        assert NetworkModel(topo, mode="astra-sim").mode == NetworkModel(topo, network_model="astra-sim").mode
+    with pytest.warns(DeprecationWarning):
+        bound = baseline_bound_ns("ring", topo, Collective.ALL_GATHER, MIB, 1, mode="astra-sim")
+    assert bound == baseline_bound_ns("ring", topo, Collective.ALL_GATHER, MIB, 1, network_model="astra-sim") > 0
+    with pytest.raises(TypeError, match="not both"):
+        predict_time(algo, topo, mode="astra-sim", network_model="default")

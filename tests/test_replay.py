@@ -60,8 +60,8 @@ def test_synthesized_algorithm_replays_in_exactly_the_predicted_time(tmp_path, c
     write_algorithm(algo, tmp_path / "algo")
     comm_size = 3 * size // 9 if collective is Collective.ALL_GATHER else 3 * size  # all-gather: each rank's shard
     single_collective_workload(tmp_path / "w", collective, 9, comm_size)  # replayed at another size
-    result = replay(tmp_path / "w", topo, algorithms={collective: read_algorithm(tmp_path / "algo")}, mode=mode, rescale=True)
-    assert result.total_ns == predict_time(algo, topo, size_bytes=3 * size, mode=mode)
+    result = replay(tmp_path / "w", topo, algorithms={collective: read_algorithm(tmp_path / "algo")}, network_model=mode, rescale=True)
+    assert result.total_ns == predict_time(algo, topo, size_bytes=3 * size, network_model=mode)
     assert not result.warnings
 
 
@@ -75,11 +75,11 @@ def test_astra_sim_mode_runs_given_algorithms_at_their_written_size(tmp_path, co
     comm_size = 4 * MIB if collective is Collective.ALL_GATHER else 36 * MIB  # a 36 MiB call either way
     single_collective_workload(tmp_path / "w", collective, 9, comm_size)
     given = {collective: read_algorithm(tmp_path / "algo")}
-    result = replay(tmp_path / "w", topo, algorithms=given, mode="astra-sim")
-    assert result.total_ns == predict_time(algo, topo, mode="astra-sim")
+    result = replay(tmp_path / "w", topo, algorithms=given, network_model="astra-sim")
+    assert result.total_ns == predict_time(algo, topo, network_model="astra-sim")
     assert any("written for 9,437,184 bytes" in w and "--rescale" in w for w in result.warnings)
-    rescaled = replay(tmp_path / "w", topo, algorithms=given, mode="astra-sim", rescale=True)
-    assert rescaled.total_ns == predict_time(algo, topo, size_bytes=36 * MIB, mode="astra-sim") > result.total_ns
+    rescaled = replay(tmp_path / "w", topo, algorithms=given, network_model="astra-sim", rescale=True)
+    assert rescaled.total_ns == predict_time(algo, topo, size_bytes=36 * MIB, network_model="astra-sim") > result.total_ns
     assert replay(tmp_path / "w", topo, algorithms=given).total_ns == predict_time(algo, topo, size_bytes=36 * MIB)  # tacos mode scales
 
 
@@ -160,7 +160,7 @@ def test_point_to_point_and_process_groups(tmp_path):
 def test_astra_sim_microbenchmark_with_its_custom_all_reduce(interop, astra_custom_allreduce):
     topo = load_topology(str(interop / "astra-sim/examples/network/analytical/Ring_8npus.yml"))
     algo = read_algorithm(astra_custom_allreduce, collective=Collective.ALL_REDUCE)
-    result = replay(interop / MICRO / "all_reduce/8npus_1MB/all_reduce", topo, algorithms={Collective.ALL_REDUCE: algo}, mode="astra-sim")
+    result = replay(interop / MICRO / "all_reduce/8npus_1MB/all_reduce", topo, algorithms={Collective.ALL_REDUCE: algo}, network_model="astra-sim")
     assert result.total_ns == 90_174
     assert [r.finish_ns for r in result.ranks] == [90_174] * 8
 
@@ -176,7 +176,7 @@ def test_astra_sim_microbenchmark_with_its_custom_all_reduce(interop, astra_cust
     ],
 )
 def test_astra_sim_microbenchmarks_with_builtin_ring(interop, workload, n, expected):
-    result = replay(interop / MICRO / workload, ring_topology(n), mode="astra-sim")
+    result = replay(interop / MICRO / workload, ring_topology(n), network_model="astra-sim")
     assert result.total_ns == expected
 
 
@@ -192,10 +192,10 @@ def test_astra_sim_all_to_all_with_builtin_direct(interop):
 def test_foreign_algorithm_is_scaled_proportionally_with_a_warning(tmp_path, astra_custom_allreduce):
     single_collective_workload(tmp_path / "w", "all-reduce", 8, 2 * MIB)
     algo = read_algorithm(astra_custom_allreduce, collective=Collective.ALL_REDUCE)
-    result = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, mode="astra-sim", rescale=True)
+    result = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, network_model="astra-sim", rescale=True)
     assert result.total_ns == 14 * astra_step(8, 2 * MIB) + 7 * 7000
     assert any("scaled proportionally" in w for w in result.warnings)
-    as_astra_sim = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, mode="astra-sim")
+    as_astra_sim = replay(tmp_path / "w", ring_topology(8), algorithms={Collective.ALL_REDUCE: algo}, network_model="astra-sim")
     assert as_astra_sim.total_ns == 90_174  # ASTRA-sim runs it at its 1 MiB whatever the call
 
 
@@ -219,6 +219,9 @@ def test_cli_replay_json_and_trace(tmp_path, cli):
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["total_ns"] == predict_time(ring(Collective.ALL_REDUCE, 4, size_bytes=MIB), ring_topology(4))
+    library = replay(tmp_path / "w", ring_topology(4), algorithms={Collective.ALL_REDUCE: read_algorithm(tmp_path / "ar")}, record_links=True)
+    expected = library.as_dict(timeline=True)  # the library returns what the CLI prints, keys and all
+    assert list(document) == ["schema_version", *expected] and expected["repairs"] == [] and expected["network_model"] == "default"
     assert document["collectives"][0]["algorithm"] == "ring" and len(document["ranks"]) == 4
     events = json.loads(trace.read_text())["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
@@ -290,3 +293,15 @@ def test_workload_attribute_errors_name_file_rank_and_node(tmp_path, cli):
     result = cli("replay", tmp_path / "w", "-t", "ring:2")
     assert result.exit_code == 2
     assert result.stderr.strip().endswith("w.1.et: rank 1: node 0: attribute comm_size is double_val; ASTRA-sim needs an integer type")
+
+
+def test_replay_still_takes_mode_for_one_release(tmp_path):
+    single_collective_workload(tmp_path / "w", "all-reduce", 4, MIB)
+    with pytest.warns(DeprecationWarning, match="mode is deprecated; use network_model"):
+        old = replay(tmp_path / "w", ring_topology(4), mode="astra-sim")
+    assert old.total_ns == replay(tmp_path / "w", ring_topology(4), network_model="astra-sim").total_ns
+    assert old.network_model == "astra-sim"
+    with pytest.raises(TypeError, match="not both"):
+        replay(tmp_path / "w", ring_topology(4), mode="astra-sim", network_model="default")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modes'"):
+        replay(tmp_path / "w", ring_topology(4), modes="astra-sim")

@@ -63,7 +63,10 @@ def test_synth_baselines(cli, algorithm):
         (["-t", "ring:4", "-s", "12 parsecs"], "malformed size"),
         (["-t", "ring:4", "-s", "0"], "must be positive"),
         (["-t", "ring:4,bw=0"], "bandwidth 0.0 GB/s; it must be a finite number"),
-        (["-t", "ring:4", "-k", "0"], "--chunks-per-npu must be positive"),
+        (["-t", "ring:4", "-k", "0"], "chunks per NPU must be positive, got 0"),  # the registry's check, not a copy in the CLI
+        (["-t", "ring:4", "--trials", "0"], "trials must be positive, got 0"),
+        (["-t", "ring:4", "-a", "forestcoll", "--trees-per-npu", "0"], "trees per NPU must be positive, got 0"),
+        (["-t", "ring:4", "-a", "forestcoll", "--chunks-per-tree", "0"], "chunks per tree must be positive, got 0"),
         (["-t", "ring:4", "-a", "magic"], "unknown algorithm 'magic'"),
         (["-t", "ring:6", "-a", "rhd"], "power-of-two"),
         (["-t", "ring:4", "-c", "gossip"], "unknown collective 'gossip'"),

@@ -13,7 +13,8 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import build_channels
-from chakra_collectives.synth.matcher import expand_runs, match_all_gather, message_caps
+from chakra_collectives.synth.matcher import match_all_gather, message_caps
+from chakra_collectives.synth.schedule import expand_runs
 from chakra_collectives.synth.tacos import LARGE_MERGE_VARIANTS, MERGE_VARIANTS, MergeVariant, default_variants, distinct_variants, tacos
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.verify import verify_algorithm
@@ -277,11 +278,11 @@ def test_matchings_in_parallel_processes_give_the_same_algorithm(monkeypatch):
 def test_lowering_in_small_blocks_gives_the_same_operations(monkeypatch, spec, k):
     """The per-chunk work of the lowering runs a block of messages at a time (so a 16,384-NPU
     schedule's temporaries stay small): blocks of 3 chunks give what one block gives."""
-    from chakra_collectives.synth import matcher
+    from chakra_collectives.synth import schedule as schedules
 
     whole = tacos(load_topology(spec), "all-reduce", 2**20, chunks_per_npu=k, trials=1).algorithm
-    monkeypatch.setattr(matcher, "RUN_BLOCK_CHUNKS", 3)
+    monkeypatch.setattr(schedules, "RUN_BLOCK_CHUNKS", 3)
     schedule = match_all_gather(build_channels(load_topology(spec), chunk_bytes=2**20 // (16 * k)), k, seed=0, latency_ratio=40)
-    assert schedule.count.max() > 1 and len(matcher.run_blocks(schedule.count)) > 1  # runs are merged, several blocks
+    assert schedule.count.max() > 1 and len(schedules.run_blocks(schedule.count)) > 1  # runs are merged, several blocks
     blocks = tacos(load_topology(spec), "all-reduce", 2**20, chunks_per_npu=k, trials=1).algorithm
     assert blocks.equals(whole)

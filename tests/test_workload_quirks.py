@@ -248,3 +248,15 @@ def test_each_file_decides_its_own_ctrl_deps_and_alike_files_share_the_decision(
     assert workload.repairs.dependencies.ignored_ctrl == 2
     deps = [workload.dep_idx[workload.dep_ptr[i] : workload.dep_ptr[i + 1]].tolist() for i in range(len(workload))]
     assert deps == [[], [0], [1], [], [3], [4], [], [6], [6]]
+
+
+def test_the_reader_translates_every_chakra_node_type():
+    """Every Chakra ``NodeType`` has a :class:`NodeKind` of the same name (without ``_NODE``)."""
+    from chakra.schema.protobuf.et_def_pb2 import BARRIER, NodeType
+
+    from chakra_collectives.converters.chakra_et.workload_reader import NODE_KINDS
+    from chakra_collectives.ir.workload import BARRIER_COMM_TYPE
+
+    assert set(NODE_KINDS) == set(NodeType.values())
+    assert all(NodeType.Name(code).removesuffix("_NODE") == kind.name for code, kind in NODE_KINDS.items())
+    assert BARRIER_COMM_TYPE == BARRIER

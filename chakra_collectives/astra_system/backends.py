@@ -56,7 +56,7 @@ class AwareBackend:
         if dim.kind == "Ring" and dim.npus == 2:
             raise InputError("ASTRA-sim's congestion-aware backend aborts on a Ring of 2 NPUs (it links the pair twice); write FullyConnected 2, which has the same links")
         self.network = network
-        self.model = NetworkModel(network_topology(network), mode="astra-sim")
+        self.model = NetworkModel(network_topology(network), network_model="astra-sim")
         links = len(self.model.topology.links)
         self.busy = bytearray(links)
         self.waiting: list[deque] = [deque() for _ in range(links)]

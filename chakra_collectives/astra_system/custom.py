@@ -17,11 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chakra.schema.protobuf.et_def_pb2 import COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
+from chakra_collectives.ir.workload import NodeKind, Workload, node_type_name
 from chakra_collectives.astra_system.hashorder import HashOrder
 from chakra_collectives.astra_system.system import native_tag
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, node_type_name, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 
 
@@ -58,7 +58,7 @@ class CustomProgram:
                 parents[node].add(parent)
                 children[parent].add(node)
         for i, kind in enumerate(self.kind):
-            if kind not in (COMM_SEND_NODE, COMM_RECV_NODE, COMP_NODE):
+            if kind not in (NodeKind.COMM_SEND, NodeKind.COMM_RECV, NodeKind.COMP):
                 raise InputError(f"node {self.ids[i]} is {node_type_name(kind)}; a custom collective may hold only SEND, RECV and COMP (ASTRA-sim deadlocks)", path=self.path, rank=rank)
         if count == 0:
             raise InputError("the file has no nodes (ASTRA-sim cannot run it)", path=self.path, rank=rank)
@@ -124,9 +124,9 @@ class CustomCollective:
             self.ongoing += 1
             i = program.index[node]
             kind = program.kind[i]
-            if kind == COMM_SEND_NODE:
+            if kind == NodeKind.COMM_SEND:
                 kernel.send(self.rank, self._real(program.peer[i]), program.size[i], native_tag(program.tag[i]), lambda i=i: self._finished(i))
-            elif kind == COMM_RECV_NODE:
+            elif kind == NodeKind.COMM_RECV:
                 kernel.recv(self.rank, self._real(program.peer[i]), program.size[i], native_tag(program.tag[i]), lambda i=i: self._finished(i))
             else:
                 runtime = int(program.duration[i]) or 1

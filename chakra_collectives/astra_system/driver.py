@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
+from chakra_collectives.ir.workload import NO_UNIT, UNITS_PER_RANK, NodeKind, Workload, collective_name, execution_units, node_type_name
 from chakra_collectives.astra_system.backends import make_backend
 from chakra_collectives.astra_system.custom import CustomCollective, CustomLibrary
 from chakra_collectives.astra_system.kernel import Kernel
 from chakra_collectives.astra_system.system import Group, RankSystem, native_tag
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork
 from chakra_collectives.converters.astra_sim.system import SystemConfig
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name, node_type_name, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.replay.groups import ProcessGroups
 
@@ -83,7 +83,7 @@ class RankWorkload:
         self.lo = lo
         self.ids = w.node_id[lo:hi].tolist()
         self.kind = w.node_type[lo:hi].tolist()
-        self.cpu = w.is_cpu_op[lo:hi].tolist()
+        self.unit = execution_units(w)[lo:hi].tolist()
         count = hi - lo
         parents = [0] * count
         children: list[list[int]] = [[] for _ in range(count)]
@@ -96,7 +96,7 @@ class RankWorkload:
         self.children = children
         self.free = {i for i in range(count) if parents[i] == 0}
         self.ongoing = 0
-        self.busy = {"cpu": 0, "comp": 0, "comm": 0}
+        self.busy = [0] * UNITS_PER_RANK
         self.compute_ns = 0
         self.finished_at: int | None = None
         self.system: RankSystem = run.systems[rank]
@@ -106,20 +106,12 @@ class RankWorkload:
         self._issue_free()
         self._check_finished()
 
-    def _slot(self, i: int) -> str | None:
-        if self.cpu[i]:
-            return "cpu"
-        kind = self.kind[i]
-        if kind == COMP_NODE:
-            return "comp"
-        return None if kind == COMM_RECV_NODE else "comm"
-
     def _issue_free(self) -> None:
         for i in sorted(self.free, key=self.ids.__getitem__):
-            slot = self._slot(i)
-            if slot is not None and self.busy[slot]:
+            slot = self.unit[i]
+            if slot != NO_UNIT and self.busy[slot]:
                 continue
-            if slot is not None:
+            if slot != NO_UNIT:
                 self.busy[slot] = 1
             self.free.discard(i)
             self.ongoing += 1
@@ -130,15 +122,15 @@ class RankWorkload:
         run, w, g = self.run, self.run.workload, self.lo + i
         kind = self.kind[i]
         kernel = run.kernel
-        if kind == COMP_NODE:
+        if kind == NodeKind.COMP:
             runtime = int(w.duration_ns[g]) or 1
             self.compute_ns += runtime
             kernel.after(self.rank, runtime, self._done, i)
-        elif kind == COMM_COLL_NODE:
+        elif kind == NodeKind.COMM_COLL:
             self._collective(i)
-        elif kind == COMM_SEND_NODE:
+        elif kind == NodeKind.COMM_SEND:
             kernel.send(self.rank, int(w.peer[g]), int(w.comm_size[g]), native_tag(int(w.tag[g])), lambda: self._done(i))
-        elif kind == COMM_RECV_NODE:
+        elif kind == NodeKind.COMM_RECV:
             kernel.recv(self.rank, int(w.peer[g]), int(w.comm_size[g]), native_tag(int(w.tag[g])), lambda: self._done(i))
         else:
             raise InputError(f"{node_type_name(kind)} nodes are not modeled (ASTRA-sim's current build aborts on METADATA; MEM_LOAD/STORE need a remote-memory model)", **w.where(g))
@@ -176,8 +168,8 @@ class RankWorkload:
     def _done(self, i: int) -> None:
         if self.finished_at is not None:
             return
-        slot = self._slot(i)
-        if slot is not None:
+        slot = self.unit[i]
+        if slot != NO_UNIT:
             self.busy[slot] = 0
         self.run.end[self.lo + i] = self.run.kernel.now
         self.ongoing -= 1

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE
 
 from chakra_collectives.astra_system.backends import BACKENDS
 from chakra_collectives.astra_system.driver import COLLECTIVE_TYPES, read_comm_groups, simulate
@@ -34,6 +33,7 @@ from chakra_collectives.converters.chakra_et import read_algorithm, write_algori
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.workload import NodeKind
 from chakra_collectives.replay.algorithms import parse_collective_option
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import format_size
@@ -67,13 +67,15 @@ class AstraSimReplay:
         return {
             "workload": self.workload,
             "network": self.network,
-            "mode": "astra-sim",
             "backend": self.backend,
             "system": self.system,
             "total_ns": self.total_ns,
             "ranks": self.ranks,
             "collectives": self.collectives,
             "warnings": self.warnings,
+            "network_model": "astra-sim",
+            "mode": "astra-sim",  # deprecated spelling of network_model, kept for one release
+            "deprecated": {"mode": "network_model"},
         }
 
 
@@ -163,7 +165,7 @@ def _sized_customs(work, custom: dict[str, str], rescale: bool, scratch: Path) -
     if not custom:
         return custom, notes
     sizes: dict[str, set[int]] = {}
-    coll = work.node_type == COMM_COLL_NODE
+    coll = work.node_type == NodeKind.COMM_COLL
     for t, s in zip(work.comm_type[coll].tolist(), work.comm_size[coll].tolist()):
         kind = COLLECTIVE_TYPES.get(t)
         if kind in custom:
@@ -193,7 +195,7 @@ def _collectives(work, result, config: SystemConfig) -> list[dict[str, Any]]:
     rows = []
     bounds = work.rank_bounds()
     for g in range(int(bounds[0]), int(bounds[1])):
-        if work.node_type[g] != COMM_COLL_NODE:
+        if work.node_type[g] != NodeKind.COMM_COLL:
             continue
         kind = COLLECTIVE_TYPES.get(int(work.comm_type[g]), "broadcast")
         start, end = result.start_ns[g], result.end_ns[g]

@@ -85,4 +85,4 @@ def algorithm_command(
     topo = load_topology(topology)
     from chakra_collectives.plot import plot_algorithm
 
-    say(f"wrote {plot_algorithm(algo, topo, output, size_bytes=size_option(size), mode=model)}")
+    say(f"wrote {plot_algorithm(algo, topo, output, size_bytes=size_option(size), network_model=model)}")

@@ -142,7 +142,7 @@ def replay_command(
             algorithms=loaded.pop(),  # replay holds the only reference: it lets go of them once they are expanded
             default_algorithm=default_algorithm,
             groups=groups,
-            mode=model,
+            network_model=model,
             reduce_bandwidth_gbps=reduce_gbps,
             concurrency=concurrency,
             record_links=trace is not None or with_timeline,
@@ -156,9 +156,7 @@ def replay_command(
     for message in result.warnings:
         warn(message)
     if as_json:
-        document = {"schema_version": SCHEMA_VERSION, **result.as_dict(top_links=top_links, timeline=with_timeline)}
-        document["repairs"] = work.repairs.describe()
-        print_json(document)
+        print_json({"schema_version": SCHEMA_VERSION, **result.as_dict(top_links=top_links, timeline=with_timeline)})
         return
     _print(result, top_links)
     if trace is not None:
@@ -176,11 +174,7 @@ def _replay_astra_sim(
     for message in result.warnings:
         warn(message)
     if as_json:
-        document = {"schema_version": SCHEMA_VERSION, **result.as_dict()}
-        document["network_model"] = document.pop("mode")
-        document["mode"] = document["network_model"]  # deprecated spelling, kept for one release
-        document["deprecated"] = {"mode": "network_model"}
-        print_json(document)
+        print_json({"schema_version": SCHEMA_VERSION, **result.as_dict()})
         return
     say(f"{result.workload} as ASTRA-sim's {result.backend} binary runs it: {format_time_ns(result.total_ns)} ({result.total_ns:,} ns)", style="bold")
     say(f"network {result.network}")
@@ -208,10 +202,10 @@ def _replay_astra_sim(
 
 
 def _print(result: Any, top_links: int) -> None:
-    exact = f" ({result.total_ns:,.0f} ns)" if result.mode == "astra-sim" else ""  # to hold beside ASTRA-sim's cycles
+    exact = f" ({result.total_ns:,.0f} ns)" if result.network_model == "astra-sim" else ""  # to hold beside ASTRA-sim's cycles
     say(
         f"{result.workload} on {result.topology}: {format_time_ns(result.total_ns)}{exact} "
-        f"({result.mode} network model, {result.concurrency} concurrency; {len(result.ranks)} rank{'s' if len(result.ranks) != 1 else ''}, "
+        f"({result.network_model} network model, {result.concurrency} concurrency; {len(result.ranks)} rank{'s' if len(result.ranks) != 1 else ''}, "
         f"{result.num_nodes:,} workload nodes, {result.num_tasks:,} tasks simulated)",
         style="bold",
     )

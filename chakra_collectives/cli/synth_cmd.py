@@ -87,14 +87,6 @@ def synth(
     """
     from chakra_collectives.topology import load_topology
 
-    if chunks_per_npu is not None and chunks_per_npu < 1:
-        raise InputError(f"--chunks-per-npu must be positive, got {chunks_per_npu}")
-    if trials is not None and trials < 1:
-        raise InputError(f"--trials must be positive, got {trials}")
-    if chunks_per_tree is not None and chunks_per_tree < 1:
-        raise InputError(f"--chunks-per-tree must be positive, got {chunks_per_tree}")
-    if time_limit is not None and not time_limit > 0:
-        raise InputError(f"--time-limit must be positive, got {time_limit}")
     trees = _trees_per_npu(trees_per_npu)
     model = network_model_option(network_model)
     topo = load_topology(topology)
@@ -133,15 +125,13 @@ def synth(
 
 
 def _trees_per_npu(text: str | None) -> int | str | None:
-    """``--trees-per-npu``: a positive integer, ``optimal`` or ``auto``."""
+    """``--trees-per-npu`` as :func:`synthesize` takes it: an integer (the registry checks it is positive), ``optimal`` or ``auto``."""
     if text is None or text in ("auto", "optimal"):
         return text
     try:
         value = int(text)
     except ValueError:
         raise InputError(f"--trees-per-npu must be a positive integer, 'optimal' or 'auto', not {text!r}") from None
-    if value < 1:
-        raise InputError(f"--trees-per-npu must be positive, got {value}")
     return value
 
 

@@ -23,7 +23,6 @@ workload_app = command_group(
     "process groups, or what PyTorch's profiler recorded.",
 )
 
-_DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}
 
 _OUTPUT = typer.Option(
     ..., "--output", "-o", metavar="PREFIX",
@@ -40,14 +39,14 @@ _OPTIMIZER = typer.Option(None, "--optimizer", metavar="TIME", help="Optimizer s
 
 
 def _model(spec: Optional[Path], **flags: Any) -> Any:
-    from chakra_collectives.workload import load_model_spec, uniform_model
+    from chakra_collectives.workload.spec import MODEL_DEFAULTS, load_model_spec, uniform_model
 
     given = [f"--{name}" for name, value in flags.items() if value is not None]
     if spec is not None:
         if given:
             raise InputError(f"give either --spec or the layer flags, not both ({', '.join(given)} with --spec {spec})")
         return load_model_spec(spec)
-    values = {name: (value if value is not None else _DEFAULTS.get(name)) for name, value in flags.items()}
+    values = {name: (value if value is not None else MODEL_DEFAULTS.get(name)) for name, value in flags.items()}
     return uniform_model(**values)
 
 

@@ -4,6 +4,8 @@
 * :mod:`~chakra_collectives.ir.ops` -- operations, stored column-wise;
 * :mod:`~chakra_collectives.ir.algorithm` -- :class:`CollectiveAlgorithm`;
 * :mod:`~chakra_collectives.ir.builder` -- :class:`AlgorithmBuilder`;
+* :mod:`~chakra_collectives.ir.workload` -- :class:`Workload`, a training step's nodes per rank
+  (:class:`NodeKind`), which format readers build and the replays run;
 
 and the analyses every consumer shares (the verifier, the network model, the MSCCL-IR
 exporter, ``inspect``, the replayer):
@@ -18,5 +20,6 @@ from chakra_collectives.ir.algorithm import CollectiveAlgorithm
 from chakra_collectives.ir.builder import AlgorithmBuilder
 from chakra_collectives.ir.collective import Collective
 from chakra_collectives.ir.ops import NONE, Buffer, ChunkRef, Op, OpKind, OpTable
+from chakra_collectives.ir.workload import NodeKind, Workload
 
-__all__ = ["AlgorithmBuilder", "Buffer", "ChunkRef", "Collective", "CollectiveAlgorithm", "NONE", "Op", "OpKind", "OpTable"]
+__all__ = ["AlgorithmBuilder", "Buffer", "ChunkRef", "Collective", "CollectiveAlgorithm", "NONE", "NodeKind", "Op", "OpKind", "OpTable", "Workload"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir.algorithm import CollectiveAlgorithm
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.ir.ops import OpKind, OpTable
 
 
@@ -50,8 +51,8 @@ def pair_in_order(send_keys: np.ndarray, recv_keys: np.ndarray) -> tuple[np.ndar
     if packed is not None:  # each key one int64: sorts instead of row comparisons
         send_packed, recv_packed = packed
         return _pair_packed(send_packed, recv_packed)
-    send_full = np.column_stack([send_keys, _occurrence(send_keys)]).astype(np.int64)
-    recv_full = np.column_stack([recv_keys, _occurrence(recv_keys)]).astype(np.int64)
+    send_full = np.column_stack([send_keys, occurrence(send_keys)]).astype(np.int64)
+    recv_full = np.column_stack([recv_keys, occurrence(recv_keys)]).astype(np.int64)
     return _intersect_rows(send_full, recv_full)
 
 
@@ -163,20 +164,6 @@ def match_messages(algo: CollectiveAlgorithm, limit: int = 10) -> Matching:
 def _amount(ops: OpTable, nbytes: np.ndarray, i: int) -> str:
     chunks = f"{ops.count[i]} chunks, " if ops.count[i] >= 0 else ""
     return f"{chunks}{nbytes[i]} B"
-
-
-def _occurrence(keys: np.ndarray) -> np.ndarray:
-    """For each row, how many earlier rows have the same key (rows are in program order)."""
-    if len(keys) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort(keys.T[::-1])
-    sorted_keys = keys[order]
-    new_group = np.ones(len(keys), dtype=bool)
-    new_group[1:] = np.any(sorted_keys[1:] != sorted_keys[:-1], axis=1)
-    group_start = np.maximum.accumulate(np.where(new_group, np.arange(len(keys)), 0))
-    occurrence = np.empty(len(keys), dtype=np.int64)
-    occurrence[order] = np.arange(len(keys)) - group_start
-    return occurrence
 
 
 def _intersect_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

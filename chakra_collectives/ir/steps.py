@@ -45,6 +45,7 @@ import numpy as np
 from chakra_collectives.ir.algorithm import CollectiveAlgorithm
 from chakra_collectives.ir.builder import touched_scratch
 from chakra_collectives.ir.collective import Collective
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.ir.ops import NONE, Buffer, OpKind, OpTable
 
 FRESH = "fresh"
@@ -209,7 +210,7 @@ class StepBuilder:
     # ------------------------------------------------------------------ internals
     def _record(self, step: _Step, reads, writes, after_recv=None) -> None:
         rank = step.ranks()
-        local = self._program[rank] + _cumcount(rank)
+        local = self._program[rank] + occurrence(rank)
         self._program += np.bincount(rank, minlength=self.num_ranks)
         owner, target = self._last_writers(rank, reads)
         if after_recv is not None:  # a REDUCE waits for the RECV it combines
@@ -337,7 +338,7 @@ class StepBuilder:
         transfers = [step for step in self._steps if not step.copy]
         if not transfers:
             return
-        tags = _cumcount(np.concatenate([step.src_rank * self.num_ranks + step.dst_rank for step in transfers]))
+        tags = occurrence(np.concatenate([step.src_rank * self.num_ranks + step.dst_rank for step in transfers]))
         if tags.max() >= 2**31:
             raise ValueError("tags do not fit int32")
         at = 0
@@ -364,14 +365,6 @@ def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
     new = np.ones(len(sorted_keys), dtype=bool)
     new[1:] = sorted_keys[1:] != sorted_keys[:-1]
     return np.maximum.accumulate(np.where(new, index, 0))
-
-
-def _cumcount(keys: np.ndarray) -> np.ndarray:
-    """For each entry, how many earlier entries have the same key."""
-    order = np.argsort(keys, kind="stable")
-    result = np.empty(len(keys), dtype=np.int64)
-    result[order] = np.arange(len(keys)) - _group_starts(keys[order])
-    return result
 
 
 def _sorted_unique(owner: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

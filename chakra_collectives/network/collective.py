@@ -15,7 +15,7 @@ their duration or ``bytes / reduce_bandwidth``.
 >>> algo = ring(Collective.ALL_GATHER, 4, size_bytes=4 * 2**20)
 >>> predict_time(algo, t) == 3 * (500.0 + 2**20 / (50 * 2**30 / 1e9))
 True
->>> predict_time(algo, t, mode="astra-sim")   # 3 * int(500 + 19531.25); whole ns
+>>> predict_time(algo, t, network_model="astra-sim")   # 3 * int(500 + 19531.25); whole ns
 60093.0
 """
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.network.engine import LinkUse, Timing, run
@@ -122,12 +123,13 @@ def collective_task_graph(
     )
 
 
+@renamed_keyword("mode", "network_model")
 def simulate_collective(
     algo: CollectiveAlgorithm,
     topology: Topology,
     *,
     size_bytes: int | None = None,
-    mode: str | Mode = Mode.TACOS,
+    network_model: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
     local_ops: str = "parallel",
     placement: "np.ndarray | list[int] | None" = None,
@@ -139,8 +141,8 @@ def simulate_collective(
     ----------
     size_bytes:
         Collective size (default ``algo.size_bytes``); chunk-identified operations scale exactly.
-    mode:
-        ``"default"`` or ``"astra-sim"`` (see :mod:`~chakra_collectives.network.model`).
+    network_model:
+        ``"default"`` or ``"astra-sim"`` (old name: ``mode``) (see :mod:`~chakra_collectives.network.model`).
     reduce_bandwidth_gbps:
         Cost of a REDUCE / COPY without a duration: ``bytes / bandwidth`` (default: 0 ns).
     local_ops:
@@ -166,7 +168,7 @@ def simulate_collective(
         raise InputError(
             f"{topology.name} has {topology.num_npus} NPUs, too few for the algorithm's {algo.num_ranks} ranks"
         )
-    model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
+    model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
@@ -188,12 +190,13 @@ def simulate_collective(
     )
 
 
+@renamed_keyword("mode", "network_model")
 def predict_time(
     algo: CollectiveAlgorithm,
     topology: Topology,
     *,
     size_bytes: int | None = None,
-    mode: str | Mode = Mode.TACOS,
+    network_model: str | Mode = Mode.TACOS,
     reduce_bandwidth_gbps: float | None = None,
 ) -> float:
     """Predicted time (ns) of ``algo`` alone on ``topology``; algorithm rank ``r`` on NPU ``r``.
@@ -202,7 +205,7 @@ def predict_time(
     whole number of ns, as ASTRA-sim reports.
     """
     timing = simulate_collective(
-        algo, topology, size_bytes=size_bytes, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps
+        algo, topology, size_bytes=size_bytes, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps
     )
     return timing.time_ns
 

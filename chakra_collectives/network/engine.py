@@ -22,7 +22,7 @@ it -- exactly the queueing discipline, with one event per hop.
 ...                     nbytes=[1000] * 4, duration=[0.0] * 4, dep_ptr=[0, 0, 0, 0, 0], dep_idx=[])
 >>> run(g, NetworkModel(t)).end.tolist()
 [1100.0, 2200.0, 1100.0, 2200.0]
->>> run(g, NetworkModel(t, mode="astra-sim")).end.tolist()   # latency pipelined
+>>> run(g, NetworkModel(t, network_model="astra-sim")).end.tolist()   # latency pipelined
 [1100.0, 2100.0, 1100.0, 2100.0]
 """
 

@@ -51,7 +51,7 @@ order they became ready -- ASTRA-sim's rule of at most one GPU COMP in flight pe
 >>> ring = Topology(8, name="ring")
 >>> for i in range(8):
 ...     ring.add_link(i, (i + 1) % 8, 50.0, 500.0, bidirectional=True)
->>> model = NetworkModel(ring, mode="astra-sim")
+>>> model = NetworkModel(ring, network_model="astra-sim")
 >>> [a.tolist() for a in model.hop_times([0], [131072])]   # (link busy, delivered): int(2441.4), int(2941.4)
 [[2441], [2941]]
 >>> float(NetworkModel(ring).hop_ns([0], 131072)[0]) == 500.0 + 131072 / (50 * 2**30 / 1e9)
@@ -71,6 +71,7 @@ from enum import Enum
 
 import numpy as np
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import InputError
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns
@@ -118,9 +119,11 @@ class NetworkModel:
         float64 bytes/ns, per link (bandwidth in GB/s, 1 GB = 2^30 bytes).
     """
 
-    def __init__(self, topology: Topology, *, mode: "str | Mode" = Mode.TACOS, reduce_bandwidth_gbps: float | None = None) -> None:
+    @renamed_keyword("mode", "network_model")
+    def __init__(self, topology: Topology, *, network_model: "str | Mode" = Mode.TACOS, reduce_bandwidth_gbps: float | None = None) -> None:
         self.topology = topology.validate()
-        self.mode = Mode.parse(mode)
+        self.mode = Mode.parse(network_model)
+        """The network model (``network_model=``)."""
         if reduce_bandwidth_gbps is not None and not reduce_bandwidth_gbps > 0:
             raise InputError(f"reduce bandwidth must be positive, got {reduce_bandwidth_gbps} GB/s")
         self.reduce_bandwidth_gbps = reduce_bandwidth_gbps
@@ -231,7 +234,7 @@ class NetworkModel:
         (with this model's reduce bandwidth) or from a workload's COMP nodes.
 
         >>> from chakra_collectives.topology import Topology
-        >>> NetworkModel(Topology(1), mode="astra-sim").local_ns(np.array([float("nan"), 2441.4, 0.0])).tolist()
+        >>> NetworkModel(Topology(1), network_model="astra-sim").local_ns(np.array([float("nan"), 2441.4, 0.0])).tolist()
         [1, 2000, 1]
         >>> NetworkModel(Topology(1)).local_ns(np.array([float("nan"), 2441.4])).tolist()
         [0.0, 2441.4]

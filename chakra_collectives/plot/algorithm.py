@@ -21,6 +21,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import CollectiveAlgorithm
 from chakra_collectives.ir.chunks import sent_chunks
@@ -54,13 +55,15 @@ def _text_color(color) -> str:
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "white"
 
 
-def plot_algorithm(algo: CollectiveAlgorithm, topology: Topology, path: str | Path, *, size_bytes: int | None = None, mode: str = "default") -> Path:
+@renamed_keyword("mode", "network_model")
+def plot_algorithm(algo: CollectiveAlgorithm, topology: Topology, path: str | Path, *, size_bytes: int | None = None, network_model: str = "default") -> Path:
     """Draw ``algo`` on ``topology`` (see the module docstring) into ``path``; PNG or SVG by suffix."""
     output_format(path)
-    return save_figure(algorithm_figure(algo, topology, size_bytes=size_bytes, mode=mode), path)
+    return save_figure(algorithm_figure(algo, topology, size_bytes=size_bytes, network_model=network_model), path)
 
 
-def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_bytes: int | None = None, mode: str = "default") -> Figure:
+@renamed_keyword("mode", "network_model")
+def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_bytes: int | None = None, network_model: str = "default") -> Figure:
     """The figure :func:`plot_algorithm` writes."""
     if topology.num_npus > MAX_NPUS:
         raise InputError(
@@ -68,7 +71,7 @@ def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_byte
             f"more than the {MAX_NPUS} that stay readable (plot a smaller topology)"
         )
     size = algo.size_bytes if size_bytes is None else size_bytes
-    timing = simulate_collective(algo, topology, size_bytes=size, mode=mode, record_links=True)
+    timing = simulate_collective(algo, topology, size_bytes=size, network_model=network_model, record_links=True)
     hops = timing.links.intervals
     if len(hops) > MAX_HOPS:
         raise InputError(
@@ -123,7 +126,7 @@ def algorithm_figure(algo: CollectiveAlgorithm, topology: Topology, *, size_byte
         how = "colour: whose share the chunk carried is (bars too narrow to label)"
     axes.set_title(
         f"{algo.name or algo.collective.value}: {algo.collective.value} of {format_size(size)} in {algo.chunk_count} chunks "
-        f"on {topology.name}, {format_time_ns(span)} ({mode} network model)\n{how}",
+        f"on {topology.name}, {format_time_ns(span)} ({network_model} network model)\n{how}",
         fontsize=10,
     )
     handles = [Patch(color=color_of[o], label=f"rank {o}'s chunks" if per_rank > 1 else f"chunk {o} (rank {o}'s)") for o in owners]

@@ -18,9 +18,8 @@ every COMP node has duration 0: compute takes no time (a trace converted without
 from __future__ import annotations
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE, NodeType
 
-ZERO_TIMED = (MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE)
+from chakra_collectives.ir.workload import OTHER_TIMED, NodeKind, node_type_name
 
 
 def caveats(workload, *, num_npus: int, topology: str, collapsed: int) -> list[str]:
@@ -35,12 +34,12 @@ def caveats(workload, *, num_npus: int, topology: str, collapsed: int) -> list[s
     if collapsed:
         found.append(f"{collapsed} collective{'s' if collapsed > 1 else ''} run{'' if collapsed > 1 else 's'} over a group of one rank and "
                      f"take{'' if collapsed > 1 else 's'} no time")
-    comp = workload.node_type == COMP_NODE
+    comp = workload.node_type == NodeKind.COMP
     if np.any(comp) and not np.any(workload.duration_ns[comp] > 0):
         found.append("every COMP node has duration 0: compute takes no time (a trace converted without device times?)")
-    for code in ZERO_TIMED:
+    for code in OTHER_TIMED:
         zero = int(np.count_nonzero((workload.node_type == code) & (workload.duration_ns <= 0)))
         if zero:
-            name = NodeType.Name(code).removesuffix("_NODE")
+            name = node_type_name(code)
             found.append(f"{zero} {name} node{'s' if zero > 1 else ''} take{'' if zero > 1 else 's'} 0 ns (no duration to replay)")
     return found

@@ -34,7 +34,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import ALL_GATHER, BARRIER, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.resources import Estimate, count, require
@@ -45,11 +44,10 @@ from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.replay.algorithms import AlgorithmCatalog
 from chakra_collectives.replay.caveats import caveats
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name
 from chakra_collectives.ir.matching import pair_in_order
+from chakra_collectives.ir.workload import BARRIER_COMM_TYPE, NO_UNIT, UNITS_PER_RANK, NodeKind, Workload, collective_name, execution_units
 
 CONCURRENCY = ("unlimited", "astra-sim")
-GPU, CPU, COMM = 0, 1, 2
 
 
 @dataclass
@@ -163,7 +161,7 @@ def expand_workload(
         )
     w = len(workload)
     node_type = workload.node_type
-    coll_nodes = np.flatnonzero(node_type == COMM_COLL_NODE)
+    coll_nodes = np.flatnonzero(node_type == NodeKind.COMM_COLL)
     begin_task = np.arange(w, dtype=np.int64)
     begin_task[coll_nodes] = w + np.arange(len(coll_nodes))
     next_task = w + len(coll_nodes)
@@ -171,13 +169,13 @@ def expand_workload(
 
     # ---- workload tasks
     kind = np.full(w, LOCAL, dtype=np.int8)
-    kind[node_type == COMM_SEND_NODE] = SEND
-    kind[node_type == COMM_RECV_NODE] = RECV
+    kind[node_type == NodeKind.COMM_SEND] = SEND
+    kind[node_type == NodeKind.COMM_RECV] = RECV
     duration = _workload_durations(workload, model)
     partner = _match_p2p(workload)
     npu = workload.rank.astype(np.int32)
     nbytes = workload.comm_size.copy()
-    nbytes[node_type == COMM_COLL_NODE] = 0
+    nbytes[node_type == NodeKind.COMM_COLL] = 0
 
     # dependencies of each node (or of its begin task) on its dependencies' (end) tasks
     owner = np.repeat(np.arange(w, dtype=np.int64), np.diff(workload.dep_ptr))
@@ -321,7 +319,7 @@ def _dependencies(total: int, src: np.ndarray, dst: np.ndarray, blocks: list[tup
 def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
     """COMP nodes take ``duration_micros`` as the model charges it, and so do MEM / METADATA
     nodes the read policy gave a duration; other nodes take no time."""
-    timed = (workload.node_type == COMP_NODE) | ((workload.duration_ns > 0) & ~_COMM_TYPES[workload.node_type])
+    timed = (workload.node_type == NodeKind.COMP) | ((workload.duration_ns > 0) & ~_COMM_TYPES[workload.node_type])
     costed = model.local_ns(workload.duration_ns[timed])
     out = np.zeros(len(workload), dtype=costed.dtype)
     out[timed] = costed
@@ -329,7 +327,7 @@ def _workload_durations(workload: Workload, model: NetworkModel) -> np.ndarray:
 
 
 _COMM_TYPES = np.zeros(8, dtype=bool)
-_COMM_TYPES[[COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE]] = True
+_COMM_TYPES[[NodeKind.COMM_COLL, NodeKind.COMM_SEND, NodeKind.COMM_RECV]] = True
 
 
 def _match_p2p(workload: Workload) -> np.ndarray:
@@ -340,8 +338,8 @@ def _match_p2p(workload: Workload) -> np.ndarray:
     left over.
     """
     partner = np.full(len(workload), -1, dtype=np.int64)
-    sends = np.flatnonzero(workload.node_type == COMM_SEND_NODE)
-    recvs = np.flatnonzero(workload.node_type == COMM_RECV_NODE)
+    sends = np.flatnonzero(workload.node_type == NodeKind.COMM_SEND)
+    recvs = np.flatnonzero(workload.node_type == NodeKind.COMM_RECV)
     rank, peer, tag, size = workload.rank.astype(np.int64), workload.peer, workload.tag, workload.comm_size
     valid = (peer >= 0) & (peer < workload.num_ranks) & (peer != rank)
     bad = recvs[~valid[recvs]]
@@ -385,7 +383,7 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
     count: dict[tuple[int, str | None], int] = {}
     rank = workload.rank.tolist()
     order: list[tuple[str | None, int]] = []
-    for i in np.flatnonzero(workload.node_type == COMM_COLL_NODE).tolist():
+    for i in np.flatnonzero(workload.node_type == NodeKind.COMM_COLL).tolist():
         pg = workload.pg_name[i]
         members = groups.members(pg)
         r = rank[i]
@@ -422,8 +420,8 @@ def _instances(workload: Workload, groups: ProcessGroups, catalog: AlgorithmCata
                     f"{rank[first]} calls {collective_name(comm_type)} of {size} bytes",
                     **workload.where(i),
                 )
-        trivial = comm_type == BARRIER or len(members) == 1
-        if comm_type == ALL_GATHER:
+        trivial = comm_type == BARRIER_COMM_TYPE or len(members) == 1
+        if comm_type == Collective.ALL_GATHER.chakra_comm_type:
             size *= len(members)  # comm_size is each rank's input shard (ASTRA-sim's Ring.cc: output = N x input)
         instances.append(
             CollectiveInstance(
@@ -444,15 +442,11 @@ def _units(workload: Workload, coll_nodes: np.ndarray, begin_task: np.ndarray, t
     release = np.full(total, -1, dtype=np.int32)
     if concurrency == "unlimited":
         return unit, release
-    rank = workload.rank.astype(np.int32)
-    node_type = workload.node_type
-    comp = np.flatnonzero(node_type == COMP_NODE)
-    comp_unit = rank[comp] * 3 + np.where(workload.is_cpu_op[comp], CPU, GPU)
-    unit[comp] = comp_unit
-    release[comp] = comp_unit
-    sends = np.flatnonzero(node_type == COMM_SEND_NODE)
-    unit[sends] = rank[sends] * 3 + COMM
-    release[sends] = rank[sends] * 3 + COMM
-    unit[begin_task[coll_nodes]] = rank[coll_nodes] * 3 + COMM
-    release[coll_nodes] = rank[coll_nodes] * 3 + COMM
+    held = execution_units(workload).astype(np.int32)
+    node_unit = np.where(held != NO_UNIT, workload.rank.astype(np.int32) * UNITS_PER_RANK + held, -1).astype(np.int32)
+    # a node holds its unit while it runs; a collective from its begin task to its node
+    nodes = np.flatnonzero(workload.node_type != NodeKind.COMM_COLL)
+    unit[nodes] = release[nodes] = node_unit[nodes]
+    unit[begin_task[coll_nodes]] = node_unit[coll_nodes]
+    release[coll_nodes] = node_unit[coll_nodes]
     return unit, release

@@ -19,18 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
 from chakra_collectives import progress
+from chakra_collectives.deprecation import renamed_argument
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir.dag import find_cycle
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.network.engine import Timing, run
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import gbps_from_bytes_per_ns
 
@@ -130,7 +131,7 @@ class ReplayResult:
 
     workload: str
     topology: str
-    mode: str
+    network_model: str
     concurrency: str
     total_ns: float
     num_nodes: int
@@ -142,6 +143,8 @@ class ReplayResult:
     links: list[LinkStats]
     """Busiest first."""
     warnings: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    """What reading the workload repaired (:meth:`ReadingNotes.describe`)."""
     expanded: ExpandedWorkload | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
@@ -151,7 +154,7 @@ class ReplayResult:
         document = {
             "workload": self.workload,
             "topology": self.topology,
-            "network_model": self.mode,
+            "network_model": self.network_model,
             "concurrency": self.concurrency,
             "num_ranks": len(self.ranks),
             "total_ns": self.total_ns,
@@ -161,13 +164,14 @@ class ReplayResult:
             "collectives": [c.as_dict() for c in self.collectives],
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
-            "mode": self.mode,  # deprecated spelling of network_model, kept for one release
+            "mode": self.network_model,  # deprecated spelling of network_model, kept for one release
             "deprecated": {"mode": "network_model"},
         }
         if timeline:
             from chakra_collectives.replay.timeline import timeline_document
 
             document["timeline"] = timeline_document(self)
+        document["repairs"] = self.repairs
         return document
 
 
@@ -178,11 +182,12 @@ def replay(
     algorithms: dict[Collective, CollectiveAlgorithm] | None = None,
     default_algorithm: str | None = DEFAULT_ALGORITHMS,
     groups: ProcessGroups | None = None,
-    mode: str | Mode = Mode.TACOS,
+    network_model: str | Mode | None = None,
     reduce_bandwidth_gbps: float | None = None,
     concurrency: str = "unlimited",
     record_links: bool = False,
     rescale: bool | None = None,
+    **old_names: Any,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
 
@@ -193,8 +198,9 @@ def replay(
         (``"broadcast=tree,*=ring"``...; see :mod:`~chakra_collectives.replay.algorithms`).
     groups:
         Process groups for ``pg_name`` (default: every collective over all ranks).
-    mode, reduce_bandwidth_gbps:
-        The network model (:mod:`~chakra_collectives.network.model`).
+    network_model, reduce_bandwidth_gbps:
+        The network model (:mod:`~chakra_collectives.network.model`; default ``default``; old
+        name: ``mode``, still accepted with a DeprecationWarning).
     concurrency:
         ``"unlimited"`` (default: dependencies are the only limit) or ``"astra-sim"`` (per rank
         at most one GPU COMP, one CPU op and one communication in flight); see
@@ -213,10 +219,11 @@ def replay(
     ReplayDeadlock
         Nothing can progress; the error lists the stuck nodes per rank.
     """
+    network_model = renamed_argument(old_names, "mode", "network_model", network_model, None) or Mode.TACOS
     if not isinstance(workload, Workload):
         with progress.task("read the workload"):
             workload = read_workload(workload)
-    model = NetworkModel(topology, mode=mode, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
+    model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale)
@@ -260,7 +267,7 @@ def _summarize(expanded: ExpandedWorkload, timing: Timing, model: NetworkModel, 
     return ReplayResult(
         workload=workload.prefix,
         topology=model.topology.name,
-        mode=model.mode.value,
+        network_model=model.mode.value,
         concurrency=concurrency,
         total_ns=total,
         num_nodes=w,
@@ -269,6 +276,7 @@ def _summarize(expanded: ExpandedWorkload, timing: Timing, model: NetworkModel, 
         collectives=collectives,
         links=links,
         warnings=list(expanded.warnings),
+        repairs=workload.repairs.describe(),
         expanded=expanded,
         timing=timing,
     )
@@ -308,8 +316,8 @@ def _overlap(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray)
 
 
 def _rank_stats(workload: Workload, start: np.ndarray, end: np.ndarray, finish: np.ndarray) -> list[RankStats]:
-    comm_types = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
-    comp = workload.node_type == COMP_NODE
+    comm_types = (NodeKind.COMM_COLL, NodeKind.COMM_SEND, NodeKind.COMM_RECV)
+    comp = workload.node_type == NodeKind.COMP
     comm = np.isin(workload.node_type, comm_types)
     bounds = workload.rank_bounds()
     stats = []
@@ -355,7 +363,7 @@ def _deadlock(expanded: ExpandedWorkload, timing: Timing) -> ReplayDeadlock:
         if any(np.isnan(timing.end[d]) for d in deps.tolist()):
             continue  # waits behind another stuck node: the frontier (or the cycle) says why
         label = workload.describe(i)
-        if workload.node_type[i] == COMM_COLL_NODE and np.isfinite(timing.start[expanded.begin_task[i]]):
+        if workload.node_type[i] == NodeKind.COMM_COLL and np.isfinite(timing.start[expanded.begin_task[i]]):
             label += _absent_members(expanded, timing, i)
         per_rank.setdefault(int(workload.rank[i]), []).append(label)
     parts = []

@@ -31,9 +31,9 @@ import re
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, MEM_LOAD_NODE, MEM_STORE_NODE, METADATA_NODE
 
 from chakra_collectives.converters.chakra_et.workload_reader import read_node_names
+from chakra_collectives.ir.workload import NodeKind
 from chakra_collectives.replay.replayer import ReplayResult
 
 KINDS = ("compute", "collective", "send", "recv", "memory", "metadata")
@@ -58,13 +58,13 @@ def phase_of(name: str) -> int:
             return phase
     return len(PHASES) - 1
 _KIND_OF_TYPE = {
-    COMP_NODE: 0,
-    COMM_COLL_NODE: 1,
-    COMM_SEND_NODE: 2,
-    COMM_RECV_NODE: 3,
-    MEM_LOAD_NODE: 4,
-    MEM_STORE_NODE: 4,
-    METADATA_NODE: 5,
+    NodeKind.COMP: 0,
+    NodeKind.COMM_COLL: 1,
+    NodeKind.COMM_SEND: 2,
+    NodeKind.COMM_RECV: 3,
+    NodeKind.MEM_LOAD: 4,
+    NodeKind.MEM_STORE: 4,
+    NodeKind.METADATA: 5,
 }
 
 

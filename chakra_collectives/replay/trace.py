@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE
 
-from chakra_collectives.converters.chakra_et.workload_reader import node_type_name, read_node_names
+from chakra_collectives.ir.workload import NodeKind, node_type_name
+from chakra_collectives.converters.chakra_et.workload_reader import read_node_names
 from chakra_collectives.errors import InputError
 from chakra_collectives.replay.lanes import assign_lanes
 from chakra_collectives.replay.replayer import ReplayResult
@@ -50,7 +50,7 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
     start = timing.start[expanded.begin_task]
     end = timing.end[:w]
     kind = workload.node_type
-    track = np.where(kind == COMM_COLL_NODE, 1, np.where((kind == COMM_SEND_NODE) | (kind == COMM_RECV_NODE), 2, 0))
+    track = np.where(kind == NodeKind.COMM_COLL, 1, np.where((kind == NodeKind.COMM_SEND) | (kind == NodeKind.COMM_RECV), 2, 0))
     lane = np.zeros(w, dtype=np.int64)
     for rank in range(workload.num_ranks):
         for t in range(len(TRACKS)):
@@ -79,14 +79,14 @@ def trace_events(result: ReplayResult, topology: Topology) -> Iterator[dict[str,
         type_name = node_type_name(node_kind)
         args: dict[str, Any] = {"node": int(workload.node_id[i]), "type": type_name}
         label = names[i] or f"{type_name} node {int(workload.node_id[i])}"
-        if node_kind == COMM_COLL_NODE:
+        if node_kind == NodeKind.COMM_COLL:
             inst = instance_of_node[i]
             args.update(collective=inst.collective, bytes=inst.size_bytes, algorithm=inst.algorithm, call=inst.index, group=inst.group or "all ranks")
             label = names[i] or f"{inst.collective} #{inst.index}"
-        elif node_kind in (COMM_SEND_NODE, COMM_RECV_NODE):
+        elif node_kind in (NodeKind.COMM_SEND, NodeKind.COMM_RECV):
             args.update(peer=int(workload.peer[i]), tag=int(workload.tag[i]), bytes=int(workload.comm_size[i]))
-            label = names[i] or f"{'send to' if node_kind == COMM_SEND_NODE else 'recv from'} {int(workload.peer[i])}"
-        elif node_kind == COMP_NODE:
+            label = names[i] or f"{'send to' if node_kind == NodeKind.COMM_SEND else 'recv from'} {int(workload.peer[i])}"
+        elif node_kind == NodeKind.COMP:
             args.update(cpu=bool(workload.is_cpu_op[i]))
         if np.isnan(start[i]) or np.isnan(end[i]):
             continue
@@ -110,7 +110,7 @@ def _flows(result: ReplayResult, start: np.ndarray, end: np.ndarray, tid: np.nda
     workload = expanded.workload
     w = len(workload)
     partner = expanded.graph.partner[:w]
-    sends = np.flatnonzero((workload.node_type == COMM_SEND_NODE) & (partner >= 0) & (partner < w))
+    sends = np.flatnonzero((workload.node_type == NodeKind.COMM_SEND) & (partner >= 0) & (partner < w))
     for flow, send in enumerate(sends.tolist()):
         recv = int(partner[send])
         if np.isnan(end[recv]) or np.isnan(start[send]):

@@ -63,18 +63,17 @@ from chakra_collectives.locate import line_of
 from chakra_collectives.network.model import Mode
 from chakra_collectives.synth import algorithm_names
 from chakra_collectives.units import parse_duration, parse_size
+from chakra_collectives.workload.spec import DURATION_SCHEMA, SIZE_SCHEMA
 
-_SIZE = {"type": ["string", "integer"]}
-_DURATION = {"type": ["string", "number"]}
 _ONE_OR_MANY_INT = {"oneOf": [{"type": "integer", "minimum": 1}, {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}}]}
 _MODEL_KEYS = {
     "model": {"type": "string"},
     "layers": {"type": "integer", "minimum": 1},
-    "forward": _DURATION,
-    "backward": _DURATION,
-    "gradient": _SIZE,
-    "activation": _SIZE,
-    "optimizer": _DURATION,
+    "forward": DURATION_SCHEMA,
+    "backward": DURATION_SCHEMA,
+    "gradient": SIZE_SCHEMA,
+    "activation": SIZE_SCHEMA,
+    "optimizer": DURATION_SCHEMA,
 }
 _WORKLOAD_KINDS = ("data-parallel", "hybrid", "collective", "prefix")
 
@@ -90,7 +89,7 @@ SPACE_SCHEMA: dict[str, Any] = {
         "port": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"bandwidth": {"type": "number", "exclusiveMinimum": 0}, "latency": _DURATION},
+            "properties": {"bandwidth": {"type": "number", "exclusiveMinimum": 0}, "latency": DURATION_SCHEMA},
         },
         "ports_per_npu": {"type": "number", "exclusiveMinimum": 0},
         "cost": {"type": "object", "additionalProperties": False, "properties": {"switch_port": {"type": "number", "minimum": 0}}},
@@ -128,7 +127,7 @@ SPACE_SCHEMA: dict[str, Any] = {
         "chunks_per_npu": _ONE_OR_MANY_INT,
         "workload": {"$ref": "#/$defs/workload"},
         "workloads": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/workload"}},
-        "probe_sizes": {"type": "array", "minItems": 2, "maxItems": 2, "items": _SIZE},
+        "probe_sizes": {"type": "array", "minItems": 2, "maxItems": 2, "items": SIZE_SCHEMA},
         "group_algorithm": {"type": "string"},
     },
     "$defs": {
@@ -142,7 +141,7 @@ SPACE_SCHEMA: dict[str, Any] = {
                 **_MODEL_KEYS,
                 "tp": _ONE_OR_MANY_INT,
                 "collective": {"type": "string"},
-                "sizes": {"oneOf": [_SIZE, {"type": "array", "minItems": 1, "items": _SIZE}]},
+                "sizes": {"oneOf": [SIZE_SCHEMA, {"type": "array", "minItems": 1, "items": SIZE_SCHEMA}]},
                 "prefix": {"type": "string"},
             },
         }

@@ -28,7 +28,7 @@ from chakra_collectives.replay import ProcessGroups, replay
 from chakra_collectives.synth import synthesize
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology import Topology
-from chakra_collectives.converters.chakra_et.workload_reader import Workload
+from chakra_collectives.ir.workload import Workload
 from chakra_collectives.verify import verify_algorithm
 
 
@@ -80,7 +80,7 @@ def synthesize_collective(
             failed = next(c for c in report.checks if c.status.value == "failed")
             raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failed.name}: {failed.summary}")
         verified = True
-        probes = tuple(predict_time(algo, topology, size_bytes=size, mode=mode) for size in probe_sizes)
+        probes = tuple(predict_time(algo, topology, size_bytes=size, network_model=mode) for size in probe_sizes)
     except Exception as error:  # noqa: BLE001 -- a failing candidate is recorded, never fatal
         synthesis_s = time.perf_counter() - started if algo is None else synthesis_s
         return SynthesisOutcome(None, produced_by, _describe(error), verified, synthesis_s, verify_s, None)
@@ -125,7 +125,7 @@ def evaluate(
         result = replay(
             workload, topology,
             algorithms={c: o.algorithm for c, o in zip(collectives, outcomes)},  # type: ignore[misc]
-            default_algorithm=group_algorithm, groups=groups, mode=mode,
+            default_algorithm=group_algorithm, groups=groups, network_model=mode,
         )
     except Exception as error:  # noqa: BLE001 -- recorded, the search goes on
         row.update(status="failed", error=_describe(error), replay_s=time.perf_counter() - started)

@@ -29,19 +29,18 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE
 
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.replay import ProcessGroups
 from chakra_collectives.search.candidates import Skipped, file_digest
 from chakra_collectives.search.space import SearchSpace, WorkloadEntry
 from chakra_collectives.units import format_size, parse_size
 from chakra_collectives.workload import GeneratedWorkload, data_parallel, groups_path, hybrid_parallel, load_model_spec, microbenchmark, uniform_model
-from chakra_collectives.workload.spec import ModelSpec
+from chakra_collectives.workload.spec import MODEL_DEFAULTS, ModelSpec
 
-MODEL_DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}
 """What a model without a spec file has unless the entry says otherwise (as ``chakra-coll workload``)."""
 
 
@@ -174,7 +173,7 @@ def prepare(variant: WorkloadVariant, folder: Path) -> PreparedWorkload:
     world_bytes: Counter[tuple[Collective, int]] = Counter()
     grouped = 0
     everyone = tuple(range(workload.num_ranks))
-    for index in (workload.node_type == COMM_COLL_NODE).nonzero()[0].tolist():
+    for index in (workload.node_type == NodeKind.COMM_COLL).nonzero()[0].tolist():
         try:
             collective = Collective.from_chakra_comm_type(int(workload.comm_type[index]))
         except InputError:
@@ -189,4 +188,4 @@ def prepare(variant: WorkloadVariant, folder: Path) -> PreparedWorkload:
     return PreparedWorkload(variant, workload, groups, world, grouped)
 
 
-__all__ = ["MODEL_DEFAULTS", "PreparedWorkload", "WorkloadVariant", "prepare", "slug", "workload_variants"]
+__all__ = ["PreparedWorkload", "WorkloadVariant", "prepare", "slug", "workload_variants"]

@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-import functools
-import warnings
 from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm
 from chakra_collectives.ir.steps import FRESH, StepBuilder
@@ -23,20 +22,9 @@ from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Syn
 from chakra_collectives.topology import Topology
 
 
-def accepts_old_chunks_name(build):
-    """Let a baseline also be called with ``chunks_per_rank=``, the old name of ``chunks_per_npu``
-    (one name everywhere: ``synthesize``, the CLI's -k); it warns and goes in the next release."""
-
-    @functools.wraps(build)
-    def call(*args, **kwargs):
-        if "chunks_per_rank" in kwargs:
-            if "chunks_per_npu" in kwargs:
-                raise TypeError("give chunks_per_npu or its old name chunks_per_rank, not both")
-            warnings.warn("chunks_per_rank is deprecated; use chunks_per_npu", DeprecationWarning, stacklevel=2)
-            kwargs["chunks_per_npu"] = kwargs.pop("chunks_per_rank")
-        return build(*args, **kwargs)
-
-    return call
+accepts_old_chunks_name = renamed_keyword("chunks_per_rank", "chunks_per_npu")
+"""Baselines also take ``chunks_per_rank=``, the old name of ``chunks_per_npu`` (one name everywhere:
+``synthesize``, the CLI's -k); it warns and goes in the next release."""
 
 
 @accepts_old_chunks_name

@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.ir import Collective
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
@@ -43,7 +44,8 @@ def applicable(collective: Collective, num_npus: int, topology: Topology | None 
     return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
 
 
-def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, mode: str = "tacos") -> float:
+@renamed_keyword("mode", "network_model")
+def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "tacos") -> float:
     """The busiest link's total busy time for these messages: a lower bound on their makespan.
 
     Every message holds each link of its route (the network model's) for
@@ -52,7 +54,7 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     in astra-sim mode (latency pipelined, each hop truncated to whole ns), and a link carries
     one message at a time.
     """
-    model = NetworkModel(topology, mode=mode)
+    model = NetworkModel(topology, network_model=network_model)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
     pairs, inverse = np.unique(key, return_inverse=True)
@@ -70,14 +72,15 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     return float(load.max(initial=0.0))
 
 
-def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, mode: str = "tacos") -> float:
+@renamed_keyword("mode", "network_model")
+def baseline_bound_ns(name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos") -> float:
     """Lower bound on synthesizer ``name``'s predicted time from its message list (0 when it has none)."""
     synthesizer = get(name)
     if synthesizer.messages is None:
         return 0.0
     options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
     src, dst, nbytes = synthesizer.messages(collective, topology.num_npus, options)
-    return link_load_ns(topology, src, dst, nbytes, mode=mode)
+    return link_load_ns(topology, src, dst, nbytes, network_model=network_model)
 
 
 @dataclass

@@ -59,7 +59,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
-from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule
+from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expansions import expanded_distances
@@ -396,7 +396,7 @@ def auto_chunks(step_loads: list[Fraction], rates: set[Fraction], limit: int = M
 # ---------------------------------------------------------------------- schedule
 @dataclass
 class BfbSchedule:
-    """A BFB All-Gather as chunked messages (:class:`~chakra_collectives.synth.matcher.Schedule`) and its figures."""
+    """A BFB All-Gather as chunked messages (:class:`~chakra_collectives.synth.schedule.Schedule`) and its figures."""
 
     schedule: Schedule
     solution: BfbSolution

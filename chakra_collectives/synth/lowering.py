@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
-from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule, expand_runs, run_blocks
+from chakra_collectives.ir.grouping import occurrence
+from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs, run_blocks
 
 _I32 = np.int32
 _NONE = -1
@@ -356,7 +357,7 @@ class _ReduceScatter:
         buf, off = self.result_offset(ranks * k)
         ops.put(owner_copy, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=ranks * k, dst_buf=buf, dst_off=off, count=_I32(k))
         copied = np.flatnonzero(self.copied)
-        copy_pos = rank_start[dst[copied]] + 1 + _rank_index(dst[copied], self.out_element[copied])
+        copy_pos = rank_start[dst[copied]] + 1 + occurrence(dst[copied], by=self.out_element[copied])
         ops.put(copy_pos, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=chunk[copied], dst_buf=np.int8(Buffer.SCRATCH), dst_off=self.copy_slot[copied], count=count[copied])
         # accumulator (scratch slot) of each out message
         acc_slot = np.full(t, -1, dtype=np.int64)
@@ -428,15 +429,6 @@ class _ReduceScatter:
         opening = np.flatnonzero((rev.channel >= 0) & (rev.tag == 0))
         last_send[rev.channel[opening]] = out_pos[opening]
         return final, last_send
-
-
-def _rank_index(rank: np.ndarray, element: np.ndarray) -> np.ndarray:
-    """Index of each item among the items of its rank, in ``element`` order."""
-    order = np.lexsort((element, rank))
-    sorted_rank = rank[order]
-    index = np.empty(len(rank), dtype=np.int64)
-    index[order] = np.arange(len(rank)) - np.searchsorted(sorted_rank, sorted_rank, side="left")
-    return index
 
 
 @dataclass(frozen=True)

@@ -55,123 +55,13 @@ they may reach the first switch together (on a 64-NPU switch, no uplink idles at
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 import numpy as np
 
 from chakra_collectives import progress
-
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.synth.channels import Channels
-
-NO_ANCHOR = -1
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Every message of an All-Gather schedule (columns, in decision order = start-time order).
-
-    A message carries the ``count`` consecutive chunks ``chunk .. chunk + count - 1``.
-    ``send_seq`` / ``recv_seq`` place the message's send and receive in their NPU's *program*:
-    the sequence of all sends and receives of that NPU in time order (at one instant receives
-    first, then sends; ties in transfer order), numbered from 0.
-    """
-
-    num_npus: int
-    chunks_per_npu: int
-    chunk: np.ndarray
-    count: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    channel: np.ndarray
-    """Index of a direct channel (>= 0) or ``-1 - i`` for routed channel ``i``."""
-    tag: np.ndarray
-    """The message's index among the messages over its channel (one channel per NPU pair)."""
-    send_seq: np.ndarray
-    recv_seq: np.ndarray
-    anchor: np.ndarray
-    """For routed sends: the transfer whose operation on ``src`` completes at ``start``
-    (``NO_ANCHOR``: none needed); see :attr:`anchor_is_send`."""
-    anchor_is_send: np.ndarray
-    """True: the anchor is that transfer's SEND (``src`` sent it); False: its RECV on ``src``."""
-    max_chunks: int = 1
-    """The largest message cap the matcher allowed (1: no merging)."""
-    num_direct: int = 0
-    """Direct channels of the :class:`Channels` matched (channel keys ``>= num_direct`` are routed)."""
-    num_routed: int = 0
-
-    @property
-    def num_channels(self) -> int:
-        return self.num_direct + self.num_routed
-
-    @property
-    def time_ns(self) -> float:
-        return float(self.end.max()) if len(self.end) else 0.0
-
-    @property
-    def num_transfers(self) -> int:
-        """Messages (a merged message counts once)."""
-        return len(self.chunk)
-
-    @property
-    def num_chunks(self) -> int:
-        return self.num_npus * self.chunks_per_npu
-
-    def program_lengths(self) -> np.ndarray:
-        """Sends plus receives of every NPU."""
-        n = self.num_npus
-        return np.bincount(self.src, minlength=n) + np.bincount(self.dst, minlength=n)
-
-    def delivery(self) -> np.ndarray:
-        """``index[npu * C + chunk]``: the transfer that delivered ``chunk`` to ``npu`` (-1: its owner)."""
-        c = self.num_chunks
-        index = np.full(self.num_npus * c, -1, dtype=np.int32)
-        for block in run_blocks(self.count):  # a block's chunks at a time: temporaries stay small
-            ids, offset = expand_runs(self.count[block])
-            ids += block.start
-            index[self.dst[ids].astype(np.int64) * c + (self.chunk[ids] + offset)] = ids
-        return index
-
-
-def expand_runs(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(message, offset)`` for every chunk of messages of ``count`` chunks (offset inside its run).
-
-    >>> ids, offset = expand_runs(np.array([1, 3, 2]))
-    >>> ids.tolist(), offset.tolist()
-    ([0, 1, 1, 1, 2, 2], [0, 0, 1, 2, 0, 1])
-    """
-    count = np.asarray(count)
-    ids = np.repeat(np.arange(len(count), dtype=np.int32), count)
-    starts = np.cumsum(count) - count
-    offset = np.arange(len(ids), dtype=np.int32) - np.repeat(starts, count).astype(np.int32)
-    return ids, offset
-
-
-RUN_BLOCK_CHUNKS = 2**20
-"""Chunks of runs :func:`run_blocks` puts in one block by default (a block's expansion takes
-about 30 MB)."""
-
-
-def run_blocks(count: np.ndarray, max_chunks: int | None = None) -> list[slice]:
-    """Consecutive slices of messages of ``count`` chunks, each carrying at most ``max_chunks``
-    chunks (or one message, if larger): per-chunk work (``expand_runs``) done block by block
-    needs memory for a block, not for every (NPU, chunk) pair of a 16,384-NPU schedule.
-
-    >>> run_blocks(np.array([2, 2, 3, 1]), max_chunks=4)
-    [slice(0, 2, None), slice(2, 4, None)]
-    >>> run_blocks(np.array([5, 1]), max_chunks=4)
-    [slice(0, 1, None), slice(1, 2, None)]
-    """
-    max_chunks = RUN_BLOCK_CHUNKS if max_chunks is None else max_chunks
-    ends = np.cumsum(count, dtype=np.int64)
-    blocks, start = [], 0
-    while start < len(count):
-        base = ends[start - 1] if start else 0
-        stop = max(int(np.searchsorted(ends, base + max_chunks, side="right")), start + 1)
-        blocks.append(slice(start, stop))
-        start = stop
-    return blocks
+from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs
 
 
 def message_caps(channels: Channels, latency_ratio: float) -> tuple[np.ndarray, np.ndarray]:
@@ -351,16 +241,6 @@ def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np
         start = word * 64
 
 
-def _cumcount(keys: np.ndarray) -> np.ndarray:
-    """For each entry, how many earlier entries have the same key."""
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    first = np.searchsorted(sorted_keys, sorted_keys, side="left")
-    result = np.empty(len(keys), dtype=np.int64)
-    result[order] = np.arange(len(keys)) - first
-    return result
-
-
 # ---------------------------------------------------------------------- the matcher
 _COLUMNS = {
     "chunk": np.int32, "count": np.int32, "src": np.int32, "dst": np.int32, "start": np.float64,
@@ -443,7 +323,7 @@ class _Matcher:
             rec["send_seq"][first] = self.program[src[0]]
             self.program[src[0]] += 1
         else:
-            rec["send_seq"][first : first + size] = self.program[src] + _cumcount(src)
+            rec["send_seq"][first : first + size] = self.program[src] + occurrence(src)
             self.program += np.bincount(src, minlength=self.n)
         self.remaining -= int(count.sum())
         return ids
@@ -495,7 +375,7 @@ class _Matcher:
         ids = np.sort(ids)
         rec = self.rec
         dsts = rec["dst"][ids].astype(np.int64)
-        rec["recv_seq"][ids] = self.program[dsts] + _cumcount(dsts)
+        rec["recv_seq"][ids] = self.program[dsts] + occurrence(dsts)
         self.program += np.bincount(dsts, minlength=self.n)
         _set_runs(self.held, dsts, rec["chunk"][ids], rec["count"][ids])
         received = np.zeros(self.n, dtype=bool)

@@ -35,10 +35,10 @@ from chakra_collectives.errors import InputError, LimitError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import Release, all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
-from chakra_collectives.synth.matcher import NO_ANCHOR, Schedule
 from chakra_collectives.synth.matcher import match_all_gather
 from chakra_collectives.synth.milp_model import DEFAULT_TIME_LIMIT_S, MAX_VARIABLES, MilpSolution, NoScheduleFound, build_model, channel_hops, solve_all_gather
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
+from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 from chakra_collectives.topology import Topology
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)

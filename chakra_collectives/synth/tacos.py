@@ -51,7 +51,8 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
-from chakra_collectives.synth.matcher import Schedule, match_all_gather, message_caps
+from chakra_collectives.synth.matcher import match_all_gather, message_caps
+from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 

@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMP_NODE
-
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.converters.chakra_et.workload_reader import collective_name
+from chakra_collectives.converters.chakra_et.workload_reader import NODE_KINDS
 from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder
+from chakra_collectives.ir.workload import NodeKind, collective_name
 from chakra_collectives.workload.spec import Layer, ModelSpec
 
 
@@ -66,10 +65,10 @@ class GeneratedWorkload:
     def summary(self) -> dict[str, Any]:
         """Nodes, compute time and collectives of rank 0 (every rank has the same shape)."""
         nodes = self.builder.nodes[0]
-        compute = sum(n.duration_micros * 1000.0 for n in nodes if n.type == COMP_NODE)
+        compute = sum(n.duration_micros * 1000.0 for n in nodes if NODE_KINDS[n.type] is NodeKind.COMP)
         calls: Counter[tuple[str, int, str | None]] = Counter()
         for node in nodes:
-            if node.type == COMM_COLL_NODE:
+            if NODE_KINDS[node.type] is NodeKind.COMM_COLL:
                 attrs = {a.name: a for a in node.attr}
                 group = attrs["pg_name"].string_val if "pg_name" in attrs else None
                 role = self.group_roles.get(group) if group is not None else None

@@ -35,8 +35,13 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.locate import line_of
 from chakra_collectives.units import parse_duration, parse_size
 
-_DURATION = {"type": ["string", "number"], "description": "A duration: 20us, 1.5ms, 250ns, or a number of ns."}
-_SIZE = {"type": ["string", "integer"], "description": "A size in bytes: 8MiB, 1GB, 4096."}
+DURATION_SCHEMA = {"type": ["string", "number"], "description": "A duration: 20us, 1.5ms, 250ns, or a number of ns."}
+SIZE_SCHEMA = {"type": ["string", "integer"], "description": "A size in bytes: 8MiB, 1GB, 4096."}
+"""JSON Schema fragments of a duration and a size, shared by every schema with such keys."""
+
+MODEL_DEFAULTS = {"layers": 4, "forward": "50us", "gradient": "16MiB", "activation": "2MiB", "optimizer": "20us"}
+"""What :func:`uniform_model` describes when a key is not given (``chakra-coll workload``'s flags,
+``search``'s workload entries)."""
 
 MODEL_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -46,7 +51,7 @@ MODEL_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "name": {"type": "string"},
-        "optimizer": _DURATION,
+        "optimizer": DURATION_SCHEMA,
         "layers": {
             "type": "array",
             "minItems": 1,
@@ -56,10 +61,10 @@ MODEL_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "properties": {
                     "name": {"type": "string"},
-                    "forward": _DURATION,
-                    "backward": _DURATION,
-                    "gradient": _SIZE,
-                    "activation": _SIZE,
+                    "forward": DURATION_SCHEMA,
+                    "backward": DURATION_SCHEMA,
+                    "gradient": SIZE_SCHEMA,
+                    "activation": SIZE_SCHEMA,
                     "ops": {"type": ["number", "string"], "description": "Operations (YAML reads 2.1e9 as text: both are accepted)."},
                     "repeat": {"type": "integer", "minimum": 1},
                 },
@@ -210,4 +215,4 @@ def _at(document: Any, keys: list[Any]) -> Any:
     return document
 
 
-__all__ = ["Layer", "MODEL_SCHEMA", "ModelSpec", "load_model_spec", "uniform_model"]
+__all__ = ["DURATION_SCHEMA", "Layer", "MODEL_DEFAULTS", "MODEL_SCHEMA", "ModelSpec", "SIZE_SCHEMA", "load_model_spec", "uniform_model"]

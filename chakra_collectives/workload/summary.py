@@ -26,21 +26,17 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from chakra.schema.protobuf.et_def_pb2 import COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, NodeType
 
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, collective_name
+from chakra_collectives.ir.workload import COMMUNICATION, NodeKind, Workload, collective_name, node_type_name
 from chakra_collectives.ir.dag import longest_path
-
-_TYPES = [value for _, value in sorted(NodeType.items(), key=lambda item: item[1])]
-_COMM = (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE)
 
 
 def summarize_workload(workload: Workload) -> dict[str, Any]:
     """Nodes, compute and critical path per rank; collectives and groups over all ranks."""
     types, rank = workload.node_type, workload.rank
-    timed = ~np.isin(types, _COMM)
+    timed = ~np.isin(types, COMMUNICATION)
     finish = longest_path(workload.dep_ptr, workload.dep_idx, np.where(timed, workload.duration_ns, 0.0))
-    comp = types == COMP_NODE
+    comp = types == NodeKind.COMP
     cpu = comp & workload.is_cpu_op
     bounds = workload.rank_bounds()
     ranks = []
@@ -51,7 +47,7 @@ def summarize_workload(workload: Workload) -> dict[str, Any]:
         ranks.append({
             "rank": r,
             "nodes": int(bounds[r + 1] - bounds[r]),
-            "types": {NodeType.Name(t).removesuffix("_NODE"): counts.get(t, 0) for t in _TYPES if counts.get(t, 0)},
+            "types": {node_type_name(t): counts.get(t, 0) for t in NodeKind if counts.get(t, 0)},
             "cpu_comp_nodes": int(np.count_nonzero(cpu[part])),
             "compute_ns": float(workload.duration_ns[part][timed[part]].sum()),
             "cpu_compute_ns": float(workload.duration_ns[part][cpu[part]].sum()),
@@ -65,14 +61,14 @@ def summarize_workload(workload: Workload) -> dict[str, Any]:
         "ranks": ranks,
         "collectives": _collectives(workload),
         "groups": sorted({name for name in workload.pg_name if name is not None}),
-        "point_to_point_bytes": int(workload.comm_size[types == COMM_SEND_NODE].sum()),
+        "point_to_point_bytes": int(workload.comm_size[types == NodeKind.COMM_SEND].sum()),
         "repairs": workload.repairs.describe(),
     }
 
 
 def _collectives(workload: Workload) -> list[dict[str, Any]]:
     """Distinct (collective, group, size): how many calls in all and how many ranks make them."""
-    coll = np.flatnonzero(workload.node_type == COMM_COLL_NODE).tolist()
+    coll = np.flatnonzero(workload.node_type == NodeKind.COMM_COLL).tolist()
     calls: Counter = Counter()
     callers: dict[tuple, set[int]] = {}
     for i in coll:

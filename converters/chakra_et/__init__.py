@@ -3,19 +3,19 @@
 * algorithms -- :func:`read_algorithm` / :func:`write_algorithm` (:mod:`.reader`, :mod:`.writer`):
   a :class:`~chakra_collectives.ir.CollectiveAlgorithm` as a custom collective;
 * workloads -- :func:`read_workload` / :class:`WorkloadBuilder` (:mod:`.workload_reader`,
-  :mod:`.workload_writer`): what ASTRA-sim's workload feeder runs;
+  :mod:`.workload_writer`): what ASTRA-sim's workload feeder runs, read into a
+  :class:`~chakra_collectives.ir.workload.Workload`;
 * :mod:`.nodes`, :mod:`.one_parse` and :mod:`.stream` -- the framing and node decoding both
   readers share (every node of a file in one protobuf parse);
   :mod:`.attributes` -- every attribute we write and the one ``ET_VERSION``.
 """
 
 from chakra_collectives.converters.chakra_et.reader import rank_files, read_algorithm
-from chakra_collectives.converters.chakra_et.workload_reader import Workload, read_workload
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder, single_collective_workload
 from chakra_collectives.converters.chakra_et.writer import rank_path, write_algorithm
 
 __all__ = [
-    "Workload",
     "WorkloadBuilder",
     "rank_files",
     "rank_path",

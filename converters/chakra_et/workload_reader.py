@@ -4,7 +4,9 @@ A workload is what a training step looks like to ASTRA-sim: COMP nodes (``durati
 COMM_COLL nodes (``comm_type``, ``comm_size``, optional ``pg_name``), point-to-point
 COMM_SEND / COMM_RECV nodes (``comm_dst`` / ``comm_src``, ``comm_size``, ``comm_tag``),
 MEM_LOAD / MEM_STORE and METADATA nodes, ordered by ``data_deps`` and ``ctrl_deps`` (both are
-waited for). Node types are Chakra's own (``et_def_pb2.NodeType``). Files are framed and parsed
+waited for). The reader builds the domain type, :class:`~chakra_collectives.ir.workload.Workload`,
+translating Chakra's node types into its :class:`~chakra_collectives.ir.workload.NodeKind`
+(:data:`NODE_KINDS`). Files are framed and parsed
 with the same helpers as algorithm files (:mod:`~chakra_collectives.converters.chakra_et.stream`);
 each distinct attribute is decoded once.
 
@@ -13,13 +15,12 @@ each distinct attribute is decoded once.
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     _ = single_collective_workload(pathlib.Path(tmp) / "w", "all-reduce", 4, 2**20)
 ...     w = read_workload(pathlib.Path(tmp) / "w")
->>> w.num_ranks, len(w), node_type_name(int(w.node_type[0])), int(w.comm_size[0]), w.describe(0)
+>>> w.num_ranks, len(w), NodeKind(int(w.node_type[0])).name, int(w.comm_size[0]), w.describe(0)
 (4, 4, 'COMM_COLL', 1048576, 'node 0 COMM_COLL all-reduce')
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,9 @@ from chakra.schema.protobuf.et_def_pb2 import (
     COMM_SEND_NODE,
     COMP_NODE,
     INVALID_NODE,
-    NodeType,
+    MEM_LOAD_NODE,
+    MEM_STORE_NODE,
+    METADATA_NODE,
 )
 
 from chakra_collectives.converters.chakra_et.footprint import reading_estimate
@@ -50,80 +53,21 @@ from chakra_collectives.converters.chakra_et.reader import rank_files
 from chakra_collectives.converters.chakra_et.stream import load_bytes, parse_nodes, split_records
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.workload import NO_COLLECTIVE, NodeKind, Workload
 
-
-NO_COLLECTIVE = -1
-"""``comm_type`` of nodes that are not collectives."""
-
-
-def node_type_name(node_type: int) -> str:
-    """Chakra's name of a node type without its ``_NODE`` suffix (``COMM_COLL``).
-
-    >>> node_type_name(COMM_COLL_NODE), node_type_name(COMP_NODE)
-    ('COMM_COLL', 'COMP')
-    """
-    return NodeType.Name(node_type).removesuffix("_NODE")
-
-
-@dataclass(frozen=True, eq=False)
-class Workload:
-    """Every node of every rank, grouped by rank in file order (numpy columns)."""
-
-    prefix: str
-    num_ranks: int
-    rank: np.ndarray
-    node_id: np.ndarray
-    node_type: np.ndarray
-    duration_ns: np.ndarray
-    """COMP (and, by default, MEM / METADATA) nodes: ``duration_micros * 1000``; 0 elsewhere."""
-    is_cpu_op: np.ndarray
-    comm_type: np.ndarray
-    """COMM_COLL: Chakra's CollectiveCommType; -1 elsewhere."""
-    comm_size: np.ndarray
-    peer: np.ndarray
-    """SEND: ``comm_dst``; RECV: ``comm_src``; -1 elsewhere."""
-    tag: np.ndarray
-    pg_name: list[str | None]
-    involved_dim: list[tuple[bool, ...] | None]
-    """COMM_COLL: the ``involved_dim`` bool list (which network dimensions take part), if any."""
-    dep_ptr: np.ndarray
-    dep_idx: np.ndarray
-    """Dependencies (data and control, after the read policy's repairs, without those implied by
-    others: :mod:`~chakra_collectives.converters.chakra_et.repairs`) as global node indices, CSR."""
-    paths: list[Path]
-    repairs: Repairs = field(default_factory=Repairs)
-    """What reading repaired (:meth:`Repairs.summary` is the one line to show)."""
-
-    def __len__(self) -> int:
-        return len(self.rank)
-
-    def rank_bounds(self) -> np.ndarray:
-        return np.searchsorted(self.rank, np.arange(self.num_ranks + 1))
-
-    def where(self, index: int) -> dict[str, Any]:
-        """``path``/``rank``/``node`` of node ``index`` for error messages."""
-        rank = int(self.rank[index])
-        return {"path": self.paths[rank], "rank": rank, "node": int(self.node_id[index])}
-
-    def describe(self, index: int) -> str:
-        """``node 7 (COMM_COLL all-reduce 1 MiB)``-style label."""
-        kind = int(self.node_type[index])
-        label = f"node {int(self.node_id[index])} {node_type_name(kind)}"
-        if kind == COMM_COLL_NODE:
-            label += f" {collective_name(int(self.comm_type[index]))}"
-        elif kind in (COMM_SEND_NODE, COMM_RECV_NODE):
-            arrow = "to" if kind == COMM_SEND_NODE else "from"
-            label += f" {arrow} rank {int(self.peer[index])} tag {int(self.tag[index])}"
-        return label
-
-
-def collective_name(comm_type: int) -> str:
-    if comm_type == BARRIER:
-        return "barrier"
-    try:
-        return Collective.from_chakra_comm_type(comm_type).value
-    except InputError:
-        return f"comm_type {comm_type}"
+NODE_KINDS = {
+    INVALID_NODE: NodeKind.INVALID,
+    METADATA_NODE: NodeKind.METADATA,
+    MEM_LOAD_NODE: NodeKind.MEM_LOAD,
+    MEM_STORE_NODE: NodeKind.MEM_STORE,
+    COMP_NODE: NodeKind.COMP,
+    COMM_SEND_NODE: NodeKind.COMM_SEND,
+    COMM_RECV_NODE: NodeKind.COMM_RECV,
+    COMM_COLL_NODE: NodeKind.COMM_COLL,
+}
+"""Chakra's node types -> the workload's node kinds."""
+_KIND_OF_TYPE = np.zeros(max(NODE_KINDS) + 1, dtype=np.int8)
+_KIND_OF_TYPE[list(NODE_KINDS)] = list(NODE_KINDS.values())
 
 
 def _as_string(kind: str | None, value: Any) -> str | None:
@@ -168,7 +112,7 @@ def _decode_nodes(nodes: NodeColumns, policy: ReadPolicy, repairs: Repairs) -> d
         position = int(np.flatnonzero(present & ~ok & coll)[0])
         raise nodes.error(position, f"attribute involved_dim is {attrs.kind_of('involved_dim', position)}; ASTRA-sim needs a bool_list")
     return {
-        "node_type": types.astype(np.int8),
+        "node_type": _KIND_OF_TYPE[types],
         "duration_ns": durations_ns(nodes, types, policy),
         "is_cpu_op": cpu,
         "comm_type": np.where(coll, comm_type, NO_COLLECTIVE),
@@ -239,4 +183,4 @@ def read_node_names(workload: Workload) -> list[str]:
     return names
 
 
-__all__ = ["NO_COLLECTIVE", "Workload", "collective_name", "node_type_name", "read_node_names", "read_workload"]
+__all__ = ["NODE_KINDS", "read_node_names", "read_workload"]

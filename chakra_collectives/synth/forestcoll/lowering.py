@@ -33,6 +33,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.dag import longest_path
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 
@@ -240,16 +241,6 @@ class _Program:
         return sorted_cols, dep_ptr, target
 
 
-def _tags(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
-    """A distinct tag per message between each pair of ranks."""
-    pair = src * n + dst
-    order = np.argsort(pair, kind="stable")
-    sorted_pair = pair[order]
-    tag = np.empty(len(pair), dtype=np.int64)
-    tag[order] = np.arange(len(pair)) - np.searchsorted(sorted_pair, sorted_pair, side="left")
-    return tag
-
-
 def _group_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(order, starts, ends)`` grouping equal keys."""
     order = np.argsort(keys, kind="stable")
@@ -367,7 +358,7 @@ def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _
         if np.array_equal(raised, piece):
             break
         piece = raised
-    tags = _tags(src, dst, n) + tag_offset(src, dst)
+    tags = occurrence(src * n + dst) + tag_offset(src, dst)
     at_root = layout.root[msgs.tree[heads]] == src
     src_buf = np.where(at_root, source(src, first)[0], int(Buffer.OUTPUT))
     src_off = np.where(at_root, source(src, first)[1], first)
@@ -390,7 +381,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
 
     Returns ``final``: per (root rank, first chunk of a piece) the op that completes that piece's sum."""
     n, p = layout.n, layout.pieces
-    tags = _tags(msgs.src, msgs.dst, n) + tag_offset(msgs.src, msgs.dst)
+    tags = occurrence(msgs.src * n + msgs.dst) + tag_offset(msgs.src, msgs.dst)
     # accumulator of a (tree, piece, node): root -> result; inner node -> scratch; leaf -> none
     node_key = lambda tree, piece, node: (tree * p + piece) * n + node
     recv_key = node_key(msgs.tree, msgs.piece, msgs.dst)

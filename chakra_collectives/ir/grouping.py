@@ -1,0 +1,43 @@
+"""The index of each entry within its group: the one helper for numbering sends, tags and
+program positions per key (per NPU, per rank pair, per message key).
+
+>>> occurrence(np.array([3, 1, 3, 3, 1])).tolist()
+[0, 0, 1, 2, 1]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def occurrence(keys: np.ndarray, *, by: np.ndarray | None = None) -> np.ndarray:
+    """For each entry, how many entries with the same key come before it.
+
+    "Before" is array order, or ``by`` order when given (ties: array order). ``keys`` is 1-D,
+    or 2-D with one key per row.
+
+    >>> occurrence(np.array([0, 0, 1, 0]), by=np.array([5, 2, 0, 9])).tolist()
+    [1, 0, 0, 2]
+    >>> occurrence(np.array([[0, 1], [0, 2], [0, 1]])).tolist()
+    [0, 0, 1]
+    """
+    keys = np.asarray(keys)
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    index = np.arange(len(keys))
+    if keys.ndim == 2:
+        order = np.lexsort((*(() if by is None else (by,)), *keys.T[::-1]))
+        sorted_keys = keys[order]
+        new_group = np.ones(len(keys), dtype=bool)
+        new_group[1:] = np.any(sorted_keys[1:] != sorted_keys[:-1], axis=1)
+        first = np.maximum.accumulate(np.where(new_group, index, 0))
+    else:
+        order = np.argsort(keys, kind="stable") if by is None else np.lexsort((by, keys))
+        sorted_keys = keys[order]
+        first = np.searchsorted(sorted_keys, sorted_keys, side="left")
+    result = np.empty(len(keys), dtype=np.int64)
+    result[order] = index - first
+    return result
+
+
+__all__ = ["occurrence"]

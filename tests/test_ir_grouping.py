@@ -1,0 +1,35 @@
+"""``occurrence``: the one "index of each entry within its group" helper, against a plain count."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chakra_collectives.ir.grouping import occurrence
+
+keys_1d = st.lists(st.integers(0, 4), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys_1d)
+def test_counts_the_earlier_entries_with_the_same_key(keys):
+    expected = [keys[:i].count(k) for i, k in enumerate(keys)]
+    assert occurrence(np.array(keys, dtype=np.int64)).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), max_size=40))
+def test_by_orders_the_entries_of_a_group(pairs):
+    keys = np.array([k for k, _ in pairs], dtype=np.int64)
+    by = np.array([b for _, b in pairs], dtype=np.int64)
+    # entry i comes after entry j of its group when by[j] < by[i], or equal and j < i
+    expected = [sum(1 for j in range(len(pairs)) if keys[j] == keys[i] and (by[j], j) < (by[i], i)) for i in range(len(pairs))]
+    assert occurrence(keys, by=by).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), max_size=40))
+def test_rows_are_keys(rows):
+    expected = [rows[:i].count(r) for i, r in enumerate(rows)]
+    assert occurrence(np.array(rows, dtype=np.int64).reshape(-1, 2)).tolist() == expected
