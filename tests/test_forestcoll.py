@@ -203,3 +203,48 @@ def test_the_algorithm_is_named_after_its_producer():
     result = forestcoll(load_topology("ring:4"), "all-gather", "1MiB")
     assert result.algorithm.name.startswith("forestcoll")
     assert "key" not in result.algorithm.describe()
+
+
+@pytest.mark.parametrize("spec", ["dgx:2x4", "a100:1", "hetero-mesh2d:2x2"])
+@pytest.mark.parametrize("collective", ["all-gather", "reduce-scatter", "all-reduce"])
+def test_predicted_time_is_never_below_the_optimum(spec, collective):
+    """The optimum's bandwidth term is the cut bound (no algorithm beats it): whatever k and
+    pieces auto chooses, the network model's time of the written schedule is at least that."""
+    from chakra_collectives.network import predict_time
+    from chakra_collectives.synth.forestcoll import report
+
+    topology = load_topology(spec)
+    result = forestcoll(topology, collective, 2**30)
+    predicted = predict_time(result.algorithm, topology)
+    assert result.predicted_ns is None or result.predicted_ns == predicted
+    assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
+
+
+def test_auto_walks_the_pieces_to_the_fastest_prediction():
+    """auto predicts its pieces' neighbours until slower: no power of two next to its choice is faster."""
+    from chakra_collectives.network import predict_time
+
+    topology = load_topology("dgx:2x4")
+    chosen = forestcoll(topology, "all-gather", 2**30, trees_per_npu="optimal")
+    for pieces in (chosen.chunks_per_tree // 2, chosen.chunks_per_tree * 2):
+        if pieces >= 1:
+            other = forestcoll(topology, "all-gather", 2**30, trees_per_npu="optimal", chunks_per_tree=pieces)
+            assert predict_time(other.algorithm, topology) >= predict_time(chosen.algorithm, topology)
+
+
+def test_fast_paths_carry_several_pieces_per_message_and_stay_correct():
+    """With one tree per NPU, fast_batch sends consecutive pieces as one message over paths
+    faster than the slowest (dgx:2x4: NVLink 50 GB/s, NICs 25 GB/s: two per message)."""
+    from chakra_collectives.ir import OpKind
+    from chakra_collectives.synth.forestcoll import build_trees
+    from chakra_collectives.synth.forestcoll.lowering import lower_forest
+
+    topology = load_topology("dgx:2x4")
+    trees = build_trees(topology, [1] * 8, reverse=False, trees_per_npu=1)
+    made = {
+        batch: lower_forest(Collective.ALL_GATHER, trees.forest, trees.logical.paths, topology, units_per_root=1, pieces=8, size_bytes=2**30, fast_batch=batch)
+        for batch in (1, 4)
+    }
+    assert all(verify_algorithm(a).ok for a in made.values())
+    sends = {b: int((a.ops.kind == OpKind.SEND).sum()) for b, a in made.items()}
+    assert sends[4] < sends[1]  # NVLink messages merged two by two (the rate ratio caps the batch)

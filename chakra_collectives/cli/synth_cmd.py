@@ -55,7 +55,7 @@ def synth(
     root: int = typer.Option(0, "--root", metavar="R", help="Root rank of broadcast / reduce (tree, forestcoll)."),
     trees_per_npu: Optional[str] = typer.Option(
         None, "--trees-per-npu", metavar="K",
-        help="ForestColl: trees per NPU, k: a number (the best bandwidth with exactly k; at most the optimum's), optimal (the optimum's k), or auto (default: the optimum's, or 1 when the network model predicts that faster).",
+        help="ForestColl: trees per NPU, k: a number (the best bandwidth with exactly k; at most the optimum's), optimal (the optimum's k), or auto (default: the optimum's, or 1 or 2 when the network model predicts that faster).",
     ),
     chunks_per_tree: Optional[int] = typer.Option(
         None, "--chunks-per-tree", metavar="P", help="ForestColl: pipeline pieces per tree (default: chosen from a latency/bandwidth model)."
@@ -69,6 +69,10 @@ def synth(
         None, "--groups", metavar="FILE",
         help="Concurrent groups: ASTRA-sim's communicator-group JSON ({name: [ranks...]}, disjoint groups of one collective call). "
         "Synthesizes every group, times them together on the shared links, and reports each alone and together.",
+    ),
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit", metavar="SECONDS",
+        help="milp: seconds the exact solver may search (default 60); when they run out it keeps the best schedule found and reports its proven gap.",
     ),
     bounds: str = typer.Option(
         "auto", "--bounds", metavar="METHOD",
@@ -108,6 +112,7 @@ def synth(
       chakra-coll synth -t torus2d:4x4 -c all-to-all -a tacos
       chakra-coll synth -t mesh2d:4x4 --pattern moves.yaml -a tacos
       chakra-coll synth -t mesh2d:16x16 -c all-gather --time-budget 5
+      chakra-coll synth -t torus2d:3x3 -c all-gather -a milp -k 2 --time-limit 30
     """
     from chakra_collectives.topology import load_topology
 
@@ -143,7 +148,7 @@ def synth(
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
-            time_budget=time_budget, exhaustive=exhaustive,
+            time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
@@ -260,6 +265,13 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
             rows.append(("", f"{forest['routes']} switch path(s) differ from the network's own route: the ETs carry them (cc_route)"))
         if forest["balanced_switches"]:
             rows.append(("", f"switches {forest['balanced_switches']} send more than they receive: their output was scaled down (below the cut bound)"))
+    exact = summary.get("milp")
+    if exact is not None:
+        proved = "optimal (proved)" if exact["optimal"] else f"gap {exact['gap']:.1%} to the proved lower bound {format_time_ns(exact['lower_bound_ns'])}"
+        epochs = "epochs exact" if exact["exact_epochs"] else "hops rounded up to whole epochs: optimal over that discretization"
+        rows.append(("milp", f"{format_time_ns(exact['optimum_ns'])} {proved}; epoch {format_time_ns(exact['epoch_ns'])} ({epochs}); {exact['variables']:,} variables, {exact['constraints']:,} constraints, {exact['solve_s']:.2f} s; over {exact['scope']}"))
+        if exact["note"]:
+            rows.append(("", exact["note"]))
     rows.append(("synthesis", f"{result.synthesis_s:.3f} s (prediction {result.predict_s:.3f} s, bounds {result.bounds_s:.3f} s)"))
     if summary["et_write_s"] is not None:
         rows.append(("written", f"{summary['output']} ({algo.num_ranks} files) in {summary['et_write_s']:.3f} s"))

@@ -7,7 +7,8 @@ imported). :func:`synthesize` (:mod:`~chakra_collectives.synth.synthesis`) is wh
 them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared network model
 (:func:`chakra_collectives.network.predict_time`), and puts it beside the lower bounds
 (:func:`chakra_collectives.bounds.lower_bounds`). Producers: TACOS
-(:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl.
+(:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl, and the exact MILP
+(:mod:`~chakra_collectives.synth.milp`).
 
 >>> from chakra_collectives.topology import load_topology
 >>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")
@@ -32,6 +33,7 @@ from chakra_collectives.synth.synthesis import (
 import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
 import chakra_collectives.synth.baselines  # noqa: E402,F401
 import chakra_collectives.synth.bfb  # noqa: E402,F401
-import chakra_collectives.synth.forestcoll  # noqa: E402,F401  (last)
+import chakra_collectives.synth.forestcoll  # noqa: E402,F401
+import chakra_collectives.synth.milp  # noqa: E402,F401  (not a candidate of best)
 
 __all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]

@@ -32,6 +32,8 @@ sum of are sent straight from the input.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
@@ -331,8 +333,9 @@ class _ReduceScatter:
         self.copy_slot = received[dst] + cumulative[self.out_element] - cumulative[flat_start[dst]] if t else np.zeros(0, np.int64)
         self.scratch = received + np.bincount(dst[self.copied], weights=count[self.copied], minlength=n).astype(np.int64)
 
-    def emit(self, ops: _Columns, deps: _Deps, rank_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Fill the operations (rank ``r``'s part starts at ``rank_start[r]``).
+    def emit(self, ops: _Columns, deps: _Deps, rank_start: np.ndarray, release: "Release | None" = None) -> tuple[np.ndarray, np.ndarray]:
+        """Fill the operations (rank ``r``'s part starts at ``rank_start[r]``; ``release``: see
+        :func:`reduce_scatter_algorithm`).
 
         Returns the op holding each chunk's full sum at its owner, and per channel the op of
         the last Reduce-Scatter SEND over it (-1: none).
@@ -414,6 +417,10 @@ class _ReduceScatter:
         direct = np.flatnonzero((rev.channel >= 0) & (tags > 0))
         following = on_channel[first[key[direct]] + rev.tag[direct] + 1]
         deps.add(out_pos[direct], out_pos[following])
+        if release is not None:  # out messages released when an op of their rank completes
+            anchored = np.flatnonzero(release.anchor != NO_ANCHOR)
+            anchor = release.anchor[anchored]
+            deps.add(out_pos[anchored], np.where(release.anchor_is_out[anchored], out_pos[anchor], in_pos[anchor]))
         # results
         owners = np.arange(c_total) // k
         final = last_writer[owners * c_total + np.arange(c_total)]
@@ -424,24 +431,43 @@ class _ReduceScatter:
         return final, last_send
 
 
-def reduce_scatter_algorithm(rev: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None) -> CollectiveAlgorithm:
+@dataclass(frozen=True)
+class Release:
+    """When a Reduce-Scatter's out messages leave, beyond their data: out message ``i`` (transfer
+    ``i`` of the reversed schedule) waits for the out message (``anchor_is_out``) or in message
+    of transfer ``anchor[i]`` on its rank (``NO_ANCHOR``: nothing more). A schedule that planned
+    its routed messages' departures pins them this way, as the All-Gather's anchors do."""
+
+    anchor: np.ndarray
+    anchor_is_out: np.ndarray
+
+
+def reduce_scatter_algorithm(
+    rev: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, release: Release | None = None
+) -> CollectiveAlgorithm:
     """Reduce-Scatter from an All-Gather schedule on the reversed channels (see the module docstring)."""
     k = rev.chunks_per_npu
     rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c % k))
     ops = _Columns(rs.ops_per_rank)
     deps = _Deps(ops.size)
-    rs.emit(ops, deps, ops.starts[:-1])
+    rs.emit(ops, deps, ops.starts[:-1], release)
     return _algorithm(Collective.REDUCE_SCATTER, rev, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch)
 
 
 def all_reduce_algorithm(
-    rev: Schedule, all_gather: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None
+    rev: Schedule,
+    all_gather: Schedule,
+    *,
+    size_bytes: int,
+    name: str = "tacos",
+    provenance: dict[str, str] | None = None,
+    release: Release | None = None,
 ) -> CollectiveAlgorithm:
-    """All-Reduce: the Reduce-Scatter of ``rev`` then the All-Gather ``all_gather``."""
+    """All-Reduce: the Reduce-Scatter of ``rev`` (``release``: see :class:`Release`) then the All-Gather ``all_gather``."""
     rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c))
     ops = _Columns(rs.ops_per_rank + all_gather.program_lengths())
     deps = _Deps(ops.size)
-    final, last_send = rs.emit(ops, deps, ops.starts[:-1])
+    final, last_send = rs.emit(ops, deps, ops.starts[:-1], release)
     # All-Gather tags continue after the Reduce-Scatter's over the same pair of NPUs
     _, offset, _ = _by_channel(rev)  # Reduce-Scatter messages per channel
     after = last_send  # both schedules number the same channels

@@ -15,7 +15,7 @@ whenever any part of ``synth`` is imported. The order of registration is the ord
 breaks ties in:
 
 >>> [s.name for s in synthesizers()]
-['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll']
+['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'milp']
 >>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
 (True, False)
 >>> from chakra_collectives.topology import ring
@@ -25,7 +25,7 @@ breaks ties in:
 >>> get("donut")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll)
+chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, milp)
 """
 
 from __future__ import annotations
@@ -75,7 +75,13 @@ class SynthesisOptions:
     pattern: ChunkPattern | None = None
     """The pre- and postcondition of a :attr:`Collective.PATTERN` collective (``synth --pattern``)."""
 
+    time_limit_s: float | None = None
+    """Seconds an exact solver (``milp``) may search (``None``: its default); when they run out
+    it returns the best schedule found and the gap it proved."""
+
     def __post_init__(self) -> None:
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise InputError(f"time limit must be positive, got {self.time_limit_s} s")
         if not self.size_bytes > 0:
             raise InputError(f"collective size must be positive, got {self.size_bytes}")
         check_size(self.size_bytes, "collective size")

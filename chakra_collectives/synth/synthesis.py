@@ -36,7 +36,7 @@ def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'milp']
     """
     return ["best", *names()]
 
@@ -166,6 +166,7 @@ class SynthesisResult:
             "budget_ran_out": self.budget_ran_out,
             "budget_fallback": self.budget_fallback,
             **({"forestcoll": self.details["forestcoll"]} if "forestcoll" in self.details else {}),
+            **({"milp": self.details["milp"]} if "milp" in self.details else {}),
             # deprecated spellings, kept for one release
             "npus": self.topology.num_npus,
             "switches": self.topology.num_switches,
@@ -222,6 +223,7 @@ def synthesize(
     exhaustive: bool = False,
     group: Sequence[int] | None = None,
     pattern: ChunkPattern | None = None,
+    time_limit_s: float | None = None,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -237,7 +239,8 @@ def synthesize(
     ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
     ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``
     or ``"auto"``) and pieces per tree (default: its own choice). ``bounds``: one of
-    :data:`BOUNDS` (:func:`bounds_method`).
+    :data:`BOUNDS` (:func:`bounds_method`). ``time_limit_s``: seconds ``milp`` may search
+    (default: :data:`~chakra_collectives.synth.milp_model.DEFAULT_TIME_LIMIT_S`).
     Progress is reported through :mod:`chakra_collectives.progress`; ``on_step(name)`` (deprecated)
     is called before each phase.
     ``network_model`` is the model every candidate is timed under: ``default`` (TACOS's link
@@ -270,7 +273,7 @@ def synthesize(
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(num_ranks)
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
-    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern}
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}

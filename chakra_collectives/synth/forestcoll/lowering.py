@@ -273,16 +273,19 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     deps[1].append(sends[earlier[keep]])
 
 
-def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True, batch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Merge the messages of one root's trees that cross the same path in the same piece with
-    adjacent chunks (unless ``merge`` is False): ``(run of each message, first message of each run)``."""
+    adjacent chunks (unless ``merge`` is False): ``(run of each message, first message of each run)``.
+    ``batch[route]``: consecutive pieces merged over each path (one tree per root only, where a
+    tree's pieces are adjacent chunks)."""
     root = layout.root[msgs.tree]
-    order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, msgs.piece, root))
+    piece = msgs.piece if batch is None else msgs.piece // batch[msgs.route]
+    order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, piece, root))
     fresh = np.ones(len(order), dtype=bool)
     if merge and len(order) > 1:
         same = (
             (root[order][1:] == root[order][:-1])
-            & (msgs.piece[order][1:] == msgs.piece[order][:-1])
+            & (piece[order][1:] == piece[order][:-1])
             & (msgs.src[order][1:] == msgs.src[order][:-1])
             & (msgs.dst[order][1:] == msgs.dst[order][:-1])
             & (msgs.route[order][1:] == msgs.route[order][:-1])
@@ -327,7 +330,7 @@ def _run_levels(layout: _Layout, msgs: _Messages, run_of: np.ndarray, runs: int)
         level = raised
 
 
-def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None) -> None:
+def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Messages, *, source, phase: int, tag_offset, ready=None, hops=None, batch=None) -> None:
     """SEND/RECV pairs of a down phase. ``source(rank, first)`` -> (buffer, offset) a root sends from;
     receivers write ``output[first]``. ``ready(rank, first, count, sends)``: deps of a root's sends.
 
@@ -335,7 +338,7 @@ def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _
     (:func:`_runs`): trees split from one another share their first edges."""
     n = layout.n
     for merge in (True, False):
-        run_of, heads = _runs(layout, msgs, merge=merge)
+        run_of, heads = _runs(layout, msgs, merge=merge, batch=batch if merge else None)
         waits = _run_levels(layout, msgs, run_of, len(heads))
         if waits is not None:
             break
@@ -346,7 +349,15 @@ def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _
     count = np.bincount(run_of, weights=msgs.count, minlength=runs).astype(np.int64)
     position = np.full(runs, np.iinfo(np.int64).max)
     np.minimum.at(position, run_of, msgs.position)
-    src, dst, first, piece, route = msgs.src[heads], msgs.dst[heads], msgs.first[heads], msgs.piece[heads], msgs.route[heads]
+    src, dst, first, route = msgs.src[heads], msgs.dst[heads], msgs.first[heads], msgs.route[heads]
+    piece = np.zeros(runs, dtype=np.int64)  # a run of several pieces goes in its last one's turn,
+    np.maximum.at(piece, run_of, msgs.piece)
+    while True:  # and after every run it waits for
+        raised = piece.copy()
+        np.maximum.at(raised, owner_run, piece[target_run])
+        if np.array_equal(raised, piece):
+            break
+        piece = raised
     tags = occurrence(src * n + dst) + tag_offset(src, dst)
     at_root = layout.root[msgs.tree[heads]] == src
     src_buf = np.where(at_root, source(src, first)[0], int(Buffer.OUTPUT))
@@ -490,11 +501,14 @@ def lower_forest(
     up_paths=None,
     name: str = "forestcoll",
     provenance: dict[str, str] | None = None,
+    fast_batch: int = 1,
 ) -> CollectiveAlgorithm:
     """The IR of ``collective`` from ``forest`` (and ``up_forest``, the reversed network's
     trees, for All-Reduce); ``units_per_root`` is ``k`` (per unit of demand); ``pieces`` is the
     number of pipeline pieces per tree (equal ones: a pipeline takes the sum of its pieces plus
-    its depth times the largest, so unequal pieces would not help)."""
+    its depth times the largest, so unequal pieces would not help). ``fast_batch``: with one
+    tree per NPU (``k = 1``), the down trees send up to that many consecutive pieces as one
+    message over paths faster than the slowest (:func:`_batches`)."""
     n = forest.num_npus
     K = units_per_root * pieces
     rooted = collective in (Collective.BROADCAST, Collective.REDUCE)
@@ -543,7 +557,8 @@ def lower_forest(
         if up_final is not None:
             ready = _after_up(up_final, n, K)
         hops = np.array(routes.hops, dtype=np.int64)
-        _emit_down(prog, deps, layout, msgs, source=source, phase=1, tag_offset=tag_offset, ready=ready, hops=hops)
+        batch = _batches(routes, fast_batch) if fast_batch > 1 and units_per_root == 1 else None
+        _emit_down(prog, deps, layout, msgs, source=source, phase=1, tag_offset=tag_offset, ready=ready, hops=hops, batch=batch)
         # every rank's own data: roots copy their input to their output (All-Gather, broadcast)
         if collective is Collective.ALL_GATHER:
             ranks = np.arange(n)
@@ -578,6 +593,18 @@ def lower_forest(
         routes=tuple(routes.paths),
     )
     return algorithm
+
+
+def _batches(routes: _Routes, most: int) -> np.ndarray:
+    """Pieces per message over each path (its stream key): as many times as its slowest link is
+    faster than the slowest path's, a power of two, at most ``most``.
+
+    A slow multi-hop path (a NIC route through two switches) needs small pieces to fill its
+    store-and-forward pipeline quickly; a fast one (NVLink) pays a latency per message for
+    nothing with them. On a100:2 (1 GiB All-Gather, one tree per NPU, 32 pieces) four pieces
+    per NVSwitch message raise the realised share of the optimal algbw from 0.950 to 0.971."""
+    slowest = np.array([min(routes.model.link_rate[link] for link in routes.model.path_links(path)) for path in sorted(routes.keys, key=routes.keys.get)])
+    return np.clip(2 ** np.floor(np.log2(slowest / slowest.min())), 1, most).astype(np.int64)
 
 
 def _after_up(up_final, n: int, K: int):

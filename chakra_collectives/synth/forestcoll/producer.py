@@ -23,7 +23,7 @@ from chakra_collectives.synth.forestcoll.lowering import lower_forest
 from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
-from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, estimate_ns, forest_shape
+from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, climb_pieces, estimate_ns, forest_shape, operations_per_piece
 from chakra_collectives.synth.embedding import embed
 from chakra_collectives.synth.registry import Synthesized, Synthesizer, register
 from chakra_collectives.topology import Topology
@@ -229,6 +229,10 @@ def _solve_factors(scaled, src, dst, bandwidth, out, n) -> dict[int, Fraction]:
     return {w: rows[index[w]][size] for w in scaled}
 
 
+AUTO_FEW_TREES = (1, 2)
+"""Trees per NPU ``auto`` tries besides the optimum's (when fewer): the best bandwidth with
+exactly that many, which may realise more of the optimum than its many trees' messages do."""
+
 PREDICTION_BUDGET = 400_000
 """Operations up to which choosing ``k`` and ``P`` may predict candidates (above: the model alone)."""
 
@@ -247,8 +251,8 @@ def forestcoll(
 
     ``trees_per_npu`` fixes ``k`` (the best ``U`` for it; at most the optimum's ``k``);
     ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the optimum's
-    ``k`` -- and, when that is more than one, also one tree per NPU, whichever the network
-    model predicts faster (many trees cost many messages).
+    ``k`` -- and, when that is more, also one and two trees per NPU (:data:`AUTO_FEW_TREES`),
+    whichever the network model predicts faster (many trees cost many messages).
     ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree (default: chosen by
     :mod:`~chakra_collectives.synth.forestcoll.tuning`). ``root``: broadcast's and reduce's.
     """
@@ -273,35 +277,51 @@ def forestcoll(
         raise InputError(f"trees per NPU must be a positive integer, 'optimal' or 'auto', not {trees_per_npu!r}")
     fixed = trees_per_npu if isinstance(trees_per_npu, int) else None
     options = [_phases(topology, collective, demand, fixed, progress, timings)]
-    if auto and options[0][-1].optimum.k > 1:
-        options.append(_phases(topology, collective, demand, 1, progress, timings))
+    if auto:  # few trees cost few messages: also one and two per NPU (mi250:2: the optimum's 83 realise 0.83, two 0.89)
+        options += [_phases(topology, collective, demand, few, progress, timings) for few in AUTO_FEW_TREES if few < options[0][-1].optimum.k]
     share = size if collective.has_root else size / n
     best = None
     for phases in options:
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
-        if chunks_per_tree is not None:
-            pieces = [chunks_per_tree]
-        else:
-            pieces = candidate_pieces(shapes, share_bytes=share, k=k, affordable=PREDICTION_BUDGET)
         bandwidth_ns = [share * float(p.optimum.ratio_gbps) / bytes_per_ns(1.0) for p in phases]
-        for P in pieces:
+
+        def attempt(P: int, *, judge: bool, batch: int = 1) -> float:
+            """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
+            (its model estimate unless ``judge``)."""
+            nonlocal best
             estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
-            if best is not None and len(pieces) == 1 and len(options) > 1 and estimate >= best[0]:
-                continue
+            if best is not None and not judge and estimate >= best[0]:
+                return estimate
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
-            algorithm = _lower(topology, collective, phases, P, size, root)
+            algorithm = _lower(topology, collective, phases, P, size, root, batch)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
             predicted = None
-            if (len(pieces) > 1 or len(options) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
+            if (judge or len(options) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
                 predicted = predict_time(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
             score = estimate if predicted is None else predicted
             if best is None or score < best[0]:
                 best = (score, phases, P, algorithm, predicted)
+            return score
+
+        if chunks_per_tree is not None:
+            attempt(chunks_per_tree, judge=False)
+            continue
+        pieces = candidate_pieces(shapes, share_bytes=share, k=k, affordable=PREDICTION_BUDGET)
+        if len(pieces) == 1:  # predicting is too dear: the model's guess
+            attempt(pieces[0], judge=False)
+            continue
+        per_piece = operations_per_piece(shapes)
+        P = climb_pieces(pieces[0], lambda P: attempt(P, judge=True), lambda P: P * per_piece <= PREDICTION_BUDGET)
+        if k == 1 and collective.value in ("all-gather", "broadcast", "all-reduce"):
+            # several pieces per message over fast paths, slow ones cut finer (lowering._batches)
+            for pieces_per_tree in (P, 2 * P):
+                if pieces_per_tree >= FAST_PIECES and pieces_per_tree * per_piece <= PREDICTION_BUDGET:
+                    attempt(pieces_per_tree, judge=True, batch=pieces_per_tree // FAST_PIECES)
     _, phases, P, algorithm, predicted = best
     optimal = options[0][-1].optimum
     return ForestCollResult(
@@ -326,7 +346,12 @@ def _phases(topology, collective, demand, trees_per_npu, progress, timings) -> l
     return phases
 
 
-def _lower(topology, collective, phases, pieces, size, root):
+FAST_PIECES = 8
+"""Pieces per tree that messages over the fastest paths keep when slow paths are cut finer
+(measured on a100:2: 8 beat 4 and 16)."""
+
+
+def _lower(topology, collective, phases, pieces, size, root, batch: int = 1):
     down = next((p for p in phases if not p.reverse), None)
     up = next((p for p in phases if p.reverse), None)
     k = phases[-1].optimum.k
@@ -334,6 +359,7 @@ def _lower(topology, collective, phases, pieces, size, root):
         "synthesizer": "forestcoll",
         "trees_per_npu": str(k),
         "chunks_per_tree": str(pieces),
+        **({"fast_path_batch": str(batch)} if batch > 1 else {}),
         "U": str(phases[-1].optimum.U),
     }
     return lower_forest(
@@ -348,6 +374,7 @@ def _lower(topology, collective, phases, pieces, size, root):
         up_forest=up.forest if (up is not None and down is not None) else None,
         up_paths=up.logical.paths if (up is not None and down is not None) else None,
         provenance=provenance,
+        fast_batch=batch,
     )
 
 
