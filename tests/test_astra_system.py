@@ -384,3 +384,14 @@ def test_an_all_gather_is_compared_at_its_whole_size_not_its_shard(tmp_path, mon
     monkeypatch.chdir(tmp_path / "large")
     large = replay_astra_sim("workload/all_gather_16npus_1MB", load_topology("network.yml"), "system.json")
     assert rescaled.total_ns == large.total_ns > own.total_ns
+
+
+def test_a_whole_fabric_custom_collective_on_a_group_call_is_refused_in_one_line(cli, tmp_path):
+    """A custom all-reduce written for 8 ranks cannot serve the 2-rank tensor-parallel groups of a
+    hybrid step: one line naming the files and both rank counts, exit 2 (was an IndexError)."""
+    assert cli("workload", "hybrid", "--tp", "2", "--dp", "4", "-o", tmp_path / "hy").exit_code == 0
+    assert cli("synth", "-t", "ring:8", "-a", "ring", "-c", "all-reduce", "-s", "1MiB", "--astra-sim", tmp_path / "ad").exit_code == 0
+    result = cli("replay", tmp_path / "hy", "-t", "ring:8", "--network-model", "astra-sim", "--system", tmp_path / "ad" / "system.json")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "has 8 rank files, but this call runs over 2 ranks" in " ".join(result.stderr.split())

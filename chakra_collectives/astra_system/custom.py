@@ -76,7 +76,9 @@ class CustomLibrary:
         self._files: dict[str, Workload] = {}
         self._programs: dict[tuple[str, int], CustomProgram] = {}
 
-    def program(self, prefix: str, position: int) -> CustomProgram:
+    def program(self, prefix: str, position: int, num_ranks: int) -> CustomProgram:
+        """Position ``position``'s program of the custom collective at ``prefix``, for a call over
+        ``num_ranks`` ranks (the files must hold one program per rank of the call)."""
         key = (prefix, position)
         found = self._programs.get(key)
         if found is None:
@@ -86,8 +88,11 @@ class CustomLibrary:
                 if self.base is not None and not path.is_absolute():
                     path = self.base / path
                 files = self._files[prefix] = read_workload(path)
-            if not 0 <= position < files.num_ranks:
-                raise InputError(f"custom collective {prefix} has {files.num_ranks} rank files; position {position} has none")
+            if files.num_ranks != num_ranks:
+                raise InputError(
+                    f"custom collective {prefix} has {files.num_ranks} rank files, but this call runs over {num_ranks} ranks "
+                    "(a process group's collective needs an algorithm written for the group)"
+                )
             found = self._programs[key] = CustomProgram(files, position)
         return found
 

@@ -206,7 +206,7 @@ class _Run:
     def _custom(self, collective: str, rank: int, position: int, group: Group | None, size: int, label: str) -> CustomCollective:
         custom = self.systems[rank].config.custom
         prefix = custom.get(f"{collective}@{size}", custom[collective])  # "@size": a copy written for that size
-        program = self.library.program(prefix, position)
+        program = self.library.program(prefix, position, len(self.systems) if group is None else len(group.members))
         return CustomCollective(program, rank, None if group is None else group.members, size)
 
 
