@@ -131,12 +131,12 @@ class FlowNetwork:
         dst: Sequence[int] | np.ndarray,
         cap: Sequence[int] | np.ndarray,
         flow_bound: int | None = None,
-        small_edges: int = SMALL_EDGES,
+        small_edges: int | None = None,
     ) -> None:
         """``flow_bound``: a bound on every flow value that will be asked for (default: the sum
         of all capacities); with it and every capacity within 32 bits, scipy runs.
         ``small_edges``: networks of at most this many edges run in pure Python
-        (:data:`SMALL_EDGES`; a caller that runs many flows once scipy is loaded asks for fewer)."""
+        (default :data:`SMALL_EDGES`; a caller that runs many flows once scipy is loaded asks for fewer)."""
         self.num_nodes = num_nodes
         src_array = np.asarray(src, dtype=np.int64)
         dst_array = np.asarray(dst, dtype=np.int64)
@@ -155,7 +155,7 @@ class FlowNetwork:
         self._matrix = self._graph = self._small = None
         self.backend: str
         """Which max-flow runs: ``python`` (small networks), ``scipy`` or ``networkx`` (beyond 32 bits)."""
-        if len(src_array) <= small_edges:
+        if len(src_array) <= (SMALL_EDGES if small_edges is None else small_edges):
             summed: dict[tuple[int, int], int] = {}
             for u, v, c in zip(src_array.tolist(), dst_array.tolist(), cap_array.tolist()):
                 summed[u, v] = summed.get((u, v), 0) + int(c)
