@@ -346,10 +346,10 @@ def test_text_around_and_between_documents_is_ignored(interop, tmp_path):
 
 
 def test_unknown_coll_label_is_imported_as_custom_with_a_warning(interop, tmp_path):
-    text = (interop / "msccl" / "custom_collective_1.xml").read_text().replace('coll="custom"', 'coll="gather"')
+    text = (interop / "msccl" / "custom_collective_1.xml").read_text().replace('coll="custom"', 'coll="barrier"')
     path = tmp_path / "g.xml"
     path.write_text(text)
-    with pytest.warns(MscclWarning, match="coll='gather' has no postcondition"):
+    with pytest.warns(MscclWarning, match="coll='barrier' has no postcondition"):
         assert read_msccl(path, 1024).collective is Collective.CUSTOM
 
 
