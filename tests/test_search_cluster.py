@@ -52,7 +52,7 @@ def test_the_worked_example_on_a_local_cluster_equals_the_in_process_run(cli, tm
     assert "local Dask cluster, 2 worker process(es)" in " ".join(result.stdout.split())
     cluster = _design_rows(ResultTable(tmp_path / "out" / "results.parquet"))
     reference, keys = _in_process(REPO / args[1], tmp_path, npus=[16])
-    assert set(cluster) == set(reference) == keys and len(keys) == 12
+    assert set(cluster) == set(reference) == keys and len(keys) == 10  # 4 fabrics x 3 producers, less BFB on the 2 fat-trees (not applicable)
     assert cluster == reference  # identical whatever the executor
 
     # what README says the numbers show (16 NPUs): TopoOpt's qualitative result
