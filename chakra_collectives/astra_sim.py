@@ -158,11 +158,17 @@ def write_astra_sim_dir(
         network, reason = None, error.message
     if network is not None and len(network.dimensions) == 1 and network.dimensions[0].kind == "Ring" and network.dimensions[0].npus == 2:
         network = AnalyticalNetwork((replace(network.dimensions[0], kind="FullyConnected"),))
+    return _all_or_nothing(directory, lambda staging: _write(staging, directory, topology, algos, workload, network, reason))
+
+
+def _all_or_nothing(directory: Path, write: Callable[[Path], AstraSimDir]) -> AstraSimDir:
+    """``write(staging)`` into a staging folder beside ``directory``, then swapped in; nothing
+    is left behind when writing fails (a disk error is one line naming the file)."""
     _check_target(directory)
     staging = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        result = _write(staging, directory, topology, algos, workload, network, reason)
+        result = write(staging)
         _swap_in(staging, directory)
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
@@ -204,19 +210,7 @@ def write_grouped_astra_sim_dir(
         network, reason = analytical_network(topology), None
     except NotExpressible as error:
         network, reason = None, error.message
-    _check_target(directory)
-    staging = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        result = _write_grouped(staging, directory, topology, workload, algorithm_for, network, reason)
-        _swap_in(staging, directory)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise InputError(f"cannot write: {error.strerror}", path=error.filename or directory) from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return result
+    return _all_or_nothing(directory, lambda staging: _write_grouped(staging, directory, topology, workload, algorithm_for, network, reason))
 
 
 def _write_grouped(root, directory, topology, workload, algorithm_for, network, reason) -> AstraSimDir:
