@@ -225,20 +225,16 @@ def _print_plan(plan: SearchPlan, table: ResultTable) -> None:
     done = len(table.keys() & set(plan.by_key()))
     if done:
         _say(f"{done} already in {table.path}: not evaluated again (resume)", 2)
-    if plan.skipped:
-        _say(f"skipped {len(plan.skipped)} candidate(s):", 2)
-        for item in plan.skipped[:SHOWN_SKIPPED]:
+    for items, title in ((plan.skipped, f"skipped {len(plan.skipped)} candidate(s):"),
+                         (plan.not_applicable, f"not applicable, not evaluated: {len(plan.not_applicable)} topology / algorithm pair(s):")):
+        if not items:
+            continue
+        _say(title, 2)
+        for item in items[:SHOWN_SKIPPED]:
             where = f" ({item.npus} NPUs)" if item.npus is not None and space.npus and len(space.npus) > 1 else ""
             _say(f"{item.label}{where}: {item.reason}", 4)
-        if len(plan.skipped) > SHOWN_SKIPPED:
-            _say(f"and {len(plan.skipped) - SHOWN_SKIPPED} more (--json lists them all)", 4)
-    if plan.not_applicable:
-        _say(f"not applicable, not evaluated: {len(plan.not_applicable)} topology / algorithm pair(s):", 2)
-        for item in plan.not_applicable[:SHOWN_SKIPPED]:
-            where = f" ({item.npus} NPUs)" if item.npus is not None and space.npus and len(space.npus) > 1 else ""
-            _say(f"{item.label}{where}: {item.reason}", 4)
-        if len(plan.not_applicable) > SHOWN_SKIPPED:
-            _say(f"and {len(plan.not_applicable) - SHOWN_SKIPPED} more (--json lists them all)", 4)
+        if len(items) > SHOWN_SKIPPED:
+            _say(f"and {len(items) - SHOWN_SKIPPED} more (--json lists them all)", 4)
 
 
 def _print_results(plan: SearchPlan, run: SearchRun, table: ResultTable, found: list[Group], outputs: dict[str, Any], top: int) -> None:
