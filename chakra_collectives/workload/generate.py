@@ -212,6 +212,29 @@ def data_parallel(model: ModelSpec, num_ranks: int) -> GeneratedWorkload:
     return GeneratedWorkload("data-parallel", model.name, builder)
 
 
+
+def _require_activations(model: ModelSpec, why: str) -> None:
+    """Refuse a model with a layer that has no activation size (``why``: what needs it)."""
+    missing = [layer.name for layer in model.layers if layer.activation_bytes is None]
+    if missing:
+        where = f"{model.source}: " if model.source else ""
+        raise InputError(f"{where}layer {missing[0]!r} has no activation size: {why} (give activation, or --activation)")
+
+
+def _two_level_groups(inner: int, outer: int, inner_role: str) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, str]]:
+    """The groups of an ``inner x outer`` job: consecutive ranks form the ``inner`` groups
+    (named ``"1"`` .. ``str(outer)``), then the data-parallel groups across them; with roles.
+
+    >>> inner, data, roles = _two_level_groups(2, 3, "tensor parallel")
+    >>> inner, data, roles["4"]
+    ({'1': [0, 1], '2': [2, 3], '3': [4, 5]}, {'4': [0, 2, 4], '5': [1, 3, 5]}, 'data parallel')
+    """
+    inner_groups = {str(1 + d): [d * inner + i for i in range(inner)] for d in range(outer)}
+    data_groups = {str(1 + outer + i): [d * inner + i for d in range(outer)] for i in range(inner)}
+    roles = {**{g: inner_role for g in inner_groups}, **{g: "data parallel" for g in data_groups}}
+    return inner_groups, data_groups, roles
+
+
 def hybrid_parallel(model: ModelSpec, tp: int, dp: int, *, involved_dim: bool = False) -> GeneratedWorkload:
     """Tensor parallelism of degree ``tp`` inside data parallelism of degree ``dp`` (``tp x dp`` ranks).
 
@@ -232,13 +255,8 @@ def hybrid_parallel(model: ModelSpec, tp: int, dp: int, *, involved_dim: bool = 
     """
     if tp < 2 or dp < 2:
         raise InputError(f"hybrid parallelism needs --tp and --dp of at least 2 (got tp={tp}, dp={dp}); for data parallelism alone use data-parallel")
-    missing = [layer.name for layer in model.layers if layer.activation_bytes is None]
-    if missing:
-        where = f"{model.source}: " if model.source else ""
-        raise InputError(f"{where}layer {missing[0]!r} has no activation size: tensor parallelism all-reduces it (give activation, or --activation)")
-    tensor_groups = {str(1 + d): [d * tp + t for t in range(tp)] for d in range(dp)}
-    data_groups = {str(1 + dp + t): [d * tp + t for d in range(dp)] for t in range(tp)}
-    roles = {**{g: "tensor parallel" for g in tensor_groups}, **{g: "data parallel" for g in data_groups}}
+    _require_activations(model, "tensor parallelism all-reduces it")
+    tensor_groups, data_groups, roles = _two_level_groups(tp, dp, "tensor parallel")
     tp_dims = [True, False] if involved_dim else None
     dp_dims = [False, True] if involved_dim else None
     builder = WorkloadBuilder(tp * dp)
@@ -291,13 +309,8 @@ def mixture_of_experts(model: ModelSpec, ep: int, dp: int) -> GeneratedWorkload:
     """
     if ep < 2 or dp < 2:
         raise InputError(f"a mixture-of-experts step needs --ep and --dp of at least 2 (got ep={ep}, dp={dp})")
-    missing = [layer.name for layer in model.layers if layer.activation_bytes is None]
-    if missing:
-        where = f"{model.source}: " if model.source else ""
-        raise InputError(f"{where}layer {missing[0]!r} has no activation size: the experts' all-to-alls move it (give activation, or --activation)")
-    expert_groups = {str(1 + d): [d * ep + e for e in range(ep)] for d in range(dp)}
-    data_groups = {str(1 + dp + e): [d * ep + e for d in range(dp)] for e in range(ep)}
-    roles = {**{g: "expert parallel" for g in expert_groups}, **{g: "data parallel" for g in data_groups}}
+    _require_activations(model, "the experts' all-to-alls move it")
+    expert_groups, data_groups, roles = _two_level_groups(ep, dp, "expert parallel")
     builder = WorkloadBuilder(ep * dp)
     rounding = _Rounding()
     for rank in range(ep * dp):
