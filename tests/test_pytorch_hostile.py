@@ -229,20 +229,28 @@ def test_a_rank_with_nothing_to_replay_is_refused_before_writing(tmp_path):
     assert "no nodes after the GlobalMetadata" in refused(tmp_path, host)
 
 
-def test_a_send_to_its_own_rank_is_refused(tmp_path):
-    runs = []
+def host_files(tmp_path: Path, script, edit=None) -> list[Path]:
+    """Two ranks' host traces written to ``tmp_path/h{rank}.json``: ``script(rank, run)`` records
+    each rank's calls inside one top-level op; ``edit(rank, host)`` may damage a document."""
+    paths = []
     for rank in range(2):
         run = ScriptedRun(rank=rank, world=2)
         with run.op(1, "step", 2):
-            run.p2p(1, "send" if rank == 0 else "recv", 64, 1 - rank, seq=1, kernel_us=5)
-        runs.append(run)
-    hosts = []
-    for rank, run in enumerate(runs):
+            script(rank, run)
         host, _ = run.documents()
+        if edit:
+            edit(rank, host)
+        paths.append(tmp_path / f"h{rank}.json")
+        paths[-1].write_text(json.dumps(host))
+    return paths
+
+
+def test_a_send_to_its_own_rank_is_refused(tmp_path):
+    def itself(rank, host):
         if rank == 0:
             node_named(host, "c10d::send")["inputs"]["values"][2] = 0  # dstRank: itself
-        hosts.append(tmp_path / f"h{rank}.json")
-        hosts[-1].write_text(json.dumps(host))
+
+    hosts = host_files(tmp_path, lambda rank, run: run.p2p(1, "send" if rank == 0 else "recv", 64, 1 - rank, seq=1, kernel_us=5), itself)
     with pytest.raises(InputError, match=r"h0.json: host op \d+ \(c10d::send\): its peer rank 0 is not another of the 2 ranks traced"):
         convert_pytorch(hosts, None, tmp_path / "w")
 
@@ -288,19 +296,15 @@ def test_strict_refuses_from_the_command_line(cli, tmp_path):
 
 def test_ranks_that_would_wait_for_each_other_are_refused(tmp_path):
     """Rank 0 sends, then all-gathers; rank 1 all-gathers, then receives: each waits for the other."""
-    hosts = []
-    for rank in range(2):
-        run = ScriptedRun(rank=rank, world=2)
-        with run.op(1, "step", 2):
-            if rank == 0:
-                run.p2p(1, "send", 64, 1, seq=1, kernel_us=5)
-                run.collective(1, "all-gather", 64, seq=2, kernel_us=5)
-            else:
-                run.collective(1, "all-gather", 64, seq=1, kernel_us=5)
-                run.p2p(1, "recv", 64, 0, seq=2, kernel_us=5)
-        host, _ = run.documents()
-        hosts.append(tmp_path / f"h{rank}.json")
-        hosts[-1].write_text(json.dumps(host))
+    def script(rank, run):
+        if rank == 0:
+            run.p2p(1, "send", 64, 1, seq=1, kernel_us=5)
+            run.collective(1, "all-gather", 64, seq=2, kernel_us=5)
+        else:
+            run.collective(1, "all-gather", 64, seq=1, kernel_us=5)
+            run.p2p(1, "recv", 64, 0, seq=2, kernel_us=5)
+
+    hosts = host_files(tmp_path, script)
     with pytest.raises(InputError, match=r"h0.json: the converted workload would not replay: rank 0: its nodes would wait for each other forever \(rank 0 node \d+ -> "):
         convert_pytorch(hosts, None, tmp_path / "w")
     assert not list(tmp_path.glob("w.*"))
@@ -316,14 +320,7 @@ def test_replicate_refuses_point_to_point_calls(tmp_path):
 
 def test_a_group_some_of_whose_members_never_call_it_is_refused(tmp_path):
     """Rank 1 names another process group for the call rank 0 makes in the default one."""
-    hosts = []
-    for rank in range(2):
-        run = ScriptedRun(rank=rank, world=2)
-        with run.op(1, "step", 2):
-            run.collective(1, "all-gather", 64, seq=1, kernel_us=5, pg_name="0" if rank == 0 else "7")
-        host, _ = run.documents()
-        hosts.append(tmp_path / f"h{rank}.json")
-        hosts[-1].write_text(json.dumps(host))
+    hosts = host_files(tmp_path, lambda rank, run: run.collective(1, "all-gather", 64, seq=1, kernel_us=5, pg_name="0" if rank == 0 else "7"))
     with pytest.raises(InputError, match=r"do not call the same collectives in the default group \(rank 0: 1, rank 1: 0\)"):
         convert_pytorch(hosts, None, tmp_path / "w")
 
