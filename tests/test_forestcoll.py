@@ -250,3 +250,23 @@ def test_fast_paths_carry_several_pieces_per_message_and_stay_correct():
     assert all(verify_algorithm(a).ok for a in made.values())
     sends = {b: int((a.ops.kind == OpKind.SEND).sum()) for b, a in made.items()}
     assert sends[4] < sends[1]  # NVLink messages merged two by two (the rate ratio caps the batch)
+
+
+def test_switch_units_spread_over_servers_so_trees_cross_the_switch_once():
+    """dgx:4x8 (4 servers of 8 GPUs, one NIC switch): every GPU's 3 NIC units per tree set go to
+    GPUs of 3 different servers (farthest partners first), not 3 GPUs of the next server --
+    so no tree needs to cross the switch twice in a row to reach the last server."""
+    from chakra_collectives.synth.forestcoll import build_trees
+
+    topology = load_topology("dgx:4x8")
+    trees = build_trees(topology, [1] * 32, reverse=False, trees_per_npu=1)
+    through_switch = {(u, v) for (u, v), pieces in trees.logical.paths.items() if any(len(path) > 2 for path, _ in pieces)}
+    for gpu in range(32):
+        servers = [v // 8 for u, v in through_switch if u == gpu]
+        assert len(servers) == len(set(servers)) == 3 and gpu // 8 not in servers
+    for tree in trees.forest.trees:
+        crossings = {tree.root: 0}
+        for v in tree.order[1:].tolist():
+            p = int(tree.parent[v])
+            crossings[v] = crossings[p] + ((p, v) in through_switch)
+        assert max(crossings.values()) == 1
