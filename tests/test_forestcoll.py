@@ -220,6 +220,21 @@ def test_predicted_time_is_never_below_the_optimum(spec, collective):
     assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
 
 
+@pytest.mark.parametrize("spec", ["a100:2", "mi250:2", "a100:4", "dgx:4x8"])
+def test_realised_never_beats_the_optimum_on_forestcolls_platforms(spec):
+    """1 GiB All-Gather on the platforms of issue 26: the written schedule's predicted time is
+    at least the optimum's bandwidth term (the cut bound): no lowering may claim more than the
+    optimum, whatever k and pieces auto chose."""
+    from chakra_collectives.network import predict_time
+    from chakra_collectives.synth.forestcoll import report
+
+    topology = load_topology(spec)
+    result = forestcoll(topology, "all-gather", 2**30)
+    predicted = predict_time(result.algorithm, topology)
+    assert result.predicted_ns == predicted
+    assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
+
+
 def test_auto_pieces_are_within_one_percent_of_the_best_power_of_two():
     """auto predicts one to three pieces counts (calibrated jumps, tuning.search_pieces); the
     oracle predicts every power of two: auto's choice is within 1% of the best of them."""
