@@ -235,6 +235,16 @@ def test_realised_never_beats_the_optimum_on_forestcolls_platforms(spec):
     assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
 
 
+def test_auto_is_as_fast_as_each_k_it_may_skip():
+    """auto skips a k whose bandwidth term cannot beat a schedule it already predicted; for
+    All-Reduce that must be one phase's term, not the two phases' sum (they overlap on
+    opposite links: on mesh2d:4x8 one tree per NPU predicts below its summed term and wins)."""
+    topology = load_topology("mesh2d:4x8")
+    auto = forestcoll(topology, "all-reduce", "64MiB")
+    each = [forestcoll(topology, "all-reduce", "64MiB", trees_per_npu=k).predicted_ns for k in ("optimal", 1)]
+    assert auto.predicted_ns <= min(each)
+
+
 def test_auto_pieces_are_within_one_percent_of_the_best_power_of_two():
     """auto predicts one to three pieces counts (calibrated jumps, tuning.search_pieces); the
     oracle predicts every power of two: auto's choice is within 1% of the best of them."""

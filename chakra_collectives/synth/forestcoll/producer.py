@@ -296,7 +296,7 @@ def forestcoll(
     optima = {reverse: optimum(graph, demand, sinks=sinks) for reverse, graph in graphs.items()}
     optimal_k, optimal_U = _optimal_k_U(optima)
     if auto:
-        few = [k for k in AUTO_FEW_TREES if k < min(o.k for o in optima.values())]  # fixed k: at most each phase's optimum
+        few = [k for k in AUTO_FEW_TREES if k < optimal_k and all(k <= o.k for o in optima.values())]  # fixed k: at most each phase's
         # many trees cost many messages: above AUTO_MAX_TREES the optimum's own trees are not built
         ks = ([None] if optimal_k <= AUTO_MAX_TREES or not few else []) + few
     else:
@@ -310,8 +310,11 @@ def forestcoll(
     best = None
     for known in candidates:
         bandwidth_ns = [share * float(known[reverse].ratio_gbps) / bytes_per_ns(1.0) for reverse in _directions(collective)]
-        if best is not None and best[4] is not None and sum(bandwidth_ns) >= best[0]:
-            continue  # its bandwidth term alone is slower than a schedule already predicted: not built
+        if best is not None and best[4] is not None and max(bandwidth_ns) >= best[0]:
+            # one phase's bandwidth term alone is slower than a schedule already predicted: not
+            # built (each phase is a whole Reduce-Scatter or All-Gather; All-Reduce's two
+            # overlap on opposite links, so their sum is no bound)
+            continue
         phases = _phases(topology, collective, demand, progress, timings, known)
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
