@@ -295,3 +295,15 @@ def test_switch_units_spread_over_servers_so_trees_cross_the_switch_once():
             p = int(tree.parent[v])
             crossings[v] = crossings[p] + ((p, v) in through_switch)
         assert max(crossings.values()) == 1
+
+
+def test_all_reduce_on_a_fabric_equal_to_its_reverse_packs_its_trees_once():
+    """mesh2d:3x3 equals its reversed fabric: All-Reduce's up trees are its down trees read
+    backwards (one packing, a correct schedule); a one-way ring is not, and packs both."""
+    mesh = forestcoll(load_topology("mesh2d:3x3"), "all-reduce", "1MiB")
+    assert verify_algorithm(mesh.algorithm).ok
+    up, down = mesh.trees
+    assert up.reverse and not down.reverse and up.forest is down.forest
+    ring = forestcoll(load_topology("ring:4,bidirectional=false"), "all-reduce", "1MiB")
+    assert verify_algorithm(ring.algorithm).ok
+    assert ring.trees[0].forest is not ring.trees[1].forest

@@ -380,9 +380,14 @@ def _optimal_k_U(optima: dict[bool, Optimum]) -> tuple[int, Fraction]:
 def _phases(topology, collective, demand, progress, timings, known: dict[bool, Optimum]) -> list[Trees]:
     """The trees each phase of ``collective`` needs (up before down) for the optima ``known``
     (per ``reverse``), with one ``k`` for both."""
+    directions = _directions(collective)
+    if len(directions) == 2 and _reversal_symmetric(topology):
+        # the reversed fabric is the fabric: its trees are the same trees, read backwards
+        up = build_trees(topology, demand, reverse=True, trees_per_npu=known[True].k, progress=progress, timings=timings, known=known[True])
+        return [up, replace(up, reverse=False)]
     phases = [
         build_trees(topology, demand, reverse=reverse, trees_per_npu=known[reverse].k, progress=progress, timings=timings, known=known[reverse])
-        for reverse in _directions(collective)
+        for reverse in directions
     ]
     if len(phases) == 2 and phases[0].optimum.k != phases[1].optimum.k:
         # both halves must cut the data the same way: scale both to the least common k
@@ -391,6 +396,19 @@ def _phases(topology, collective, demand, progress, timings, known: dict[bool, O
             raise InputError(f"{topology.name}: All-Reduce's two halves need {k} units per NPU together; fix --trees-per-npu")
         phases = [_scaled(p, k // p.optimum.k) for p in phases]
     return phases
+
+
+def _reversal_symmetric(topology: Topology) -> bool:
+    """Whether every link ``u -> v`` has a link ``v -> u`` of the same bandwidth and latency
+    (as many of each): then the reversed network is the network, and so are its trees.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> _reversal_symmetric(load_topology("mesh2d:4x4")), _reversal_symmetric(load_topology("ring:4,bidirectional=false"))
+    (True, False)
+    """
+    forward = sorted((link.src, link.dst, link.bandwidth_gbps, link.latency_ns) for link in topology.links)
+    backward = sorted((link.dst, link.src, link.bandwidth_gbps, link.latency_ns) for link in topology.links)
+    return forward == backward
 
 
 def _measure(algorithm: CollectiveAlgorithm, topology: Topology) -> Measured:
