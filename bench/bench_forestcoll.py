@@ -18,6 +18,14 @@
    1,024 NPUs (torus2d:32x32; ``--full`` also a100:128); targets 0.5 s, 1 s, 30 s, 5 min.
 5. Scaling: torus2d and a100 boxes, each size in a fresh process: seconds for the trees and
    for the whole synthesis (lowering, choosing pieces), peak RSS, fitted exponent.
+6. The default (``auto``), each case in fresh processes, median of ``--repeat`` runs:
+   realised share of the optimal algbw at 1 GiB All-Gather (a100:2, mi250:2, a100:4, mi250:4,
+   dgx:4x8; target 0.98) with the ``k`` and pieces chosen, and the seconds of ``forestcoll()``
+   and its parts (mi250:2 and a100:16 All-Gather 64 MiB, targets 1 s and 0.5 s; mesh2d:8x8
+   All-Reduce 64 MiB, ``synth``'s default) and of the whole ``synth -a forestcoll`` command.
+   ``--old DIR``: a copy of an older ``chakra_collectives`` package (``git archive REV
+   chakra_collectives | tar -x -C DIR``) timed alternately in the same run, with ratios.
+   ``--only-default`` runs this section alone.
 """
 
 from __future__ import annotations
@@ -35,7 +43,6 @@ import numpy as np
 from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
-from chakra_collectives.synth.best import baseline_bound_ns, choose
 from chakra_collectives.synth.forestcoll import build_trees, forestcoll
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.tacos import tacos
@@ -108,15 +115,15 @@ def quality(specs: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------- 3. comparison
 def best_baseline(topo, collective, size) -> tuple[str, float]:
+    """The fastest baseline by prediction (every applicable one is predicted)."""
     n = topo.num_npus
-    names = [b for b in BASELINES if get(b).supports(collective, n)]
-
-    def produce(name):
-        algo = get(name).make(topo, collective, n, SynthesisOptions(size_bytes=size)).algorithm
-        return algo, predict_time(algo, topo)
-
-    chosen, _, candidates = choose(names, lambda b: baseline_bound_ns(b, topo, collective, size, 1), produce)
-    return chosen, next(c.predicted_ns for c in candidates if c.name == chosen)
+    times = {
+        name: predict_time(get(name).make(topo, collective, n, SynthesisOptions(size_bytes=size)).algorithm, topo)
+        for name in BASELINES
+        if get(name).supports(collective, n)
+    }
+    chosen = min(times, key=times.get)
+    return chosen, times[chosen]
 
 
 def comparison(specs: list[str]) -> None:
@@ -225,13 +232,105 @@ def scaling(full: bool) -> None:
             print(f"{family}: trees time ~ N^{slope:.2f} (least squares on log-log, N >= {sizes[1]})")
 
 
+# ---------------------------------------------------------------------- 6. the default
+REALISED = ["a100:2", "mi250:2", "a100:4", "mi250:4", "dgx:4x8"]
+REALISED_TARGET = 0.98
+DEFAULT_SPEED = [("mi250:2", "all-gather", "64MiB", 1.0), ("a100:16", "all-gather", "64MiB", 0.5), ("mesh2d:8x8", "all-reduce", "64MiB", None)]
+
+_DEFAULT = """
+import json, sys, time
+started = time.perf_counter()
+from chakra_collectives.synth.forestcoll import forestcoll, report
+from chakra_collectives.topology import load_topology
+topo = load_topology(sys.argv[1])
+imported = time.perf_counter()
+result = forestcoll(topo, sys.argv[2], sys.argv[3])
+done = time.perf_counter()
+row = report(result)
+if result.predicted_ns is None:
+    from chakra_collectives.network import predict_time
+    result.predicted_ns = predict_time(result.algorithm, topo)
+print(json.dumps({"seconds": done - imported, "process_s": done - started, "parts": row["timings_s"], "k": result.k,
+                  "optimal_k": result.optimal_k, "pieces": result.chunks_per_tree,
+                  "batch": result.algorithm.provenance.get("fast_path_batch", "1"), "algbw": row["optimal_algbw_gbps"],
+                  "realised": row["optimal_bandwidth_ns"] / result.predicted_ns}))
+"""
+
+
+def fresh_in(package: Path | None, code: str, *args: str) -> dict:
+    """``code`` run in a fresh process, importing ``chakra_collectives`` from ``package`` when given."""
+    env = None
+    if package is not None:
+        import os
+
+        env = {**os.environ, "PYTHONPATH": str(package)}
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env, cwd="/")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def whole_command(package: Path | None, spec: str, collective: str, size: str) -> float:
+    """Seconds of ``chakra-coll synth -a forestcoll`` (no output files) in a fresh process."""
+    env = None
+    if package is not None:
+        import os
+
+        env = {**os.environ, "PYTHONPATH": str(package)}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "chakra_collectives", "synth", "-t", spec, "-c", collective, "-s", size, "-a", "forestcoll"],
+                   capture_output=True, text=True, check=True, env=env, cwd="/")
+    return time.perf_counter() - started
+
+
+def default(old: Path | None, repeat: int) -> list[str]:
+    misses = []
+    versions = [("new", None)] + ([("old", old)] if old is not None else [])
+    print(f"{'platform':10} {'optimal GB/s':>13} " + " ".join(f"{v + ' realised':>13} {v + ' k/P':>12}" for v, _ in versions))
+    for spec in REALISED:
+        rows = {v: fresh_in(p, _DEFAULT, spec, "all-gather", "1GiB") for v, p in versions}
+        new = rows["new"]
+        cells = " ".join(f"{r['realised']:>13.3f} {str(r['k']) + '/' + str(r['pieces']) + ('x' + r['batch'] if r['batch'] != '1' else ''):>12}" for r in rows.values())
+        print(f"{spec:10} {new['algbw']:>13.3f} {cells}", flush=True)
+        if new["realised"] < REALISED_TARGET:
+            misses.append(f"{spec}: realised {new['realised']:.3f} < {REALISED_TARGET} of the optimal algbw at 1 GiB")
+    print()
+    print(f"{'case':32} " + " ".join(f"{v + ' s':>8} {v + ' cmd s':>10}" for v, _ in versions) + f" {'ratio':>6} {'target':>7}  new parts (median run)")
+    for spec, collective, size, target in DEFAULT_SPEED:
+        times: dict[str, list[float]] = {v: [] for v, _ in versions}
+        commands: dict[str, list[float]] = {v: [] for v, _ in versions}
+        parts = {}
+        for _ in range(repeat):
+            for v, p in versions:  # alternately, so that the load hits both alike
+                row = fresh_in(p, _DEFAULT, spec, collective, size)
+                times[v].append(row["seconds"])
+                if v == "new":
+                    parts = row["parts"] if row["seconds"] <= statistics.median(times[v]) or not parts else parts
+                commands[v].append(whole_command(p, spec, collective, size))
+        medians = {v: statistics.median(t) for v, t in times.items()}
+        cmd = {v: statistics.median(t) for v, t in commands.items()}
+        ratio = f"{medians['old'] / medians['new']:.1f}x" if "old" in medians else ""
+        cells = " ".join(f"{medians[v]:>8.2f} {cmd[v]:>10.2f}" for v, _ in versions)
+        shown = ", ".join(f"{key[:-2]} {value:.2f}" for key, value in parts.items())
+        print(f"{spec + ' ' + collective + ' ' + size:32} {cells} {ratio:>6} {target if target else '':>7}  {shown}", flush=True)
+        if target is not None and medians["new"] > target:
+            misses.append(f"{spec} {collective} {size}: forestcoll() {medians['new']:.2f} s > {target:g} s")
+    return misses
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="every suite topology in the comparison, a100:128, a100:64 in scaling")
     parser.add_argument("--reference", type=Path, default=None, help="a checkout of ForestColl's Python (never committed) to time side by side")
     parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--old", type=Path, default=None, help="an older chakra_collectives package's parent directory, timed alternately")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per speed case in section 6 (median)")
+    parser.add_argument("--only-default", action="store_true", help="section 6 alone")
     args = parser.parse_args(argv)
     print("machine: 2 cores shared with other jobs; figures are medians where stated, ratios from one run\n")
+    if args.only_default:
+        misses = default(args.old, args.repeat)
+        print()
+        print("targets: all met" if not misses else "targets missed:\n  " + "\n  ".join(misses))
+        return
     misses = exactness()
     print()
     misses += quality(SUITE)
@@ -242,6 +341,8 @@ def main(argv: list[str]) -> None:
     if not args.skip_scaling:
         print()
         scaling(args.full)
+    print()
+    misses += default(args.old, args.repeat)
     print()
     print("targets: all met" if not misses else "targets missed:\n  " + "\n  ".join(misses))
 

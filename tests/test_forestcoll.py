@@ -220,16 +220,43 @@ def test_predicted_time_is_never_below_the_optimum(spec, collective):
     assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
 
 
-def test_auto_walks_the_pieces_to_the_fastest_prediction():
-    """auto predicts its pieces' neighbours until slower: no power of two next to its choice is faster."""
+@pytest.mark.parametrize("spec", ["a100:2", "mi250:2", "a100:4", "dgx:4x8"])
+def test_realised_never_beats_the_optimum_on_forestcolls_platforms(spec):
+    """1 GiB All-Gather on the platforms of issue 26: the written schedule's predicted time is
+    at least the optimum's bandwidth term (the cut bound): no lowering may claim more than the
+    optimum, whatever k and pieces auto chose."""
+    from chakra_collectives.network import predict_time
+    from chakra_collectives.synth.forestcoll import report
+
+    topology = load_topology(spec)
+    result = forestcoll(topology, "all-gather", 2**30)
+    predicted = predict_time(result.algorithm, topology)
+    assert result.predicted_ns == predicted
+    assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
+
+
+def test_auto_is_as_fast_as_each_k_it_may_skip():
+    """auto skips a k whose bandwidth term cannot beat a schedule it already predicted; for
+    All-Reduce that must be one phase's term, not the two phases' sum (they overlap on
+    opposite links: on mesh2d:4x8 one tree per NPU predicts below its summed term and wins)."""
+    topology = load_topology("mesh2d:4x8")
+    auto = forestcoll(topology, "all-reduce", "64MiB")
+    each = [forestcoll(topology, "all-reduce", "64MiB", trees_per_npu=k).predicted_ns for k in ("optimal", 1)]
+    assert auto.predicted_ns <= min(each)
+
+
+def test_auto_pieces_are_within_one_percent_of_the_best_power_of_two():
+    """auto predicts one to three pieces counts (calibrated jumps, tuning.search_pieces); the
+    oracle predicts every power of two: auto's choice is within 1% of the best of them."""
     from chakra_collectives.network import predict_time
 
     topology = load_topology("dgx:2x4")
     chosen = forestcoll(topology, "all-gather", 2**30, trees_per_npu="optimal")
-    for pieces in (chosen.chunks_per_tree // 2, chosen.chunks_per_tree * 2):
-        if pieces >= 1:
-            other = forestcoll(topology, "all-gather", 2**30, trees_per_npu="optimal", chunks_per_tree=pieces)
-            assert predict_time(other.algorithm, topology) >= predict_time(chosen.algorithm, topology)
+    every = [
+        predict_time(forestcoll(topology, "all-gather", 2**30, trees_per_npu="optimal", chunks_per_tree=2**e).algorithm, topology)
+        for e in range(8)
+    ]
+    assert predict_time(chosen.algorithm, topology) <= 1.01 * min(every)
 
 
 def test_fast_paths_carry_several_pieces_per_message_and_stay_correct():
@@ -248,3 +275,35 @@ def test_fast_paths_carry_several_pieces_per_message_and_stay_correct():
     assert all(verify_algorithm(a).ok for a in made.values())
     sends = {b: int((a.ops.kind == OpKind.SEND).sum()) for b, a in made.items()}
     assert sends[4] < sends[1]  # NVLink messages merged two by two (the rate ratio caps the batch)
+
+
+def test_switch_units_spread_over_servers_so_trees_cross_the_switch_once():
+    """dgx:4x8 (4 servers of 8 GPUs, one NIC switch): every GPU's 3 NIC units per tree set go to
+    GPUs of 3 different servers (farthest partners first), not 3 GPUs of the next server --
+    so no tree needs to cross the switch twice in a row to reach the last server."""
+    from chakra_collectives.synth.forestcoll import build_trees
+
+    topology = load_topology("dgx:4x8")
+    trees = build_trees(topology, [1] * 32, reverse=False, trees_per_npu=1)
+    through_switch = {(u, v) for (u, v), pieces in trees.logical.paths.items() if any(len(path) > 2 for path, _ in pieces)}
+    for gpu in range(32):
+        servers = [v // 8 for u, v in through_switch if u == gpu]
+        assert len(servers) == len(set(servers)) == 3 and gpu // 8 not in servers
+    for tree in trees.forest.trees:
+        crossings = {tree.root: 0}
+        for v in tree.order[1:].tolist():
+            p = int(tree.parent[v])
+            crossings[v] = crossings[p] + ((p, v) in through_switch)
+        assert max(crossings.values()) == 1
+
+
+def test_all_reduce_on_a_fabric_equal_to_its_reverse_packs_its_trees_once():
+    """mesh2d:3x3 equals its reversed fabric: All-Reduce's up trees are its down trees read
+    backwards (one packing, a correct schedule); a one-way ring is not, and packs both."""
+    mesh = forestcoll(load_topology("mesh2d:3x3"), "all-reduce", "1MiB")
+    assert verify_algorithm(mesh.algorithm).ok
+    up, down = mesh.trees
+    assert up.reverse and not down.reverse and up.forest is down.forest
+    ring = forestcoll(load_topology("ring:4,bidirectional=false"), "all-reduce", "1MiB")
+    assert verify_algorithm(ring.algorithm).ok
+    assert ring.trees[0].forest is not ring.trees[1].forest

@@ -100,7 +100,7 @@ AWKWARD = "npus: 3\nlinks:\n" + "".join(
         (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": "npus: 3\nlinks:\n  - {src: 0, dst: 1, bidirectional: true}\n  - {src: 1, dst: 2}\n"}, "cannot reach"),
         (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": "npus: 2\nlinks:\n  - {src: 0, dst: 1, bandwidth_gbps: 0, bidirectional: true}\n"}, "t.yaml:3: at links/0/bandwidth_gbps: 0 is less than or equal to the minimum of 0"),
         (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": "npus: 2\nlinks:\n  - {src: 0, dst: 1, bandwidth_gbps: .inf, bidirectional: true}\n"}, "it must be a finite number from 0.001"),
-        (["-t", "{t.yaml}", "-c", "all-gather"], {"t.yaml": AWKWARD}, "trees per NPU (bandwidths with awkward ratios)"),
+        (["-t", "{t.yaml}", "-c", "all-gather", "--trees-per-npu", "optimal"], {"t.yaml": AWKWARD}, "trees per NPU (bandwidths with awkward ratios)"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, files, message):
@@ -113,3 +113,13 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, fi
     assert message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_default_builds_few_trees_where_the_optimum_needs_too_many(cli, tmp_path):
+    """auto does not build an optimum of more than AUTO_MAX_TREES trees per NPU: on bandwidths
+    whose optimum needs thousands (refused with --trees-per-npu optimal), it writes one or two."""
+    (tmp_path / "t.yaml").write_text(AWKWARD)
+    result = cli("synth", "-t", tmp_path / "t.yaml", "-c", "all-gather", "-a", "forestcoll", "-s", "1MiB", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["forestcoll"]
+    assert report["trees_per_npu"] in (1, 2) and report["optimal_trees_per_npu"] > 4096

@@ -72,9 +72,10 @@ def optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int]
     return Optimum(k=q // g, U=U, capacities=tuple(_capacities(graph, U)), ratio_gbps=x, optimal_ratio_gbps=x)
 
 
-def fixed_k_optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int], k: int) -> Optimum:
-    """The least ``U`` for exactly ``k`` trees per unit of demand (``k`` at most the optimum's)."""
-    best = optimum(graph, demand, sinks=sinks)
+def fixed_k_optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int], k: int, best: Optimum | None = None) -> Optimum:
+    """The least ``U`` for exactly ``k`` trees per unit of demand (``k`` at most the optimum's;
+    ``best``: the optimum, when already known)."""
+    best = optimum(graph, demand, sinks=sinks) if best is None else best
     if k < 1:
         raise InputError(f"trees per NPU must be positive, got {k}")
     if k > best.k:

@@ -18,12 +18,12 @@ from chakra_collectives.flow import CapacityGraph
 from chakra_collectives.flow.capacity import integer_array
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
-from chakra_collectives.network import predict_time
+from chakra_collectives.network import simulate_collective
 from chakra_collectives.synth.forestcoll.lowering import lower_forest
 from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
-from chakra_collectives.synth.forestcoll.tuning import candidate_pieces, climb_pieces, estimate_ns, forest_shape, operations_per_piece
+from chakra_collectives.synth.forestcoll.tuning import Measured, candidate_pieces, estimate_ns, forest_shape, operations_per_piece, search_pieces
 from chakra_collectives.synth.embedding import embed
 from chakra_collectives.synth.registry import Synthesized, Synthesizer, register
 from chakra_collectives.topology import Topology
@@ -104,8 +104,10 @@ def build_trees(
     trees_per_npu: int | None = None,
     progress: Callable[[str], None] | None = None,
     timings: dict[str, float] | None = None,
+    known: Optimum | None = None,
 ) -> Trees:
-    """Steps 1-3 for one direction (``reverse``: the reversed network, for reducing collectives)."""
+    """Steps 1-3 for one direction (``reverse``: the reversed network, for reducing collectives).
+    ``known``: this direction's ``(U, k)`` for ``trees_per_npu``, when already computed."""
     timings = {} if timings is None else timings
     n = topology.num_npus
     started = time.perf_counter()
@@ -116,7 +118,7 @@ def build_trees(
     bound = None
     balanced: tuple[int, ...] = ()
     while True:
-        best = _optimum(graph, demand, sinks, trees_per_npu, topology.name)
+        best = _optimum(graph, demand, sinks, trees_per_npu, topology.name, None if balanced else known)
         bound = best.optimal_ratio_gbps if bound is None else bound
         timings["optimum_s"] = timings.get("optimum_s", 0.0) + time.perf_counter() - started
         started = time.perf_counter()
@@ -148,8 +150,13 @@ def build_trees(
     return Trees(best, logical, forest, reverse, balanced)
 
 
-def _optimum(graph: CapacityGraph, demand, sinks, trees_per_npu, name) -> Optimum:
-    best = optimum(graph, demand, sinks=sinks) if trees_per_npu is None else fixed_k_optimum(graph, demand, sinks=sinks, k=trees_per_npu)
+def _optimum(graph: CapacityGraph, demand, sinks, trees_per_npu, name, known: Optimum | None = None) -> Optimum:
+    if known is not None:
+        best = known
+    elif trees_per_npu is None:
+        best = optimum(graph, demand, sinks=sinks)
+    else:
+        best = fixed_k_optimum(graph, demand, sinks=sinks, k=trees_per_npu)
     if best.k > MAX_TREES_PER_NPU:
         raise InputError(
             f"{name}: the optimum needs {best.k} trees per NPU (bandwidths with awkward ratios); "
@@ -233,6 +240,12 @@ AUTO_FEW_TREES = (1, 2)
 """Trees per NPU ``auto`` tries besides the optimum's (when fewer): the best bandwidth with
 exactly that many, which may realise more of the optimum than its many trees' messages do."""
 
+AUTO_MAX_TREES = 16
+"""``auto`` builds the optimum's own trees only up to this many per NPU (above, one and two per
+NPU): every tree crosses every NPU once, so ``k`` trees cost ``k`` messages per piece on every
+NPU's links (mi250:2: the optimum's 83 realise 0.83 of its algbw at 1 GiB where two realise
+0.89, and packing them takes 4 of its 5 seconds)."""
+
 PREDICTION_BUDGET = 400_000
 """Operations up to which choosing ``k`` and ``P`` may predict candidates (above: the model alone)."""
 
@@ -251,8 +264,9 @@ def forestcoll(
 
     ``trees_per_npu`` fixes ``k`` (the best ``U`` for it; at most the optimum's ``k``);
     ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the optimum's
-    ``k`` -- and, when that is more, also one and two trees per NPU (:data:`AUTO_FEW_TREES`),
-    whichever the network model predicts faster (many trees cost many messages).
+    ``k`` (when at most :data:`AUTO_MAX_TREES`) -- and, when that is more, also one and two
+    trees per NPU (:data:`AUTO_FEW_TREES`), whichever the network model predicts faster
+    (many trees cost many messages).
     ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree (default: chosen by
     :mod:`~chakra_collectives.synth.forestcoll.tuning`). ``root``: broadcast's and reduce's.
     """
@@ -276,37 +290,56 @@ def forestcoll(
     if isinstance(trees_per_npu, str) and trees_per_npu not in ("auto", "optimal"):
         raise InputError(f"trees per NPU must be a positive integer, 'optimal' or 'auto', not {trees_per_npu!r}")
     fixed = trees_per_npu if isinstance(trees_per_npu, int) else None
-    options = [_phases(topology, collective, demand, fixed, progress, timings)]
-    if auto:  # few trees cost few messages: also one and two per NPU (mi250:2: the optimum's 83 realise 0.83, two 0.89)
-        options += [_phases(topology, collective, demand, few, progress, timings) for few in AUTO_FEW_TREES if few < options[0][-1].optimum.k]
+    started = time.perf_counter()
+    sinks = default_sinks(topology, demand)
+    graphs = {reverse: CapacityGraph.from_topology(topology, reverse=reverse) for reverse in _directions(collective)}
+    optima = {reverse: optimum(graph, demand, sinks=sinks) for reverse, graph in graphs.items()}
+    optimal_k, optimal_U = _optimal_k_U(optima)
+    if auto:
+        few = [k for k in AUTO_FEW_TREES if k < optimal_k and all(k <= o.k for o in optima.values())]  # fixed k: at most each phase's
+        # many trees cost many messages: above AUTO_MAX_TREES the optimum's own trees are not built
+        ks = ([None] if optimal_k <= AUTO_MAX_TREES or not few else []) + few
+    else:
+        ks = [fixed]
+    candidates = [
+        {reverse: best if k is None else fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best) for reverse, best in optima.items()}
+        for k in ks
+    ]
+    timings["optimum_s"] = time.perf_counter() - started
     share = size if collective.has_root else size / n
     best = None
-    for phases in options:
+    for known in candidates:
+        bandwidth_ns = [share * float(known[reverse].ratio_gbps) / bytes_per_ns(1.0) for reverse in _directions(collective)]
+        if best is not None and best[4] is not None and max(bandwidth_ns) >= best[0]:
+            # one phase's bandwidth term alone is slower than a schedule already predicted: not
+            # built (each phase is a whole Reduce-Scatter or All-Gather; All-Reduce's two
+            # overlap on opposite links, so their sum is no bound)
+            continue
+        phases = _phases(topology, collective, demand, progress, timings, known)
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
-        bandwidth_ns = [share * float(p.optimum.ratio_gbps) / bytes_per_ns(1.0) for p in phases]
 
-        def attempt(P: int, *, judge: bool, batch: int = 1) -> float:
+        def attempt(P: int, *, judge: bool, batch: int = 1) -> Measured:
             """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
-            (its model estimate unless ``judge``)."""
+            and busiest link (only its model estimate unless ``judge``)."""
             nonlocal best
             estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
             if best is not None and not judge and estimate >= best[0]:
-                return estimate
+                return Measured(estimate, estimate, 0.0)
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
             algorithm = _lower(topology, collective, phases, P, size, root, batch)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
-            predicted = None
-            if (judge or len(options) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
+            measured = None
+            if (judge or len(candidates) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
-                predicted = predict_time(algorithm, topology)
+                measured = _measure(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
-            score = estimate if predicted is None else predicted
+            score = estimate if measured is None else measured.time_ns
             if best is None or score < best[0]:
-                best = (score, phases, P, algorithm, predicted)
-            return score
+                best = (score, phases, P, algorithm, None if measured is None else measured.time_ns)
+            return Measured(estimate, estimate, 0.0) if measured is None else measured
 
         if chunks_per_tree is not None:
             attempt(chunks_per_tree, judge=False)
@@ -316,27 +349,46 @@ def forestcoll(
             attempt(pieces[0], judge=False)
             continue
         per_piece = operations_per_piece(shapes)
-        P = climb_pieces(pieces[0], lambda P: attempt(P, judge=True), lambda P: P * per_piece <= PREDICTION_BUDGET)
+        P = search_pieces(pieces[0], lambda P: attempt(P, judge=True), lambda P: P * per_piece <= PREDICTION_BUDGET)
         if k == 1 and collective.value in ("all-gather", "broadcast", "all-reduce"):
             # several pieces per message over fast paths, slow ones cut finer (lowering._batches)
             for pieces_per_tree in (P, 2 * P):
-                if pieces_per_tree >= FAST_PIECES and pieces_per_tree * per_piece <= PREDICTION_BUDGET:
+                if pieces_per_tree > FAST_PIECES and pieces_per_tree * per_piece <= PREDICTION_BUDGET:
                     attempt(pieces_per_tree, judge=True, batch=pieces_per_tree // FAST_PIECES)
     _, phases, P, algorithm, predicted = best
-    optimal = options[0][-1].optimum
     return ForestCollResult(
         algorithm, phases, P, timings,
-        optimal_k=optimal.k, optimal_U=optimal.U, predicted_ns=predicted,
+        optimal_k=optimal_k, optimal_U=optimal_U, predicted_ns=predicted,
     )
 
 
-def _phases(topology, collective, demand, trees_per_npu, progress, timings) -> list[Trees]:
-    """The trees each phase of ``collective`` needs (up before down), with one ``k`` for both."""
-    phases = []
-    if collective in (Collective.REDUCE_SCATTER, Collective.REDUCE, Collective.ALL_REDUCE):
-        phases.append(build_trees(topology, demand, reverse=True, trees_per_npu=trees_per_npu, progress=progress, timings=timings))
-    if collective in (Collective.ALL_GATHER, Collective.BROADCAST, Collective.ALL_REDUCE):
-        phases.append(build_trees(topology, demand, reverse=False, trees_per_npu=trees_per_npu, progress=progress, timings=timings))
+def _directions(collective: Collective) -> list[bool]:
+    """The phases of ``collective`` as ``reverse`` flags, up (reversed network) before down."""
+    up = collective in (Collective.REDUCE_SCATTER, Collective.REDUCE, Collective.ALL_REDUCE)
+    down = collective in (Collective.ALL_GATHER, Collective.BROADCAST, Collective.ALL_REDUCE)
+    return [True] * up + [False] * down
+
+
+def _optimal_k_U(optima: dict[bool, Optimum]) -> tuple[int, Fraction]:
+    """The optimum's trees per NPU and ``U`` as the last phase counts them (both phases of
+    All-Reduce in units of the least common ``k``)."""
+    k = math.lcm(*(o.k for o in optima.values()))
+    last = optima[False] if False in optima else optima[True]
+    return k, last.U * (k // last.k)
+
+
+def _phases(topology, collective, demand, progress, timings, known: dict[bool, Optimum]) -> list[Trees]:
+    """The trees each phase of ``collective`` needs (up before down) for the optima ``known``
+    (per ``reverse``), with one ``k`` for both."""
+    directions = _directions(collective)
+    if len(directions) == 2 and _reversal_symmetric(topology):
+        # the reversed fabric is the fabric: its trees are the same trees, read backwards
+        up = build_trees(topology, demand, reverse=True, trees_per_npu=known[True].k, progress=progress, timings=timings, known=known[True])
+        return [up, replace(up, reverse=False)]
+    phases = [
+        build_trees(topology, demand, reverse=reverse, trees_per_npu=known[reverse].k, progress=progress, timings=timings, known=known[reverse])
+        for reverse in directions
+    ]
     if len(phases) == 2 and phases[0].optimum.k != phases[1].optimum.k:
         # both halves must cut the data the same way: scale both to the least common k
         k = math.lcm(*(p.optimum.k for p in phases))
@@ -344,6 +396,28 @@ def _phases(topology, collective, demand, trees_per_npu, progress, timings) -> l
             raise InputError(f"{topology.name}: All-Reduce's two halves need {k} units per NPU together; fix --trees-per-npu")
         phases = [_scaled(p, k // p.optimum.k) for p in phases]
     return phases
+
+
+def _reversal_symmetric(topology: Topology) -> bool:
+    """Whether every link ``u -> v`` has a link ``v -> u`` of the same bandwidth and latency
+    (as many of each): then the reversed network is the network, and so are its trees.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> _reversal_symmetric(load_topology("mesh2d:4x4")), _reversal_symmetric(load_topology("ring:4,bidirectional=false"))
+    (True, False)
+    """
+    forward = sorted((link.src, link.dst, link.bandwidth_gbps, link.latency_ns) for link in topology.links)
+    backward = sorted((link.dst, link.src, link.bandwidth_gbps, link.latency_ns) for link in topology.links)
+    return forward == backward
+
+
+def _measure(algorithm: CollectiveAlgorithm, topology: Topology) -> Measured:
+    """The predicted time of ``algorithm`` and its busiest link's transfer and latency time."""
+    timing = simulate_collective(algorithm, topology)
+    model, links = timing.model, timing.links
+    latency = links.messages * model.link_latency
+    busiest = int(np.argmax(links.busy_ns))
+    return Measured(timing.time_ns, float(links.busy_ns[busiest] - latency[busiest]), float(latency[busiest]))
 
 
 FAST_PIECES = 8

@@ -158,8 +158,10 @@ def _split_switch(state: _State, w: int, n: int) -> None:
     outs = sorted(t for (v, t), c in capacity.items() if v == w and c > 0)
     if ins and outs:
         orbits = _pair_orbits(stabilizer, ins, outs)
-        tiers = _preference(state, w, orbits)
-        order = sorted(range(len(orbits)), key=lambda i: (tiers[i], i))
+        graph = _graph_without(state, w)
+        tiers = _preference(state, w, orbits, graph)
+        spread = _spread_rank(orbits, graph)
+        order = sorted(range(len(orbits)), key=lambda i: (tiers[i], spread[i], i))
         orbits = [orbits[i] for i in order]
         plan = _spread_plan(capacity, w, orbits, [tiers[i] for i in order])
         _apply_plan(state, w, orbits, plan)
@@ -186,22 +188,57 @@ def _pair_orbits(stabilizer: np.ndarray, ins: list[int], outs: list[int]) -> lis
     return orbits
 
 
-def _preference(state: _State, w: int, orbits: list[np.ndarray]) -> list[int]:
-    """Tier of each pair class: 0 when the switch is the quicker way between the pair (least
-    total latency; a server's NVSwitch between its GPUs, the IB switch between servers), 1
-    when another path is as quick (a neighbour with its own link), 2 for a node and itself."""
+def _graph_without(state: _State, w: int):
+    """The edges left that do not touch switch ``w``, weighted by latency, as a sparse matrix."""
     capacity = state.capacity
     nodes = state.connectivity.num_nodes
     from scipy.sparse import csr_array  # scipy loads when ForestColl splits, not at start-up
-    from scipy.sparse.csgraph import shortest_path
 
     keys = [(u, v) for (u, v), c in capacity.items() if c > 0 and u != w and v != w]
-    if keys:
-        src, dst = zip(*keys)
-        weight = np.array([state.latency[key] for key in keys]) + 1e-9  # zero latency still counts as a hop
-        graph = csr_array((weight, (np.array(src), np.array(dst))), shape=(nodes, nodes))
-    else:
-        graph = csr_array((nodes, nodes))
+    if not keys:
+        return csr_array((nodes, nodes))
+    src, dst = zip(*keys)
+    weight = np.array([state.latency[key] for key in keys]) + 1e-9  # zero latency still counts as a hop
+    return csr_array((weight, (np.array(src), np.array(dst))), shape=(nodes, nodes))
+
+
+def _spread_rank(orbits: list[np.ndarray], graph) -> list[int]:
+    """Per pair class, its place when each input's partners are taken farthest first: the next
+    partner is the one farthest (least latency either way, without the switch) from those
+    already taken, so that an input's few units reach other servers before a second NPU of
+    one server (dgx:4x8: a GPU's 3 NIC units go to three other servers, not three GPUs of the
+    next one, whose trees would cross the switch three times in a row)."""
+    from scipy.sparse.csgraph import shortest_path
+
+    rank = [0] * len(orbits)
+    by_input: dict[int, list[int]] = {}
+    for i, orbit in enumerate(orbits):
+        by_input.setdefault(int(orbit[0, 0]), []).append(i)
+    for members in by_input.values():
+        partners = [int(orbits[i][0, 1]) for i in members]
+        if len(members) < 3:
+            continue
+        far = shortest_path(graph, indices=partners, directed=True)[:, partners]
+        far = np.minimum(far, far.T)
+        nearest = far[0].copy()
+        taken = [0]
+        left = set(range(1, len(members)))
+        while left:
+            pick = max(sorted(left), key=lambda j: nearest[j])
+            taken.append(pick)
+            left.discard(pick)
+            nearest = np.minimum(nearest, far[pick])
+        for place, j in enumerate(taken):
+            rank[members[j]] = place
+    return rank
+
+
+def _preference(state: _State, w: int, orbits: list[np.ndarray], graph) -> list[int]:
+    """Tier of each pair class: 0 when the switch is the quicker way between the pair (least
+    total latency; a server's NVSwitch between its GPUs, the IB switch between servers), 1
+    when another path is as quick (a neighbour with its own link), 2 for a node and itself."""
+    from scipy.sparse.csgraph import shortest_path
+
     reps = sorted({int(o[0, 0]) for o in orbits})
     distance = dict(zip(reps, shortest_path(graph, indices=reps, directed=True)))
 

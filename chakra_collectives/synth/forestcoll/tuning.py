@@ -117,35 +117,71 @@ def candidate_pieces(shapes: list[ForestShape], *, share_bytes: float, k: int, a
     return chosen if len(chosen) > 1 else [guess]
 
 
-def climb_pieces(first: int, time_of: Callable[[int], float], affordable: Callable[[int], bool]) -> int:
-    """The pieces per tree with the least ``time_of`` along the powers of two from ``first``:
-    double while that is faster (and ``affordable``), else halve while that is faster.
+@dataclass(frozen=True)
+class Measured:
+    """A lowered candidate's predicted time and what its busiest link did."""
+
+    time_ns: float
+    transfer_ns: float
+    """The busiest link's bytes / bandwidth (the same for every ``P``)."""
+    latency_ns: float
+    """The busiest link's messages times its latency (grows with ``P``)."""
+
+    @property
+    def fill_ns(self) -> float:
+        """What the busiest link does not explain: pipeline fill and drain, about one piece per hop."""
+        return max(self.time_ns - self.transfer_ns - self.latency_ns, 0.0)
+
+
+def next_pieces(pieces: int, measured: Measured) -> int:
+    """The power of two nearest the least ``T(P) = A + B P + C / P`` calibrated at ``pieces``:
+    the busiest link's latency grows as ``P`` (``B``), the fill and drain shrink as ``1/P``
+    (``C``), the transfer stays (``A``).
+
+    >>> next_pieces(8, Measured(time_ns=1100.0, transfer_ns=1000.0, latency_ns=4.0, ))   # sqrt(96 * 8 / 0.5) = 39
+    32
+    >>> next_pieces(8, Measured(time_ns=1100.0, transfer_ns=1000.0, latency_ns=99.0))    # latency-bound: fewer
+    1
+    """
+    per_piece = measured.latency_ns / pieces
+    drain = measured.fill_ns * pieces
+    best = math.sqrt(drain / per_piece) if per_piece > 0 else float(MAX_PIECES)
+    return int(min(MAX_PIECES, max(1, 2 ** round(math.log2(max(best, 1.0))))))
+
+
+def search_pieces(first: int, measure: Callable[[int], Measured], affordable: Callable[[int], bool], *, most: int = 3) -> int:
+    """The pieces per tree with the least measured time among at most ``most`` predictions:
+    from ``first``, jump to :func:`next_pieces` of the latest measurement (halved until
+    ``affordable``) while that names a power of two not measured yet; when a jump was slower,
+    try the power of two between it and the best so far.
 
     The model's ``P*`` is only a guess (on a100:2, 1 GiB All-Gather, it says 8 where the
     network model's best is 32: the pipeline's fill over four store-and-forward NIC hops costs
-    more than it reckons), so the prediction walks on from it.
+    more than it reckons); one prediction calibrates the latency and fill terms, so one or two
+    more find the best (where walking the powers of two one by one took three to five).
 
-    >>> times = {1: 9.0, 2: 7.0, 4: 5.0, 8: 4.0, 16: 4.5, 32: 6.0}
+    >>> curve = lambda p: Measured(1000.0 + 2.0 * p + 512.0 / p, 1000.0, 2.0 * p)   # least at P = 16
     >>> tried = []
-    >>> climb_pieces(2, lambda p: tried.append(p) or times[p], lambda p: p <= 32), tried
-    (8, [2, 4, 8, 16])
-    >>> climb_pieces(16, times.get, lambda p: True)
-    8
+    >>> search_pieces(2, lambda p: tried.append(p) or curve(p), lambda p: True), tried
+    (16, [2, 16])
     """
-    times = {first: time_of(first)}
-    for step in (2.0, 0.5):
-        p = first
-        while True:
-            nxt = int(p * step)
-            if nxt < 1 or nxt > MAX_PIECES or not affordable(nxt):
-                break
-            times[nxt] = time_of(nxt)
-            if times[nxt] >= times[p]:
-                break
-            p = nxt
-        if p != first:  # doubling helped: halving would not
+    times: dict[int, Measured] = {}
+    pieces = first
+    while len(times) < most:
+        times[pieces] = measure(pieces)
+        best = min(times, key=lambda p: times[p].time_ns)
+        target = next_pieces(pieces, times[pieces]) if pieces == best else _between(best, pieces)
+        while target > 1 and not affordable(target):
+            target //= 2
+        if target in times or not affordable(target):
             break
-    return min(times, key=times.__getitem__)
+        pieces = target
+    return min(times, key=lambda p: times[p].time_ns)
 
 
-__all__ = ["ForestShape", "MAX_PIECES", "candidate_pieces", "climb_pieces", "operations_per_piece", "estimate_ns", "forest_shape", "model_pieces"]
+def _between(best: int, worse: int) -> int:
+    """The power of two half way (geometrically) from ``best`` towards a slower ``worse``."""
+    return 2 ** round((math.log2(best) + math.log2(worse)) / 2) if abs(math.log2(worse / best)) > 1 else best
+
+
+__all__ = ["ForestShape", "MAX_PIECES", "Measured", "candidate_pieces", "next_pieces", "search_pieces", "operations_per_piece", "estimate_ns", "forest_shape", "model_pieces"]
