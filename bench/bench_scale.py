@@ -226,11 +226,82 @@ def small_table(repeat: int) -> None:
     print(f"{'chakra-coll --help':<16} {r['wall_s']:.2f} s (cpu {r['cpu_s']:.2f} s): the start-up every command pays")
 
 
+PROFILE = """
+import json, resource, sys, threading, time
+from pathlib import Path
+from chakra_collectives import progress
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.synth import synthesize
+from chakra_collectives.topology import load_topology
+
+PHASES = ("phases", "lower to operations", "predict", "lower bounds", "what limits it", "write ETs")
+names = {"phases": "matching", "lower to operations": "lowering", "predict": "prediction", "lower bounds": "bounds",
+         "what limits it": "bottleneck", "write ETs": "write"}
+
+def rss():
+    return next(int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith("VmRSS"))
+
+current = ["start-up"]
+order, peak, held, seconds = ["start-up"], {"start-up": rss()}, {}, {}
+opened = {}
+
+def phase_of(path):
+    known = [names[p] for p in path if p in PHASES]
+    return known[-1] if known else "other"
+
+def seen(update):
+    now = time.perf_counter()
+    was = current[0]
+    current[0] = phase_of(update.path[:-1] if update.finished else update.path)
+    if current[0] != was:
+        held[was] = rss()
+        seconds[was] = seconds.get(was, 0.0) + now - opened.get(was, now)
+        opened[current[0]] = now
+        if current[0] not in order:
+            order.append(current[0])
+
+def sample(stop):
+    while not stop.wait(0.02):
+        phase = current[0]
+        peak[phase] = max(peak.get(phase, 0.0), rss())
+
+spec, collective, out = sys.argv[1], sys.argv[2], sys.argv[3]
+stop = threading.Event()
+threading.Thread(target=sample, args=(stop,), daemon=True).start()
+with progress.reporting(seen, interval_s=0):
+    result = synthesize(load_topology(spec), collective, 64 * 2**20, algorithm="tacos")
+    with progress.task("write ETs"):
+        write_algorithm(result.algorithm, out)
+stop.set()
+held[current[0]] = rss()
+print(json.dumps({"order": order, "peak": peak, "held": held, "seconds": seconds, "ops": result.algorithm.num_ops,
+                  "writers": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                  "max": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def profile_table(sizes: list[int], collective: str) -> None:
+    """Where a TACOS run's memory goes: RSS sampled every 20 ms, attributed to the phase the
+    progress reports say runs (the deepest of matching, lowering, prediction, bounds, write)."""
+    print(f"\nmemory by phase: synth -c {collective} -s 64MiB -a tacos -o DIR in one process (MiB; 'held' = RSS when the phase ended)")
+    for shape in ("mesh2d", "torus2d"):
+        for n in sizes:
+            side = int(round(n**0.5))
+            spec = f"{shape}:{side}x{side}"
+            with tempfile.TemporaryDirectory() as tmp:
+                r = measured([sys.executable, "-c", PROFILE, spec, collective, Path(tmp) / "ag"])
+            p = json.loads(r["stdout"])
+            cells = "  ".join(f"{phase} {p['seconds'].get(phase, 0):.1f} s peak {p['peak'].get(phase, p['held'].get(phase, 0)):.0f} held {p['held'].get(phase, 0):.0f}"
+                              for phase in p["order"])
+            print(f"{spec:<16} {p['ops']:>11,} ops, wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, peak {p['max']:.0f} (writers {p['writers']:.0f}): {cells}",
+                  flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small)")
+    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
@@ -248,6 +319,8 @@ def main(argv: list[str]) -> None:
         read_and_replay_tables(args.repeat, replay="replay" in only)
     if "synth" in only:
         synth_table(sizes, args.repeat)
+    if "profile" in only:
+        profile_table(sizes, "all-gather")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
