@@ -226,12 +226,76 @@ def small_table(repeat: int) -> None:
     print(f"{'chakra-coll --help':<16} {r['wall_s']:.2f} s (cpu {r['cpu_s']:.2f} s): the start-up every command pays")
 
 
+PROFILE = """
+import json, resource, sys, time
+from pathlib import Path
+from chakra_collectives import progress
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.synth import synthesize
+from chakra_collectives.topology import load_topology
+
+NAMES = {"phases": "matching", "lower to operations": "lowering", "predict": "prediction", "lower bounds": "bounds",
+         "what limits it": "bottleneck", "write ETs": "write"}
+
+def status(key):
+    return next(int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+def phase_of(path):
+    known = [NAMES[p] for p in path if p in NAMES]
+    return known[-1] if known else "other"
+
+current, started = ["start-up"], [time.perf_counter()]
+rows = []
+
+def seen(update):
+    phase = phase_of(update.path[:-1] if update.finished else update.path)
+    if phase != current[0]:
+        now = time.perf_counter()
+        rows.append((current[0], now - started[0], status("VmHWM"), status("VmRSS")))
+        Path("/proc/self/clear_refs").write_text("5")  # the peak mark starts again at what is held now
+        current[0], started[0] = phase, now
+
+spec, collective, out = sys.argv[1], sys.argv[2], sys.argv[3]
+Path("/proc/self/clear_refs").write_text("5")
+with progress.reporting(seen, interval_s=0.5):
+    result = synthesize(load_topology(spec), collective, 64 * 2**20, algorithm="tacos")
+    with progress.task("write ETs"):
+        write_algorithm(result.algorithm, out)
+rows.append((current[0], time.perf_counter() - started[0], status("VmHWM"), status("VmRSS")))
+phases = {}
+for phase, seconds, peak, held in rows:  # a phase entered twice: seconds add up, the larger peak
+    s, p, _ = phases.get(phase, (0.0, 0.0, 0.0))
+    phases[phase] = (s + seconds, max(p, peak), held)
+print(json.dumps({"phases": phases, "ops": result.algorithm.num_ops,
+                  "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def profile_table(sizes: list[int], collective: str, shapes: list[str]) -> None:
+    """Where a TACOS run's memory goes: at every change of phase (the deepest of matching,
+    lowering, prediction, bounds, write that the progress reports name) the process's peak RSS
+    since the last change (the kernel's mark, reset at each change) and what it holds then.
+    Trial processes and forked writers have their own memory: their largest peak is 'children'."""
+    print(f"\nmemory by phase: synth -c {collective} -s 64MiB -a tacos -o DIR in one process (seconds; MiB: peak in the phase / held at its end)")
+    for shape in shapes:
+        for n in sizes:
+            side = int(round(n**0.5))
+            spec = f"{shape}:{side}x{side}"
+            with tempfile.TemporaryDirectory() as tmp:
+                r = measured([sys.executable, "-c", PROFILE, spec, collective, Path(tmp) / "ag"])
+            p = json.loads(r["stdout"])
+            cells = "  ".join(f"{phase} {seconds:.1f} s {peak:.0f}/{held:.0f}" for phase, (seconds, peak, held) in p["phases"].items())
+            print(f"{spec:<16} {p['ops']:>11,} ops, wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, peak {r['peak_mib']:.0f} "
+                  f"(children {p['children']:.0f}): {cells}", flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small)")
+    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
+    parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the profile table")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     if args.full:
@@ -248,6 +312,8 @@ def main(argv: list[str]) -> None:
         read_and_replay_tables(args.repeat, replay="replay" in only)
     if "synth" in only:
         synth_table(sizes, args.repeat)
+    if "profile" in only:
+        profile_table(sizes, "all-gather", args.shapes.split(","))
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

@@ -22,15 +22,24 @@ CPU seconds, if more), and the engine's overhead is the CPU the cluster spends b
 in-process run's.
 
     python bench/bench_search.py [--repeat N]
+
+At scale, ``--space bench/search_space_1024.yaml --runs "2 workers,scheduler"`` (1,024 NPUs: 8
+fabrics x TACOS, BFB, the ring x a 2-layer data-parallel step = 24 evaluations): the local
+cluster, then the same plan through ``--scheduler`` of a ``dask scheduler`` and one ``dask
+worker ADDRESS --nthreads 1`` per core started apart, as README gives them (a nanny's worker
+process each: daemonic, so TACOS's trials run in the worker). Also printed: each worker's peak
+RSS, and whether the runs' rows are identical (to the first run's when there is no in-process run).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +50,39 @@ from chakra_collectives.search.table import TIMING_COLUMNS
 
 HERE = Path(__file__).resolve().parent
 SPACE = HERE / "search_space.yaml"
+DASK = Path(sys.executable).parent / "dask"
+RUNS = ("2 workers", "1 worker", "in process", "scheduler")
+
+
+class SeparateCluster(DaskExecutor):
+    """``dask scheduler`` and ``workers`` x ``dask worker ADDRESS --nthreads 1`` started as their
+    own processes (README's commands for several machines), used through their address."""
+
+    def __init__(self, workers: int, folder: Path) -> None:
+        scheduler_file = folder / "scheduler.json"
+        scheduler_file.unlink(missing_ok=True)
+        self.processes = [subprocess.Popen([DASK, "scheduler", "--scheduler-file", scheduler_file, "--port", "0", "--no-dashboard"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists():
+            if time.monotonic() > deadline:
+                self._stop()
+                raise RuntimeError("the scheduler did not start within 60 s")
+            time.sleep(0.1)
+        address = json.loads(scheduler_file.read_text())["address"]
+        self.processes += [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        super().__init__(address=address)
+        self.client.wait_for_workers(workers, timeout=120)
+
+    def close(self) -> None:
+        super().close()
+        self._stop()
+
+    def _stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            process.wait(timeout=60)
 
 
 def _load() -> str:
@@ -51,6 +93,11 @@ def _cpu_s() -> float:
     """CPU seconds of the calling process so far (user + system)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _peak_mib() -> float:
+    """Peak RSS of the calling process so far (MiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _same(a: dict, b: dict) -> list[str]:
@@ -83,9 +130,10 @@ def _one(plan, make_executor, folder: Path, label: str) -> dict:
         here_before = _cpu_s()
         run = run_search(plan, executor, table)
         here_cpu = _cpu_s() - here_before
-        workers_cpu = []
+        workers_cpu, workers_peak = [], []
         overhead = None
         if isinstance(executor, DaskExecutor):
+            workers_peak = sorted(executor.client.run(_peak_mib).values(), reverse=True)
             after = executor.client.run(_cpu_s)
             workers_cpu = sorted((after[w] - workers_before[w] for w in after if w in workers_before), reverse=True)
             stream = executor.client.get_task_stream()
@@ -94,15 +142,22 @@ def _one(plan, make_executor, folder: Path, label: str) -> dict:
             overhead = other / compute if compute else None
     assert run.evaluated == len(plan.evaluations) and not run.lost, run
     return {"label": label, "seconds": run.seconds, "startup": startup, "load": f"{load_before} -> {_load()}",
-            "here_cpu": here_cpu, "workers_cpu": workers_cpu, "cpu": here_cpu + sum(workers_cpu),
+            "here_cpu": here_cpu, "workers_cpu": workers_cpu, "workers_peak": workers_peak, "cpu": here_cpu + sum(workers_cpu),
             "worker_overhead": overhead, "rows": _rows(table), "failed": sum(r["status"] != "ok" for r in table.rows())}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs of each configuration (medians are quoted)")
+    parser.add_argument("--space", type=Path, default=SPACE, help="the design space (default: bench/search_space.yaml, 64 NPUs)")
+    parser.add_argument("--runs", default="2 workers,1 worker,in process",
+                        help=f"configurations, comma-separated, from: {', '.join(RUNS)} (scheduler: a dask scheduler + 2 dask workers started apart)")
     args = parser.parse_args(argv)
-    space = load_space(SPACE)
+    chosen = [label.strip() for label in args.runs.split(",")]
+    unknown = [label for label in chosen if label not in RUNS]
+    if unknown:
+        parser.error(f"unknown run(s) {unknown}; valid: {', '.join(RUNS)}")
+    space = load_space(args.space)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         started = time.perf_counter()
@@ -111,34 +166,40 @@ def main(argv: list[str]) -> int:
         topologies = len(plan.topologies)
         print(f"space {space.name}: {topologies} topologies x {len(space.algorithms)} algorithms x {len(plan.workloads)} workload "
               f"= {len(plan.evaluations)} evaluations, {plan.synthesis_count()} syntheses; {os.cpu_count()} cores; planning {plan_s:.1f} s")
-        runs: dict[str, list[dict]] = {"2 workers": [], "1 worker": [], "in process": []}
-        makers = {"2 workers": lambda: DaskExecutor(workers=2), "1 worker": lambda: DaskExecutor(workers=1), "in process": InProcess}
+        makers = {"2 workers": lambda: DaskExecutor(workers=2), "1 worker": lambda: DaskExecutor(workers=1), "in process": InProcess,
+                  "scheduler": lambda: SeparateCluster(2, folder)}
+        runs: dict[str, list[dict]] = {label: [] for label in chosen}
         for index in range(args.repeat):
-            for label, make in makers.items():  # interleaved, so a change of load touches every configuration
-                result = _one(plan, make, folder, f"{label.replace(' ', '-')}-{index}")
+            for label in chosen:  # interleaved, so a change of load touches every configuration
+                result = _one(plan, makers[label], folder, f"{label.replace(' ', '-')}-{index}")
                 runs[label].append(result)
                 extra = "" if result["worker_overhead"] is None else f", workers busy {result['worker_overhead']:.2%} outside compute"
                 workers = " + ".join(f"{c:.1f}" for c in result["workers_cpu"])
                 cpu = f"CPU {result['here_cpu']:.1f} s here" + (f" + workers {workers} s" if workers else "")
-                print(f"  {label:10s} run {index + 1}: {result['seconds']:6.1f} s (start-up {result['startup']:.1f} s; load {result['load']}{extra}; {cpu})",
-                      flush=True)
+                peaks = "" if not result["workers_peak"] else "; worker peak RSS " + " / ".join(f"{p:.0f}" for p in result["workers_peak"]) + " MiB"
+                print(f"  {label:10s} run {index + 1}: {result['seconds']:6.1f} s (start-up {result['startup']:.1f} s; load {result['load']}{extra}; "
+                      f"{cpu}{peaks}; {result['failed']} failed)", flush=True)
         median = {label: statistics.median(r["seconds"] for r in results) for label, results in runs.items()}
-        print(f"median search time: 2 workers {median['2 workers']:.1f} s (target <= 120 s), 1 worker {median['1 worker']:.1f} s, "
-              f"in process {median['in process']:.1f} s")
-        print(f"speedup 2 workers / 1 worker: {median['1 worker'] / median['2 workers']:.2f}x (target >= 1.7x)")
-        per_run = [b["seconds"] / a["seconds"] for a, b in zip(runs["in process"], runs["1 worker"])]
-        print(f"engine overhead (1-worker cluster vs in process): {statistics.median(per_run) - 1:+.1%} of the work (target <= 5%); "
-              f"per task outside compute: {statistics.median(r['worker_overhead'] for r in runs['1 worker']):.2%}")
         cpu = {label: statistics.median(r["cpu"] for r in results) for label, results in runs.items()}
-        quiet_2 = statistics.median(max(max(r["workers_cpu"]), r["cpu"] / 2) for r in runs["2 workers"])
-        quiet_1 = statistics.median(max(r["workers_cpu"][0], r["here_cpu"]) for r in runs["1 worker"])
-        print(f"CPU seconds (medians): in process {cpu['in process']:.1f}, 1-worker cluster {cpu['1 worker']:.1f} "
-              f"({cpu['1 worker'] / cpu['in process'] - 1:+.1%}), 2-worker cluster {cpu['2 workers']:.1f} ({cpu['2 workers'] / cpu['in process'] - 1:+.1%})")
-        print(f"on 2 idle cores (wall = busiest worker's CPU time): 2 workers ~{quiet_2:.1f} s, 1 worker ~{quiet_1:.1f} s, "
-              f"speedup ~{quiet_1 / quiet_2:.2f}x")
-        reference = runs["in process"][0]["rows"]
-        differences = sorted({d for results in runs.values() for r in results for d in _same(reference, r["rows"])})
-        print(f"identical results in every run: {'yes' if not differences else 'NO'}; failed evaluations: {runs['in process'][0]['failed']}")
+        print("median search time: " + ", ".join(f"{label} {median[label]:.1f} s (CPU {cpu[label]:.1f} s)" for label in chosen))
+        if {"2 workers", "1 worker"} <= set(chosen):
+            print(f"speedup 2 workers / 1 worker: {median['1 worker'] / median['2 workers']:.2f}x (target >= 1.7x)")
+            quiet_2 = statistics.median(max(max(r["workers_cpu"]), r["cpu"] / 2) for r in runs["2 workers"])
+            quiet_1 = statistics.median(max(r["workers_cpu"][0], r["here_cpu"]) for r in runs["1 worker"])
+            print(f"on 2 idle cores (wall = busiest worker's CPU time): 2 workers ~{quiet_2:.1f} s, 1 worker ~{quiet_1:.1f} s, "
+                  f"speedup ~{quiet_1 / quiet_2:.2f}x")
+        elif "2 workers" in chosen:
+            quiet_2 = statistics.median(max(max(r["workers_cpu"]), r["cpu"] / 2) for r in runs["2 workers"])
+            print(f"on 2 idle cores (wall = busiest worker's CPU time): 2 workers ~{quiet_2:.1f} s")
+        if {"1 worker", "in process"} <= set(chosen):
+            per_run = [b["seconds"] / a["seconds"] for a, b in zip(runs["in process"], runs["1 worker"])]
+            print(f"engine overhead (1-worker cluster vs in process): {statistics.median(per_run) - 1:+.1%} of the work (target <= 5%); "
+                  f"per task outside compute: {statistics.median(r['worker_overhead'] for r in runs['1 worker']):.2%}; CPU "
+                  f"{cpu['1 worker'] / cpu['in process'] - 1:+.1%}")
+        first = runs["in process" if "in process" in chosen else chosen[0]][0]
+        differences = sorted({d for results in runs.values() for r in results for d in _same(first["rows"], r["rows"])})
+        failed = max(r["failed"] for results in runs.values() for r in results)
+        print(f"identical results in every run: {'yes' if not differences else 'NO'}; failed evaluations: {failed}")
         for difference in differences[:10]:
             print(f"  differs: {difference}")
     return 0

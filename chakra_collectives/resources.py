@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -136,6 +137,39 @@ def require(estimate: Estimate) -> None:
         f"{format_size(limit.nbytes)} ({limit.source}{_held(held, limit)}); {estimate.advice}, or raise the limit with "
         f"--max-memory {suggestion}"
     )
+
+
+def require_disk(folder: str | os.PathLike, estimate: Estimate) -> None:
+    """Refuse ``estimate`` -- ``nbytes`` of files to write into ``folder`` -- with a
+    :class:`LimitError` when the file system holding ``folder`` has less space free, before
+    anything is written (a folder not made yet: its nearest existing parent's file system).
+
+    >>> import tempfile
+    >>> require_disk(tempfile.gettempdir(), Estimate("writing out/ag", 1024, "10 operations", "write elsewhere"))
+    >>> require_disk(tempfile.gettempdir(), Estimate("writing out/ag", 2**70, "1e21 operations", "write elsewhere"))
+    Traceback (most recent call last):
+    ...
+    chakra_collectives.errors.LimitError: writing out/ag needs about ... on disk (1e21 operations), above the ... free in ...; write elsewhere
+    """
+    free = free_disk_bytes(folder)
+    if free is None or estimate.nbytes <= free:
+        return
+    raise LimitError(
+        f"{estimate.what} needs about {format_size(estimate.nbytes)} on disk ({estimate.work}), above the "
+        f"{format_size(free)} free in {folder}; {estimate.advice}"
+    )
+
+
+def free_disk_bytes(folder: str | os.PathLike) -> int | None:
+    """Bytes free for this user on the file system of ``folder`` or of its nearest existing
+    parent (``None``: unknown)."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
 
 
 def fits(estimate: Estimate) -> bool:
@@ -245,9 +279,11 @@ __all__ = [
     "Limit",
     "count",
     "fits",
+    "free_disk_bytes",
     "memory_limit",
     "memory_limit_set",
     "parse_memory",
     "require",
+    "require_disk",
     "resident_bytes",
 ]

@@ -207,3 +207,35 @@ def test_an_msccl_program_declaring_two_billion_gpus_is_refused_at_its_line(tmp_
     )
     result = capped("import-msccl", str(path), "-s", "1MiB", "-o", str(tmp_path / "x"), memory=1_000 * 2**20, timeout=10)
     one_line_error(result, 4, "huge.xml:1", "ngpus: 2,147,483,647 NPUs, above the limit of 65,536 NPUs")
+
+
+@pytest.mark.parametrize("spec, collective, algorithm", [("ring:64", "all-reduce", "ring"), ("torus2d:8x8", "all-reduce", "tacos"),
+                                                         ("mesh2d:8x8", "all-gather", "tacos"), ("ring:64", "all-reduce", "direct")])
+@pytest.mark.parametrize("compress", [False, True])
+def test_the_disk_estimate_bounds_the_files_written(tmp_path, spec, collective, algorithm, compress):
+    """The estimate an output is refused by is an upper bound of what is written, and not a
+    loose one (the files take at least half of it uncompressed: the bytes of a node are its
+    ids, peer, sizes and dependencies, whatever the algorithm)."""
+    from chakra_collectives.converters.chakra_et.writer import file_bytes, write_algorithm
+    from chakra_collectives.synth import synthesize
+    from chakra_collectives.topology import load_topology
+
+    algo = synthesize(load_topology(spec), collective, 2**26, algorithm=algorithm, chunks_per_npu=1).algorithm
+    written = sum(p.stat().st_size for p in write_algorithm(algo, tmp_path / "x", compress=compress))
+    estimate = file_bytes(algo.num_ops, algo.num_ranks, compress=compress)
+    assert written <= estimate
+    if not compress:
+        assert written >= estimate / 2
+
+
+def test_files_that_would_not_fit_the_disk_are_refused_before_any_is_written(cli, tmp_path, monkeypatch):
+    from chakra_collectives import resources
+
+    monkeypatch.setattr(resources, "free_disk_bytes", lambda folder: 100 * 2**10)  # a disk with 100 KiB left
+    out = tmp_path / "out"
+    result = cli("synth", "-t", "ring:64", "-a", "ring", "-c", "all-reduce", "-s", "1MiB", "-o", out / "ar")
+    one_line_error(result, 4, f"writing {out / 'ar'}.{{rank}}.et needs about", "on disk (", "operations in 64 files), above the 100 KiB free")
+    assert not out.exists() or not any(out.iterdir())  # nothing written, no staging left
+    monkeypatch.setattr(resources, "free_disk_bytes", lambda folder: 10 * 2**20)  # 10 MiB: enough for its 0.8 MiB
+    assert cli("synth", "-t", "ring:64", "-a", "ring", "-c", "all-reduce", "-s", "1MiB", "-o", out / "ar").exit_code == 0
+    assert len(list(out.glob("ar.*.et"))) == 64

@@ -180,3 +180,61 @@ def test_tacos_trials_inside_a_dask_worker_run_there(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     here = tacos_module.tacos(load_topology("ring:6"), "all-gather", 6 * 2**20, trials=3)  # here, in processes
     assert in_worker == (here.schedule_ns, here.seed)
+
+
+TINY_SPACE = """\
+name: tiny
+npus: 16
+topologies: ["torus2d:{grid2}", "ring:{npus}"]
+algorithms: [tacos, bfb, ring]
+workload: {kind: data-parallel, layers: 2, gradient: 4MiB}
+"""
+
+
+def _readme_cluster_commands() -> tuple[list[str], list[str]]:
+    """README's 'on several machines' commands: the scheduler's and a worker's (HOST:PORT left to fill in)."""
+    lines = [l.split("#")[0].strip() for l in (REPO / "README.md").read_text().splitlines()]
+    scheduler = next(l for l in lines if l.startswith("dask scheduler"))
+    worker = next(l for l in lines if l.startswith("dask worker tcp://HOST:8786"))
+    return shlex.split(scheduler), shlex.split(worker)
+
+
+def test_the_readme_cluster_commands_run_a_search_with_the_in_process_rows(tmp_path):
+    """README's way to use several machines, on this one: `dask scheduler`, then `dask worker
+    ADDRESS --nthreads 1` as README gives it (a nanny's daemonic worker process), then `search
+    --scheduler ADDRESS`: every row, identical to the in-process run's."""
+    scheduler_command, worker_command = _readme_cluster_commands()
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text(TINY_SPACE)
+    scheduler_file, log, out = tmp_path / "scheduler.json", tmp_path / "dask.log", tmp_path / "out"
+    processes: list[subprocess.Popen] = []
+    try:
+        # a free port and a file that says it, so that parallel test runs do not collide on 8786
+        processes.append(subprocess.Popen(
+            [str(BIN / "dask"), *scheduler_command[1:], "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=log.open("ab"),
+        ))
+        _wait_for(scheduler_file.exists, 60, "the scheduler")
+        address = json.loads(scheduler_file.read_text())["address"]
+        worker = [address if part == "tcp://HOST:8786" else part for part in worker_command[1:]]
+        processes.append(subprocess.Popen([str(BIN / "dask"), *worker, "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=log.open("ab")))
+        done = subprocess.run(
+            [str(BIN / "chakra-coll"), "search", str(space_file), "--scheduler", address, "-o", str(out), "--no-plots", "--no-winner", "--json"],
+            capture_output=True, text=True, timeout=600,
+        )
+    finally:
+        for process in processes:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)["run"]
+    assert run["executor"] == f"scheduler {address}" and run["workers"] == 1 and not run["lost"]
+    rows = _design_rows(ResultTable(out / "results.parquet"))
+    reference, keys = _in_process(space_file, tmp_path)
+    assert set(rows) == keys and len(keys) == 6  # 2 direct-connect fabrics x 3 producers
+    assert all(row["status"] == "ok" for row in rows.values())
+    assert rows == reference

@@ -56,6 +56,7 @@ from chakra.src.third_party.utils import protolib
 from chakra_collectives import progress
 from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.limits import check_size
+from chakra_collectives.resources import Estimate, count, require_disk
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.ir.pattern import pattern_lines
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
@@ -82,6 +83,25 @@ PARALLEL_OPS = 500_000
 second of encoding in one; below, forking costs more than it saves)."""
 
 
+BYTES_PER_OP = 120
+"""Upper envelope of a rank file's bytes per operation (measured 96-108 for TACOS, BFB and the
+baselines at 64-16,384 ranks: a node's ids, dependencies and attributes)."""
+GZIP_BYTES_PER_OP = 32
+"""The same, compressed (``--compress``; measured 11-26)."""
+BYTES_PER_FILE = 1024
+"""A rank file's own bytes: its metadata and what the operations do not amortize."""
+
+
+def file_bytes(num_ops: int, num_ranks: int, *, compress: bool = False) -> float:
+    """What :func:`write_algorithm` puts on disk for ``num_ops`` operations over ``num_ranks``
+    files, at most (:data:`BYTES_PER_OP` or :data:`GZIP_BYTES_PER_OP` per operation).
+
+    >>> file_bytes(30_200_000, 16384) / 2**30 < 3.5     # torus2d:128x128's All-Gather: 3.0 GiB written
+    True
+    """
+    return (GZIP_BYTES_PER_OP if compress else BYTES_PER_OP) * float(num_ops) + BYTES_PER_FILE * num_ranks
+
+
 def write_algorithm(
     algo: CollectiveAlgorithm,
     prefix: str | Path,
@@ -97,7 +117,8 @@ def write_algorithm(
     that take ``bytes / bandwidth``; without it they take no time (ASTRA-sim then charges 1 ns).
     ``workers`` processes encode the ranks (default: the machine's cores from
     :data:`PARALLEL_OPS` operations, else 1; always 1 where this process cannot fork).
-    Returns the paths written.
+    Returns the paths written. Files that would not fit the disk (:func:`file_bytes` against its
+    free space) are refused before any is written (:class:`~chakra_collectives.errors.LimitError`).
     """
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
@@ -106,6 +127,10 @@ def write_algorithm(
     nbytes = algo.op_bytes(size)
     durations = algo.local_durations(nbytes, reduce_bandwidth_gbps)
     _check_astra_sim_constraints(algo, nbytes, prefix)
+    require_disk(Path(prefix).parent, Estimate(
+        f"writing {prefix}.{{rank}}.et", file_bytes(algo.num_ops, algo.num_ranks, compress=compress),
+        f"{count(algo.num_ops)} operations in {algo.num_ranks} files", "write them to another disk (-o) or free space",
+    ))
     encoder = _NodeEncoder()
     bounds = algo.rank_bounds()
 
@@ -405,4 +430,4 @@ def _metadata_record(algo: CollectiveAlgorithm, rank: int, size: int) -> bytes:
     return sink.getvalue()
 
 
-__all__ = ["rank_path", "write_algorithm", "write_files_atomically"]
+__all__ = ["BYTES_PER_OP", "file_bytes", "rank_path", "write_algorithm", "write_files_atomically"]
