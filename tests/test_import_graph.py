@@ -202,3 +202,13 @@ def test_a_package_init_names_what_it_offers(package):
     tree = ast.parse((SOURCE_ROOTS["chakra_collectives"] / package / "__init__.py").read_text())
     defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     assert defined == []
+
+
+def test_one_entry_point_chooses_the_replay():
+    """``workload_replay.replay_workload`` chooses between the network model's replay and the ASTRA-sim
+    model; the CLI calls it, and imports neither the ASTRA-sim model nor the replay function itself."""
+    assert {(a, b) for a, b, _ in IMPORTS if _package(a) == "cli" and _package(b) == "astra_system"} == set()
+    assert {a for a, _, names in IMPORTS if "replay_astra_sim" in names} == {"chakra_collectives.workload_replay"}
+    cli_replays = {a for a, b, names in IMPORTS if _package(a) == "cli" and _package(b) == "replay" and "replay" in names}
+    assert cli_replays == set()
+    assert {a for a, _, names in IMPORTS if "replay_workload" in names} >= {"chakra_collectives.cli.replay_cmd"}

@@ -33,7 +33,7 @@ from chakra_collectives.converters.chakra_et import read_algorithm, write_algori
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.ir.workload import NodeKind
+from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.replay.algorithms import parse_collective_option
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import format_size
@@ -87,7 +87,7 @@ def network_of(topology: Topology) -> AnalyticalNetwork:
 
 
 def replay_astra_sim(
-    workload: str | Path,
+    workload: str | Path | Workload,
     topology: Topology,
     system: str | Path,
     *,
@@ -105,7 +105,7 @@ def replay_astra_sim(
     chosen = backend or default_backend(network)
     if chosen not in BACKENDS:
         raise InputError(f"unknown ASTRA-sim backend {chosen!r} (valid: {', '.join(BACKENDS)})")
-    work = read_workload(workload)
+    work = workload if isinstance(workload, Workload) else read_workload(workload)
     groups = read_comm_groups(comm_groups, work.num_ranks) if comm_groups else None
     warnings: list[str] = []
     custom = dict(config.custom)
@@ -139,7 +139,7 @@ def replay_astra_sim(
         for r, (finish, exposed) in enumerate(zip(result.finish_ns, result.exposed_ns))
     ]
     return AstraSimReplay(
-        workload=str(workload),
+        workload=str(work.prefix if isinstance(workload, Workload) else workload),
         network=_describe(network),
         backend=chosen,
         system=f"{system} ({config.describe()})",
