@@ -219,13 +219,15 @@ def simulate(
     backend: str = "aware",
     comm_groups: dict[int, list[int]] | None = None,
     custom_base: Path | None = None,
+    method: str = "auto",
 ) -> AstraSimRun:
     """Run ``workload`` on ``network`` under ``system``, as ASTRA-sim's ``backend`` binary would.
 
     ``custom_base`` is the directory custom-collective prefixes are relative to (ASTRA-sim: the
     working directory). Workloads of custom collectives whose messages never wait for a link
     are timed level by level (:mod:`~chakra_collectives.astra_system.levels`), the rest event by
-    event; both give the same times.
+    event; both give the same times. ``method="events"`` always runs the event simulation (to
+    compare the two).
     """
     from chakra_collectives.astra_system.levels import level_timed  # levels builds on this module's types
 
@@ -235,7 +237,9 @@ def simulate(
     if workload.num_ranks != total:
         raise InputError(f"the workload has {workload.num_ranks} ranks and the network {total} NPUs; ASTRA-sim needs one rank file per NPU", path=workload.prefix)
     library = CustomLibrary(custom_base)
-    timed = level_timed(workload, network, system, backend, comm_groups or {}, library)
+    if method not in ("auto", "events"):
+        raise ValueError(f"method is auto or events, not {method!r}")
+    timed = level_timed(workload, network, system, backend, comm_groups or {}, library) if method == "auto" else None
     if timed is not None:
         return AstraSimRun(finish_ns=timed.finish_ns, exposed_ns=timed.exposed_ns, start_ns=timed.start_ns, end_ns=timed.end_ns, backend=backend, method="levels")
     run = _Run(workload, network, system, backend, comm_groups or {}, library)

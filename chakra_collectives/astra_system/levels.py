@@ -98,7 +98,8 @@ def level_timed(
         programs = [library.files(prefix, workload.num_ranks) for prefix in prefixes]
     except InputError:
         return None  # the event simulation raises it when the call is issued, as ASTRA-sim fails
-    if any(len(files) == 0 or not np.isin(files.node_type, list(_TASK_KIND)).all() for files in programs):
+    distinct = {id(files): files for files in programs}.values()  # calls of one collective share its files
+    if any(len(files) == 0 or not np.isin(files.node_type, list(_TASK_KIND)).all() for files in distinct):
         return None
     expanded = _expand(workload, calls, programs)
     if expanded is None:
@@ -176,9 +177,10 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     owners = [np.where(is_call[owner], begin_of[owner], owner)]
     targets = [waits]
     first = size + len(calls)
+    bounds_of = {id(files): files.rank_bounds().tolist() for files in programs}
     for files, g, begin in zip(programs, calls.tolist(), begins.tolist()):
         rank = int(rank_of[g])
-        lo, hi = (int(b) for b in files.rank_bounds()[rank : rank + 2])
+        lo, hi = bounds_of[id(files)][rank : rank + 2]
         count = hi - lo
         program_kind = _task_kinds(files.node_type[lo:hi])
         blocks.append((program_kind, np.full(count, rank, dtype=np.int64), files.peer[lo:hi], files.comm_size[lo:hi], files.tag[lo:hi], files.duration_ns[lo:hi],
@@ -241,8 +243,11 @@ def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray, nbytes: np.ndarr
 def _hop_costs(graph: TaskGraph, backend: AwareBackend | UnawareBackend) -> HopCosts | None:
     """Every SEND's hops as the backend moves it (``None``: a hop that takes no time)."""
     sends = np.flatnonzero(graph.kind == SEND)
-    triples = np.stack([graph.npu[sends], graph.npu[graph.partner[sends]], graph.nbytes[sends]], axis=1) if len(sends) else np.zeros((0, 3), np.int64)
-    unique, kind_of_send = np.unique(triples, axis=0, return_inverse=True)
+    sizes, size_id = np.unique(graph.nbytes[sends], return_inverse=True)
+    npus = int(graph.npu.max(initial=0)) + 1
+    key = (graph.npu[sends].astype(np.int64) * npus + graph.npu[graph.partner[sends]]) * len(sizes) + size_id.reshape(-1)
+    keys, kind_of_send = np.unique(key, return_inverse=True)
+    unique = np.stack([keys // len(sizes) // npus, keys // len(sizes) % npus, sizes[keys % len(sizes)]], axis=1) if len(keys) else np.zeros((0, 3), np.int64)
     links: list[int] = []
     busy: list[int] = []
     delivered: list[int] = []

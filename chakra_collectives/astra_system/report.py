@@ -30,6 +30,7 @@ from chakra_collectives.astra_system.driver import COLLECTIVE_TYPES, read_comm_g
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork, NotExpressible, analytical_network
 from chakra_collectives.converters.astra_sim.system import SystemConfig
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.converters.chakra_et.reader import written_size
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
@@ -176,17 +177,20 @@ def _sized_customs(work, custom: dict[str, str], rescale: bool, scratch: Path, g
             sizes.setdefault(kind, {})[s] = Collective.parse(kind).size_of_call(s, members or work.num_ranks)
     resized: dict[str, str] = dict(custom)
     for kind, called in sizes.items():
-        algo = read_algorithm(custom[kind], collective=Collective.parse(kind))
-        other = sorted((s, size) for s, size in called.items() if size != algo.size_bytes)
+        written = written_size(custom[kind])  # chakra-coll's files say it in their first record
+        if written is None:
+            written = read_algorithm(custom[kind], collective=Collective.parse(kind)).size_bytes
+        other = sorted((s, size) for s, size in called.items() if size != written)
         if not other:
             continue
         if not rescale:
             shown = ", ".join(format_size(size) if size == s else f"{format_size(size)} (comm_size {format_size(s)} per rank)" for s, size in other)
             notes.append(
-                f"custom {kind} {custom[kind]} was written for {format_size(algo.size_bytes)}; ASTRA-sim runs it at that size "
+                f"custom {kind} {custom[kind]} was written for {format_size(written)}; ASTRA-sim runs it at that size "
                 f"whatever the workload's comm_size ({shown} here); --rescale scales it to each call"
             )
             continue
+        algo = read_algorithm(custom[kind], collective=Collective.parse(kind))
         for comm_size, size in sorted(called.items()):
             target = scratch / f"{kind}_{comm_size}" / "c"
             write_algorithm(algo, target, size_bytes=size)
