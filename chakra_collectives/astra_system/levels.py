@@ -45,6 +45,7 @@ event simulation runs instead) unless all of these hold:
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from chakra_collectives.astra_system.backends import AwareBackend, UnawareBackend, make_backend
