@@ -7,20 +7,36 @@ is run ``--repeat`` times (default 3); the median wall time and the events per s
 printed. The model simulates every message ASTRA-sim simulates, so its time grows with
 messages: NPUs x dimension sizes x splits x layers.
 
-Run: ``python bench/bench_astra_system.py [--repeat N] [--large]`` (``--large`` adds 32x32 NPUs,
-about two minutes).
+``--commands N ...`` times whole commands on the N-rank ring all-reduce microbenchmark (1 MiB,
+custom ring ETs) that ``synth -t ring:N -a ring -c all-reduce -s 1MiB --astra-sim DIR`` writes,
+each in a fresh process (wall, CPU, peak RSS): ``synth -o`` and ``synth --astra-sim`` of the same
+algorithm (their ratio: target <= 1.5) and ``replay --network-model astra-sim --system`` of the
+directory (target at 1,024: <= 12 s, <= 2 GB). Then its parts in this process: reading the
+workload and the custom ETs, the model timed level by level (``simulate``, reading included)
+and -- up to ``--events-up-to`` ranks (default 256; 4.35 GB at 1,024) -- the event simulation it
+replaces (``method="events"``), with their ratio. Run 1,024 ranks under the machine's big-run
+lock.
+
+Run: ``python bench/bench_astra_system.py [--repeat N] [--large] [--commands N ...]``
+(``--large`` adds 32x32 NPUs, about two minutes).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from timing import whole_command
+
 from chakra_collectives.astra_system import SystemConfig, simulate
+from chakra_collectives.astra_system.report import network_of
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
+from chakra_collectives.converters.chakra_et.workload_reader import read_workload
+from chakra_collectives.topology import load_topology
 from chakra_collectives.workload import data_parallel, microbenchmark
 from chakra_collectives.workload.spec import uniform_model
 
@@ -46,9 +62,67 @@ def cases(large: bool):
         yield f"data-parallel step, {a * b} NPUs [Ring {a}, Switch {b}]", data_parallel(model, a * b), net, HGX_LIKE, "unaware"
 
 
+CLI = [sys.executable, "-m", "chakra_collectives"]
+
+
+def whole_commands(ranks: int, events_up_to: int) -> None:
+    """Whole commands on the ``ranks``-rank ring all-reduce microbenchmark, then their parts."""
+    synth = ["synth", "-t", f"ring:{ranks}", "-a", "ring", "-c", "all-reduce", "-s", "1MiB"]
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "astra"
+        figures = {
+            "synth -o": whole_command([*CLI, *synth, "-o", str(Path(tmp) / "plain" / "ar")]),
+            "synth --astra-sim": whole_command([*CLI, *synth, "--astra-sim", str(directory)]),
+        }
+        workload = f"workload/all_reduce_{ranks}npus_1MB"
+        figures["replay --system"] = whole_command(
+            [*CLI, "replay", workload, "-t", "network.yml", "--network-model", "astra-sim", "--system", "system.json", "--json"], cwd=str(directory)
+        )
+        print(f"\nring:{ranks} all-reduce 1 MiB, custom ring ETs: whole commands (fresh processes)")
+        print(f"{'command':<22} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}")
+        for label, (wall, cpu, peak) in figures.items():
+            print(f"{label:<22} {wall:>8.2f} {cpu:>8.2f} {peak:>9.0f}")
+        ratio = figures["synth --astra-sim"][1] / figures["synth -o"][1]
+        print(f"synth --astra-sim / synth -o, CPU: {ratio:.2f}x (target <= 1.5)")
+        parts: dict[str, float] = {}
+        started = time.perf_counter()
+        work = read_workload(directory / workload)
+        parts["read the workload"] = time.perf_counter() - started
+        started = time.perf_counter()
+        read_workload(directory / "collectives" / "all_reduce")
+        parts["read the custom ETs"] = time.perf_counter() - started
+        network = network_of(load_topology(str(directory / "network.yml")))
+        config = SystemConfig.from_file(directory / "system.json")
+        started = time.perf_counter()
+        levels = simulate(work, network, config, custom_base=directory)
+        parts[f"simulate ({levels.method}; reads the custom ETs)"] = time.perf_counter() - started
+        if ranks <= events_up_to:
+            started = time.perf_counter()
+            events = simulate(work, network, config, custom_base=directory, method="events")
+            parts["simulate (events; the same reading)"] = time.perf_counter() - started
+            assert events.finish_ns == levels.finish_ns
+        print(f"parts, this process ({levels.makespan_ns:,} ns predicted):")
+        for label, seconds in parts.items():
+            print(f"  {label:<44} {seconds:>8.2f} s")
+        if ranks <= events_up_to:
+            model = [parts[label] - parts["read the custom ETs"] for label in parts if label.startswith("simulate")]
+            print(f"  the model without reading: events / levels = {model[1]:.2f} s / {model[0]:.2f} s = {model[1] / model[0]:.1f}x")
+
+
 def main(argv: list[str]) -> None:
     repeat = int(argv[argv.index("--repeat") + 1]) if "--repeat" in argv else 3
     large = "--large" in argv
+    if "--commands" in argv:
+        events_up_to = int(argv[argv.index("--events-up-to") + 1]) if "--events-up-to" in argv else 256
+        sizes = []
+        for argument in argv[argv.index("--commands") + 1 :]:
+            if not argument.isdigit():
+                break
+            sizes.append(int(argument))
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: compare rows of one run")
+        for ranks in sizes:
+            whole_commands(ranks, events_up_to)
+        return
     print(f"{'case':<48} {'predicted ns':>14} {'median s':>9} {'events/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for label, workload, network, system, backend in cases(large):
@@ -60,9 +134,9 @@ def main(argv: list[str]) -> None:
                 started = time.perf_counter()
                 result = simulate(prefix, network, config, backend=backend)
                 times.append(time.perf_counter() - started)
-            events = result.events
             median = statistics.median(times)
-            print(f"{label:<48} {result.makespan_ns:>14,} {median:>9.2f} {events / median:>10,.0f}", flush=True)
+            rate = f"{result.events / median:>10,.0f}" if result.method == "events" else f"{'(levels)':>10}"
+            print(f"{label:<48} {result.makespan_ns:>14,} {median:>9.2f} {rate}", flush=True)
     print("(medians of", repeat, "runs; the machine is shared: compare rows of one run, not runs)")
 
 

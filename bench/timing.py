@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import time
 import tracemalloc
 from typing import Any, Callable
@@ -28,3 +30,14 @@ def peak_memory_mb(run: Callable[[], Any]) -> float:
         return tracemalloc.get_traced_memory()[1] / 2**20
     finally:
         tracemalloc.stop()
+
+
+def whole_command(arguments: list[str], *, cwd: str | None = None) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system, with the child's own workers) and peak RSS (MiB)
+    of one command in a fresh process; raises when it fails."""
+    started = time.perf_counter()
+    child = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(arguments)} failed")
+    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024

@@ -4,7 +4,7 @@
 
 * **ports** -- links out and in of every NPU (min and max);
 * **diameter** and mean distance -- hops between NPUs (switch hops count);
-* **bisection** -- :func:`chakra_collectives.topology.properties.bisection_gbps`;
+* **bisection** -- :func:`chakra_collectives.flow.bisection.bisection_gbps`;
 * **cut bound** per collective -- :func:`chakra_collectives.bounds.lower_bounds` at ``size``;
 * **BFB** (direct-connect topologies) -- steps (latency term: steps x link latency) and the
   bandwidth term of the BFB schedule (:mod:`chakra_collectives.synth.bfb`) and its ratio to the
@@ -26,7 +26,7 @@ from chakra_collectives.synth.bfb import bfb_problem, hop_distances, solve_bfb, 
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expansions import origin
 from chakra_collectives.topology.families import fat_tree_levels, fat_tree_switches
-from chakra_collectives.topology.properties import bisection_gbps
+from chakra_collectives.flow.bisection import bisection_gbps
 from chakra_collectives.units import bytes_per_ns
 
 

@@ -395,3 +395,59 @@ def test_a_whole_fabric_custom_collective_on_a_group_call_is_refused_in_one_line
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert "has 8 rank files, but this call runs over 2 ranks" in " ".join(result.stderr.split())
+
+
+# ---------------------------------------------------------------------------- level by level
+def _both_ways(directory, workload_prefix, network, backend):
+    """The model timed as it chooses and by the event simulation, on a written directory."""
+    config = SystemConfig.from_file(directory / "system.json")
+    chosen = simulate(directory / workload_prefix, network, config, backend=backend, custom_base=directory)
+    events = simulate(directory / workload_prefix, network, config, backend=backend, custom_base=directory, method="events")
+    assert events.method == "events"
+    assert chosen.finish_ns == events.finish_ns and chosen.exposed_ns == events.exposed_ns
+    assert chosen.start_ns.tolist() == events.start_ns.tolist() and chosen.end_ns.tolist() == events.end_ns.tolist()
+    return chosen
+
+
+@pytest.mark.parametrize("spec, collective, backend", [
+    ("ring:8", "all-reduce", "aware"), ("ring:8", "all-gather", "unaware"), ("torus2d:4x4", "reduce-scatter", "unaware"), ("ring:6", "all-reduce", "unaware"),
+])
+def test_custom_ring_collectives_are_timed_level_by_level_with_the_events_times(tmp_path, spec, collective, backend):
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+    from chakra_collectives.topology import load_topology
+
+    topology = load_topology(spec)
+    written = write_astra_sim_dir(tmp_path / "d", topology, ring(Collective.parse(collective), topology.num_npus, size_bytes=2**20))
+    result = _both_ways(written.directory, written.workload, written.network, backend)
+    assert result.method == "levels"  # a ring on a ring: no message waits for a link
+    assert result.makespan_ns == written.expected_ns
+
+
+def test_contention_leaves_the_custom_collective_to_the_events(tmp_path):
+    """A direct all-gather through one switch: every NPU's uplink carries several messages at once."""
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import direct
+    from chakra_collectives.topology import load_topology
+
+    written = write_astra_sim_dir(tmp_path / "d", load_topology("switch:8"), direct(Collective.ALL_GATHER, 8, size_bytes=2**20))
+    assert _both_ways(written.directory, written.workload, written.network, "aware").method == "events"
+
+
+def test_a_training_step_of_custom_collectives_agrees_with_the_events(tmp_path):
+    """COMP and custom all-reduces under the per-rank rule: whichever way it is timed, the event times."""
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+    from chakra_collectives.topology import load_topology
+
+    step = data_parallel(uniform_model(layers=3, forward="20us", gradient="1MiB"), 8)
+    written = write_astra_sim_dir(tmp_path / "d", load_topology("ring:8"), ring(Collective.ALL_REDUCE, 8, size_bytes=2**20), workload=step)
+    _both_ways(written.directory, written.workload, written.network, "aware")
+
+
+def test_native_collectives_are_timed_event_by_event(tmp_path):
+    result = run_micro(tmp_path, "all-reduce", 8, 2**20, one_dim("Ring", 8), system(**{"all-reduce-implementation": ["ring"]}))
+    assert result.method == "events" and result.events > 0

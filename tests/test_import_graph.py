@@ -191,9 +191,10 @@ def test_model_defaults_and_schema_fragments_are_written_once(literal):
 
 def test_one_implementation_of_astra_sims_per_rank_rule():
     """"One GPU COMP, one CPU op, one communication in flight per rank" is ``ir.workload.execution_units``;
-    both replays (the network model's ``concurrency="astra-sim"`` and the ASTRA-sim system model) use it."""
+    both replays (the network model's ``concurrency="astra-sim"`` and the ASTRA-sim system model, event by
+    event or, when no unit makes a node wait, level by level) use it."""
     users = {a for a, b, names in IMPORTS if b == "chakra_collectives.ir.workload" and "execution_units" in names}
-    assert users == {"chakra_collectives.replay.expand", "chakra_collectives.astra_system.driver"}
+    assert users == {"chakra_collectives.replay.expand", "chakra_collectives.astra_system.driver", "chakra_collectives.astra_system.levels"}
 
 
 @pytest.mark.parametrize("package", ["synth", "synth/forestcoll"])
@@ -202,3 +203,22 @@ def test_a_package_init_names_what_it_offers(package):
     tree = ast.parse((SOURCE_ROOTS["chakra_collectives"] / package / "__init__.py").read_text())
     defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     assert defined == []
+
+
+def test_one_entry_point_chooses_the_replay():
+    """``workload_replay.replay_workload`` chooses between the network model's replay and the ASTRA-sim
+    model; the CLI calls it, and imports neither the ASTRA-sim model nor the replay function itself."""
+    assert {(a, b) for a, b, _ in IMPORTS if _package(a) == "cli" and _package(b) == "astra_system"} == set()
+    assert {a for a, _, names in IMPORTS if "replay_astra_sim" in names} == {"chakra_collectives.workload_replay"}
+    cli_replays = {a for a, b, names in IMPORTS if _package(a) == "cli" and _package(b) == "replay" and "replay" in names}
+    assert cli_replays == set()
+    assert {a for a, _, names in IMPORTS if "replay_workload" in names} >= {"chakra_collectives.cli.replay_cmd"}
+
+
+def test_max_flow_is_computed_in_one_place():
+    """``flow.maxflow.FlowNetwork`` is the one max-flow (scipy's, networkx's or its own Dinic): BFB's
+    chunk splits and the bisection (``flow.bisection``, above the topology) use it."""
+    callers = {_module_name(p) for p in _source_files() if any(name in p.read_text() for name in ("maximum_flow", "minimum_cut", "preflow_push"))}
+    assert callers == {"chakra_collectives.flow.maxflow"}
+    users = {a for a, b, names in IMPORTS if b == "chakra_collectives.flow.maxflow" and "FlowNetwork" in names}
+    assert {"chakra_collectives.synth.bfb", "chakra_collectives.flow.bisection"} <= users

@@ -12,6 +12,9 @@ Given ASTRA-sim's own inputs -- workload ETs, the system JSON, the analytical ne
 * :mod:`~chakra_collectives.astra_system.custom` -- custom collectives (Chakra ETs);
 * :mod:`~chakra_collectives.astra_system.system` -- splits, phases, queues, scheduling policy;
 * :mod:`~chakra_collectives.astra_system.driver` -- the workload layer and :func:`simulate`.
+
+A library user replays a workload through :func:`chakra_collectives.workload_replay.replay_workload`,
+which runs this model when given a system JSON.
 """
 
 from chakra_collectives.converters.astra_sim.system import SystemConfig

@@ -63,7 +63,7 @@ class AwareBackend:
         self.kernel: Any = None
         self._routes: dict[tuple[int, int, int], tuple[tuple[int, int, int], ...]] = {}
 
-    def _path(self, src: int, dst: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
+    def path(self, src: int, dst: int, nbytes: int) -> tuple[tuple[int, int, int], ...]:
         """``(link, delivered, busy)`` per hop."""
         key = (src, dst, nbytes)
         path = self._routes.get(key)
@@ -74,7 +74,7 @@ class AwareBackend:
         return path
 
     def transmit(self, src: int, dst: int, nbytes: int, key: tuple) -> None:
-        self._offer([self._path(src, dst, nbytes), 0, key])
+        self._offer([self.path(src, dst, nbytes), 0, key])
 
     def _offer(self, message: list) -> None:
         link = message[0][message[1]][0]

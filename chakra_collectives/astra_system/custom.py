@@ -76,24 +76,29 @@ class CustomLibrary:
         self._files: dict[str, Workload] = {}
         self._programs: dict[tuple[str, int], CustomProgram] = {}
 
+    def files(self, prefix: str, num_ranks: int) -> Workload:
+        """The custom collective at ``prefix``, for a call over ``num_ranks`` ranks (the files must
+        hold one program per rank of the call)."""
+        files = self._files.get(prefix)
+        if files is None:
+            path = Path(prefix)
+            if self.base is not None and not path.is_absolute():
+                path = self.base / path
+            files = self._files[prefix] = read_workload(path)
+        if files.num_ranks != num_ranks:
+            raise InputError(
+                f"custom collective {prefix} has {files.num_ranks} rank files, but this call runs over {num_ranks} ranks "
+                "(a process group's collective needs an algorithm written for the group)"
+            )
+        return files
+
     def program(self, prefix: str, position: int, num_ranks: int) -> CustomProgram:
         """Position ``position``'s program of the custom collective at ``prefix``, for a call over
-        ``num_ranks`` ranks (the files must hold one program per rank of the call)."""
+        ``num_ranks`` ranks."""
         key = (prefix, position)
         found = self._programs.get(key)
         if found is None:
-            files = self._files.get(prefix)
-            if files is None:
-                path = Path(prefix)
-                if self.base is not None and not path.is_absolute():
-                    path = self.base / path
-                files = self._files[prefix] = read_workload(path)
-            if files.num_ranks != num_ranks:
-                raise InputError(
-                    f"custom collective {prefix} has {files.num_ranks} rank files, but this call runs over {num_ranks} ranks "
-                    "(a process group's collective needs an algorithm written for the group)"
-                )
-            found = self._programs[key] = CustomProgram(files, position)
+            found = self._programs[key] = CustomProgram(self.files(prefix, num_ranks), position)
         return found
 
 

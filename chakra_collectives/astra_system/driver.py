@@ -59,7 +59,10 @@ class AstraSimRun:
     backend: str
     warnings: list[str] = field(default_factory=list)
     events: int = 0
-    """Network events the run processed."""
+    """Network events the run processed (0 when timed level by level)."""
+    method: str = "events"
+    """How it was timed: ``events`` (the event simulation) or ``levels`` (level by level:
+    :mod:`~chakra_collectives.astra_system.levels`)."""
 
     @property
     def makespan_ns(self) -> int:
@@ -188,16 +191,14 @@ class RankWorkload:
 
 
 class _Run:
-    def __init__(self, workload: Workload, network: AnalyticalNetwork, config: SystemConfig, backend: str, groups: dict[int, list[int]], custom_base: Path | None) -> None:
+    def __init__(self, workload: Workload, network: AnalyticalNetwork, config: SystemConfig, backend: str, groups: dict[int, list[int]], library: CustomLibrary) -> None:
         dims = [d.npus for d in network.dimensions]
         total = int(np.prod(dims))
-        if workload.num_ranks != total:
-            raise InputError(f"the workload has {workload.num_ranks} ranks and the network {total} NPUs; ASTRA-sim needs one rank file per NPU", path=workload.prefix)
         self.workload = workload
         self.groups = groups
         self.kernel = Kernel(total, make_backend(backend, network))
         self.kernel.backend.kernel = self.kernel
-        self.library = CustomLibrary(custom_base)
+        self.library = library
         self.systems = [RankSystem(r, self.kernel, config, dims, custom=self._custom) for r in range(total)]
         self.start = np.full(len(workload), np.nan)
         self.end = np.full(len(workload), np.nan)
@@ -218,15 +219,30 @@ def simulate(
     backend: str = "aware",
     comm_groups: dict[int, list[int]] | None = None,
     custom_base: Path | None = None,
+    method: str = "auto",
 ) -> AstraSimRun:
     """Run ``workload`` on ``network`` under ``system``, as ASTRA-sim's ``backend`` binary would.
 
     ``custom_base`` is the directory custom-collective prefixes are relative to (ASTRA-sim: the
-    working directory).
+    working directory). Workloads of custom collectives whose messages never wait for a link
+    are timed level by level (:mod:`~chakra_collectives.astra_system.levels`), the rest event by
+    event; both give the same times. ``method="events"`` always runs the event simulation (to
+    compare the two).
     """
+    from chakra_collectives.astra_system.levels import level_timed  # levels builds on this module's types
+
     if not isinstance(workload, Workload):
         workload = read_workload(workload)
-    run = _Run(workload, network, system, backend, comm_groups or {}, custom_base)
+    total = int(np.prod([d.npus for d in network.dimensions]))
+    if workload.num_ranks != total:
+        raise InputError(f"the workload has {workload.num_ranks} ranks and the network {total} NPUs; ASTRA-sim needs one rank file per NPU", path=workload.prefix)
+    library = CustomLibrary(custom_base)
+    if method not in ("auto", "events"):
+        raise ValueError(f"method is auto or events, not {method!r}")
+    timed = level_timed(workload, network, system, backend, comm_groups or {}, library) if method == "auto" else None
+    if timed is not None:
+        return AstraSimRun(finish_ns=timed.finish_ns, exposed_ns=timed.exposed_ns, start_ns=timed.start_ns, end_ns=timed.end_ns, backend=backend, method="levels")
+    run = _Run(workload, network, system, backend, comm_groups or {}, library)
     for rank in run.ranks:
         rank.fire()
     run.kernel.run()

@@ -30,10 +30,11 @@ from chakra_collectives.astra_system.driver import COLLECTIVE_TYPES, read_comm_g
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork, NotExpressible, analytical_network
 from chakra_collectives.converters.astra_sim.system import SystemConfig
 from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.converters.chakra_et.reader import written_size
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.ir.workload import NodeKind
+from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.replay.algorithms import parse_collective_option
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import format_size
@@ -87,7 +88,7 @@ def network_of(topology: Topology) -> AnalyticalNetwork:
 
 
 def replay_astra_sim(
-    workload: str | Path,
+    workload: str | Path | Workload,
     topology: Topology,
     system: str | Path,
     *,
@@ -105,7 +106,7 @@ def replay_astra_sim(
     chosen = backend or default_backend(network)
     if chosen not in BACKENDS:
         raise InputError(f"unknown ASTRA-sim backend {chosen!r} (valid: {', '.join(BACKENDS)})")
-    work = read_workload(workload)
+    work = workload if isinstance(workload, Workload) else read_workload(workload)
     groups = read_comm_groups(comm_groups, work.num_ranks) if comm_groups else None
     warnings: list[str] = []
     custom = dict(config.custom)
@@ -139,7 +140,7 @@ def replay_astra_sim(
         for r, (finish, exposed) in enumerate(zip(result.finish_ns, result.exposed_ns))
     ]
     return AstraSimReplay(
-        workload=str(workload),
+        workload=str(work.prefix if isinstance(workload, Workload) else workload),
         network=_describe(network),
         backend=chosen,
         system=f"{system} ({config.describe()})",
@@ -176,17 +177,20 @@ def _sized_customs(work, custom: dict[str, str], rescale: bool, scratch: Path, g
             sizes.setdefault(kind, {})[s] = Collective.parse(kind).size_of_call(s, members or work.num_ranks)
     resized: dict[str, str] = dict(custom)
     for kind, called in sizes.items():
-        algo = read_algorithm(custom[kind], collective=Collective.parse(kind))
-        other = sorted((s, size) for s, size in called.items() if size != algo.size_bytes)
+        written = written_size(custom[kind])  # chakra-coll's files say it in their first record
+        if written is None:
+            written = read_algorithm(custom[kind], collective=Collective.parse(kind)).size_bytes
+        other = sorted((s, size) for s, size in called.items() if size != written)
         if not other:
             continue
         if not rescale:
             shown = ", ".join(format_size(size) if size == s else f"{format_size(size)} (comm_size {format_size(s)} per rank)" for s, size in other)
             notes.append(
-                f"custom {kind} {custom[kind]} was written for {format_size(algo.size_bytes)}; ASTRA-sim runs it at that size "
+                f"custom {kind} {custom[kind]} was written for {format_size(written)}; ASTRA-sim runs it at that size "
                 f"whatever the workload's comm_size ({shown} here); --rescale scales it to each call"
             )
             continue
+        algo = read_algorithm(custom[kind], collective=Collective.parse(kind))
         for comm_size, size in sorted(called.items()):
             target = scratch / f"{kind}_{comm_size}" / "c"
             write_algorithm(algo, target, size_bytes=size)

@@ -110,9 +110,9 @@ def replay_command(
         --system system.json
     """
     from chakra_collectives.converters.chakra_et import read_workload
-    from chakra_collectives.replay import ProcessGroups, load_algorithms, replay, write_trace
-    from chakra_collectives.replay.expand import CONCURRENCY
+    from chakra_collectives.replay import write_trace
     from chakra_collectives.topology import load_topology
+    from chakra_collectives.workload_replay import check_replay_options, replay_workload
 
     model = network_model_option(network_model, old_mode)
     reduce_gbps = merged(reduce_bandwidth_gbps, "--reduce-bandwidth-gbps", old_reduce_bandwidth, "--reduce-bandwidth", None)
@@ -120,35 +120,32 @@ def replay_command(
     if old_algorithm:
         warn("-c/--collective TYPE=PREFIX is deprecated for replay and will be removed in the next release; use -a/--algorithm TYPE=PREFIX (-c names a collective type in every other command)")
         given += old_algorithm
-    if system is not None or astra_sim_backend is not None:
-        if model != "astra-sim":
-            raise InputError("--system and --astra-sim-backend model ASTRA-sim: add --network-model astra-sim")
-        if system is None:
-            raise InputError("--astra-sim-backend needs --system (ASTRA-sim's system JSON)")
-        _replay_astra_sim(workload, topology, system, astra_sim_backend, _groups_file(workload, comm_groups), given, rescale, override_collective, as_json)
+    check_replay_options(network_model=model, system=system, astra_sim_backend=astra_sim_backend, concurrency=concurrency)
+    if system is not None:
+        groups_file = _groups_file(workload, comm_groups)
+        with showing_progress(err_console, "ASTRA-sim model", enabled=not as_json):
+            modeled = replay_workload(workload, load_topology(topology), network_model=model, system=system, astra_sim_backend=astra_sim_backend,
+                                      algorithms=given, override_collective=override_collective, comm_groups=groups_file, rescale=rescale)
+        _print_astra_sim(modeled, as_json)
         return
-    if concurrency not in CONCURRENCY:
-        raise InputError(f"unknown --concurrency {concurrency!r} (valid: {', '.join(CONCURRENCY)})")
     policy = options.read_policy(strict, dangling=dangling, self_deps=self_deps, ctrl_deps=ctrl_deps, cpu_comm=cpu_comm,
                                  int_bools=int_bools, invalid_nodes=invalid_nodes, incomplete=incomplete, other_times=other_times)
     with showing_progress(err_console, "replay", enabled=not as_json):
         work = read_workload(workload, policy)
         with_timeline = as_json and (timeline if timeline is not None else len(work) <= TIMELINE_AUTO_NODES)
         topo = load_topology(topology)
-        loaded = [load_algorithms(given, override=override_collective)]
-        groups_file = _groups_file(workload, comm_groups, uses_groups=any(name is not None for name in work.pg_name))
-        groups = ProcessGroups.load(groups_file, num_ranks=work.num_ranks) if groups_file else None
-        result = replay(
+        result = replay_workload(
             work,
             topo,
-            algorithms=loaded.pop(),  # replay holds the only reference: it lets go of them once they are expanded
-            default_algorithm=default_algorithm,
-            groups=groups,
             network_model=model,
-            reduce_bandwidth_gbps=reduce_gbps,
+            algorithms=given,
+            override_collective=override_collective,
+            default_algorithm=default_algorithm,
+            comm_groups=_groups_file(workload, comm_groups, uses_groups=any(name is not None for name in work.pg_name)),
             concurrency=concurrency,
+            reduce_bandwidth_gbps=reduce_gbps,
+            rescale=rescale,
             record_links=trace is not None or with_timeline,
-            rescale=True if rescale else None,
         )
         if trace is not None:
             write_trace(result, topo, trace)
@@ -187,14 +184,7 @@ def _groups_file(workload: Path, given: Path | None, *, uses_groups: bool = True
     return beside
 
 
-def _replay_astra_sim(
-    workload: Path, topology: str, system: Path, backend: str | None, comm_groups: Path | None, collectives: list[str], rescale: bool, override: bool, as_json: bool
-) -> None:
-    from chakra_collectives.astra_system.report import replay_astra_sim
-    from chakra_collectives.topology import load_topology
-
-    with showing_progress(err_console, "ASTRA-sim model", enabled=not as_json):
-        result = replay_astra_sim(workload, load_topology(topology), system, backend=backend, comm_groups=comm_groups, collectives=collectives, rescale=rescale, override=override)
+def _print_astra_sim(result: Any, as_json: bool) -> None:
     for message in result.warnings:
         warn(message)
     if as_json:

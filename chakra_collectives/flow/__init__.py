@@ -4,6 +4,7 @@
   an integer-capacity graph (:class:`CapacityGraph`), with the one rounding rule;
 * :mod:`~chakra_collectives.flow.maxflow` -- max-flow / min-cut on integer capacities
   (scipy's Dinic where the numbers fit 32 bits, networkx otherwise);
+* :mod:`~chakra_collectives.flow.bisection` -- :func:`bisection_gbps`, a topology's bisection bandwidth;
 * :mod:`~chakra_collectives.flow.cut_ratio` -- :func:`max_cut_ratio`, the exact
   ``max over cuts S of demand(S) / B+(S)``: the one definition behind the cut bound
   (:mod:`chakra_collectives.bounds`) and ForestColl's optimum.

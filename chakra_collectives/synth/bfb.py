@@ -56,6 +56,7 @@ from typing import Callable
 import numpy as np
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.flow.maxflow import FlowNetwork
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
@@ -270,17 +271,14 @@ def _max_flow(masks: np.ndarray, demand: np.ndarray, caps: np.ndarray) -> np.nda
     groups, links = np.nonzero(masks)
     rows = np.concatenate([np.full(num_groups, source), groups, num_groups + np.arange(num_links)])
     cols = np.concatenate([np.arange(num_groups), num_groups + links, np.full(num_links, sink)])
-    cap = np.concatenate([demand, np.full(len(groups), total), caps]).astype(np.int32)
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_flow
-
-    graph = csr_matrix((cap, (rows, cols)), shape=(sink + 1, sink + 1))
-    result = maximum_flow(graph, source, sink)
-    if result.flow_value < total:
+    cap = np.concatenate([demand, np.full(len(groups), total), caps]).astype(np.int64)
+    # scipy's Dinic every time (small_edges=0): the flows, not only their value, shape the schedule
+    network = FlowNetwork(sink + 1, src=rows, dst=cols, cap=cap, flow_bound=total, small_edges=0)
+    value, flows = network.edge_flows(source, sink)
+    if value < total:
         return None
-    flow = result.flow.tocsr()
     out = np.zeros(masks.shape, dtype=np.int64)
-    out[groups, links] = np.asarray(flow[groups, num_groups + links]).ravel()
+    out[groups, links] = flows[num_groups : num_groups + len(groups)]  # type: ignore[index]
     return out
 
 

@@ -261,6 +261,18 @@ def read_algorithm(
     return replace(_foreign(files, table, collective, size_bytes), routes=routes)
 
 
+def written_size(prefix: str | Path) -> int | None:
+    """The collective size chakra-coll's files at ``prefix`` were written for, from rank 0's
+    GlobalMetadata alone (``cc_size_bytes``): what :func:`read_algorithm` reports as
+    ``size_bytes`` without reading every rank. ``None`` for files other tools wrote (their size
+    is estimated from all the messages: read them with :func:`read_algorithm`)."""
+    paths = rank_files(prefix)
+    meta = decode_rank_files(paths[:1], workers=1).files[0].metadata
+    if meta.get("cc_format") != FORMAT or meta.get("cc_size_bytes") is None:
+        return None
+    return int(meta["cc_size_bytes"])
+
+
 _SHARED_METADATA = ("cc_collective", "cc_num_ranks", "cc_chunk_count", "cc_size_bytes", "cc_inplace", "cc_root", "cc_name", "cc_placement")
 
 

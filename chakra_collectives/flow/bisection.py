@@ -1,9 +1,10 @@
-"""Graph properties of a topology beyond its links: the bisection bandwidth.
+"""The bisection bandwidth of a topology: the least bandwidth (GB/s) from one half of the NPUs to the other.
 
-**Bisection** -- the least bandwidth (GB/s) from one half of the NPUs to the other. Exact by
-enumeration up to 16 NPUs; above that the best of a few Kernighan-Lin bisections (networkx),
-so an upper bound on the minimum; with switches, the halves are the first and last NPUs by
-number and the switches sit wherever a max-flow puts them.
+Exact by enumeration up to 16 NPUs; above that the best of a few Kernighan-Lin bisections
+(networkx), so an upper bound on the minimum; with switches, the halves are the first and last
+NPUs by number and the switches sit wherever a minimum cut puts them: the max-flow between the
+halves (:class:`~chakra_collectives.flow.maxflow.FlowNetwork` on the exact capacities of
+:class:`~chakra_collectives.flow.capacity.CapacityGraph`).
 
 >>> from chakra_collectives.topology import load_topology
 >>> bisection_gbps(load_topology("hypercube:3"))
@@ -17,7 +18,9 @@ import itertools
 import networkx as nx
 import numpy as np
 
-from chakra_collectives.topology.core import Topology
+from chakra_collectives.flow.capacity import CapacityGraph
+from chakra_collectives.flow.maxflow import FlowNetwork
+from chakra_collectives.topology import Topology
 
 EXACT_BISECTION_NPUS = 16
 
@@ -59,15 +62,19 @@ def bisection_gbps(topology: Topology, *, seeds: int = 3) -> tuple[float, str]:
 
 
 def _flow_between(topology: Topology, left, right) -> float:
-    graph = nx.DiGraph()
-    for link in topology.links:
-        capacity = graph.get_edge_data(link.src, link.dst, {"capacity": 0.0})["capacity"]
-        graph.add_edge(link.src, link.dst, capacity=capacity + link.bandwidth_gbps)
-    for v in left:
-        graph.add_edge("A", v, capacity=float("inf"))
-    for v in right:
-        graph.add_edge(v, "B", capacity=float("inf"))
-    return float(nx.maximum_flow_value(graph, "A", "B"))
+    """Max-flow (GB/s) from the NPUs ``left`` to the NPUs ``right``, switches anywhere."""
+    graph = CapacityGraph.from_topology(topology)
+    source, sink = graph.num_nodes, graph.num_nodes + 1
+    left, right = list(left), list(right)
+    unbounded = sum(graph.cap.tolist()) + 1  # more than any cut: the halves' own edges are never cut
+    network = FlowNetwork(
+        graph.num_nodes + 2,
+        src=[*graph.src.tolist(), *[source] * len(left), *right],
+        dst=[*graph.dst.tolist(), *left, *[sink] * len(right)],
+        cap=[*graph.cap.tolist(), *[unbounded] * (len(left) + len(right))],
+        flow_bound=unbounded - 1,
+    )
+    return float(graph.gbps(network.max_flow(source, sink)))
 
 
 __all__ = ["bisection_gbps"]

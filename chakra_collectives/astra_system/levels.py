@@ -1,0 +1,298 @@
+"""The model of ASTRA-sim timed level by level, where its rules leave nothing to the event order.
+
+A workload of COMP, SEND, RECV and *custom* collective nodes (what ``synth --astra-sim`` writes,
+and any workload whose collectives all run ``*-implementation-custom`` ETs outside process
+groups) needs none of the system layer's queues or phases: a custom collective is one stream
+that starts when it is issued and issues its own nodes as their dependencies finish. When, in
+addition, no message ever waits for a link, every time follows from the dependencies alone --
+what :func:`~chakra_collectives.network.levels.contention_free_times` computes for all tasks of
+one topological level at once. The expansion is columnar, like the network model's replay:
+
+* one task per workload node (for a COMM_COLL, the collective's *end*: it waits for the last
+  nodes of the rank's program) and one *begin* task per COMM_COLL (it waits for the node's
+  dependencies; the program's first nodes wait for it);
+* per COMM_COLL, the custom program of its rank (``PREFIX.{rank}.et``): SEND, RECV and COMP
+  nodes with their dependencies. A COMP takes ``duration_micros * 1000`` ns, 1 ns when 0.
+
+Messages are matched as :class:`~chakra_collectives.astra_system.kernel.Kernel` matches them --
+the k-th send and the k-th receive of one ``(tag, src, dst, bytes)`` -- assuming program order;
+:func:`level_timed` then checks what the event order could change, and returns ``None`` (the
+event simulation runs instead) unless all of these hold:
+
+* no message waits for a link (the premise of the level timing);
+* within each ``(tag, src, dst, bytes)``, sends are issued at strictly increasing times, and so
+  are receives (so the order the kernel numbers them in is the program order assumed);
+* per rank and unit (one GPU COMP, one CPU op, one communication in flight), the nodes holding
+  it take time and never overlap (so the rule never delays one);
+* every hop takes time (ASTRA-sim aborts on an event at time 0: the event simulation says so).
+
+>>> import tempfile, pathlib
+>>> from chakra_collectives.astra_sim import write_astra_sim_dir
+>>> from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
+>>> from chakra_collectives.converters.astra_sim.system import SystemConfig
+>>> from chakra_collectives.converters.chakra_et.workload_reader import read_workload
+>>> from chakra_collectives.ir import Collective
+>>> from chakra_collectives.synth.baselines import ring
+>>> from chakra_collectives.topology import load_topology
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     d = write_astra_sim_dir(pathlib.Path(tmp), load_topology("ring:4"), ring(Collective.ALL_GATHER, 4, size_bytes=2**20))
+...     config = SystemConfig.from_file(d.directory / "system.json")
+...     timed = level_timed(read_workload(d.directory / d.workload), d.network, config, "aware", {}, CustomLibrary(d.directory))
+>>> max(timed.finish_ns)        # 3 steps of int(500 + 256 KiB / 50 GB/s) ns
+16146
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from chakra_collectives.astra_system.backends import AwareBackend, UnawareBackend, make_backend
+from chakra_collectives.astra_system.custom import CustomLibrary
+from chakra_collectives.astra_system.driver import COLLECTIVE_TYPES
+from chakra_collectives.astra_system.system import COLLECTIVE_TAG
+from chakra_collectives.converters.astra_sim import AnalyticalNetwork
+from chakra_collectives.converters.astra_sim.system import SystemConfig
+from chakra_collectives.errors import InputError
+from chakra_collectives.ir.workload import NO_UNIT, NodeKind, Workload, execution_units
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.levels import HopCosts, contention_free_times
+
+_TASK_KIND = {NodeKind.COMP: LOCAL, NodeKind.COMM_SEND: SEND, NodeKind.COMM_RECV: RECV}
+
+
+@dataclass
+class LevelRun:
+    """Per rank the finish and the exposed communication; per workload node when it started and ended."""
+
+    finish_ns: list[int]
+    exposed_ns: list[int]
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+
+@dataclass
+class _Messages:
+    """Sends and receives in the order they are matched: ``sends[k]`` with ``recvs[k]``;
+    ``same_key[k]``: entry ``k`` has the ``(tag, src, dst, bytes)`` of entry ``k - 1``."""
+
+    sends: np.ndarray
+    recvs: np.ndarray
+    same_key: np.ndarray
+
+
+def level_timed(
+    workload: Workload, network: AnalyticalNetwork, config: SystemConfig, backend: str, groups: dict[int, list[int]], library: CustomLibrary
+) -> LevelRun | None:
+    """The run timed level by level, or ``None`` where the event order could matter (module docstring)."""
+    if groups or config.active_chunks < 1:
+        return None
+    kind = workload.node_type
+    if not np.isin(kind, [*_TASK_KIND, NodeKind.COMM_COLL]).all():
+        return None
+    calls = np.flatnonzero(kind == NodeKind.COMM_COLL)
+    prefixes = _custom_prefixes(workload, calls, config)
+    if prefixes is None:
+        return None
+    try:
+        programs = [library.files(prefix, workload.num_ranks) for prefix in prefixes]
+    except InputError:
+        return None  # the event simulation raises it when the call is issued, as ASTRA-sim fails
+    distinct = {id(files): files for files in programs}.values()  # calls of one collective share its files
+    if any(len(files) == 0 or not np.isin(files.node_type, list(_TASK_KIND)).all() for files in distinct):
+        return None
+    expanded = _expand(workload, calls, programs)
+    if expanded is None:
+        return None
+    graph, begins, messages = expanded
+    costs = _hop_costs(graph, make_backend(backend, network))
+    if costs is None:
+        return None
+    timed = contention_free_times(graph, costs)
+    if timed is None or not _issued_in_order(messages, timed.start):
+        return None
+    size = len(workload)
+    start = timed.start[:size].copy()
+    end = timed.end[:size].copy()
+    start[calls] = timed.start[begins]  # a collective starts when it is issued: its begin task
+    if not _units_never_wait(workload, start, end):
+        return None
+    runtime = np.where(kind == NodeKind.COMP, graph.duration[:size], 0)
+    finish: list[int] = []
+    exposed: list[int] = []
+    bounds = workload.rank_bounds().tolist()
+    for lo, hi in zip(bounds, bounds[1:]):
+        last = int(end[lo:hi].max()) if hi > lo else 0
+        finish.append(last)
+        exposed.append(last - int(runtime[lo:hi].sum()))
+    return LevelRun(finish_ns=finish, exposed_ns=exposed, start_ns=start, end_ns=end)
+
+
+def _custom_prefixes(workload: Workload, calls: np.ndarray, config: SystemConfig) -> list[str] | None:
+    """Per COMM_COLL, the custom ETs it runs (``None``: some call is native, in a group, or not one ASTRA-sim runs)."""
+    prefixes = []
+    for g, comm_type, comm_size in zip(calls.tolist(), workload.comm_type[calls].tolist(), workload.comm_size[calls].tolist()):
+        collective = COLLECTIVE_TYPES.get(comm_type)
+        if collective is None or workload.pg_name[g] not in (None, "", "0") or collective not in config.custom:
+            return None
+        prefixes.append(config.custom.get(f"{collective}@{comm_size}", config.custom[collective]))  # "@size": a copy written for that size
+    return prefixes
+
+
+def _runtime(duration_ns: np.ndarray, comp: np.ndarray) -> np.ndarray | None:
+    """A COMP's ``duration_micros * 1000`` ns truncated, 1 ns when 0; 0 for the rest (``None``: a negative one)."""
+    runtime = np.where(comp, duration_ns, 0).astype(np.int64)
+    if (runtime < 0).any():
+        return None
+    runtime[comp & (runtime == 0)] = 1
+    return runtime
+
+
+def _task_kinds(node_type: np.ndarray) -> np.ndarray:
+    kind = np.full(len(node_type), LOCAL, dtype=np.int8)
+    for node_kind, task_kind in _TASK_KIND.items():
+        kind[node_type == node_kind] = task_kind
+    return kind
+
+
+def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> tuple[TaskGraph, np.ndarray, _Messages] | None:
+    """The task graph (module docstring), each call's begin task and the matched messages
+    (``None``: a negative COMP time, a message to oneself or nobody, or one never matched)."""
+    size = len(workload)
+    rank_of = np.repeat(np.arange(workload.num_ranks, dtype=np.int64), np.diff(workload.rank_bounds()))
+    is_call = np.zeros(size, dtype=bool)
+    is_call[calls] = True
+    node_kind = _task_kinds(workload.node_type)
+    node_kind[is_call] = LOCAL
+    begins = size + np.arange(len(calls), dtype=np.int64)
+    begin_of = np.full(size, -1, dtype=np.int64)
+    begin_of[calls] = begins
+    blocks = [
+        (node_kind, rank_of, workload.peer, workload.comm_size, workload.tag, workload.duration_ns, workload.node_type == NodeKind.COMP),
+        (np.full(len(calls), LOCAL, dtype=np.int8), rank_of[calls], *(np.zeros(len(calls), dtype=np.int64) for _ in range(4)), np.zeros(len(calls), dtype=bool)),
+    ]
+    # dependency edges (owner task, the task it waits for); a call's own dependencies go to its begin task
+    owner = np.repeat(np.arange(size, dtype=np.int64), np.diff(workload.dep_ptr))
+    waits = workload.dep_idx.astype(np.int64)
+    owners = [np.where(is_call[owner], begin_of[owner], owner)]
+    targets = [waits]
+    first = size + len(calls)
+    bounds_of = {id(files): files.rank_bounds().tolist() for files in programs}
+    for files, g, begin in zip(programs, calls.tolist(), begins.tolist()):
+        rank = int(rank_of[g])
+        lo, hi = bounds_of[id(files)][rank : rank + 2]
+        count = hi - lo
+        program_kind = _task_kinds(files.node_type[lo:hi])
+        blocks.append((program_kind, np.full(count, rank, dtype=np.int64), files.peer[lo:hi], files.comm_size[lo:hi], files.tag[lo:hi], files.duration_ns[lo:hi],
+                       program_kind == LOCAL))
+        ptr = files.dep_ptr[lo : hi + 1]
+        inner_owner = first + np.repeat(np.arange(count, dtype=np.int64), np.diff(ptr))
+        inner = files.dep_idx[ptr[0] : ptr[-1]].astype(np.int64) - lo + first
+        roots = first + np.flatnonzero(np.diff(ptr) == 0)
+        has_child = np.zeros(count, dtype=bool)
+        has_child[inner - first] = True
+        sinks = first + np.flatnonzero(~has_child)
+        owners += [inner_owner, roots, np.full(len(sinks), g, dtype=np.int64)]
+        targets += [inner, np.full(len(roots), begin, dtype=np.int64), sinks]
+        first += count
+    kind, npu, peer, nbytes, tag, duration, comp = (np.concatenate([block[i] for block in blocks]) for i in range(7))
+    runtime = _runtime(duration, comp)
+    if runtime is None:
+        return None
+    owner = np.concatenate(owners)
+    waits = np.concatenate(targets)
+    order = np.argsort(owner, kind="stable")
+    dep_ptr = np.zeros(first + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=first), out=dep_ptr[1:])
+    npu, peer, nbytes, tag = npu.astype(np.int64), peer.astype(np.int64), nbytes.astype(np.int64), tag.astype(np.int64)
+    messages = _match(kind, npu, peer, nbytes, tag, workload.num_ranks)
+    if messages is None:
+        return None
+    partner = np.full(first, -1, dtype=np.int64)
+    partner[messages.sends] = messages.recvs
+    partner[messages.recvs] = messages.sends
+    graph = TaskGraph.build(kind=kind, npu=npu, partner=partner, nbytes=np.where(kind == LOCAL, 0, nbytes), duration=runtime,
+                            dep_ptr=dep_ptr, dep_idx=waits[order])
+    return graph, begins, messages
+
+
+def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray, nbytes: np.ndarray, tag: np.ndarray, num_ranks: int) -> _Messages | None:
+    """The k-th send and the k-th receive of each ``(tag, src, dst, bytes)``, in task order."""
+    sends = np.flatnonzero(kind == SEND)
+    recvs = np.flatnonzero(kind == RECV)
+    if len(sends) != len(recvs):
+        return None
+    for tasks in (sends, recvs):
+        if len(tasks) and ((peer[tasks] < 0).any() or (peer[tasks] >= num_ranks).any() or (peer[tasks] == npu[tasks]).any()):
+            return None
+    tags = tag % COLLECTIVE_TAG  # the kernel's tag (native_tag) of every entry
+    send_keys = (tags[sends], npu[sends], peer[sends], nbytes[sends])
+    recv_keys = (tags[recvs], peer[recvs], npu[recvs], nbytes[recvs])
+    send_order = np.lexsort((sends, *reversed(send_keys)))
+    recv_order = np.lexsort((recvs, *reversed(recv_keys)))
+    sorted_send = [k[send_order] for k in send_keys]
+    sorted_recv = [k[recv_order] for k in recv_keys]
+    if any((a != b).any() for a, b in zip(sorted_send, sorted_recv)):
+        return None
+    same = np.ones(max(len(sends) - 1, 0), dtype=bool)
+    for column in sorted_send:
+        same &= column[1:] == column[:-1]
+    return _Messages(sends=sends[send_order], recvs=recvs[recv_order], same_key=np.concatenate([[False], same]) if len(sends) else same)
+
+
+def _hop_costs(graph: TaskGraph, backend: AwareBackend | UnawareBackend) -> HopCosts | None:
+    """Every SEND's hops as the backend moves it (``None``: a hop that takes no time)."""
+    sends = np.flatnonzero(graph.kind == SEND)
+    sizes, size_id = np.unique(graph.nbytes[sends], return_inverse=True)
+    npus = int(graph.npu.max(initial=0)) + 1
+    key = (graph.npu[sends].astype(np.int64) * npus + graph.npu[graph.partner[sends]]) * len(sizes) + size_id.reshape(-1)
+    keys, kind_of_send = np.unique(key, return_inverse=True)
+    unique = np.stack([keys // len(sizes) // npus, keys // len(sizes) % npus, sizes[keys % len(sizes)]], axis=1) if len(keys) else np.zeros((0, 3), np.int64)
+    links: list[int] = []
+    busy: list[int] = []
+    delivered: list[int] = []
+    lengths: list[int] = []
+    aware = isinstance(backend, AwareBackend)
+    for src, dst, nbytes in unique.tolist():
+        # the unaware backend has no links: one "hop" on a link that is never busy
+        path = backend.path(src, dst, nbytes) if aware else ((0, backend.delay(src, dst, nbytes), 0),)  # type: ignore[union-attr]
+        lengths.append(len(path))
+        for link, arrive, hold in path:
+            if arrive <= 0 or (aware and hold <= 0):
+                return None
+            links.append(link)
+            delivered.append(arrive)
+            busy.append(hold)
+    hop_ptr = np.zeros(len(unique) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=hop_ptr[1:])
+    return HopCosts(kind_of_send=kind_of_send.reshape(-1), hop_ptr=hop_ptr, hop_link=np.asarray(links, dtype=np.int64),
+                    hop_busy=np.asarray(busy, dtype=np.int64), hop_delivered=np.asarray(delivered, dtype=np.int64))
+
+
+def _issued_in_order(messages: _Messages, start: np.ndarray) -> bool:
+    """Whether sends (and receives) of one ``(tag, src, dst, bytes)`` start at strictly increasing
+    times in the order matched -- the order the kernel numbers them in."""
+    for tasks in (messages.sends, messages.recvs):
+        issued = start[tasks]
+        if (messages.same_key[1:] & (issued[1:] <= issued[:-1])).any():
+            return False
+    return True
+
+
+def _units_never_wait(workload: Workload, start: np.ndarray, end: np.ndarray) -> bool:
+    """Whether, per rank and unit, the nodes holding it take time and never overlap."""
+    unit = execution_units(workload)
+    holders = np.flatnonzero(unit != NO_UNIT)
+    if not len(holders):
+        return True
+    rank_of = np.repeat(np.arange(workload.num_ranks), np.diff(workload.rank_bounds()))[holders]
+    begin, finish, held = start[holders], end[holders], unit[holders]
+    if (finish <= begin).any():
+        return False
+    order = np.lexsort((begin, held, rank_of))
+    same = (rank_of[order][1:] == rank_of[order][:-1]) & (held[order][1:] == held[order][:-1])
+    return not (same & (begin[order][1:] < finish[order][:-1])).any()
+
+
+__all__ = ["LevelRun", "level_timed"]
