@@ -102,6 +102,8 @@ def forestcoll(repeat: int) -> list[str]:
 def table(out: Path, resume: bool, only: list[str] | None) -> list[str]:
     import chakra_collectives.synth.synthesis as synth
     from chakra_collectives.synth import synthesize
+    from chakra_collectives.synth.synthesis import group_bounds
+    from chakra_collectives.units import parse_size
     from chakra_collectives.topology import load_topology
 
     # the exhaustive search re-uses what the default one produced for the same case (every
@@ -131,6 +133,9 @@ def table(out: Path, resume: bool, only: list[str] | None) -> list[str]:
                         started = time.perf_counter()
                         found = synthesize(topo, collective, size, bounds="none", exhaustive=exhaustive)
                         row[mode] = {"ns": found.predicted_ns, "algorithm": found.algorithm_name, "k": found.chunks_per_npu, "s": time.perf_counter() - started}
+                    # every producer's time at every K: what a skip rule can be checked against
+                    row["candidates"] = {c.name: {str(k): ns for k, ns in c.tried.items()} for c in found.candidates if c.tried}
+                    row["bound_ns"] = group_bounds(topo, collective, parse_size(size), None).best_ns
                     made.clear()
                     rows.write(json.dumps(row) + "\n")
                     rows.flush()

@@ -192,6 +192,8 @@ def _chosen_lines(result: SynthesisResult) -> list[str]:
         elif c.predicted_ns is not None:
             k = f" (K={c.chunks_per_npu})" if len(c.tried) > 1 else ""
             shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}{k}")
+        elif c.estimated_ns is not None:
+            shown.append(f"{c.name} ~{format_time_ns(c.estimated_ns)} (estimate, skipped)")
         else:
             shown.append(f"{c.name} >= {format_time_ns(c.at_least_ns)} (skipped)")
     if len(result.candidates) > 1:
