@@ -53,12 +53,18 @@ def test_link_load_closed_form():
 def test_best_is_the_fastest_of_all_candidates(spec, collective, k):
     topo = load_topology(spec)
     best = synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm="best")
-    assert set(applicable(collective, topo.num_npus, topo)) <= {c.name for c in best.candidates}  # and milp on small fabrics
-    exhaustive = {c.name: synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm=c.name).predicted_ns for c in best.candidates}
+    names = applicable(collective, topo.num_npus, topo)
+    assert set(names) <= {c.name for c in best.candidates} <= {*names, "milp"}  # milp too on small fabrics
+    exhaustive = {name: synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm=name).predicted_ns for name in names}
     fastest = min(exhaustive.values())
-    assert best.predicted_ns == fastest
-    assert best.algorithm_name == next(name for name, t in exhaustive.items() if t == fastest)  # ties: first
+    if best.algorithm_name == "milp":  # its time limit makes it load-dependent: it only has to beat the others
+        assert best.predicted_ns < fastest
+    else:
+        assert best.predicted_ns == fastest
+        assert best.algorithm_name == next(name for name, t in exhaustive.items() if t == fastest)  # ties: first
     for c in best.candidates:  # every candidate is timed exactly, skipped with a valid bound, or by an estimate above the winner
+        if c.name == "milp":
+            continue
         if c.estimated_ns is not None:
             assert c.predicted_ns is None and c.at_least_ns <= exhaustive[c.name] * (1 + 1e-12) and c.estimated_ns >= fastest
         elif c.predicted_ns is None:

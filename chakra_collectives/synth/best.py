@@ -363,7 +363,7 @@ def search(
                     continue
                 if incumbent is not None and (at_least, rank, k) >= incumbent[:3]:
                     if candidate.tried:
-                        candidate.stopped = f"K={k} >= {format_time_ns(at_least)}"
+                        candidate.stopped = f"K={k} >= {format_time_ns(at_least)}" if at_least < math.inf else f"K={k} out of reach (memory or model size)"
                     continue
                 expected = estimate(name, k) if estimate is not None and incumbent is not None else 0.0
                 if incumbent is not None and expected >= incumbent[0]:

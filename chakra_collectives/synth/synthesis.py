@@ -27,6 +27,7 @@ from chakra_collectives.processes import can_fork, map_forked
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
 from chakra_collectives.synth.footprint import estimate
+from chakra_collectives.synth.milp import model_variables
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import check_group, group_view
@@ -386,20 +387,30 @@ NPUs^2 x chunks x epochs: a few thousand variables here, solved in about a secon
 BEST_MILP_CHUNKS = (1, 2)
 """The chunk counts ``best`` tries ``milp`` at."""
 
-BEST_MILP_LIMIT_S = 10.0
+BEST_MILP_LIMIT_S = 5.0
 """Seconds ``best`` gives the MILP at each chunk count (it keeps the best schedule found by then)."""
+
+BEST_MILP_VARIABLES = 8_000
+"""Largest model (variables at its shortest horizon, :func:`~chakra_collectives.synth.milp.model_variables`)
+``best`` solves: hetero-mesh2d:3x3 at K=2 (4,932) and torus2d:4x4 at K=1 (3,136) are in, switch:16
+(51,632 at K=1) is not."""
 
 BEST_MILP_GAP = 0.03
 """``best`` solves the MILP only when the fastest candidate found is more than this fraction above
 the lower bound (the MILP can gain at most that)."""
 
 
-def _milp_joins(topology: Topology, collective: Collective, group: tuple[int, ...] | None, network_model: str, floor_ns: float) -> bool:
+def _milp_affordable(topology: Topology, k: int, size_bytes: int) -> bool:
+    """Whether ``best`` solves the MILP at ``k`` chunks per NPU (:data:`BEST_MILP_VARIABLES`)."""
+    return k in BEST_MILP_CHUNKS and model_variables(topology, k, size_bytes) <= BEST_MILP_VARIABLES
+
+
+def _milp_joins(topology: Topology, collective: Collective, options: SynthesisOptions, network_model: str, floor_ns: float) -> bool:
     """Whether ``best`` counts ``milp`` among its candidates here (see :func:`_synthesize_best`)."""
     milp = get("milp")
     return (
-        floor_ns > 0 and group is None and network_model == "default" and topology.num_npus <= BEST_MILP_NPUS
-        and milp.supports(collective, topology.num_npus) and milp.fits(topology)
+        floor_ns > 0 and options.group is None and network_model == "default" and topology.num_npus <= BEST_MILP_NPUS
+        and milp.supports(collective, topology.num_npus) and milp.fits(topology) and _milp_affordable(topology, options.chunks_per_npu, options.size_bytes)
     )
 
 
@@ -422,14 +433,14 @@ def _synthesize_best(
     (:func:`~chakra_collectives.synth.best.endpoint_load_ns`) comes next, its routed link load
     (or BFB's step model) only when those cannot rule it out. ForestColl is judged by
     :func:`~chakra_collectives.synth.best.forest_estimate_ns` first; ``milp`` joins on fabrics of
-    at most :data:`BEST_MILP_NPUS` NPUs, at :data:`BEST_MILP_CHUNKS` chunk counts with
-    :data:`BEST_MILP_LIMIT_S` seconds each, and only when the fastest found is more than
+    at most :data:`BEST_MILP_NPUS` NPUs, at :data:`BEST_MILP_CHUNKS` chunk counts whose model
+    has at most :data:`BEST_MILP_VARIABLES` variables, with :data:`BEST_MILP_LIMIT_S` seconds each, and only when the fastest found is more than
     :data:`BEST_MILP_GAP` above ``floor_ns``."""
     step = on_step or (lambda name: None)
     group = options.group
     num_ranks = topology.num_npus if group is None else len(group)
     names = [c for c in applicable(collective, num_ranks, topology) if get(c).serves(topology, group)]
-    if _milp_joins(topology, collective, group, network_model, floor_ns):
+    if _milp_joins(topology, collective, options, network_model, floor_ns):
         names.append("milp")
         options = replace(options, time_limit_s=min(BEST_MILP_LIMIT_S, options.time_limit_s or BEST_MILP_LIMIT_S))
     if not names:
@@ -471,7 +482,7 @@ def _synthesize_best(
         return [made[job].predicted_ns for job in jobs]
 
     def bound(candidate: str, k: int) -> float:
-        if k != counts[0] and not fits(footprint(candidate, k)) or candidate == "milp" and k not in BEST_MILP_CHUNKS:
+        if k != counts[0] and not fits(footprint(candidate, k)) or candidate == "milp" and not _milp_affordable(topology, k, options.size_bytes):
             return math.inf
         messages = get(candidate).messages
         if messages is None or group is not None:
