@@ -1,6 +1,7 @@
 """``--algorithm best``: every applicable registered synthesizer, fastest by predicted time.
 
-The candidates are the registry's (:func:`applicable`: TACOS, the baselines and ForestColl today). Every
+The candidates are the registry's (:func:`applicable`: TACOS, the baselines, BFB and ForestColl
+today; ``synthesize`` adds ``milp`` on small fabrics). Every
 candidate is timed by the network model (:func:`~chakra_collectives.network.predict_time`)
 and the fastest wins (ties: the first in :func:`applicable`'s order). Building and timing a
 baseline on a few hundred NPUs costs seconds, so a candidate is skipped when it provably cannot
