@@ -27,7 +27,6 @@ from chakra_collectives.processes import can_fork, map_forked
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
 from chakra_collectives.synth.footprint import estimate
-from chakra_collectives.synth.milp import model_variables
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import check_group, group_view
@@ -402,6 +401,8 @@ the lower bound (the MILP can gain at most that)."""
 
 def _milp_affordable(topology: Topology, k: int, size_bytes: int) -> bool:
     """Whether ``best`` solves the MILP at ``k`` chunks per NPU (:data:`BEST_MILP_VARIABLES`)."""
+    from chakra_collectives.synth.milp import model_variables  # here: importing it registers milp, whose place in the registry is last
+
     return k in BEST_MILP_CHUNKS and model_variables(topology, k, size_bytes) <= BEST_MILP_VARIABLES
 
 
