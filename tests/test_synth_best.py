@@ -12,7 +12,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth import auto_chunk_counts, synthesize
 from chakra_collectives.synth.baselines import baseline_messages
 from chakra_collectives.synth.registry import SynthesisOptions, get
-from chakra_collectives.synth.best import applicable, baseline_bound_ns, link_load_ns
+from chakra_collectives.synth.best import applicable, baseline_bound_ns, endpoint_load_ns, forest_estimate_ns, link_load_ns
 from chakra_collectives.topology import Topology, load_topology
 from network_helpers import transfer_ns
 from schema_helpers import schema
@@ -40,6 +40,21 @@ def test_link_load_bounds_every_baseline(spec, collective):
         algo = get(name).make(topo, collective, topo.num_npus, SynthesisOptions(size_bytes=2**22, chunks_per_npu=2)).algorithm
         bound = baseline_bound_ns(name, topo, collective, 2**22, 2)
         assert 0 < bound <= predict_time(algo, topo) * (1 + 1e-12)
+        # the endpoint bound (no routing) is weaker than the routed one and bounds under both models
+        src, dst, nbytes = get(name).messages(collective, topo.num_npus, SynthesisOptions(size_bytes=2**22, chunks_per_npu=2))
+        assert 0 < endpoint_load_ns(topo, src, dst, nbytes) <= bound * (1 + 1e-12)
+        astra = endpoint_load_ns(topo, src, dst, nbytes, network_model="astra-sim")
+        assert 0 < astra <= predict_time(algo, topo, network_model="astra-sim") * (1 + 1e-12)
+
+
+def test_forestcoll_skipped_by_its_estimate_on_mesh2d_8x8(cli):
+    """All-Gather 64 MiB: TACOS's 641 µs is below ForestColl's estimate (floor 615.2 µs plus its
+    pipeline over the 14-hop diameter), so ForestColl (677.5 µs when built) is not built."""
+    summary = json.loads(cli("synth", "-t", "mesh2d:8x8", "-c", "all-gather", "--json").stdout)
+    forest = summary["candidates"]["forestcoll"]
+    assert summary["algorithm"] == "tacos" and forest["predicted_ns"] is None
+    assert forest["at_least_ns"] < summary["predicted_ns"] <= forest["estimated_ns"]
+    assert forest["estimated_ns"] == pytest.approx(forest_estimate_ns(load_topology("mesh2d:8x8"), AG, 2**26, forest["at_least_ns"]))
 
 
 def test_link_load_closed_form():
