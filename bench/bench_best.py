@@ -42,12 +42,17 @@ COMMANDS = [
     ("mesh2d:64x64 all-gather -o", ["-t", "mesh2d:64x64", "-c", "all-gather", "-s", "64MiB"], 120.0, True),
 ]
 CLI = [sys.executable, "-m", "chakra_collectives"]
+BYTECODE = Path(tempfile.gettempdir()) / "bench_best_pycache"
+"""Where the children keep their compiled modules: an installed package carries its bytecode, and
+an environment with PYTHONDONTWRITEBYTECODE would recompile every module (about 0.4 s) in
+every run; the first run (not timed) fills it."""
+CHILD_ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPYCACHEPREFIX": str(BYTECODE)}
 
 
 def whole_process(arguments: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one ``chakra-coll synth ...`` in a fresh process."""
     started = time.perf_counter()
-    child = subprocess.Popen([*CLI, "synth", *arguments, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen([*CLI, "synth", *arguments, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=CHILD_ENV)
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
     output = child.stdout.read() if child.stdout else b""
@@ -59,6 +64,7 @@ def whole_process(arguments: list[str]) -> tuple[float, float]:
 
 def commands(repeat: int, large: bool) -> list[str]:
     misses = []
+    subprocess.run([*CLI, "synth", "-t", "ring:4", "-a", "ring"], env=CHILD_ENV, capture_output=True, check=True)  # compiles the modules
     print(f"{'command':32} {'default s':>10} {'MiB':>6} {'-a tacos s':>11} {'ratio':>6} {'target':>7}  chose")
     for label, arguments, target, writes in COMMANDS:
         if not large and "32x32" in label or not large and "64x64" in label:
@@ -102,6 +108,8 @@ def forestcoll(repeat: int) -> list[str]:
 def table(out: Path, resume: bool, only: list[str] | None) -> list[str]:
     import chakra_collectives.synth.synthesis as synth
     from chakra_collectives.synth import synthesize
+    from chakra_collectives.synth.synthesis import group_bounds
+    from chakra_collectives.units import parse_size
     from chakra_collectives.topology import load_topology
 
     # the exhaustive search re-uses what the default one produced for the same case (every
@@ -131,6 +139,9 @@ def table(out: Path, resume: bool, only: list[str] | None) -> list[str]:
                         started = time.perf_counter()
                         found = synthesize(topo, collective, size, bounds="none", exhaustive=exhaustive)
                         row[mode] = {"ns": found.predicted_ns, "algorithm": found.algorithm_name, "k": found.chunks_per_npu, "s": time.perf_counter() - started}
+                    # every producer's time at every K: what a skip rule can be checked against
+                    row["candidates"] = {c.name: {str(k): ns for k, ns in c.tried.items()} for c in found.candidates if c.tried}
+                    row["bound_ns"] = group_bounds(topo, collective, parse_size(size), None).best_ns
                     made.clear()
                     rows.write(json.dumps(row) + "\n")
                     rows.flush()

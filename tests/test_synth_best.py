@@ -12,7 +12,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth import auto_chunk_counts, synthesize
 from chakra_collectives.synth.baselines import baseline_messages
 from chakra_collectives.synth.registry import SynthesisOptions, get
-from chakra_collectives.synth.best import applicable, baseline_bound_ns, link_load_ns
+from chakra_collectives.synth.best import applicable, baseline_bound_ns, endpoint_load_ns, forest_estimate_ns, link_load_ns
 from chakra_collectives.topology import Topology, load_topology
 from network_helpers import transfer_ns
 from schema_helpers import schema
@@ -40,6 +40,21 @@ def test_link_load_bounds_every_baseline(spec, collective):
         algo = get(name).make(topo, collective, topo.num_npus, SynthesisOptions(size_bytes=2**22, chunks_per_npu=2)).algorithm
         bound = baseline_bound_ns(name, topo, collective, 2**22, 2)
         assert 0 < bound <= predict_time(algo, topo) * (1 + 1e-12)
+        # the endpoint bound (no routing) is weaker than the routed one and bounds under both models
+        src, dst, nbytes = get(name).messages(collective, topo.num_npus, SynthesisOptions(size_bytes=2**22, chunks_per_npu=2))
+        assert 0 < endpoint_load_ns(topo, src, dst, nbytes) <= bound * (1 + 1e-12)
+        astra = endpoint_load_ns(topo, src, dst, nbytes, network_model="astra-sim")
+        assert 0 < astra <= predict_time(algo, topo, network_model="astra-sim") * (1 + 1e-12)
+
+
+def test_forestcoll_skipped_by_its_estimate_on_mesh2d_8x8(cli):
+    """All-Gather 64 MiB: TACOS's 641 µs is below ForestColl's estimate (floor 615.2 µs plus its
+    pipeline over the 14-hop diameter), so ForestColl (677.5 µs when built) is not built."""
+    summary = json.loads(cli("synth", "-t", "mesh2d:8x8", "-c", "all-gather", "--json").stdout)
+    forest = summary["candidates"]["forestcoll"]
+    assert summary["algorithm"] == "tacos" and forest["predicted_ns"] is None
+    assert forest["at_least_ns"] < summary["predicted_ns"] <= forest["estimated_ns"]
+    assert forest["estimated_ns"] == pytest.approx(forest_estimate_ns(load_topology("mesh2d:8x8"), AG, 2**26, forest["at_least_ns"]))
 
 
 def test_link_load_closed_form():
@@ -52,13 +67,22 @@ def test_link_load_closed_form():
 @pytest.mark.parametrize("spec, collective, k", [("ring:8", AG, 1), ("switch:8", AR, 1), ("mesh2d:2x4", AR, 2), ("torus2d:3x3", RS, 1)])
 def test_best_is_the_fastest_of_all_candidates(spec, collective, k):
     topo = load_topology(spec)
-    exhaustive = {name: synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm=name).predicted_ns for name in applicable(collective, topo.num_npus, topo)}
     best = synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm="best")
+    names = applicable(collective, topo.num_npus, topo)
+    assert set(names) <= {c.name for c in best.candidates} <= {*names, "milp"}  # milp too on small fabrics
+    exhaustive = {name: synthesize(topo, collective, 2**22, chunks_per_npu=k, algorithm=name).predicted_ns for name in names}
     fastest = min(exhaustive.values())
-    assert best.predicted_ns == fastest
-    assert best.algorithm_name == next(name for name, t in exhaustive.items() if t == fastest)  # ties: first
-    for c in best.candidates:  # every candidate is either timed exactly or skipped with a valid bound
-        if c.predicted_ns is None:
+    if best.algorithm_name == "milp":  # its time limit makes it load-dependent: it only has to beat the others
+        assert best.predicted_ns < fastest
+    else:
+        assert best.predicted_ns == fastest
+        assert best.algorithm_name == next(name for name, t in exhaustive.items() if t == fastest)  # ties: first
+    for c in best.candidates:  # every candidate is timed exactly, skipped with a valid bound, or by an estimate above the winner
+        if c.name == "milp":
+            continue
+        if c.estimated_ns is not None:
+            assert c.predicted_ns is None and c.at_least_ns <= exhaustive[c.name] * (1 + 1e-12) and c.estimated_ns >= fastest
+        elif c.predicted_ns is None:
             assert fastest <= c.at_least_ns <= exhaustive[c.name] * (1 + 1e-12)
         else:
             assert c.predicted_ns == exhaustive[c.name]
@@ -70,7 +94,9 @@ def test_best_beats_tacos_where_granularity_caps_it():
     topo = load_topology("ring:8")
     best = synthesize(topo, AG, "64MiB", algorithm="best")
     assert best.algorithm_name == "bfb" and best.efficiency > 0.99
-    assert {c.name for c in best.candidates} == {"tacos", "ring", "biring", "direct", "rhd", "bfb", "forestcoll"}
+    assert {c.name for c in best.candidates} == {"tacos", "ring", "biring", "direct", "rhd", "bfb", "forestcoll", "milp"}
+    milp = next(c for c in best.candidates if c.name == "milp")  # within 1% of the bound: the MILP cannot gain 3%
+    assert milp.predicted_ns is None and milp.estimated_ns == pytest.approx(best.bounds.best_ns * 1.03)
 
 
 def test_best_on_the_command_line(cli):
@@ -78,8 +104,8 @@ def test_best_on_the_command_line(cli):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["algorithm"] == "bfb" and summary["requested_algorithm"] == "best"
-    times = {name: c["predicted_ns"] or c["at_least_ns"] for name, c in summary["candidates"].items()}
-    assert summary["predicted_ns"] == min(times.values())
+    times = {name: c["predicted_ns"] or c.get("estimated_ns") or c["at_least_ns"] for name, c in summary["candidates"].items()}
+    assert summary["predicted_ns"] == min(times.values())  # skipped ones: a bound or an estimate no better
     # TACOS: 7 chunks of 8 MiB over 2 in-links take 4 steps; biring: 7 steps of 4 MiB per direction
     hop = lambda nbytes: transfer_ns(load_topology("ring:8").links[0], nbytes)  # noqa: E731
     assert summary["candidates"]["tacos"]["chunks_per_npu_tried"]["1"] == pytest.approx(4 * hop(2**23))
@@ -88,11 +114,13 @@ def test_best_on_the_command_line(cli):
     # BFB: shards 1, 1, 1 and 1/2 per link in its 4 steps
     assert summary["predicted_ns"] == pytest.approx(3 * hop(2**23) + hop(2**22))
     text = cli("synth", "-t", "ring:8", "-c", "all-gather", "-a", "best")
-    assert "bfb, fastest of 7 (others: tacos" in text.stdout
+    assert "bfb, fastest of 8 (others: tacos" in text.stdout and "milp ~" in text.stdout
 
 
 # ---------------------------------------------------------------------- the search (issue 25)
 from chakra_collectives.synth.best import BOUND_PAIRS, search  # noqa: E402
+from chakra_collectives.synth.milp import model_variables  # noqa: E402
+from chakra_collectives.synth.synthesis import BEST_MILP_CHUNKS, BEST_MILP_VARIABLES  # noqa: E402
 import chakra_collectives.synth.best as best_module  # noqa: E402
 
 
@@ -166,12 +194,14 @@ def test_default_search_matches_the_exhaustive_one(spec, collective):
     # the oracle really tried everything: every candidate timed, at every K when it reads K
     for c in exhaustive.candidates:
         assert c.predicted_ns is not None
-        assert len(c.tried) == (len(auto_chunk_counts(topo.num_npus)) if get(c.name).chunked else 1)
+        counts = auto_chunk_counts(topo.num_npus)
+        affordable = [k for k in counts if k in BEST_MILP_CHUNKS and model_variables(topo, k, 2**26) <= BEST_MILP_VARIABLES]
+        assert sorted(c.tried) == (affordable if c.name == "milp" else counts if get(c.name).chunked else counts[:1])
     assert exhaustive.predicted_ns == min(c.predicted_ns for c in exhaustive.candidates)
-    # every candidate the default skipped had a floor no better than what it found
+    # every candidate the default skipped had a floor (or an estimate) no better than what it found
     for c in default.candidates:
         if c.predicted_ns is None:
-            assert c.at_least_ns >= default.predicted_ns
+            assert (c.at_least_ns if c.estimated_ns is None else c.estimated_ns) >= default.predicted_ns
 
 
 @pytest.mark.parametrize("spec", ["ring:8", "mesh2d:4x4", "torus2d:4x4", "hypercube:3", "hetero-mesh2d:4x2", "mesh2d:3x5"])
@@ -206,7 +236,9 @@ def test_time_budget_on_the_command_line(cli):
     jsonschema.validate(summary, schema("synth"))
     assert summary["budget_fallback"] and summary["budget_ran_out"]
     assert summary["algorithm"] in ("ring", "biring", "direct", "rhd")
-    assert summary["candidates"]["tacos"] == {"predicted_ns": None, "at_least_ns": 0.0, "skipped": "time budget"}
+    tacos = summary["candidates"]["tacos"]
+    assert tacos == {"predicted_ns": None, "at_least_ns": tacos["at_least_ns"], "skipped": "time budget"}
+    assert 0 < tacos["at_least_ns"] <= summary["predicted_ns"]  # the lower bound, every candidate's floor
     text = " ".join(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "--time-budget", "1e-9").stdout.split())
     assert "the time budget ran out; not tried: tacos" in text and "is the cheapest baseline" in text
 
@@ -216,7 +248,7 @@ def test_exhaustive_and_skips_on_the_command_line(cli):
     summary = json.loads(result.stdout)
     jsonschema.validate(summary, schema("synth"))
     skipped = [c for c in summary["candidates"].values() if c["predicted_ns"] is None]
-    assert skipped and all(c["at_least_ns"] >= summary["predicted_ns"] for c in skipped)
+    assert skipped and all(c.get("estimated_ns", c["at_least_ns"]) >= summary["predicted_ns"] for c in skipped)
     text = " ".join(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather").stdout.split())
     assert "ring >= " in text and "(skipped)" in text
     oracle = json.loads(cli("synth", "-t", "mesh2d:4x4", "-c", "all-gather", "--exhaustive", "--json").stdout)

@@ -40,7 +40,7 @@ def synth(
     ),
     algorithm: str = typer.Option(
         DEFAULT_ALGORITHM, "--algorithm", "-a", metavar="NAME",
-        help=f"One of: {', '.join(algorithm_names())}. best runs every applicable one (TACOS, ForestColl up to 128 NPUs, BFB, the baselines) and keeps the fastest (predicted).",
+        help=f"One of: {', '.join(algorithm_names())}. best runs every applicable one (TACOS, ForestColl up to 128 NPUs, BFB, the baselines; milp on small fabrics when the others are > 3% above the lower bound) and keeps the fastest (predicted).",
     ),
     network_model: Optional[str] = typer.Option(
         None, "--network-model", metavar="MODEL",
@@ -98,7 +98,9 @@ def synth(
     By default (--algorithm best) TACOS, ForestColl, BFB and every applicable baseline are
     candidates, each at K = 1, 2, 4, ... chunks per NPU until more chunks stop paying; the most
     promising is tried first and one whose lower bound cannot beat the fastest found is skipped
-    (the summary gives the bound). The fastest under the network model is kept. Prints the predicted time, the lower bounds and the efficiency
+    (the summary gives the bound; ForestColl is judged by an estimate, "~X (estimate,
+    skipped)"). On fabrics of up to 16 NPUs the exact MILP joins when the fastest is more than
+    3% above the lower bound. The fastest under the network model is kept. Prints the predicted time, the lower bounds and the efficiency
     (bound / predicted); for ForestColl also its optimum (U, k), its trees and the
     bandwidth-optimal time.
 
@@ -192,6 +194,8 @@ def _chosen_lines(result: SynthesisResult) -> list[str]:
         elif c.predicted_ns is not None:
             k = f" (K={c.chunks_per_npu})" if len(c.tried) > 1 else ""
             shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}{k}")
+        elif c.estimated_ns is not None:
+            shown.append(f"{c.name} ~{format_time_ns(c.estimated_ns)} (estimate, skipped)")
         else:
             shown.append(f"{c.name} >= {format_time_ns(c.at_least_ns)} (skipped)")
     if len(result.candidates) > 1:

@@ -1,6 +1,7 @@
 """``--algorithm best``: every applicable registered synthesizer, fastest by predicted time.
 
-The candidates are the registry's (:func:`applicable`: TACOS, the baselines and ForestColl today). Every
+The candidates are the registry's (:func:`applicable`: TACOS, the baselines, BFB and ForestColl
+today; ``synthesize`` adds ``milp`` on small fabrics). Every
 candidate is timed by the network model (:func:`~chakra_collectives.network.predict_time`)
 and the fastest wins (ties: the first in :func:`applicable`'s order). Building and timing a
 baseline on a few hundred NPUs costs seconds, so a candidate is skipped when it provably cannot
@@ -23,6 +24,7 @@ True
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -35,7 +37,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
 from chakra_collectives.topology.core import Topology
-from chakra_collectives.units import format_time_ns
+from chakra_collectives.units import bytes_per_ns, format_time_ns
 
 def applicable(collective: Collective, num_npus: int, topology: Topology | None = None) -> list[str]:
     """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
@@ -87,6 +89,97 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     return float(load.max(initial=0.0))
 
 
+def endpoint_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "default") -> float:
+    """A cheap lower bound on these messages' makespan, without routing them: every message
+    leaves its source over one of the source's links and enters its destination over one of
+    the destination's, holding it at least ``latency + bytes / bandwidth`` (the fastest such
+    link's; ``bytes / bandwidth - 1`` in astra-sim mode), so some link of each NPU is busy at
+    least the NPU's total over its number of links. Never above :func:`link_load_ns`.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> from chakra_collectives.synth.baselines import baseline_messages
+    >>> topo = load_topology("mesh2d:4x4")
+    >>> src, dst, chunks = baseline_messages("direct", Collective.ALL_GATHER, 16)
+    >>> 0 < endpoint_load_ns(topo, src, dst, chunks * 2**20) <= link_load_ns(topo, src, dst, chunks * 2**20)
+    True
+    """
+    astra = Mode.parse(network_model) is Mode.ASTRA_SIM
+    n = topology.num_npus
+    volume = np.asarray(nbytes, dtype=np.float64)
+    worst = 0.0
+    for ends, side in ((np.asarray(src, dtype=np.int64), "src"), (np.asarray(dst, dtype=np.int64), "dst")):
+        rate = np.zeros(n)  # the fastest link of each NPU on this side (bytes/ns), its least latency, its links
+        latency = np.full(n, np.inf)
+        degree = np.zeros(n)
+        for link in topology.links:
+            v = getattr(link, side)
+            if v < n:
+                rate[v] = max(rate[v], bytes_per_ns(link.bandwidth_gbps))
+                latency[v] = min(latency[v], link.latency_ns)
+                degree[v] += 1
+        used = degree[ends] > 0
+        per_message = volume[used] / rate[ends[used]] + (-1.0 if astra else latency[ends[used]])
+        busy = np.bincount(ends[used], weights=np.maximum(per_message, 0.0), minlength=n)
+        worst = max(worst, float((busy / np.maximum(degree, 1)).max(initial=0.0)))
+    return worst
+
+
+def forest_estimate_ns(topology: Topology, collective: Collective, size_bytes: int, floor_ns: float) -> float:
+    """What ForestColl can hope for, known without building it: the lower bound ``floor_ns``
+    plus, per tree phase, its tuning model's pipeline terms
+    (:func:`~chakra_collectives.synth.forestcoll.tuning.estimate_ns`) at their most favourable --
+    trees as shallow as the NPUs' hop diameter allows, one message per piece on the fastest,
+    least-latency link, the best number of pieces. Not a bound: on rings and small meshes the
+    lowering pipelines better than the model assumes and realises less than this; where
+    ForestColl realises far less than its optimum (mesh2d:8x8 All-Gather 64 MiB: 677.5 µs against
+    an estimate of 646.8 µs and a floor of 615.2 µs) it saves building it. ``best`` skips
+    ForestColl when the fastest found is already no slower; ``bench/bench_best.py``'s table
+    checks the choices against ``--exhaustive`` (on its suite no case ForestColl wins is skipped).
+    A ForestColl that realises more of its optimum needs this estimate revisited.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> t = load_topology("mesh2d:8x8")
+    >>> floor = 615_234.375
+    >>> floor < forest_estimate_ns(t, Collective.ALL_GATHER, 2**26, floor) < 1.1 * floor
+    True
+    """
+    from chakra_collectives.synth.forestcoll.tuning import ForestShape, MAX_PIECES, estimate_ns
+
+    fastest = min(topology.links, key=lambda link: (1.0 / bytes_per_ns(link.bandwidth_gbps), link.latency_ns))
+    shape = ForestShape(
+        depth_hops=hop_diameter(topology), messages_per_piece=1, unit_ns_per_byte=1.0 / bytes_per_ns(fastest.bandwidth_gbps),
+        latency_ns=min(link.latency_ns for link in topology.links), mean_weight=1.0, tree_edges=0,
+    )
+    share = size_bytes if collective.has_root else size_bytes / topology.num_npus
+    pieces = [2**i for i in range(MAX_PIECES.bit_length())]
+    extra = min(estimate_ns(shape, share_bytes=share, k=1, pieces=p, bandwidth_ns=0.0) for p in pieces)
+    phases = 2 if collective is Collective.ALL_REDUCE else 1
+    return floor_ns + phases * extra
+
+
+def hop_diameter(topology: Topology) -> int:
+    """Most link hops between two NPUs (breadth-first over every node, switches relaying).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> hop_diameter(load_topology("mesh2d:4x4")), hop_diameter(load_topology("ring:8"))
+    (6, 4)
+    """
+    out: dict[int, list[int]] = {}
+    for link in topology.links:
+        out.setdefault(link.src, []).append(link.dst)
+    n, worst = topology.num_npus, 0
+    for root in range(n):
+        seen, frontier, depth = {root}, [root], 0
+        while frontier:
+            reached = [w for v in frontier for w in out.get(v, ()) if w not in seen]
+            seen.update(reached)
+            frontier = list(dict.fromkeys(reached))
+            depth += 1 if frontier else 0
+            if any(v < n for v in frontier):
+                worst = max(worst, depth)
+    return worst
+
+
 @renamed_keyword("mode", "network_model")
 def baseline_bound_ns(
     name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos",
@@ -129,6 +222,9 @@ class Candidate:
     stopped: str | None = None
     """Why its ``K`` search ended before the last count: ``K=4 not faster than K=2`` or the bound of
     the next ``K`` (``K=2 >= 1.2 ms``)."""
+    estimated_ns: float | None = None
+    """When it was not produced because an estimate of its time (not a bound, see
+    :func:`search`'s ``estimate``) was no better than the winner's: that estimate."""
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {"predicted_ns": self.predicted_ns, "at_least_ns": self.at_least_ns}
@@ -139,6 +235,8 @@ class Candidate:
             found["chunks_per_npu_tried"] = {str(k): t for k, t in self.tried.items()}
         if self.stopped is not None:
             found["stopped"] = self.stopped
+        if self.estimated_ns is not None:
+            found["estimated_ns"] = self.estimated_ns
         return found
 
 
@@ -169,6 +267,8 @@ def search(
     clock: Callable[[], float] = time.perf_counter,
     produce_many: Callable[[list[tuple[str, int]]], list[float]] | None = None,
     workers: int = 1,
+    refine: Callable[[str, int], float] | None = None,
+    estimate: Callable[[str, int], float] | None = None,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
 
@@ -178,7 +278,11 @@ def search(
 
     The most promising ``(name, K)`` goes first: the lowest estimate -- its bound at the first
     ``K``, the same producer's time at the previous ``K`` after that. One whose bound cannot
-    beat the fastest found so far is skipped (its bound is reported). A producer's ``K`` search
+    beat the fastest found so far is skipped (its bound is reported). ``refine(name, k)``: a
+    dearer lower bound, asked only when ``bound`` alone does not rule the pair out against the
+    fastest found. ``estimate(name, k)``: an expected time that is not a bound (ForestColl's from
+    its optimum); the pair is skipped when the fastest found is already no slower, and
+    :attr:`Candidate.estimated_ns` says so. A producer's ``K`` search
     brackets: ``counts`` in order until one is slower than the one before (an equal time goes
     on: merged runs often keep the time flat before more chunks pay). At ``deadline``
     (``clock()``'s) nothing more is started; if nothing was produced by then, ``fallback()`` names
@@ -202,6 +306,7 @@ def search(
     """
     order = {name: i for i, name in enumerate(names)}
     bounds: dict[tuple[str, int], float] = {}
+    refined: set[tuple[str, int]] = set()
     found = {name: Candidate(name, None, 0.0) for name in names}
     incumbent: tuple[float, int, int, str] | None = None  # (ns, tie order, K, name)
     budget_ran_out = fell_back = False
@@ -209,11 +314,19 @@ def search(
     def bound_of(name: str, k: int) -> float:
         if (name, k) not in bounds:
             bounds[name, k] = bound(name, k)
+        if refine is not None and incumbent is not None and (name, k) not in refined and bounds[name, k] < incumbent[0]:
+            refined.add((name, k))
+            bounds[name, k] = max(bounds[name, k], refine(name, k))
+            if k == counts[0]:
+                found[name].at_least_ns = bounds[name, k]
         return bounds[name, k]
 
     def record(name: str, k: int, predicted: float) -> None:
         nonlocal incumbent
         candidate = found[name]
+        if predicted == math.inf:  # it could not be made at this K (the MILP's model too large)
+            candidate.stopped = f"K={k} too large"
+            return
         candidate.tried[k] = predicted
         if candidate.predicted_ns is None or predicted < candidate.predicted_ns:
             candidate.predicted_ns, candidate.chunks_per_npu = predicted, k
@@ -228,7 +341,8 @@ def search(
     if exhaustive:
         for name in names:
             for k in counts if chunked(name) else counts[:1]:
-                run([(name, k)])
+                if k == counts[0] or bound(name, k) < math.inf:  # infinite: it cannot be made at this K
+                    run([(name, k)])
     else:
         first = counts[0]
         pending: list[tuple[float, int, int, str]] = []  # (estimate, tie order, K, name)
@@ -243,12 +357,21 @@ def search(
                 _, rank, k, name = item
                 candidate = found[name]
                 at_least = bound_of(name, k)
-                if batch and incumbent is None and at_least > 0:  # judged against a first result, not run beside it
+                # judged against the first result (its dearer bound, its estimate), not run beside it
+                could_lose = bool(batch) and (at_least > bounds[batch[0]] or refine is not None or estimate is not None and estimate(name, k) > at_least)
+                if incumbent is None and could_lose:
                     waiting.append(item)
                     continue
                 if incumbent is not None and (at_least, rank, k) >= incumbent[:3]:
                     if candidate.tried:
-                        candidate.stopped = f"K={k} >= {format_time_ns(at_least)}"
+                        candidate.stopped = f"K={k} >= {format_time_ns(at_least)}" if at_least < math.inf else f"K={k} out of reach (memory or model size)"
+                    continue
+                expected = estimate(name, k) if estimate is not None and incumbent is not None else 0.0
+                if incumbent is not None and expected >= incumbent[0]:
+                    if candidate.tried:
+                        candidate.stopped = f"K={k} ~ {format_time_ns(expected)} (estimate)"
+                    else:
+                        candidate.estimated_ns = expected
                     continue
                 if deadline is not None and clock() >= deadline:
                     budget_ran_out = True
@@ -266,7 +389,7 @@ def search(
             for name, k in batch:
                 candidate = found[name]
                 following = counts.index(k) + 1
-                if not chunked(name) or following == len(counts):
+                if not chunked(name) or following == len(counts) or k not in candidate.tried:
                     continue
                 before = counts[following - 2] if following >= 2 else None
                 if before is not None and candidate.tried[k] > candidate.tried[before]:
@@ -296,4 +419,4 @@ def cheapest_baseline(names: list[str], topology: Topology, collective: Collecti
     return min(counted)[2] if counted else names[0]
 
 
-__all__ = ["BOUND_PAIRS", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "link_load_ns", "search"]
+__all__ = ["BOUND_PAIRS", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "endpoint_load_ns", "forest_estimate_ns", "hop_diameter", "link_load_ns", "search"]

@@ -36,7 +36,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import Release, all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather
-from chakra_collectives.synth.milp_model import DEFAULT_TIME_LIMIT_S, MAX_VARIABLES, MilpSolution, NoScheduleFound, build_model, channel_hops, solve_all_gather
+from chakra_collectives.synth.milp_model import DEFAULT_TIME_LIMIT_S, MAX_VARIABLES, MilpSolution, NoScheduleFound, build_model, channel_hops, lower_epochs, solve_all_gather
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 from chakra_collectives.topology import Topology
@@ -193,6 +193,19 @@ def describe(phases: list[MilpSolution], collective: Collective) -> dict[str, An
         "note": "; ".join(p.note for p in phases if p.note),
         "scope": "one-chunk messages; All-Reduce: Reduce-Scatter then All-Gather" if collective is Collective.ALL_REDUCE else "one-chunk messages",
     }
+
+
+def model_variables(topology: Topology, chunks_per_npu: int, size_bytes: int) -> int:
+    """The variables of one phase's model at its shortest horizon (what solving it costs grows
+    with them; no solve).
+
+    >>> from chakra_collectives.topology import ring
+    >>> model_variables(ring(8), 1, 2**20) < model_variables(ring(8), 2, 2**20)
+    True
+    """
+    n = topology.num_npus
+    hops = channel_hops(build_channels(topology, chunk_bytes=-(-size_bytes // (n * chunks_per_npu))))
+    return build_model(hops, n, chunks_per_npu, lower_epochs(hops, n, chunks_per_npu), matrices=False).size.variables
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:

@@ -17,7 +17,7 @@ from chakra_collectives import progress
 from chakra_collectives.bounds import MOVING
 from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import LowerBounds, lower_bounds
-from chakra_collectives.errors import InputError
+from chakra_collectives.errors import InputError, LimitError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
@@ -25,7 +25,7 @@ from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
 from chakra_collectives.processes import can_fork, map_forked
 from chakra_collectives.resources import Estimate, fits, require
-from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, search
+from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
 from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
 from chakra_collectives.topology.core import Topology
@@ -280,10 +280,20 @@ def synthesize(
     found: SynthesisResult | None = None
     spent_s = [0.0, 0.0]
     with progress.task("synthesize"):
+        bounded = collective in BOUNDED + MOVING
+        known: LowerBounds | None = None
         if name == "best":
             deadline = None if time_budget is None else started_at + time_budget
+            floor_ns = 0.0
+            if bounded and network_model == "default" and pattern is None:  # the floor under every candidate, reported after
+                with progress.task("lower bounds"):
+                    started = time.perf_counter()
+                    floor_method = method or bounds_method("auto", num_ranks)
+                    known = group_bounds(topology, collective, nbytes, members, method=floor_method, root=root, pattern=pattern)
+                    floor_ns, bounds_s = known.best_ns, time.perf_counter() - started
+                    known = known if method == floor_method else None
             found = _synthesize_best(topology, collective, counts, SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest),
-                                     on_step, network_model, deadline, exhaustive)
+                                     on_step, network_model, deadline, exhaustive, floor_ns)
             tried = found.chunks_tried
         else:
             for k in counts:
@@ -298,12 +308,13 @@ def synthesize(
             found.synthesis_s, found.predict_s = spent_s
         if on_step:
             on_step("bounds")
-        with progress.task("lower bounds"):
-            started = time.perf_counter()
-            found.bounds = (
-                group_bounds(topology, collective, nbytes, members, method=method, root=root, pattern=pattern) if method and collective in BOUNDED + MOVING else None
-            )
-            found.bounds_s = time.perf_counter() - started
+        if known is not None:
+            found.bounds, found.bounds_s = known, bounds_s
+        else:
+            with progress.task("lower bounds"):
+                started = time.perf_counter()
+                found.bounds = group_bounds(topology, collective, nbytes, members, method=method, root=root, pattern=pattern) if method and bounded else None
+                found.bounds_s = time.perf_counter() - started
     found.chunks_tried = tried if chunks_per_npu is None else {}
     found.group = members
     return found
@@ -368,6 +379,42 @@ def _workers(topology: Topology) -> int:
     return os.cpu_count() or 1
 
 
+BEST_MILP_NPUS = 16
+"""Largest fabric on which ``best`` also tries the exact MILP (``milp``; its model grows with
+NPUs^2 x chunks x epochs: a few thousand variables here, solved in about a second)."""
+
+BEST_MILP_CHUNKS = (1, 2)
+"""The chunk counts ``best`` tries ``milp`` at."""
+
+BEST_MILP_LIMIT_S = 5.0
+"""Seconds ``best`` gives the MILP at each chunk count (it keeps the best schedule found by then)."""
+
+BEST_MILP_VARIABLES = 8_000
+"""Largest model (variables at its shortest horizon, :func:`~chakra_collectives.synth.milp.model_variables`)
+``best`` solves: hetero-mesh2d:3x3 at K=2 (4,932) and torus2d:4x4 at K=1 (3,136) are in, switch:16
+(51,632 at K=1) is not."""
+
+BEST_MILP_GAP = 0.03
+"""``best`` solves the MILP only when the fastest candidate found is more than this fraction above
+the lower bound (the MILP can gain at most that)."""
+
+
+def _milp_affordable(topology: Topology, k: int, size_bytes: int) -> bool:
+    """Whether ``best`` solves the MILP at ``k`` chunks per NPU (:data:`BEST_MILP_VARIABLES`)."""
+    from chakra_collectives.synth.milp import model_variables  # here: importing it registers milp, whose place in the registry is last
+
+    return k in BEST_MILP_CHUNKS and model_variables(topology, k, size_bytes) <= BEST_MILP_VARIABLES
+
+
+def _milp_joins(topology: Topology, collective: Collective, options: SynthesisOptions, network_model: str, floor_ns: float) -> bool:
+    """Whether ``best`` counts ``milp`` among its candidates here (see :func:`_synthesize_best`)."""
+    milp = get("milp")
+    return (
+        floor_ns > 0 and options.group is None and network_model == "default" and topology.num_npus <= BEST_MILP_NPUS
+        and milp.supports(collective, topology.num_npus) and milp.fits(topology) and _milp_affordable(topology, options.chunks_per_npu, options.size_bytes)
+    )
+
+
 def _synthesize_best(
     topology: Topology,
     collective: Collective,
@@ -377,13 +424,26 @@ def _synthesize_best(
     network_model: str,
     deadline: float | None,
     exhaustive: bool,
+    floor_ns: float = 0.0,
 ) -> SynthesisResult:
     """``best``: :func:`~chakra_collectives.synth.best.search` over every applicable producer
-    that fits the memory limit, at the chunk counts ``counts`` (``options``: all but ``K``)."""
+    that fits the memory limit, at the chunk counts ``counts`` (``options``: all but ``K``).
+
+    ``floor_ns``: a lower bound on any algorithm's time (the collective's cut bound), every
+    candidate's first bound; a baseline's busiest endpoint
+    (:func:`~chakra_collectives.synth.best.endpoint_load_ns`) comes next, its routed link load
+    (or BFB's step model) only when those cannot rule it out. ForestColl is judged by
+    :func:`~chakra_collectives.synth.best.forest_estimate_ns` first; ``milp`` joins on fabrics of
+    at most :data:`BEST_MILP_NPUS` NPUs, at :data:`BEST_MILP_CHUNKS` chunk counts whose model
+    has at most :data:`BEST_MILP_VARIABLES` variables, with :data:`BEST_MILP_LIMIT_S` seconds each, and only when the fastest found is more than
+    :data:`BEST_MILP_GAP` above ``floor_ns``."""
     step = on_step or (lambda name: None)
     group = options.group
     num_ranks = topology.num_npus if group is None else len(group)
     names = [c for c in applicable(collective, num_ranks, topology) if get(c).serves(topology, group)]
+    if _milp_joins(topology, collective, options, network_model, floor_ns):
+        names.append("milp")
+        options = replace(options, time_limit_s=min(BEST_MILP_LIMIT_S, options.time_limit_s or BEST_MILP_LIMIT_S))
     if not names:
         raise InputError(f"no algorithm implements {collective.value}")
 
@@ -397,13 +457,21 @@ def _synthesize_best(
     runnable = [c for c in names if c not in too_large]
     made: dict[tuple[str, int], _Produced] = {}
 
+    def chunked(candidate: str) -> bool:
+        return get(candidate).chunked or candidate == "milp"
+
     def key(candidate: str, k: int) -> tuple[str, int]:
-        return candidate, k if get(candidate).chunked else counts[0]
+        return candidate, k if chunked(candidate) else counts[0]
 
     def produce(candidate: str, k: int) -> float:
         if key(candidate, k) not in made:
-            with progress.task(f"K={k}" if len(counts) > 1 and get(candidate).chunked else "candidates"):
-                made[key(candidate, k)] = _produce(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model, step, True)
+            with progress.task(f"K={k}" if len(counts) > 1 and chunked(candidate) else "candidates"):
+                try:
+                    made[key(candidate, k)] = _produce(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model, step, True)
+                except LimitError:  # the MILP's model is too large at this K: it cannot win here
+                    if candidate != "milp":
+                        raise
+                    return math.inf
         return made[key(candidate, k)].predicted_ns
 
     def produce_many(batch: list[tuple[str, int]]) -> list[float]:
@@ -415,14 +483,33 @@ def _synthesize_best(
         return [made[job].predicted_ns for job in jobs]
 
     def bound(candidate: str, k: int) -> float:
-        if k != counts[0] and not fits(footprint(candidate, k)):
+        if k != counts[0] and not fits(footprint(candidate, k)) or candidate == "milp" and not _milp_affordable(topology, k, options.size_bytes):
             return math.inf
+        messages = get(candidate).messages
+        if messages is None or group is not None:
+            return floor_ns
+        src, dst, nbytes = messages(collective, num_ranks, replace(options, chunks_per_npu=k))
+        return max(floor_ns, endpoint_load_ns(topology, src, dst, nbytes, network_model=network_model))
+
+    def refine(candidate: str, k: int) -> float:
         return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, network_model=network_model, group=group)
+
+    guesses: dict[str, float] = {}
+
+    def guess(candidate: str, k: int) -> float:
+        """ForestColl's estimate (from the floor; 0 without one); milp's worth (see above)."""
+        if candidate not in guesses:
+            guesses[candidate] = 0.0
+            if candidate == "forestcoll" and floor_ns > 0 and group is None:
+                guesses[candidate] = forest_estimate_ns(topology, collective, options.size_bytes, floor_ns)
+            elif candidate == "milp":
+                guesses[candidate] = floor_ns * (1 + BEST_MILP_GAP)
+        return guesses[candidate]
 
     started = time.perf_counter()
     with progress.task("candidates"):
         found = search(
-            runnable, counts, produce=produce, bound=bound, chunked=lambda c: get(c).chunked,
+            runnable, counts, produce=produce, bound=bound, chunked=chunked, refine=refine, estimate=guess,
             fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
             deadline=deadline, exhaustive=exhaustive, produce_many=produce_many, workers=_workers(topology),
         )
