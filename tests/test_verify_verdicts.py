@@ -148,3 +148,17 @@ def test_race_check_has_no_budget_on_a_long_ring():
     algo = ring(Collective.ALL_REDUCE, 64, size_bytes=64 * 64)
     partner = match_messages(algo).partner
     assert races.find_race(algo, partner, execute(algo, partner).order) is None
+
+
+def test_direct_edges_are_found_past_int32_products(monkeypatch):
+    """A ring all-gather's every conflicting pair (a RECV, then the SEND that forwards its slot) is one
+    dependency; with 79,800 operations ``dep * size`` passes 2**31, and the pairs must still be
+    recognised as direct edges, not sent to the (slow, exact) reachability search."""
+    algo = ring(Collective.ALL_GATHER, 200, size_bytes=200)
+    assert algo.num_ops**2 > 2**31
+    partner = match_messages(algo).partner
+    asked = []
+    exact = races.happens_before
+    monkeypatch.setattr(races, "happens_before", lambda algo, partner, a, b: asked.append(len(a)) or exact(algo, partner, a, b))
+    assert races.find_race(algo, partner, execute(algo, partner).order) is None
+    assert asked == []

@@ -201,7 +201,7 @@ def _direct_edge(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray, 
     size = len(ops)
     owner = np.repeat(np.arange(size, dtype=np.int64), np.diff(ops.dep_ptr))
     sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
-    edges = np.concatenate([ops.dep_idx * size + owner, sends * size + partner[sends]])
+    edges = np.concatenate([ops.dep_idx.astype(np.int64) * size + owner, sends * size + partner[sends].astype(np.int64)])
     return np.isin(a * size + b, edges)
 
 
