@@ -162,3 +162,33 @@ def test_direct_edges_are_found_past_int32_products(monkeypatch):
     monkeypatch.setattr(races, "happens_before", lambda algo, partner, a, b: asked.append(len(a)) or exact(algo, partner, a, b))
     assert races.find_race(algo, partner, execute(algo, partner).order) is None
     assert asked == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(messages=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 2)), min_size=1, max_size=6), rnd=st.randoms(use_true_random=False),
+       chained=st.booleans())
+def test_finishes_agrees_with_execution(messages, rnd, chained):
+    """Random 3-rank programs: each rank's sends and receives in a random order, each waiting for
+    the one before it (``chained``) or for nothing; many deadlock with rendezvous sends, some
+    with eager ones too."""
+    from chakra_collectives.ir import AlgorithmBuilder, Buffer
+    from chakra_collectives.ir.execution import finishes
+
+    program: dict[int, list[tuple[str, int, int]]] = {0: [], 1: [], 2: []}
+    for tag, (src, hop) in enumerate(messages):
+        program[src].append(("send", (src + hop) % 3, tag))
+        program[(src + hop) % 3].append(("recv", src, tag))
+    b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=3, chunk_count=1, size_bytes=64)
+    for rank, steps in program.items():
+        rnd.shuffle(steps)
+        last: list[int] = []
+        for kind, peer, tag in steps:
+            if kind == "send":
+                op = b.send(rank, peer, tag=tag, src=(Buffer.INPUT, 0), count=1, deps=last)
+            else:
+                op = b.recv(rank, peer, tag=tag, dst=(Buffer.OUTPUT, 0), count=1, deps=last)
+            last = [op] if chained else []
+    algo = b.build(input_chunks=[1, 1, 1], output_chunks=[1, 1, 1])
+    partner = match_messages(algo).partner
+    for semantics in ("eager", "rendezvous"):
+        assert finishes(algo, partner, semantics=semantics) == execute(algo, partner, semantics=semantics).finished
