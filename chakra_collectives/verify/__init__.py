@@ -37,7 +37,7 @@ from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.ir.structure import structural_problems
 from chakra_collectives.verify.races import find_race
 from chakra_collectives.verify.report import EXIT_UNPROVED, Check, Report, Status, Verdict
-from chakra_collectives.verify.semantics import output_view, postcondition_violation, run_symbolically
+from chakra_collectives.verify.semantics import output_view, postcondition_violation, run_moves, run_symbolically
 
 SEMANTICS = ("eager", "rendezvous")
 _SEMANTICS_MEANING = {
@@ -109,7 +109,8 @@ def _run_stages(algo: CollectiveAlgorithm, report: Report, send_semantics: tuple
     misfit = None if algo.collective is Collective.CUSTOM else claim_misfit(algo)
     needs_semantics = algo.collective is not Collective.CUSTOM and algo.has_chunk_identity and misfit is None
     with progress.task("symbolic execution"):
-        first_run = run_symbolically(algo, matching.partner, order="fifo") if needs_semantics else None
+        moved = run_moves(algo, matching.partner) if needs_semantics else None  # numpy, when it only moves data
+        first_run = moved or (run_symbolically(algo, matching.partner, order="fifo") if needs_semantics else None)
     finished: dict[str, bool] = {}
     notes: list[str] = []
     failure: list[str] = []
@@ -150,6 +151,8 @@ def _run_stages(algo: CollectiveAlgorithm, report: Report, send_semantics: tuple
         return
     with progress.task("data races"):
         race = find_race(algo, matching.partner, first_run.execution.order)
+    if race and moved is not None:  # what the fifo order computes is reported, whichever order found the race
+        first_run = run_symbolically(algo, matching.partner, order="fifo")
     fault = first_run.fault
     violation = postcondition_violation(algo, output_view(algo, first_run.storage))
     if fault or violation or race:
