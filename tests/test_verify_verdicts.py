@@ -148,3 +148,77 @@ def test_race_check_has_no_budget_on_a_long_ring():
     algo = ring(Collective.ALL_REDUCE, 64, size_bytes=64 * 64)
     partner = match_messages(algo).partner
     assert races.find_race(algo, partner, execute(algo, partner).order) is None
+
+
+def test_direct_edges_are_found_past_int32_products(monkeypatch):
+    """A ring all-gather's every conflicting pair (a RECV, then the SEND that forwards its slot) is one
+    dependency; with 79,800 operations ``dep * size`` passes 2**31, and the pairs must still be
+    recognised as direct edges, not sent to the (slow, exact) reachability search."""
+    algo = ring(Collective.ALL_GATHER, 200, size_bytes=200)
+    assert algo.num_ops**2 > 2**31
+    partner = match_messages(algo).partner
+    asked = []
+    exact = races.happens_before
+    monkeypatch.setattr(races, "happens_before", lambda algo, partner, a, b: asked.append(len(a)) or exact(algo, partner, a, b))
+    assert races.find_race(algo, partner, execute(algo, partner).order) is None
+    assert asked == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(messages=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 2)), min_size=1, max_size=6), rnd=st.randoms(use_true_random=False),
+       chained=st.booleans())
+def test_finishes_agrees_with_execution(messages, rnd, chained):
+    """Random 3-rank programs: each rank's sends and receives in a random order, each waiting for
+    the one before it (``chained``) or for nothing; many deadlock with rendezvous sends, some
+    with eager ones too."""
+    from chakra_collectives.ir import AlgorithmBuilder, Buffer
+    from chakra_collectives.ir.execution import finishes
+
+    program: dict[int, list[tuple[str, int, int]]] = {0: [], 1: [], 2: []}
+    for tag, (src, hop) in enumerate(messages):
+        program[src].append(("send", (src + hop) % 3, tag))
+        program[(src + hop) % 3].append(("recv", src, tag))
+    b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=3, chunk_count=1, size_bytes=64)
+    for rank, steps in program.items():
+        rnd.shuffle(steps)
+        last: list[int] = []
+        for kind, peer, tag in steps:
+            if kind == "send":
+                op = b.send(rank, peer, tag=tag, src=(Buffer.INPUT, 0), count=1, deps=last)
+            else:
+                op = b.recv(rank, peer, tag=tag, dst=(Buffer.OUTPUT, 0), count=1, deps=last)
+            last = [op] if chained else []
+    algo = b.build(input_chunks=[1, 1, 1], output_chunks=[1, 1, 1])
+    partner = match_messages(algo).partner
+    for semantics in ("eager", "rendezvous"):
+        assert finishes(algo, partner, semantics=semantics) == execute(algo, partner, semantics=semantics).finished
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: tacos(load_topology("torus2d:3x3"), Collective.ALL_TO_ALL, 9 * 9 * 64, chunks_per_npu=2).algorithm,
+        lambda: tacos(load_topology("dgx:2x4"), Collective.ALL_TO_ALL, 8 * 8 * 64).algorithm,
+        lambda: tacos(load_topology("mesh2d:3x3"), Collective.GATHER, 9 * 64, root=4).algorithm,
+        lambda: ring(Collective.ALL_GATHER, 5, size_bytes=5 * 64),
+        lambda: binomial_tree(Collective.BROADCAST, 6, size_bytes=64, root=2),
+    ],
+    ids=["tacos all-to-all torus", "tacos all-to-all dgx", "tacos gather", "ring all-gather", "tree broadcast"],
+)
+def test_moves_computed_with_numpy_match_the_symbolic_run(make):
+    """The level-at-a-time numpy run of a move-only algorithm leaves every slot as the fifo run does."""
+    from chakra_collectives.verify.semantics import run_moves, run_symbolically
+
+    algo = make()
+    partner = match_messages(algo).partner
+    moved = run_moves(algo, partner)
+    assert moved is not None and moved.fault is None
+    assert moved.storage == run_symbolically(algo, partner, order="fifo").storage
+    assert sorted(moved.execution.order) == list(range(algo.num_ops))
+
+
+def test_moves_are_left_to_the_symbolic_run_when_an_algorithm_reduces():
+    from chakra_collectives.verify.semantics import run_moves
+
+    algo = ring(Collective.ALL_REDUCE, 4, size_bytes=4 * 64)
+    assert run_moves(algo, match_messages(algo).partner) is None

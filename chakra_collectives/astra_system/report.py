@@ -29,7 +29,7 @@ from chakra_collectives.astra_system.backends import BACKENDS
 from chakra_collectives.astra_system.driver import COLLECTIVE_TYPES, read_comm_groups, simulate
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork, NotExpressible, analytical_network
 from chakra_collectives.converters.astra_sim.system import SystemConfig
-from chakra_collectives.converters.chakra_et import read_algorithm, write_algorithm
+from chakra_collectives.converters.chakra_et import GROUP_FIELD, read_algorithm, write_algorithm
 from chakra_collectives.converters.chakra_et.reader import written_size
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.errors import InputError
@@ -113,6 +113,11 @@ def replay_astra_sim(
     system_dir = Path(system).resolve().parent
     for option in collectives or []:
         kind, prefix = parse_collective_option(option)
+        if GROUP_FIELD in prefix:
+            raise InputError(
+                f"--algorithm {option}: ASTRA-sim's system runs one custom algorithm per collective type; "
+                "for one per group, write them with workload hybrid|moe --astra-sim DIR -t TOPOLOGY"
+            )
         claimed = read_algorithm(prefix).collective
         if kind is not None and claimed not in (kind, Collective.CUSTOM) and not override:
             raise InputError(

@@ -201,6 +201,7 @@ def export_msccl_command(
                 "warnings": found,
                 "rendezvous_deadlock_free": lifted.rendezvous_free,
                 "layout_note": lifted.layout_note,
+                "placement": list(algo.placement) or None,
                 # deprecated spellings, kept for one release
                 "coll": program.coll,
                 "ngpus": program.ngpus,
@@ -213,6 +214,14 @@ def export_msccl_command(
     say(f"-> {program.num_steps} steps ({steps}) in {tbs} threadblocks, {program.nchannels} channel(s)", prefix="  ")
     if lifted.layout_note:
         say(lifted.layout_note, prefix="  ")
+    if algo.placement:
+        from chakra_collectives.topology.groups import describe_group
+
+        say(
+            f"a process group's algorithm: MSCCL ranks 0-{program.ngpus - 1} are the group's, on NPUs {describe_group(algo.placement)} in that "
+            "order; run it on a communicator of those ranks (its paths through the other NPUs are the network's)",
+            prefix="  ",
+        )
     if lifted.rendezvous_free:
         say("deadlock-free with rendezvous sends (read back and run)", prefix="  ", style="green")
     say(f"wrote {output}", prefix="  ")

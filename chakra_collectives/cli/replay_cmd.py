@@ -35,7 +35,8 @@ def replay_command(
     topology: str = TOPOLOGY,
     algorithm: Optional[List[str]] = typer.Option(
         None, "--algorithm", "-a", metavar="TYPE=PREFIX",
-        help="Files of the algorithm a collective type runs, e.g. all-reduce=out/ar (repeatable); a bare PREFIX takes the type from the files.",
+        help="Files of the algorithm a collective type runs, e.g. all-reduce=out/ar (repeatable); a bare PREFIX takes the type from the files; "
+        "all-reduce=out/dp_{group} reads every set synth --groups FILE -o out/dp wrote, each serving the group it was placed on (other groups run --default-algorithm's).",
     ),
     old_algorithm: Optional[List[str]] = typer.Option(None, "--collective", "-c", hidden=True, help="Deprecated: --algorithm."),
     override_collective: bool = typer.Option(

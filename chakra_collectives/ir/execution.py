@@ -134,6 +134,77 @@ def execute(
     return Execution(order=completed, stuck=np.flatnonzero(~done).tolist())
 
 
+def finishes(algo: CollectiveAlgorithm, partner: np.ndarray, *, semantics: str = "eager") -> bool:
+    """Whether :func:`execute` would run ``algo`` to completion, decided with numpy (no order).
+
+    Which operations complete does not depend on the order: with eager sends, exactly those
+    outside the cycles (and behind none) of the graph of dependencies plus SEND -> RECV edges;
+    with rendezvous sends, the same with each SEND and its RECV one node (they complete
+    together). :func:`topological_levels` peels that graph a level at a time.
+
+    >>> from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective
+    >>> from chakra_collectives.ir.matching import match_messages
+    >>> b = AlgorithmBuilder(Collective.CUSTOM, num_ranks=2, chunk_count=1, size_bytes=64)
+    >>> for r in range(2):
+    ...     s = b.send(r, 1 - r, tag=0, src=(Buffer.INPUT, 0), count=1)
+    ...     _ = b.recv(r, 1 - r, tag=0, dst=(Buffer.OUTPUT, 0), count=1, deps=[s])
+    >>> algo = b.build(input_chunks=[1, 1], output_chunks=[1, 1])
+    >>> partner = match_messages(algo).partner
+    >>> finishes(algo, partner), finishes(algo, partner, semantics="rendezvous")
+    (True, False)
+    """
+    if semantics not in ("eager", "rendezvous"):
+        raise InputError(f"unknown send semantics {semantics!r} (valid: eager, rendezvous)")
+    ops = algo.ops
+    size = len(ops)
+    src, dst = happens_before_edges(algo, partner)
+    if semantics == "rendezvous":
+        node = np.arange(size, dtype=np.int64)
+        recvs = np.flatnonzero((ops.kind == OpKind.RECV) & (partner >= 0))
+        node[recvs] = partner[recvs]  # a RECV is its SEND's node
+        deps = len(ops.dep_idx)  # the dependencies; the SEND -> RECV edges follow them
+        src, dst = node[src[:deps]], node[dst[:deps]]
+        present = np.ones(size, dtype=bool)
+        present[recvs] = False
+    else:
+        present = np.ones(size, dtype=bool)
+    level = topological_levels(size, src, dst)
+    return bool(np.all(level[present] >= 0))
+
+
+def happens_before_edges(algo: CollectiveAlgorithm, partner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every edge ``from -> to`` of the graph eager execution follows: dependencies, then SEND -> RECV."""
+    ops = algo.ops
+    owner = np.repeat(np.arange(len(ops), dtype=np.int64), np.diff(ops.dep_ptr))
+    sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
+    return np.concatenate([ops.dep_idx.astype(np.int64), sends]), np.concatenate([owner, partner[sends].astype(np.int64)])
+
+
+def topological_levels(size: int, edge_src: np.ndarray, edge_dst: np.ndarray) -> np.ndarray:
+    """Longest-path level of every node (0: no predecessor), by Kahn's algorithm a level at a time;
+    -1 for the nodes on or behind a cycle, which never become ready.
+
+    >>> topological_levels(4, np.array([0, 1, 2, 3]), np.array([1, 2, 1, 3])).tolist()
+    [0, -1, -1, -1]
+    """
+    order = np.argsort(edge_src, kind="stable")
+    succ = edge_dst[order]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(edge_src, minlength=size))])
+    waiting = np.bincount(edge_dst, minlength=size)
+    level = np.full(size, -1, dtype=np.int64)
+    frontier = np.flatnonzero(waiting == 0)
+    depth = 0
+    while len(frontier):
+        level[frontier] = depth
+        counts = ptr[frontier + 1] - ptr[frontier]
+        starts = np.repeat(ptr[frontier] - np.cumsum(counts) + counts, counts)
+        targets = succ[starts + np.arange(int(counts.sum()))]
+        waiting -= np.bincount(targets, minlength=size)
+        frontier = np.unique(targets[waiting[targets] == 0])
+        depth += 1
+    return level
+
+
 def describe_stuck(algo: CollectiveAlgorithm, partner: np.ndarray, execution: Execution, semantics: str, limit: int = 3) -> list[str]:
     """Why ``execution`` got stuck: a headline, then per rank its first ``limit`` blocked
     operations (those not waiting behind another stuck operation of their rank) and what each
@@ -168,4 +239,4 @@ def describe_stuck(algo: CollectiveAlgorithm, partner: np.ndarray, execution: Ex
     return lines
 
 
-__all__ = ["Execution", "describe_stuck", "execute"]
+__all__ = ["Execution", "describe_stuck", "execute", "finishes", "happens_before_edges", "topological_levels"]

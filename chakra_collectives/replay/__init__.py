@@ -13,13 +13,14 @@
 Workload ETs are read and written by :mod:`chakra_collectives.converters.chakra_et`.
 """
 
-from chakra_collectives.replay.algorithms import AlgorithmCatalog, load_algorithms
+from chakra_collectives.replay.algorithms import AlgorithmCatalog, GroupAlgorithms, load_algorithms
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.replay.replayer import ReplayDeadlock, ReplayResult, replay
 from chakra_collectives.replay.trace import write_trace
 
 __all__ = [
     "AlgorithmCatalog",
+    "GroupAlgorithms",
     "ProcessGroups",
     "ReplayDeadlock",
     "ReplayResult",

@@ -1,7 +1,11 @@
 """Which collective algorithm each COMM_COLL node runs: given ones, or a built-in default.
 
 ``--algorithm all-reduce=out/ar`` reads ``out/ar.{rank}.et``; ``--algorithm out/ar`` takes
-the collective from the files' metadata (files chakra-collectives wrote record it). Without an
+the collective from the files' metadata (files chakra-collectives wrote record it).
+``--algorithm all-reduce=out/dp_{group}`` reads every set ``out/dp_NAME.{rank}.et`` (what
+``synth --groups FILE -o out/dp`` writes, one per group): each serves the calls over the ranks it
+was placed on (its ``cc_placement``), and calls over other groups run the
+``--default-algorithm``'s (:class:`GroupAlgorithms`). Without an
 algorithm for a collective type, a built-in producer of the synthesizer registry
 (:mod:`~chakra_collectives.synth.registry`) is generated for each group size it is needed for
 (for each group, when it plans for the topology's links: TACOS, ForestColl, BFB -- those that
@@ -32,11 +36,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-from chakra_collectives.converters.chakra_et import read_algorithm
+from chakra_collectives.converters.chakra_et import GROUP_FIELD, group_prefixes, read_algorithm
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.registry import SynthesisOptions, get, names
 from chakra_collectives.topology import Topology
+from chakra_collectives.topology.groups import describe_group
 
 
 def parse_collective_option(text: str) -> tuple[Collective | None, str]:
@@ -49,35 +54,69 @@ def parse_collective_option(text: str) -> tuple[Collective | None, str]:
     return Collective.parse(name), prefix
 
 
-def load_algorithms(options: list[str], *, override: bool = False) -> dict[Collective, CollectiveAlgorithm]:
-    """Read every ``--algorithm`` option; one algorithm per collective type.
+class GroupAlgorithms(dict):
+    """One collective's algorithms for process groups, by the ranks each was placed on
+    (``-a TYPE=PREFIX_{group}``; the sets ``synth --groups`` writes)."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.source = source
+
+    def add(self, algo: CollectiveAlgorithm, prefix: str) -> None:
+        """Serve the calls over ``algo.placement`` with ``algo`` (an :class:`InputError` if it has none or
+        another set already serves them)."""
+        if not algo.placement:
+            raise InputError(f"{prefix}: its files name no placement (cc_placement), so no group to serve: write them with synth --group or --groups")
+        if algo.placement in self:
+            raise InputError(f"two {algo.collective.value} algorithms given for the group on ranks {describe_group(algo.placement)}")
+        self[algo.placement] = algo
+
+
+def load_algorithms(options: list[str], *, override: bool = False) -> dict[Collective, CollectiveAlgorithm | GroupAlgorithms]:
+    """Read every ``--algorithm`` option; one algorithm per collective type, or sets for groups.
 
     ``TYPE=PREFIX`` whose files say they implement another collective is refused (an all-gather
     run as an all-reduce would replay silently wrong) unless ``override`` is set; files that do
-    not say (foreign ETs) take ``TYPE``."""
-    found: dict[Collective, CollectiveAlgorithm] = {}
+    not say (foreign ETs) take ``TYPE``. A ``PREFIX`` with ``{group}`` reads every set it stands
+    for into a :class:`GroupAlgorithms` (several such options of one type are merged)."""
+    found: dict[Collective, CollectiveAlgorithm | GroupAlgorithms] = {}
     for text in options:
         collective, prefix = parse_collective_option(text)
-        algo = read_algorithm(prefix)
-        if collective is not None and algo.collective is not collective:
-            if algo.collective is not Collective.CUSTOM and not override:
-                raise InputError(
-                    f"--algorithm {text}: the files implement {algo.collective.value}, not {collective.value}; "
-                    f"give {algo.collective.value}={prefix}, or --override-collective to run them as {collective.value}"
-                )
-            algo = read_algorithm(prefix, collective=collective)
-        if not algo.name:
-            algo = replace(algo, name=Path(prefix).name)
-        if collective is None:
-            collective = algo.collective
-            if collective is Collective.CUSTOM:
-                raise InputError(
-                    f"{prefix}: the files do not say which collective they implement; use --algorithm NAME={prefix}"
-                )
-        if collective in found:
-            raise InputError(f"two algorithms given for {collective.value}")
-        found[collective] = algo
+        if GROUP_FIELD not in prefix:
+            algo = _read_given(text, collective, prefix, prefix, override)
+            if algo.collective in found:
+                raise InputError(f"two algorithms given for {algo.collective.value}")
+            found[algo.collective] = algo
+            continue
+        prefixes = group_prefixes(prefix)
+        if not prefixes:
+            raise InputError(
+                f"--algorithm {text}: no files {prefix}.{{rank}}.et for any group (synth --groups FILE -o P writes P_{GROUP_FIELD}.{{rank}}.et)"
+            )
+        for each in prefixes.values():
+            algo = _read_given(text, collective, str(each), prefix, override)
+            entry = found.setdefault(algo.collective, GroupAlgorithms(prefix))
+            if not isinstance(entry, GroupAlgorithms):
+                raise InputError(f"two algorithms given for {algo.collective.value}: {prefix} for groups, and one for every call")
+            entry.add(algo, str(each))
     return found
+
+
+def _read_given(text: str, collective: Collective | None, prefix: str, shown: str, override: bool) -> CollectiveAlgorithm:
+    """The files ``prefix`` (of the option ``text``, whose prefix is ``shown``) as the ``collective`` given."""
+    algo = read_algorithm(prefix)
+    if collective is not None and algo.collective is not collective:
+        if algo.collective is not Collective.CUSTOM and not override:
+            raise InputError(
+                f"--algorithm {text}: the files implement {algo.collective.value}, not {collective.value}; "
+                f"give {algo.collective.value}={shown}, or --override-collective to run them as {collective.value}"
+            )
+        algo = read_algorithm(prefix, collective=collective)
+    if not algo.name:
+        algo = replace(algo, name=Path(prefix).name)
+    if collective is None and algo.collective is Collective.CUSTOM:
+        raise InputError(f"{prefix}: the files do not say which collective they implement; use --algorithm NAME={shown}")
+    return algo
 
 
 DEFAULT_ALGORITHMS = "all-to-all=direct,broadcast=tree,reduce=tree,*=ring"
@@ -144,7 +183,7 @@ class AlgorithmCatalog:
     """Given algorithms by collective type, else the built-in default (generated once per size)."""
 
     def __init__(
-        self, given: dict[Collective, CollectiveAlgorithm], *, default: str | None = DEFAULT_ALGORITHMS, written_size: bool = False,
+        self, given: Mapping[Collective, CollectiveAlgorithm | GroupAlgorithms], *, default: str | None = DEFAULT_ALGORITHMS, written_size: bool = False,
         groups: Mapping[str, tuple[int, ...]] | None = None,
     ) -> None:
         self.given = given
@@ -154,6 +193,8 @@ class AlgorithmCatalog:
         custom collectives) instead of being scaled to each call."""
         self._built: dict[tuple[str, Collective, int | tuple[int, ...]], CollectiveAlgorithm] = {}
         self.warnings: list[str] = []
+        self._missing: dict[tuple[str, Collective], list[tuple[int, ...]]] = {}
+        self._missing_note: dict[tuple[str, Collective], str] = {}
         self.groups = dict(groups or {})
         """The workload's process groups: a producer that serves groups plans a group together with
         the disjoint groups of its size (the other groups of its parallel dimension, which run the
@@ -167,6 +208,12 @@ class AlgorithmCatalog:
         (``size_bytes``: the call's, for producers that plan concurrent groups jointly)."""
         group_size = len(members)
         algo = self.given.get(collective)
+        if isinstance(algo, GroupAlgorithms):
+            placed = algo.get(tuple(members))
+            if placed is not None:
+                return placed, placed.name or "given"
+            self._uncovered(algo.source, collective, tuple(members))
+            algo = None
         if algo is not None:
             if algo.num_ranks != group_size:
                 raise InputError(
@@ -200,6 +247,19 @@ class AlgorithmCatalog:
             )
         raise InputError(f"no algorithm for {collective.value}: none of the built-ins can make one ({'; '.join(reasons)}); "
                          f"give --algorithm {collective.value}=PREFIX")
+
+    def _uncovered(self, source: str, collective: Collective, members: tuple[int, ...]) -> None:
+        """Note (one warning per set) that ``source`` has no algorithm for the group ``members``."""
+        groups = self._missing.setdefault((source, collective), [])
+        if members in groups:
+            return
+        groups.append(members)
+        note = (f"{source} has no {collective.value} for the group{'s' if len(groups) > 1 else ''} on ranks "
+                f"{'; '.join(describe_group(g) for g in groups)}: {'they run' if len(groups) > 1 else 'it runs'} the --default-algorithm's")
+        if len(groups) > 1:
+            self.warnings.remove(self._missing_note[(source, collective)])
+        self._missing_note[(source, collective)] = note
+        self.warnings.append(note)
 
     def _build(self, name: str, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None) -> CollectiveAlgorithm:
         synthesizer = get(name)
@@ -250,7 +310,9 @@ class AlgorithmCatalog:
         >>> AlgorithmCatalog({Collective.ALL_REDUCE: algo}).run_size(Collective.ALL_REDUCE, 2**21, algo, "ar")
         (2097152, None)
         """
-        if not self.written_size or self.given.get(collective) is not algo or call_size == algo.size_bytes:
+        given = self.given.get(collective)
+        is_given = any(a is algo for a in given.values()) if isinstance(given, GroupAlgorithms) else given is algo
+        if not self.written_size or not is_given or call_size == algo.size_bytes:
             return call_size, None
         return algo.size_bytes, (
             f"{label} was written for {algo.size_bytes:,} bytes and runs at that size, as ASTRA-sim runs a custom collective, "

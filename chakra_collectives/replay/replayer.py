@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.ir.workload import NodeKind, Workload
 from chakra_collectives.network.engine import Timing, run
 from chakra_collectives.network.model import Mode, NetworkModel
-from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog
+from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog, GroupAlgorithms
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
@@ -179,7 +179,7 @@ def replay(
     workload: Workload | str | Path,
     topology: Topology,
     *,
-    algorithms: dict[Collective, CollectiveAlgorithm] | None = None,
+    algorithms: Mapping[Collective, CollectiveAlgorithm | GroupAlgorithms] | None = None,
     default_algorithm: str | None = DEFAULT_ALGORITHMS,
     groups: ProcessGroups | None = None,
     network_model: str | Mode | None = None,
@@ -194,7 +194,8 @@ def replay(
     Parameters
     ----------
     algorithms:
-        Algorithm per collective type; others use the built-ins ``default_algorithm`` names
+        Algorithm per collective type (or a :class:`~chakra_collectives.replay.algorithms.GroupAlgorithms`:
+        one per group, by placement); others use the built-ins ``default_algorithm`` names
         (``"broadcast=tree,*=ring"``...; see :mod:`~chakra_collectives.replay.algorithms`).
     groups:
         Process groups for ``pg_name`` (default: every collective over all ranks).

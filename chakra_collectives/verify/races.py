@@ -30,6 +30,7 @@ import numpy as np
 
 from chakra_collectives import progress
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.ir.execution import happens_before_edges, topological_levels
 
 MEMORY_BUDGET_BYTES = 256 * 2**20
 """Bytes the reachability bitsets of one block may take; more sources take more blocks."""
@@ -108,8 +109,8 @@ def happens_before(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray
         return answer
     ops = algo.ops
     size = len(ops)
-    edge_src, edge_dst = _edges(algo, partner)
-    level = _levels(size, edge_src, edge_dst)
+    edge_src, edge_dst = happens_before_edges(algo, partner)
+    level = topological_levels(size, edge_src, edge_dst)
     by_target = np.lexsort((edge_dst, level[edge_dst]))
     edge_src, edge_dst = edge_src[by_target], edge_dst[by_target]
     target_level = level[edge_dst]
@@ -143,34 +144,6 @@ def happens_before(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray
     return answer
 
 
-def _edges(algo: CollectiveAlgorithm, partner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every edge ``from -> to`` of the happens-before graph: dependencies, then SEND -> RECV."""
-    ops = algo.ops
-    owner = np.repeat(np.arange(len(ops), dtype=np.int64), np.diff(ops.dep_ptr))
-    sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
-    return np.concatenate([ops.dep_idx.astype(np.int64), sends]), np.concatenate([owner, partner[sends].astype(np.int64)])
-
-
-def _levels(size: int, edge_src: np.ndarray, edge_dst: np.ndarray) -> np.ndarray:
-    """Longest-path level of every operation (0: no predecessor), by Kahn's algorithm a level at a time."""
-    order = np.argsort(edge_src, kind="stable")
-    succ = edge_dst[order]
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(edge_src, minlength=size))])
-    waiting = np.bincount(edge_dst, minlength=size)
-    level = np.zeros(size, dtype=np.int64)
-    frontier = np.flatnonzero(waiting == 0)
-    depth = 0
-    while len(frontier):
-        level[frontier] = depth
-        counts = ptr[frontier + 1] - ptr[frontier]
-        starts = np.repeat(ptr[frontier] - np.cumsum(counts) + counts, counts)
-        targets = succ[starts + np.arange(int(counts.sum()))]
-        waiting -= np.bincount(targets, minlength=size)
-        frontier = np.unique(targets[waiting[targets] == 0])
-        depth += 1
-    return level
-
-
 def _accesses(algo: CollectiveAlgorithm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every slot access ``(operation, slot key, is_write)``; a reduction's target counts as a write."""
     ops = algo.ops
@@ -197,12 +170,9 @@ def _expand(ops, mask: np.ndarray, buf: np.ndarray, off: np.ndarray, writes: boo
 
 def _direct_edge(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Whether ``a -> b`` is one dependency or one message (SEND to its RECV)."""
-    ops = algo.ops
-    size = len(ops)
-    owner = np.repeat(np.arange(size, dtype=np.int64), np.diff(ops.dep_ptr))
-    sends = np.flatnonzero((ops.kind == OpKind.SEND) & (partner >= 0))
-    edges = np.concatenate([ops.dep_idx * size + owner, sends * size + partner[sends]])
-    return np.isin(a * size + b, edges)
+    size = len(algo.ops)
+    src, dst = happens_before_edges(algo, partner)  # int64: src * size passes 2**31 on large algorithms
+    return np.isin(a * size + b, src * size + dst)
 
 
 def _describe(algo: CollectiveAlgorithm, a: int, how_a: str, b: int, how_b: str, slot: int) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.ir.pattern import ChunkPattern
-from chakra_collectives.ir.execution import Execution, execute
+from chakra_collectives.ir.execution import Execution, execute, happens_before_edges, topological_levels
 
 Value = tuple[int, int] | None
 """``(chunk index, bitmask of contributing ranks)``; ``None`` = the slot holds nothing."""
@@ -90,6 +90,70 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
                     elif a[1] & b[1]:
                         faults.append(where + f"counts rank(s) {format_ranks(a[1] & b[1])} twice in chunk {a[0]} ({dst_slot})")
     return SemanticRun(execution=execution, storage=storage, fault=faults[0] if faults else None)
+
+
+def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | None:
+    """:func:`run_symbolically`'s result computed with numpy, for an algorithm that only moves data
+    (no REDUCE) and finishes with eager sends; ``None`` for any other.
+
+    The operations run a topological level at a time (every SEND of a level captures its slots,
+    every COPY reads, then COPYs and RECVs write), slots holding the index of their value. The
+    order is a valid one, not ``fifo``'s: where no two unordered operations touch one slot with a
+    write (what the race check proves) the result is the same.
+
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> from chakra_collectives.ir.matching import match_messages
+    >>> algo = ring(Collective.ALL_GATHER, 4, size_bytes=4096)
+    >>> partner = match_messages(algo).partner
+    >>> run_moves(algo, partner).storage == run_symbolically(algo, partner, order="fifo").storage
+    True
+    """
+    ops = algo.ops
+    if np.any(ops.kind == OpKind.REDUCE):
+        return None
+    size = len(ops)
+    level = topological_levels(size, *happens_before_edges(algo, partner))
+    if np.any(level < 0):
+        return None
+    storage = _initial_storage(algo)
+    keys = list(storage)
+    lengths = np.array([len(storage[k]) for k in keys], dtype=np.int64)
+    base = np.zeros((algo.num_ranks, 3), dtype=np.int64)
+    base[tuple(np.array(keys).T)] = np.cumsum(lengths) - lengths
+    index: dict[Value, int] = {}
+    slots = np.full(int(lengths.sum()), -1, dtype=np.int64)
+    for (r, b), held in storage.items():
+        if any(v is not None for v in held):
+            slots[base[r, b] : base[r, b] + len(held)] = [-1 if v is None else index.setdefault(v, len(index)) for v in held]
+    values: list[Value] = [*index, None]  # index -1: nothing
+    count = ops.count.astype(np.int64)
+    src_buf, src_off = (np.broadcast_to(c, (size,)) for c in algo.resolve(ops.rank, ops.src_buf, ops.src_off))
+    dst_buf, dst_off = (np.broadcast_to(c, (size,)) for c in algo.resolve(ops.rank, ops.dst_buf, ops.dst_off))
+    src_at = base[ops.rank, np.maximum(src_buf, 0)] + src_off
+    dst_at = base[ops.rank, np.maximum(dst_buf, 0)] + dst_off
+    is_send, is_recv, is_copy = ops.kind == OpKind.SEND, (ops.kind == OpKind.RECV) & (partner >= 0), ops.kind == OpKind.COPY
+    carried = np.where(is_send, np.maximum(count, 0), 0)
+    message_at = np.cumsum(carried) - carried
+    message = np.full(int(carried.sum()), -1, dtype=np.int64)
+    order = np.lexsort((np.arange(size), level))
+    bounds = np.searchsorted(level[order], np.arange(int(level.max(initial=0)) + 2))
+
+    def spread(chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
+        n = np.maximum(count[chosen], 0)
+        return np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+
+    for lv in range(len(bounds) - 1):
+        now = order[bounds[lv] : bounds[lv + 1]]
+        sends, copies, recvs = now[is_send[now]], now[is_copy[now]], now[is_recv[now]]
+        message[spread(sends, message_at[sends])] = slots[spread(sends, src_at[sends])]
+        copied = slots[spread(copies, src_at[copies])]
+        slots[spread(copies, dst_at[copies])] = copied
+        slots[spread(recvs, dst_at[recvs])] = message[spread(recvs, message_at[partner[recvs]])]
+    held_values = np.empty(len(values), dtype=object)
+    held_values[:] = values
+    for k, start, length in zip(keys, (base[r, b] for r, b in keys), lengths.tolist()):
+        storage[k] = held_values[slots[start : start + length]].tolist()
+    return SemanticRun(execution=Execution(order=order.tolist(), stuck=[]), storage=storage, fault=None)
 
 
 def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Value]]:

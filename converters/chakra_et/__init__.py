@@ -10,13 +10,15 @@
   :mod:`.attributes` -- every attribute we write and the one ``ET_VERSION``.
 """
 
-from chakra_collectives.converters.chakra_et.reader import rank_files, read_algorithm
+from chakra_collectives.converters.chakra_et.reader import GROUP_FIELD, group_prefixes, rank_files, read_algorithm
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder, single_collective_workload
 from chakra_collectives.converters.chakra_et.writer import rank_path, write_algorithm
 
 __all__ = [
+    "GROUP_FIELD",
     "WorkloadBuilder",
+    "group_prefixes",
     "rank_files",
     "rank_path",
     "read_algorithm",

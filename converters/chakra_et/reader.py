@@ -76,6 +76,36 @@ def rank_files(prefix: str | Path) -> list[Path]:
     return [found[r][0] for r in range(len(found))]
 
 
+GROUP_FIELD = "{group}"
+"""Stands for a group's name in a prefix: ``synth --groups FILE -o out/dp`` writes ``out/dp_{group}.{rank}.et``."""
+
+
+def group_prefixes(pattern: str | Path) -> dict[str, Path]:
+    """The prefixes a ``{group}`` pattern stands for, by group name (sorted); empty when none exist.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> for name in ("dp_5.0.et", "dp_5.1.et", "dp_6.0.et", "tp_1.0.et"):
+    ...     _ = (folder / name).write_bytes(b"")
+    >>> {group: prefix.name for group, prefix in group_prefixes(folder / "dp_{group}").items()}
+    {'5': 'dp_5', '6': 'dp_6'}
+    """
+    pattern = Path(pattern)
+    before, field, after = pattern.name.partition(GROUP_FIELD)
+    if not field:
+        raise ValueError(f"{pattern} has no {GROUP_FIELD}")
+    folder = pattern.parent
+    found: dict[str, Path] = {}
+    if folder.is_dir():
+        for path in folder.iterdir():
+            match = _RANK_FILE.match(path.name)
+            stem = match.group("stem") if match and match.group("rank") == "0" else ""
+            name = stem[len(before) : len(stem) - len(after)]
+            if name and stem.startswith(before) and stem.endswith(after) and len(stem) > len(before) + len(after):
+                found[name] = folder / stem
+    return dict(sorted(found.items()))
+
+
 # ---------------------------------------------------------------------------- nodes -> operations
 def _valid_chunk_ref(kind: str | None, value: Any) -> bool:
     """``[buffer, offset, count]`` with buffer 0/1/2 (input/output/scratch) and no negatives."""
