@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from chakra_collectives.bounds import SUPPORTED, lower_bounds
-from chakra_collectives.synth.bfb import bfb_problem, hop_distances, solve_bfb, topology_distances
+from chakra_collectives.synth.bfb import bfb_problem, hop_matrix, solve_bfb, topology_distances
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expansions import origin
 from chakra_collectives.topology.families import fat_tree_levels, fat_tree_switches
@@ -41,7 +41,7 @@ def topology_info(topology: Topology, size_bytes: int, *, with_bfb: bool = True,
     in_ports = [len(topology.in_links[v]) for v in range(n)]
     arrays = topology.link_arrays
     if topology.num_switches:
-        hops = hop_distances(topology.num_nodes, arrays["src"], arrays["dst"])[:n, :n]
+        hops = hop_matrix(topology.num_nodes, arrays["src"], arrays["dst"])[:n, :n]
     else:
         hops = topology_distances(topology)
     step("bisection")

@@ -63,6 +63,7 @@ from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_a
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.distances import hop_distances
 from chakra_collectives.topology.expansions import expanded_distances
 from chakra_collectives.units import bytes_per_ns, parse_size
 
@@ -110,7 +111,7 @@ def bfb_problem(topology: Topology, *, distance: np.ndarray | None = None) -> Bf
     if distance is None:
         distance = expanded_distances(topology, topology_distances)
     if distance is None:
-        distance = hop_distances(n, channels.direct_src, channels.direct_dst)
+        distance = hop_matrix(n, channels.direct_src, channels.direct_dst)
     unreachable = np.argwhere(distance < 0)
     if len(unreachable):
         u, v = unreachable[0]
@@ -124,20 +125,17 @@ def topology_distances(topology: Topology) -> np.ndarray:
     arrays = topology.link_arrays
     n = topology.num_npus
     keep = (arrays["src"] < n) & (arrays["dst"] < n)
-    return hop_distances(n, arrays["src"][keep], arrays["dst"][keep])
+    return hop_matrix(n, arrays["src"][keep], arrays["dst"][keep])
 
 
-def hop_distances(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """``[u, v]`` hops from ``u`` to ``v`` over the links ``src -> dst`` (-1: unreachable), by BFS (SciPy).
+def hop_matrix(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """``[u, v]`` hops from ``u`` to ``v`` over the links ``src -> dst`` (-1: unreachable), by BFS
+    (:func:`~chakra_collectives.topology.distances.hop_distances`).
 
-    >>> hop_distances(3, np.array([0, 1, 2]), np.array([1, 2, 0])).tolist()
+    >>> hop_matrix(3, np.array([0, 1, 2]), np.array([1, 2, 0])).tolist()
     [[0, 1, 2], [2, 0, 1], [1, 2, 0]]
     """
-    from scipy.sparse import csr_matrix  # scipy loads when BFB runs, not at start-up
-    from scipy.sparse.csgraph import shortest_path
-
-    graph = csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
-    hops = shortest_path(graph, method="D", directed=True, unweighted=True)
+    hops = hop_distances(n, src, dst)
     hops[np.isinf(hops)] = -1
     return hops.astype(np.int32)
 
@@ -727,7 +725,7 @@ __all__ = [
     "bfb_problem",
     "bfb_schedule",
     "chunk_split",
-    "hop_distances",
+    "hop_matrix",
     "topology_distances",
     "solve_bfb",
     "solve_program",

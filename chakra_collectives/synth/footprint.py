@@ -36,6 +36,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.distances import hop_distances
 
 PER_PAIR = 100
 """Bytes per ``(NPU, chunk)`` pair and phase of a pair-model producer, up to :data:`MERGING_FROM`
@@ -114,24 +115,14 @@ def mean_route_length(topology: Topology, num_ranks: int, pattern: str) -> float
     if n < 2:
         return 1.0
     sources = np.unique(np.linspace(0, n - 1, min(SAMPLES, n)).astype(np.int64))
-    distances = _distances(topology, sources)
+    arrays = topology.link_arrays
+    distances = hop_distances(topology.num_nodes, arrays["src"], arrays["dst"], sources=sources)
     if pattern == "neighbour":
         hops = distances[np.arange(len(sources)), (sources + 1) % n]
     else:
         hops = distances[:, :n][np.arange(n)[None, :] != sources[:, None]]
     hops = hops[np.isfinite(hops)]
     return float(hops.mean()) if len(hops) else 1.0
-
-
-def _distances(topology: Topology, sources: np.ndarray) -> np.ndarray:
-    """Hop distances from ``sources`` to every node (``inf``: unreachable)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import shortest_path
-
-    arrays = topology.link_arrays
-    size = topology.num_nodes
-    graph = csr_matrix((np.ones(len(arrays["src"])), (arrays["src"], arrays["dst"])), shape=(size, size))
-    return shortest_path(graph, method="D", unweighted=True, indices=sources)
 
 
 __all__ = ["ADVICE", "Footprint", "PER_HOP", "PER_OP", "PER_PAIR", "estimate", "mean_route_length", "message_footprint", "pair_footprint", "phases"]

@@ -94,9 +94,9 @@ def expanded_distances(topology: Topology, base_distances) -> np.ndarray | None:
       of ``u`` the length of the shortest cycle through ``u``.
 
     >>> from chakra_collectives.topology.builders import ring
-    >>> from chakra_collectives.synth.bfb import hop_distances
+    >>> from chakra_collectives.synth.bfb import hop_matrix
     >>> def bfs(t):
-    ...     return hop_distances(t.num_npus, t.link_arrays["src"], t.link_arrays["dst"])
+    ...     return hop_matrix(t.num_npus, t.link_arrays["src"], t.link_arrays["dst"])
     >>> product = cartesian(ring(3), ring(4))
     >>> bool((expanded_distances(product, bfs) == bfs(product)).all())
     True
