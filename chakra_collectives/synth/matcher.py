@@ -532,7 +532,9 @@ class _Matcher:
         self.pending: list[tuple[float, int]] = []  # routed arrivals: (time, transfer id)
         self.stalled: set[int] = set()
         """NPUs with chunks to send whose every message would overtake one already admitted to a
-        switch queue: they try again at every later event (something is then in flight)."""
+        switch queue (or, over detours, wait for a busy route), and no event of their own ahead:
+        they try again at every later event (something is then in flight). Their message then
+        has no operation to be released by: the network model may send it earlier than planned."""
         groups: dict[tuple[int, int, int], list[int]] = {}
         for index, c in enumerate(self.routed):
             groups.setdefault((c.src, c.links[0], len(c.links)), []).append(index)
@@ -625,7 +627,8 @@ class _Matcher:
                 intake = self.direct_intake[dst[rows]]
                 valid &= (intake == 0) | (arrival - t <= wanted / np.maximum(intake, 1e-30))
             if not valid.any():
-                self.stalled.add(s)
+                if not heap:  # no event of its own to try again at
+                    self.stalled.add(s)
                 return
             best = arrival[valid].min()
             ties = np.flatnonzero(valid & (arrival == best))
