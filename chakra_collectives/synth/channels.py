@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.topology.core import Topology
 
@@ -96,7 +97,7 @@ class Channels:
         dst = np.concatenate([self.direct_dst, np.array([c.dst for c in self.routed], dtype=np.int32)]).astype(np.int64)
         dst_of_link = self.model.link_dst
         paths = tuple((c.src, *(int(dst_of_link[l]) for l in c.links)) for c in self.routed)
-        return ChannelRouting(num_direct=self.num_direct, paths=paths, pair_slot=_occurrence(src * self.num_npus + dst))
+        return ChannelRouting(num_direct=self.num_direct, paths=paths, pair_slot=occurrence(src * self.num_npus + dst))
 
     def mirror(self) -> np.ndarray | None:
         """For a network that looks the same reversed: the reversed channel matching each channel.
@@ -138,15 +139,6 @@ class ChannelRouting:
     """Routed channel ``j``'s node path (its SENDs' ``route`` is ``j``)."""
     pair_slot: np.ndarray
     """Per channel (direct, then routed): how many channels of the same ordered pair come before it."""
-
-
-def _occurrence(keys: np.ndarray) -> np.ndarray:
-    """Per element, how many earlier elements have the same key."""
-    order = np.argsort(keys, kind="stable")
-    ranked = keys[order]
-    slot = np.empty(len(keys), dtype=np.int64)
-    slot[order] = np.arange(len(keys)) - np.searchsorted(ranked, ranked, side="left")
-    return slot
 
 
 def build_channels(topology: Topology, *, chunk_bytes: int, detours: bool = False) -> Channels:
