@@ -622,10 +622,14 @@ class _Matcher:
                 longest = np.maximum(longest, hop_time)
             if ch.detours:  # wait for a route that is free rather than queue behind others
                 valid &= arrival - unloaded <= DETOUR_SLACK * longest
-                # and leave the last chunks to direct links that bring them sooner
-                wanted = np.bitwise_count(self.wanted[dst[rows]]).sum(axis=1)
+                # and leave the last chunks a direct in-neighbour holds (or is getting) to the
+                # direct links, when those bring them sooner
+                covered = self._covered(dst[rows])
+                chunk_word, chunk_bit = chunk_of // 64, (chunk_of % 64).astype(np.uint64)
+                supplied = (covered[np.arange(len(rows)), chunk_word] >> chunk_bit) & _ONE
+                wanted = np.bitwise_count(self.wanted[dst[rows]] & covered).sum(axis=1)
                 intake = self.direct_intake[dst[rows]]
-                valid &= (intake == 0) | (arrival - t <= wanted / np.maximum(intake, 1e-30))
+                valid &= (supplied == 0) | (arrival - t <= wanted / np.maximum(intake, 1e-30))
             if not valid.any():
                 if not heap:  # no event of its own to try again at
                     self.stalled.add(s)
