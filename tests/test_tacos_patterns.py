@@ -203,6 +203,19 @@ def test_a_row_takes_detours_through_the_next_row():
     assert result.efficiency > 0.6
 
 
+@pytest.mark.parametrize("group", [(0, 4), (1, 3, 5, 7), (0, 2, 3, 5)])
+@pytest.mark.parametrize("collective", [Collective.ALL_GATHER, Collective.ALL_REDUCE])
+def test_groups_of_a_dgx_are_served_over_the_other_gpus(group, collective):
+    """Across servers a group's members reach each other through other GPUs' NVLinks and NICs;
+    every (member, chunk) pair is served, the algorithm is proved, and it beats the ring."""
+    fabric = load_topology("dgx:2x4")
+    found = tacos_for_group(fabric, group, collective, 8 * MIB, chunks_per_npu=4)
+    assert verify_algorithm(found.algorithm).ok
+    predicted = simulate_collective(found.algorithm, fabric, placement=list(group)).time_ns
+    ring_time = synthesize(fabric, collective, 8 * MIB, algorithm="ring", group=group, chunks_per_npu=1).predicted_ns
+    assert predicted < ring_time
+
+
 def test_group_errors():
     with pytest.raises(InputError, match="rank 16 is not an NPU of the fabric"):
         tacos_for_group(mesh2d(4, 4), (0, 16), Collective.ALL_GATHER, MIB)
