@@ -180,7 +180,8 @@ def tacos(
     chunks are each cut into ``chunks_per_npu`` chunks. ``detours``: all-gather, reduce-scatter and
     all-reduce messages between NPUs that switches join take any of
     :func:`~chakra_collectives.synth.channels.detour_channels`, each SEND naming its route
-    (what a process group's view of a fabric needs, :func:`tacos_for_group`).
+    (what a process group's view of a fabric needs, :func:`tacos_for_group`); they then match
+    single chunks (``MergeVariant(0.0)``) and at most :data:`DETOUR_TRIALS` seeds unless told.
 
     Raises
     ------
