@@ -85,6 +85,15 @@ def test_best_over_a_group_tries_only_what_serves_groups():
     assert result.algorithm.placement == COLUMN
 
 
+@pytest.mark.parametrize("spec, group", [("mesh2d:4x4", (0, 1, 2, 3)), ("dgx:2x4", (0, 4)), ("switch:8", (1, 3, 5, 7))])
+def test_best_over_a_group_is_never_slower_than_its_ring(spec, group):
+    fabric = load_topology(spec)
+    best = synthesize(fabric, "all-reduce", "4MiB", group=group)
+    ring_time = synthesize(fabric, "all-reduce", "4MiB", algorithm="ring", group=group).predicted_ns
+    assert best.predicted_ns <= ring_time
+    assert best.predicted_ns == pytest.approx(predict_time(best.algorithm, fabric))
+
+
 def test_bfb_says_why_it_does_not_serve_groups():
     with pytest.raises(InputError, match="does not serve process groups .*only relay"):
         synthesize(torus2d(4, 4), "all-gather", "1MiB", algorithm="bfb", group=COLUMN)

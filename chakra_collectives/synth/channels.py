@@ -5,7 +5,10 @@ switches only: it is the route the network model gives (the one predictions and 
 replayer use), crossed store-and-forward, one hop after the other. Pairs whose route
 passes through another NPU get no channel: the synthesized algorithm relays through that NPU
 itself (receive, then send), as TACOS does on direct-connect networks. There is at most one
-channel per ordered pair of NPUs.
+channel per ordered pair of NPUs -- unless *detours* are asked for (a process group's view of a
+fabric, whose "switches" are the other NPUs, :func:`detour_channels`): then every pair also gets a
+routed channel for each way out of its sender and way into its receiver, so that a group uses
+every link of its members, not only those its pairs' own routes cross.
 
 Channels are built from the network model (:class:`~chakra_collectives.network.NetworkModel`,
 tacos mode): its routes, and its hop cost -- a message of ``m`` chunks takes
@@ -29,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.topology.core import Topology
 
@@ -52,6 +56,10 @@ class Channels:
     routed: list[RoutedChannel]
     model: NetworkModel
     """The network model (tacos mode): link latencies and rates, hop costs, routes."""
+    detours: bool = False
+    """Routed channels include :func:`detour_channels` (several per pair): a message's route is
+    its channel's, named explicitly (:meth:`routing`), and routed channels may carry chunks a
+    direct in-neighbour of the destination could bring too."""
 
     @property
     def num_direct(self) -> int:
@@ -81,6 +89,15 @@ class Channels:
         routed = [RoutedChannel(c.dst, c.src, c.links[::-1]) for c in self.routed]
         return replace(self, direct_src=self.direct_dst, direct_dst=self.direct_src, routed=routed)
 
+
+    def routing(self) -> "ChannelRouting":
+        """The node path of every routed channel and every channel's position among the channels
+        joining its pair of NPUs (what tells their messages' tags apart)."""
+        src = np.concatenate([self.direct_src, np.array([c.src for c in self.routed], dtype=np.int32)]).astype(np.int64)
+        dst = np.concatenate([self.direct_dst, np.array([c.dst for c in self.routed], dtype=np.int32)]).astype(np.int64)
+        dst_of_link = self.model.link_dst
+        paths = tuple((c.src, *(int(dst_of_link[l]) for l in c.links)) for c in self.routed)
+        return ChannelRouting(num_direct=self.num_direct, paths=paths, pair_slot=occurrence(src * self.num_npus + dst))
 
     def mirror(self) -> np.ndarray | None:
         """For a network that looks the same reversed: the reversed channel matching each channel.
@@ -113,8 +130,20 @@ class Channels:
         return twin.astype(np.int32)
 
 
-def build_channels(topology: Topology, *, chunk_bytes: int) -> Channels:
-    """Direct and switch-routed channels of ``topology`` for chunks of ``chunk_bytes``."""
+@dataclass(frozen=True)
+class ChannelRouting:
+    """What a lowering needs to name the routes of channels that share a pair of NPUs."""
+
+    num_direct: int
+    paths: tuple[tuple[int, ...], ...]
+    """Routed channel ``j``'s node path (its SENDs' ``route`` is ``j``)."""
+    pair_slot: np.ndarray
+    """Per channel (direct, then routed): how many channels of the same ordered pair come before it."""
+
+
+def build_channels(topology: Topology, *, chunk_bytes: int, detours: bool = False) -> Channels:
+    """Direct and switch-routed channels of ``topology`` for chunks of ``chunk_bytes``
+    (``detours``: and :func:`detour_channels`)."""
     model = NetworkModel(topology)
     n = topology.num_npus
     src, dst = model.link_src, model.link_dst
@@ -131,9 +160,81 @@ def build_channels(topology: Topology, *, chunk_bytes: int) -> Channels:
         direct_src=src[chosen].astype(np.int32),
         direct_dst=dst[chosen].astype(np.int32),
         direct_link=chosen.astype(np.int32),
-        routed=_routed_channels(topology, model) if topology.num_switches else [],
+        routed=(detour_channels(topology, model) if detours else _routed_channels(topology, model)) if topology.num_switches else [],
         model=model,
+        detours=detours and bool(topology.num_switches),
     )
+
+
+DETOUR_BUDGET = 4096
+"""Routed channels :func:`detour_channels` makes at most; past it, one per (sender, first link, receiver)."""
+
+
+def detour_channels(topology: Topology, model: NetworkModel) -> list[RoutedChannel]:
+    """Routed channels through switches for every ordered pair of NPUs: for each link out of the
+    sender into a switch and each link into the receiver from a switch, a fastest path between
+    them through switches only (single-hop cost: latency plus a byte's serialization; the least
+    hops among equals). Pairs joined by a
+    direct link get detours too. Past :data:`DETOUR_BUDGET` channels, only the fastest per
+    (sender, first link, receiver) are kept.
+
+    >>> from chakra_collectives.topology import mesh2d
+    >>> from chakra_collectives.topology.groups import group_view
+    >>> view = group_view(mesh2d(2, 2), (0, 1))    # a 2x2 mesh's first row: the other row is the detour
+    >>> [view.to_fabric((c.src, *(view.topology.links[l].dst for l in c.links))) for c in detour_channels(view.topology, NetworkModel(view.topology))]
+    [(0, 2, 3, 1), (1, 3, 2, 0)]
+    """
+    from scipy.sparse import csr_matrix  # imported when used (start-up time)
+    from scipy.sparse.csgraph import dijkstra
+
+    n = topology.num_npus
+    src, dst = model.link_src, model.link_dst
+    inner = np.flatnonzero((src >= n) & (dst >= n))
+    cost = model.link_latency + 1.0 / model.link_rate + 1e-6  # per hop: fewest hops among equally fast paths
+    nodes = topology.num_nodes
+    best_link: dict[tuple[int, int], int] = {}
+    for l in inner.tolist():
+        key = (int(src[l]), int(dst[l]))
+        if key not in best_link or cost[l] < cost[best_link[key]]:
+            best_link[key] = l
+    pairs = np.array(list(best_link), dtype=np.int64).reshape(-1, 2)
+    weights = cost[list(best_link.values())] if best_link else np.zeros(0)
+    graph = csr_matrix((weights, (pairs[:, 0], pairs[:, 1])), shape=(nodes, nodes))
+    out_links = [l for l in range(len(src)) if src[l] < n and dst[l] >= n]
+    in_links = [l for l in range(len(src)) if src[l] >= n and dst[l] < n]
+    heads = sorted({int(dst[l]) for l in out_links})
+    if not heads:
+        return []
+    dist, pred = dijkstra(graph, directed=True, indices=heads, return_predecessors=True)
+    row_of = {h: i for i, h in enumerate(heads)}
+    candidates: dict[tuple[int, int], list[tuple[float, tuple[int, ...], int]]] = defaultdict(list)
+    for first in out_links:
+        a, row = int(src[first]), row_of[int(dst[first])]
+        for last in in_links:
+            b, tail = int(dst[last]), int(src[last])
+            if b == a or not np.isfinite(dist[row, tail]):
+                continue
+            hops = []
+            node = tail
+            while node != int(dst[first]):
+                before = int(pred[row, node])
+                hops.append(best_link[(before, node)])
+                node = before
+            links = (first, *reversed(hops), last)
+            candidates[a, b].append((float(cost[list(links)].sum()), links, first))
+    total = sum(len(c) for c in candidates.values())
+    channels = []
+    for (a, b) in sorted(candidates):
+        options = sorted(candidates[a, b])
+        if total > DETOUR_BUDGET:
+            kept: dict[int, tuple[int, ...]] = {}
+            for _, links, first in options:
+                kept.setdefault(first, links)
+            routes = list(kept.values())
+        else:
+            routes = list(dict.fromkeys(links for _, links, _ in options))
+        channels.extend(RoutedChannel(a, b, links) for links in routes)
+    return channels
 
 
 def _routed_channels(topology: Topology, model: NetworkModel) -> list[RoutedChannel]:

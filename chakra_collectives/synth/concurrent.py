@@ -189,14 +189,15 @@ def synthesize_concurrent(
 
 
 def _confined(topology, groups, collective, nbytes, producer, options) -> GroupPlan:
-    """Each group planned by ``producer`` on its :func:`confined_view`, embedded in the fabric."""
-    forest = {k: options[k] for k in ("trees_per_npu", "chunks_per_tree") if options.get(k) is not None}
-    chosen = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=options.get("chunks_per_npu") or 1, **forest)
+    """Each group planned by ``producer`` on its :func:`confined_view` (the chunks per NPU that
+    make it fastest there, unless ``options`` name them), embedded in the fabric."""
+    from chakra_collectives.synth import synthesize
+
     names = {members: name for name, members in groups.items()}
 
     def confined(members: tuple[int, ...]) -> CollectiveAlgorithm:
         view = confined_view(topology, groups, names[members])
-        algo = get(producer).build(view.topology, collective, chosen).algorithm
+        algo = synthesize(view.topology, collective, nbytes, algorithm=producer, bounds="none", **options).algorithm
         return replace(embed(algo, view, topology), name=f"{algo.name or producer} (confined)")
 
     made = _by_symmetry(topology, groups, {}, confined)

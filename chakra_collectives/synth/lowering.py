@@ -22,6 +22,11 @@ Dependencies encode exactly what the schedule assumed, so the network model repl
 Each rank's program is in time order (at one instant receives, then their reductions, then
 sends), so every dependency points backwards in program order.
 
+Channels that share a pair of NPUs (detours, :class:`~chakra_collectives.synth.channels.ChannelRouting`)
+keep their messages apart by tag -- channel ``i``'s tags are moved up by its position among the
+pair's channels times the most messages any channel carries -- and every SEND over a routed
+channel names the channel's route.
+
 Reduce-Scatter accumulators: every received message lands in fresh scratch slots. ``x``'s
 partial sums of a message's chunks ``R`` are accumulated in the slots of the *first* message
 ``x`` receives for them when that message carries exactly ``R`` (it is then reduced with ``x``'s
@@ -38,6 +43,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.grouping import occurrence
+from chakra_collectives.synth.channels import ChannelRouting
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs, run_blocks
 
 _I32 = np.int32
@@ -50,7 +56,7 @@ class _Columns:
 
     _TYPES = {"kind": np.int8, "peer": _I32, "tag": _I32, "src_buf": np.int8, "src_off": _I32, "dst_buf": np.int8, "dst_off": _I32, "count": _I32}
 
-    def __init__(self, ops_per_rank: np.ndarray) -> None:
+    def __init__(self, ops_per_rank: np.ndarray, *, routed: bool = False) -> None:
         self.starts = np.zeros(len(ops_per_rank) + 1, dtype=np.int64)
         np.cumsum(ops_per_rank, out=self.starts[1:])
         self.size = int(self.starts[-1])
@@ -58,6 +64,8 @@ class _Columns:
             raise ValueError(f"{self.size} operations do not fit int32 indices")
         self.ops_per_rank = ops_per_rank
         self.cols = {name: np.full(self.size, _NONE, dtype=dtype) for name, dtype in self._TYPES.items()}
+        if routed:  # SENDs name their routes
+            self.cols["route"] = np.full(self.size, _NONE, dtype=_I32)
 
     def put(self, at: np.ndarray, **values) -> None:
         for name, value in values.items():
@@ -154,6 +162,25 @@ def _channel_key(schedule: Schedule) -> np.ndarray:
     return np.where(channel >= 0, channel, schedule.num_direct - 1 - channel)
 
 
+@dataclass(frozen=True)
+class _Routes:
+    """Per channel key: the tag base that keeps a pair's channels apart, and the SENDs' route."""
+
+    tag_base: np.ndarray
+    route: np.ndarray
+
+    @classmethod
+    def of(cls, routing: ChannelRouting | None, *schedules: Schedule) -> "_Routes | None":
+        """``None`` without ``routing``; else tag bases past the most messages any channel carries
+        in ``schedules`` together."""
+        if routing is None:
+            return None
+        per_channel = sum(np.bincount(_channel_key(s), minlength=len(routing.pair_slot)) for s in schedules)
+        stride = int(np.max(per_channel, initial=0)) + 1
+        route = np.concatenate([np.full(routing.num_direct, _NONE, dtype=np.int64), np.arange(len(routing.paths), dtype=np.int64)])
+        return cls(routing.pair_slot * stride, route)
+
+
 # ---------------------------------------------------------------------- all-gather
 def _add_all_gather(
     ops: _Columns,
@@ -165,12 +192,14 @@ def _add_all_gather(
     tag_offset: np.ndarray | None = None,
     owner_ready: np.ndarray | None = None,
     channel_after: np.ndarray | None = None,
+    routes: _Routes | None = None,
 ) -> None:
     """Add the SEND/RECV pairs of ``schedule``; rank ``r``'s program starts at ``body_start[r]``.
 
     ``from_input``: owners send their chunks from the input (All-Gather), else from the output
     (All-Reduce). ``owner_ready[chunk]``: the op an owner's send of the chunk waits for;
     ``channel_after[ch]``: an op the first send over channel ``ch`` waits for (-1: none).
+    ``routes``: tag bases and routes of channels that share pairs.
     """
     k = schedule.chunks_per_npu
     c_total = schedule.num_chunks
@@ -186,6 +215,9 @@ def _add_all_gather(
         send_off = np.where(owned, chunk - src * k, chunk)
     else:
         send_buf, send_off = np.int8(Buffer.OUTPUT), chunk
+    if routes is not None:
+        tags = tags + routes.tag_base[key].astype(_I32)
+        ops.put(send_pos, route=routes.route[key].astype(_I32))
     ops.put(send_pos, kind=np.int8(OpKind.SEND), peer=dst, tag=tags, src_buf=send_buf, src_off=send_off, count=count)
     ops.put(recv_pos, kind=np.int8(OpKind.RECV), peer=src, tag=tags, dst_buf=np.int8(Buffer.OUTPUT), dst_off=chunk, count=count)
     del send_buf, send_off
@@ -227,18 +259,22 @@ def _add_all_gather(
         deps.add(send_pos[anchored[~duplicate]], target[~duplicate])
 
 
-def all_gather_algorithm(schedule: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None) -> CollectiveAlgorithm:
-    """The All-Gather ``schedule`` describes, as an IR algorithm (own chunks sent from the input)."""
+def all_gather_algorithm(
+    schedule: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, routing: ChannelRouting | None = None
+) -> CollectiveAlgorithm:
+    """The All-Gather ``schedule`` describes, as an IR algorithm (own chunks sent from the input;
+    ``routing``: the channels' routes, when pairs share channels)."""
     n, k = schedule.num_npus, schedule.chunks_per_npu
-    ops = _Columns(1 + schedule.program_lengths())  # a COPY of the own chunks, then the program
+    routes = _Routes.of(routing, schedule)
+    ops = _Columns(1 + schedule.program_lengths(), routed=routes is not None)  # a COPY of the own chunks, then the program
     ranks = np.arange(n, dtype=_I32)
     ops.put(
         ops.starts[:-1], kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=_I32(0),
         dst_buf=np.int8(Buffer.OUTPUT), dst_off=ranks * k, count=_I32(k),
     )
     deps = _Deps(ops.size)
-    _add_all_gather(ops, deps, schedule, ops.starts[:-1] + 1, from_input=True)
-    return _algorithm(Collective.ALL_GATHER, schedule, ops.table(deps), size_bytes, name, provenance, scratch=np.zeros(n, np.int64))
+    _add_all_gather(ops, deps, schedule, ops.starts[:-1] + 1, from_input=True, routes=routes)
+    return _algorithm(Collective.ALL_GATHER, schedule, ops.table(deps), size_bytes, name, provenance, scratch=np.zeros(n, np.int64), routing=routing)
 
 
 # ---------------------------------------------------------------------- reduce-scatter
@@ -333,7 +369,7 @@ class _ReduceScatter:
         self.copy_slot = received[dst] + cumulative[self.out_element] - cumulative[flat_start[dst]] if t else np.zeros(0, np.int64)
         self.scratch = received + np.bincount(dst[self.copied], weights=count[self.copied], minlength=n).astype(np.int64)
 
-    def emit(self, ops: _Columns, deps: _Deps, rank_start: np.ndarray, release: "Release | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    def emit(self, ops: _Columns, deps: _Deps, rank_start: np.ndarray, release: "Release | None" = None, routes: _Routes | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Fill the operations (rank ``r``'s part starts at ``rank_start[r]``; ``release``: see
         :func:`reduce_scatter_algorithm`).
 
@@ -370,8 +406,11 @@ class _ReduceScatter:
         first, messages, on_channel = _by_channel(rev)
         key = _channel_key(rev)
         tags = (messages[key] - 1 - rev.tag).astype(_I32)
+        pair_tags = tags if routes is None else tags + routes.tag_base[key].astype(_I32)
+        if routes is not None:
+            ops.put(out_pos, route=routes.route[key].astype(_I32))
         # in messages: RECV into fresh slots
-        ops.put(in_pos, kind=np.int8(OpKind.RECV), peer=dst, tag=tags, dst_buf=np.int8(Buffer.SCRATCH), dst_off=self.recv_slot, count=count)
+        ops.put(in_pos, kind=np.int8(OpKind.RECV), peer=dst, tag=pair_tags, dst_buf=np.int8(Buffer.SCRATCH), dst_off=self.recv_slot, count=count)
         # reductions
         reduce_pos = in_pos[self.reduce_msg] + 1 + (np.arange(len(self.reduce_msg)) - np.searchsorted(self.reduce_msg, self.reduce_msg, side="left"))
         msg = self.reduce_msg
@@ -401,7 +440,7 @@ class _ReduceScatter:
         # out messages: SEND the accumulated sums (or the bare input)
         has_acc = acc_slot >= 0
         ops.put(
-            out_pos, kind=np.int8(OpKind.SEND), peer=src, tag=tags,
+            out_pos, kind=np.int8(OpKind.SEND), peer=src, tag=pair_tags,
             src_buf=np.where(has_acc, _I32(Buffer.SCRATCH), _I32(Buffer.INPUT)).astype(np.int8),
             src_off=np.where(has_acc, acc_slot, chunk), count=count,
         )
@@ -443,15 +482,18 @@ class Release:
 
 
 def reduce_scatter_algorithm(
-    rev: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, release: Release | None = None
+    rev: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, release: Release | None = None,
+    routing: ChannelRouting | None = None,
 ) -> CollectiveAlgorithm:
-    """Reduce-Scatter from an All-Gather schedule on the reversed channels (see the module docstring)."""
+    """Reduce-Scatter from an All-Gather schedule on the reversed channels (see the module
+    docstring; ``routing``: the channels' routes, forwards, when pairs share channels)."""
     k = rev.chunks_per_npu
     rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c % k))
-    ops = _Columns(rs.ops_per_rank)
+    routes = _Routes.of(routing, rev)
+    ops = _Columns(rs.ops_per_rank, routed=routes is not None)
     deps = _Deps(ops.size)
-    rs.emit(ops, deps, ops.starts[:-1], release)
-    return _algorithm(Collective.REDUCE_SCATTER, rev, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch)
+    rs.emit(ops, deps, ops.starts[:-1], release, routes)
+    return _algorithm(Collective.REDUCE_SCATTER, rev, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch, routing=routing)
 
 
 def all_reduce_algorithm(
@@ -462,23 +504,26 @@ def all_reduce_algorithm(
     name: str = "tacos",
     provenance: dict[str, str] | None = None,
     release: Release | None = None,
+    routing: ChannelRouting | None = None,
 ) -> CollectiveAlgorithm:
-    """All-Reduce: the Reduce-Scatter of ``rev`` (``release``: see :class:`Release`) then the All-Gather ``all_gather``."""
+    """All-Reduce: the Reduce-Scatter of ``rev`` (``release``: see :class:`Release`) then the
+    All-Gather ``all_gather`` (``routing``: the channels' routes, when pairs share channels)."""
     rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c))
-    ops = _Columns(rs.ops_per_rank + all_gather.program_lengths())
+    routes = _Routes.of(routing, rev, all_gather)
+    ops = _Columns(rs.ops_per_rank + all_gather.program_lengths(), routed=routes is not None)
     deps = _Deps(ops.size)
-    final, last_send = rs.emit(ops, deps, ops.starts[:-1], release)
+    final, last_send = rs.emit(ops, deps, ops.starts[:-1], release, routes)
     # All-Gather tags continue after the Reduce-Scatter's over the same pair of NPUs
     _, offset, _ = _by_channel(rev)  # Reduce-Scatter messages per channel
     after = last_send  # both schedules number the same channels
     _add_all_gather(
         ops, deps, all_gather, ops.starts[:-1] + rs.ops_per_rank, from_input=False, tag_offset=offset,
-        owner_ready=final, channel_after=after,
+        owner_ready=final, channel_after=after, routes=routes,
     )
-    return _algorithm(Collective.ALL_REDUCE, all_gather, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch)
+    return _algorithm(Collective.ALL_REDUCE, all_gather, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch, routing=routing)
 
 
-def _algorithm(collective, schedule, table, size_bytes, name, provenance, *, scratch) -> CollectiveAlgorithm:
+def _algorithm(collective, schedule, table, size_bytes, name, provenance, *, scratch, routing: ChannelRouting | None = None) -> CollectiveAlgorithm:
     n, k = schedule.num_npus, schedule.chunks_per_npu
     sizes = np.array([collective.buffer_chunks(rank=r, num_ranks=n, chunk_count=n * k) for r in range(n)], dtype=np.int64)
     return CollectiveAlgorithm(
@@ -492,4 +537,5 @@ def _algorithm(collective, schedule, table, size_bytes, name, provenance, *, scr
         size_bytes=size_bytes,
         name=name,
         provenance=dict(provenance or {}),
+        routes=() if routing is None else routing.paths,
     )

@@ -241,6 +241,12 @@ def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np
         start = word * 64
 
 
+DETOUR_SLACK = 1.0
+"""Over detours (:attr:`~chakra_collectives.synth.channels.Channels.detours`) a message leaves only
+when it would wait in the queues past its first link for at most this many of its longest hop's
+times: chunks are not committed to a congested route while another may free up."""
+
+
 # ---------------------------------------------------------------------- the matcher
 _COLUMNS = {
     "chunk": np.int32, "count": np.int32, "src": np.int32, "dst": np.int32, "start": np.float64,
@@ -289,6 +295,9 @@ class _Matcher:
         sorted_dst = channels.direct_dst[by_dst]
         slot = np.arange(len(by_dst)) - np.searchsorted(sorted_dst, sorted_dst, side="left")
         self.in_neighbours[sorted_dst, slot] = channels.direct_src[by_dst]
+        # per NPU: how fast its direct in-links together bring chunks (chunks per ns)
+        one_chunk = channels.hop_ns(channels.direct_link, 1) if m else np.zeros(0)
+        self.direct_intake = np.bincount(channels.direct_dst, weights=1.0 / one_chunk, minlength=n) if m else np.zeros(n)
         # per channel (direct, then routed) message counters: the tags
         self.sent_on = np.zeros(m + len(channels.routed), dtype=np.int64)
         # per NPU: sends and receives recorded so far (the program positions)
@@ -521,6 +530,11 @@ class _Matcher:
         self.link_opened = {l: False for l in links}  # every message admitted so far was released at t = 0
         self.rank_events: list[list[float]] = [[] for _ in range(self.n)]
         self.pending: list[tuple[float, int]] = []  # routed arrivals: (time, transfer id)
+        self.stalled: set[int] = set()
+        """NPUs with chunks to send whose every message would overtake one already admitted to a
+        switch queue (or, over detours, wait for a busy route), and no event of their own ahead:
+        they try again at every later event (something is then in flight). Their message then
+        has no operation to be released by: the network model may send it earlier than planned."""
         groups: dict[tuple[int, int, int], list[int]] = {}
         for index, c in enumerate(self.routed):
             groups.setdefault((c.src, c.links[0], len(c.links)), []).append(index)
@@ -543,7 +557,8 @@ class _Matcher:
     def _match_routed(self, t: float, events: dict[int, tuple[int, bool]]) -> None:
         if not self.remaining:
             return
-        ranks = range(self.n) if t == 0.0 else sorted(r for r in events if r in self.groups_of)
+        ranks = range(self.n) if t == 0.0 else sorted({r for r in events if r in self.groups_of} | self.stalled)
+        self.stalled = set()
         for s in ranks:
             groups = self.groups_of.get(s)
             if not groups:
@@ -574,8 +589,11 @@ class _Matcher:
             if not (self.link_free[first] <= t or self.link_free[first] < next_event):
                 return
             # a chunk a direct in-neighbour of the destination has (or is getting) comes cheaper
-            # over that link: switch hops carry only chunks no direct neighbour can supply
-            cand = self.held[s] & self.wanted[dst] & ~self._covered(dst)
+            # over that link: switch hops carry only chunks no direct neighbour can supply --
+            # except detours, whose point is to bring what a direct link could bring, beside it
+            cand = self.held[s] & self.wanted[dst]
+            if not self.ch.detours:
+                cand &= ~self._covered(dst)
             usable = cand.any(axis=1)
             if not usable.any():
                 return
@@ -585,6 +603,7 @@ class _Matcher:
             # time each candidate message over its route
             hop0 = ch.hop_ns(link_mat[rows, 0], count_of)
             arrival = max(t, self.link_free[first]) + hop0
+            unloaded, longest = arrival.copy(), hop0.copy()
             valid = np.ones(len(rows), dtype=bool)
             for hop in range(1, link_mat.shape[1]):
                 links = link_mat[rows, hop]
@@ -597,8 +616,23 @@ class _Matcher:
                     valid &= (arrival > last) | ((arrival == last) & opened)
                 else:
                     valid &= arrival > last
-                arrival = np.maximum(arrival, free) + ch.hop_ns(links, count_of)
+                hop_time = ch.hop_ns(links, count_of)
+                arrival = np.maximum(arrival, free) + hop_time
+                unloaded += hop_time
+                longest = np.maximum(longest, hop_time)
+            if ch.detours:  # wait for a route that is free rather than queue behind others
+                valid &= arrival - unloaded <= DETOUR_SLACK * longest
+                # and leave the last chunks a direct in-neighbour holds (or is getting) to the
+                # direct links, when those bring them sooner
+                covered = self._covered(dst[rows])
+                chunk_word, chunk_bit = chunk_of // 64, (chunk_of % 64).astype(np.uint64)
+                supplied = (covered[np.arange(len(rows)), chunk_word] >> chunk_bit) & _ONE
+                wanted = np.bitwise_count(self.wanted[dst[rows]] & covered).sum(axis=1)
+                intake = self.direct_intake[dst[rows]]
+                valid &= (supplied == 0) | (arrival - t <= wanted / np.maximum(intake, 1e-30))
             if not valid.any():
+                if not heap:  # no event of its own to try again at
+                    self.stalled.add(s)
                 return
             best = arrival[valid].min()
             ties = np.flatnonzero(valid & (arrival == best))

@@ -183,13 +183,20 @@ AUTO_CHUNKS_BUDGET = 2**14
 """... as long as ``NPUs^2 x K`` stays within this many (NPU, chunk) pairs (K = 1 always runs)."""
 
 
-def auto_chunk_counts(num_npus: int) -> list[int]:
-    """The chunks per NPU :func:`synthesize` tries for ``num_npus`` NPUs when none is given.
+GROUP_AUTO_CHUNKS = (*AUTO_CHUNKS, 32, 64)
+"""... for a process group: its messages cross relays store-and-forward, and a route of ``h``
+hops delays a chunk ``h`` serializations, so the fastest chunks are smaller (dgx:4x8, one GPU per
+server, all-gather of 64 MiB: K = 16 / 32 / 64 at 0.62 / 0.69 / 0.79 of the group's bound)."""
 
-    >>> auto_chunk_counts(8), auto_chunk_counts(64), auto_chunk_counts(1024)
-    ([1, 2, 4, 8, 16], [1, 2, 4], [1])
+
+def auto_chunk_counts(num_npus: int, *, group: bool = False) -> list[int]:
+    """The chunks per NPU :func:`synthesize` tries for ``num_npus`` NPUs (``group``: ranks of a
+    process group) when none is given.
+
+    >>> auto_chunk_counts(8), auto_chunk_counts(64), auto_chunk_counts(1024), auto_chunk_counts(8, group=True)
+    ([1, 2, 4, 8, 16], [1, 2, 4], [1], [1, 2, 4, 8, 16, 32, 64])
     """
-    return [k for k in AUTO_CHUNKS if k == 1 or num_npus * num_npus * k <= AUTO_CHUNKS_BUDGET]
+    return [k for k in (GROUP_AUTO_CHUNKS if group else AUTO_CHUNKS) if k == 1 or num_npus * num_npus * k <= AUTO_CHUNKS_BUDGET]
 
 
 @dataclass
@@ -270,7 +277,7 @@ def synthesize(
     if members == tuple(range(topology.num_npus)):
         members = None
     num_ranks = topology.num_npus if members is None else len(members)
-    counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(num_ranks)
+    counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(num_ranks, group=members is not None)
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
     forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s}
