@@ -31,7 +31,12 @@ the cap at 65 chunks 0.823 -> 0.685 (13.2 chunks/message, but a destination's ot
 starve while one long message carries what they could have). Holding a link back until its
 message reaches 2-4 chunks (when more is arriving at its source) loses 23-47% (1,024-NPU torus,
 16 KiB chunks: the 4,096-NPU chunk size); preferring runs of up to the cap over runs of 16
-(0.823 -> 0.812) or globally rarest chunks first (1,024-NPU torus 0.905 -> 0.901) lose too.
+(0.823 -> 0.812) or globally rarest chunks first (1,024-NPU torus 0.905 -> 0.901) lose too;
+giving each of an NPU's in-links its own range of chunk ids to start runs in (so that what a
+corner still misses stays in long runs per link) is even on the mesh (4,096 NPUs 0.885 ->
+0.886) and loses on the torus (1,024 NPUs 0.905 -> 0.887). On meshes the links into the
+corners decide (on mesh2d:32x32 the corner receives its last chunk at the schedule's end, 163
+messages over its 2 links); the rest of the mesh is idle after about half the time.
 The greedy's message size is set by how fast chunks reach a link's source, not by their ids.
 """
 
