@@ -1,0 +1,123 @@
+"""Where TACOS's All-Gather loses time at scale: its messages, link by link and over time.
+
+``python bench/bench_tacos_messages.py [--full] [--size 64MiB] [--topologies mesh2d:32x32,...]``
+
+The matcher alone (no lowering, no files), one seed, every default merge variant
+(:func:`~chakra_collectives.synth.tacos.default_variants`), All-Gather, one chunk per NPU, on
+2-D meshes and tori of 256 and 1,024 NPUs (``--full``: 4,096 too, a few minutes per variant
+and ~250 MB; no lock needed). Per variant:
+
+* ``eff``: the bound (``lower_bounds(...).best_ns``) over the schedule's time;
+* ``chunks/msg``: chunks per message; ``msgs/link``: messages per direct link (mean, and the
+  busiest link's);
+* ``busy``: the share of the time links carry a message; ``latency``: the share of that busy time
+  spent on latency (a message pays its link's latency once, whatever it carries);
+* ``diam``: hops of the longest shortest path; ``max msgs``: messages per link the bound allows at
+  efficiency 0.93 (a link that carries ``C`` chunks, serialization ``s`` and latency ``l`` each,
+  finishes by ``bound / 0.93`` only with at most ``(bound / 0.93 - C s) / l`` messages).
+
+Then, for the best variant, each tenth of the schedule's time: messages started, chunks per
+message, and link busy share.
+
+Findings (2026-11-27, All-Gather 64 MiB): the links are busy (about 1.0 of the time until the
+last tenth), and the loss is latency, paid per message: on torus2d:64x64 (0.823) links carry
+110 messages each, 9.3 chunks per message (14.9% of busy time is latency), where 0.93 allows 47
+-- fewer than the 64 hops the farthest chunk crosses, one message per hop. What the matcher
+could change was measured before any IR change (matcher prototypes, same seeds): messages that
+carry *any* set of candidate chunks instead of one run of consecutive ids (what several chunk
+ranges per message would allow) do not grow past what the links make available -- 1,024-NPU
+torus 0.905 -> 0.903 (6.5 chunks/message, cap 8), mesh 0.938 -> 0.917; 4,096-NPU torus with
+the cap at 65 chunks 0.823 -> 0.685 (13.2 chunks/message, but a destination's other in-links
+starve while one long message carries what they could have). Holding a link back until its
+message reaches 2-4 chunks (when more is arriving at its source) loses 23-47% (1,024-NPU torus,
+16 KiB chunks: the 4,096-NPU chunk size); preferring runs of up to the cap over runs of 16
+(0.823 -> 0.812) or globally rarest chunks first (1,024-NPU torus 0.905 -> 0.901) lose too;
+giving each of an NPU's in-links its own range of chunk ids to start runs in (so that what a
+corner still misses stays in long runs per link) is even on the mesh (4,096 NPUs 0.885 ->
+0.886) and loses on the torus (1,024 NPUs 0.905 -> 0.887). On meshes the links into the
+corners decide (on mesh2d:32x32 the corner receives its last chunk at the schedule's end, 163
+messages over its 2 links); the rest of the mesh is idle after about half the time. Holding back
+only the links into the corners until their message has 8 or 24 chunks loses too (mesh2d:32x32,
+16 KiB chunks: 6% and 31% slower).
+The greedy's message size is set by how fast chunks reach a link's source, not by their ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import networkx as nx
+import numpy as np
+
+from chakra_collectives.bounds import lower_bounds
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.matcher import match_all_gather
+from chakra_collectives.synth.tacos import default_variants, distinct_variants
+from chakra_collectives.topology import load_topology
+from chakra_collectives.units import parse_size
+
+TARGET = 0.93
+DECILES = 10
+
+
+def profile(spec: str, size_bytes: int) -> None:
+    topology = load_topology(spec)
+    n = topology.num_npus
+    channels = build_channels(topology, chunk_bytes=-(-size_bytes // n))
+    bound = lower_bounds(topology, Collective.ALL_GATHER, size_bytes, method="exact").best_ns
+    diameter = nx.diameter(nx.DiGraph(list(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))))
+    links = channels.direct_link
+    latency = channels.link_latency[links]
+    serial = channels.chunk_bytes / channels.link_rate[links]
+    best = None
+    for variant in distinct_variants(channels, default_variants(n, 1)):
+        started = time.perf_counter()
+        schedule = match_all_gather(
+            channels, 1, seed=0, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+        )
+        seconds = time.perf_counter() - started
+        total = schedule.time_ns
+        channel = schedule.channel
+        msgs = np.bincount(channel, minlength=channels.num_direct)
+        chunks = np.bincount(channel, weights=schedule.count, minlength=channels.num_direct)
+        busy = schedule.end - schedule.start
+        latency_share = float(latency[channel].sum() / busy.sum())
+        allowed = (bound / TARGET - chunks * serial) / latency
+        print(
+            f"{spec:<15} {str(variant):<34} {bound / total:>5.3f} {schedule.count.mean():>10.1f} {msgs.mean():>8.1f} {msgs.max():>6d} "
+            f"{busy.sum() / (channels.num_direct * total):>5.2f} {latency_share:>7.3f} {diameter:>5d} {max(0.0, float(allowed.min())):>8.0f} {seconds:>7.1f}",
+            flush=True,
+        )
+        if best is None or total < best.time_ns:
+            best = schedule
+    assert best is not None
+    edges = np.linspace(0.0, best.time_ns, DECILES + 1)
+    tenth = np.clip(np.searchsorted(edges, best.start, side="right") - 1, 0, DECILES - 1)
+    # busy time inside each tenth (messages may span several)
+    overlap = np.clip(np.minimum(best.end[:, None], edges[None, 1:]) - np.maximum(best.start[:, None], edges[None, :-1]), 0.0, None).sum(axis=0)
+    print(f"  best variant by tenth of its time: messages / chunks per message / busy  ({spec})")
+    for d in range(DECILES):
+        chosen = tenth == d
+        mean = best.count[chosen].mean() if chosen.any() else 0.0
+        print(f"  {d + 1:>4}/10 {int(chosen.sum()):>9,} {mean:>6.1f} {overlap[d] / (channels.num_direct * best.time_ns / DECILES):>5.2f}")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="also the 4,096-NPU mesh and torus")
+    parser.add_argument("--size", default="64MiB", help="All-Gather size (default 64MiB)")
+    parser.add_argument("--topologies", help="comma-separated topologies instead of the default list")
+    args = parser.parse_args(argv)
+    sides = (16, 32, 64) if args.full else (16, 32)
+    specs = args.topologies.split(",") if args.topologies else [f"{shape}:{s}x{s}" for s in sides for shape in ("mesh2d", "torus2d")]
+    print(f"All-Gather {args.size}, 1 chunk per NPU, matcher only, seed 0")
+    print(f"{'topology':<15} {'variant':<34} {'eff':>5} {'chunks/msg':>10} {'msgs/link':>8} {'max':>6} {'busy':>5} {'latency':>7} {'diam':>5} {'max msgs':>8} {'s':>7}")
+    for spec in specs:
+        profile(spec, parse_size(args.size))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
