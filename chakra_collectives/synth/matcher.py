@@ -525,9 +525,10 @@ class _Matcher:
     # ------------------------------------------------------------------ routed channels
     def _init_routed(self) -> None:
         links = {l for c in self.routed for l in c.links}
-        self.link_free = {l: 0.0 for l in links}
-        self.link_last_arrival = {l: -np.inf for l in links}
-        self.link_opened = {l: False for l in links}  # every message admitted so far was released at t = 0
+        size = max(links) + 1 if links else 0  # indexed by link id
+        self.link_free = np.zeros(size)
+        self.link_last_arrival = np.full(size, -np.inf)
+        self.link_opened = np.zeros(size, dtype=bool)  # every message admitted so far was released at t = 0
         self.rank_events: list[list[float]] = [[] for _ in range(self.n)]
         self.pending: list[tuple[float, int]] = []  # routed arrivals: (time, transfer id)
         self.stalled: set[int] = set()
@@ -607,12 +608,11 @@ class _Matcher:
             valid = np.ones(len(rows), dtype=bool)
             for hop in range(1, link_mat.shape[1]):
                 links = link_mat[rows, hop]
-                last = np.array([self.link_last_arrival[l] for l in links.tolist()])
-                free = np.array([self.link_free[l] for l in links.tolist()])
+                last, free = self.link_last_arrival[links], self.link_free[links]
                 if t == 0 and hop == 1:
                     # messages released at 0 reach the first switch in the order the network model
                     # injects them (program order, rank by rank), which is the order matched here
-                    opened = np.array([self.link_opened[l] for l in links.tolist()])
+                    opened = self.link_opened[links]
                     valid &= (arrival > last) | ((arrival == last) & opened)
                 else:
                     valid &= arrival > last
