@@ -139,3 +139,26 @@ def test_pure_python_flows_match_scipy_on_random_networks(monkeypatch):
         value, side = python.min_cut(0, n - 1)
         assert python.max_flow(0, n - 1) == value == compiled.max_flow(0, n - 1)
         assert side.tolist() == compiled.min_cut(0, n - 1)[1].tolist()
+
+
+def test_flows_solved_together_are_each_problems_maximum_flow():
+    """max_flows runs many problems as one network (their disjoint union): each value must be
+    the problem's own max-flow, and each returned flow a valid flow of that value."""
+    rng = np.random.default_rng(11)
+    problems, arrays = [], []
+    for _ in range(40):
+        n, m = int(rng.integers(3, 12)), int(rng.integers(600, 900))  # > SMALL_EDGES: scipy
+        src = rng.integers(0, n, m)
+        dst, cap = (src + rng.integers(1, n, m)) % n, rng.integers(0, 30, m)
+        problems.append((FlowNetwork(n, src=src, dst=dst, cap=cap), 0, int(rng.integers(1, n))))
+        arrays.append((n, src, dst, cap))
+    python = [(FlowNetwork(n, src=src, dst=dst, cap=cap, small_edges=10**6), 0, t) for (n, src, dst, cap), (_, _, t) in zip(arrays[:5], problems)]
+    for (network, source, sink), (value, flow) in zip(problems + python, maxflow.max_flows(problems + python, with_flows=True)):
+        assert value == network.max_flow(source, sink)
+        keys, cap = network.distinct_edges()
+        tails, heads = keys // network.num_nodes, keys % network.num_nodes
+        assert (flow >= 0).all() and (flow <= cap).all()
+        balance = np.bincount(heads, flow, network.num_nodes) - np.bincount(tails, flow, network.num_nodes)
+        assert balance[sink] == value == -balance[source]
+        assert not np.delete(balance, [source, sink]).any()
+    assert {p[0].backend for p in problems} == {"scipy"} and python[0][0].backend == "python"

@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from chakra_collectives.flow import FlowNetwork
+from chakra_collectives.flow.maxflow import max_flows
 from chakra_collectives.flow.capacity import integer_array
 
 SMALL_TEST_EDGES = 128
@@ -64,12 +65,15 @@ class Connectivity:
         self.num_npus = num_npus
         self.capacity = capacity
         self.sinks = list(range(num_npus)) if sinks is None else list(sinks)
-        self.certificates: dict[int, tuple[int, np.ndarray]] = {}
-        """Per sink: the last flow that passed the test, ``(total, flow matrix)``; a later test
-        whose network has the same nodes and total, and room for that flow, passes for that
-        sink without a max-flow."""
+        self.certificates: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+        """Per sink: the last flow that passed the test, ``(total, nodes, edge keys, flows)``
+        (the edges it uses as :meth:`FlowNetwork.distinct_edges` keys); a later test whose
+        network has the same nodes and total, and room for that flow, passes for that sink
+        without a max-flow."""
         self.flows = 0
         """Max-flows run (tests answered by a certificate run none)."""
+        self.failed = False
+        """Whether the last test failed (the next one first tries the sink that failed alone)."""
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(src, dst, cap)`` of the edges with positive residual capacity."""
@@ -119,37 +123,64 @@ class Connectivity:
     def check(self, supply: dict[int, int], gadgets: Iterable[Gadget] = (), *, want_cut: bool = False, base=None) -> CheckResult:
         """Whether every sink can receive the total weight (see the module docstring).
 
-        The sink that failed last is tried first; a sink whose last passing flow still fits
-        the network passes without a max-flow (:attr:`certificates`).
+        A sink whose last passing flow still fits the network passes without a max-flow
+        (:attr:`certificates`); the other sinks' flows run together, in one call
+        (:func:`~chakra_collectives.flow.maxflow.max_flows`). The sink that failed first, in the
+        order the sinks are kept, moves to the front (the failing sink is likely to fail again).
         """
         network, source, total = self.network(supply, gadgets, base=base)
-        worst, worst_sink = None, self.sinks[0]
-        capacity: np.ndarray | None = None
-        for sink in self.sinks:
-            value = None
-            known = self.certificates.get(sink)
-            if known is not None and known[0] == total and len(known[1]) == network.num_nodes:
-                capacity = network.capacity_matrix() if capacity is None else capacity
-                if capacity is not None and bool((known[1] <= capacity).all()):
-                    value = total
-            if value is None:
-                self.flows += 1
-                value, flow = network.flow_matrix(source, sink)
-                if value >= total and flow is not None:
-                    self.certificates[sink] = (total, flow)
-            if worst is None or value < worst:
-                worst, worst_sink = value, sink
-            if value < total and not want_cut:
-                break
-        if worst is not None and worst < total and worst_sink != self.sinks[0]:
+        values: dict[int, int] = {}
+        keys, capacity = network.distinct_edges() if network.backend != "networkx" else (None, None)
+        usable = [s for s in self.sinks if keys is not None and self.certificates.get(s, (0, 0))[:2] == (total, network.num_nodes)]
+        fitting = _all_fit([self.certificates[s][2:] for s in usable], keys, capacity)
+        values.update((sink, total) for sink, fits in zip(usable, fitting) if fits)
+        unknown = [sink for sink in self.sinks if sink not in values]
+        if self.failed and not want_cut and unknown and unknown[0] == self.sinks[0]:
+            # the sink that failed last, alone first: when it fails again, no other flow is needed
+            unknown = [] if self._solve(network, source, total, unknown[:1], values, keys) else unknown[1:]
+        self._solve(network, source, total, unknown, values, keys)
+        if want_cut:  # the first of the least
+            worst_sink = min(self.sinks, key=values.__getitem__)
+        else:  # the first failing sink
+            worst_sink = next((sink for sink in self.sinks if values[sink] < total), self.sinks[0])
+        deficit = max(0, total - values[worst_sink])
+        if deficit > 0 and worst_sink != self.sinks[0]:
             self.sinks.remove(worst_sink)
             self.sinks.insert(0, worst_sink)
-        deficit = max(0, total - (worst if worst is not None else total))
+        self.failed = deficit > 0
         side = None
         if want_cut and deficit > 0:
             _, side = network.min_cut(source, worst_sink)
             side = side[: self.num_nodes]
         return CheckResult(deficit == 0, deficit, worst_sink, side)
+
+    def _solve(self, network: FlowNetwork, source: int, total: int, sinks: list[int], values: dict[int, int], keys) -> list[int]:
+        """Run the flows to ``sinks`` together, into ``values`` (passing flows become
+        certificates); the sinks that failed."""
+        self.flows += len(sinks)
+        failed = []
+        for sink, (value, flow) in zip(sinks, max_flows([(network, source, sink) for sink in sinks], with_flows=keys is not None)):
+            values[sink] = value
+            if value < total:
+                failed.append(sink)
+            elif flow is not None:
+                used = flow > 0
+                self.certificates[sink] = (total, network.num_nodes, keys[used], flow[used])
+        return failed
+
+
+def _all_fit(flows: list[tuple[np.ndarray, np.ndarray]], keys: np.ndarray, capacity: np.ndarray) -> list[bool]:
+    """Per flow ``(edge keys, flows)``, whether it fits a network's distinct edges ``keys`` and
+    ``capacity`` (all flows looked up at once)."""
+    if not flows:
+        return []
+    flow_keys = np.concatenate([f[0] for f in flows])
+    if not len(keys):
+        return [not len(f[0]) for f in flows]
+    at = np.minimum(np.searchsorted(keys, flow_keys), len(keys) - 1)
+    good = (keys[at] == flow_keys) & (capacity[at] >= np.concatenate([f[1] for f in flows]))
+    bounds = np.cumsum([0] + [len(f[0]) for f in flows])
+    return [bool(good[a:b].all()) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 __all__ = ["CheckResult", "Connectivity", "Gadget", "SMALL_TEST_EDGES"]

@@ -30,7 +30,7 @@ bandwidth term of the schedule is then ``share * (U / k)`` per unit of bandwidth
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Sequence
 
@@ -101,6 +101,12 @@ def fixed_k_optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Seque
         U = max(U, _least_factor(entering, needed))
 
 
+def same_optimum(graph: CapacityGraph, found: Optimum) -> Optimum:
+    """``found`` (its ``k`` and ``U``) on ``graph``, a graph with the same edges in another order
+    (the reverse of a fabric equal to its reverse): only the capacities follow its order."""
+    return replace(found, capacities=tuple(_capacities(graph, found.U)))
+
+
 def _least_factor(bandwidths: list[int], needed: int) -> Fraction:
     """The least ``U`` with ``sum(floor(U * b)) >= needed`` over ``bandwidths`` (a breakpoint ``m / b``)."""
     counts: dict[int, int] = {}
@@ -125,4 +131,4 @@ def _least_factor(bandwidths: list[int], needed: int) -> Fraction:
     return best
 
 
-__all__ = ["Optimum", "fixed_k_optimum", "optimum"]
+__all__ = ["Optimum", "fixed_k_optimum", "optimum", "same_optimum"]

@@ -20,7 +20,7 @@ from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.synth.forestcoll.lowering import lower_forest
-from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum
+from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum, same_optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
 from chakra_collectives.synth.forestcoll.splitting import LogicalGraph, SplittingStuck, split_switches
 from chakra_collectives.synth.forestcoll.tuning import Measured, candidate_pieces, estimate_ns, forest_shape, operations_per_piece, search_pieces
@@ -293,7 +293,11 @@ def forestcoll(
     started = time.perf_counter()
     sinks = default_sinks(topology, demand)
     graphs = {reverse: CapacityGraph.from_topology(topology, reverse=reverse) for reverse in _directions(collective)}
-    optima = {reverse: optimum(graph, demand, sinks=sinks) for reverse, graph in graphs.items()}
+    # a fabric equal to its reverse: the reverse's (U, k) are the fabric's (computed once)
+    mirrored = len(graphs) == 2 and _reversal_symmetric(topology)
+    optima: dict[bool, Optimum] = {}
+    for reverse, graph in graphs.items():
+        optima[reverse] = same_optimum(graph, optima[not reverse]) if mirrored and optima else optimum(graph, demand, sinks=sinks)
     optimal_k, optimal_U = _optimal_k_U(optima)
     if auto:
         few = [k for k in AUTO_FEW_TREES if k < optimal_k and all(k <= o.k for o in optima.values())]  # fixed k: at most each phase's
@@ -301,10 +305,17 @@ def forestcoll(
         ks = ([None] if optimal_k <= AUTO_MAX_TREES or not few else []) + few
     else:
         ks = [fixed]
-    candidates = [
-        {reverse: best if k is None else fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best) for reverse, best in optima.items()}
-        for k in ks
-    ]
+    candidates = []
+    for k in ks:
+        fixed: dict[bool, Optimum] = {}
+        for reverse, best in optima.items():
+            if k is None:
+                fixed[reverse] = best
+            elif mirrored and fixed:
+                fixed[reverse] = same_optimum(graphs[reverse], fixed[not reverse])
+            else:
+                fixed[reverse] = fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best)
+        candidates.append(fixed)
     timings["optimum_s"] = time.perf_counter() - started
     share = size if collective.has_root else size / n
     best = None
