@@ -20,7 +20,7 @@
    for the whole synthesis (lowering, choosing pieces), peak RSS, fitted exponent.
 6. The default (``auto``), each case in fresh processes, median of ``--repeat`` runs:
    realised share of the optimal algbw at 1 GiB All-Gather (a100:2, mi250:2, a100:4, mi250:4,
-   dgx:4x8; target 0.98) with the ``k`` and pieces chosen, and the seconds of ``forestcoll()``
+   dgx:4x8; target 0.98) with the ``k`` and pieces chosen, and the seconds (wall and CPU) of ``forestcoll()``
    and its parts (mi250:2 and a100:16 All-Gather 64 MiB, targets 1 s and 0.5 s; mesh2d:8x8
    All-Reduce 64 MiB, ``synth``'s default) and of the whole ``synth -a forestcoll`` command.
    ``--old DIR``: a copy of an older ``chakra_collectives`` package (``git archive REV
@@ -244,13 +244,15 @@ from chakra_collectives.synth.forestcoll import forestcoll, report
 from chakra_collectives.topology import load_topology
 topo = load_topology(sys.argv[1])
 imported = time.perf_counter()
+cpu = time.process_time()
 result = forestcoll(topo, sys.argv[2], sys.argv[3])
 done = time.perf_counter()
+cpu = time.process_time() - cpu
 row = report(result)
 if result.predicted_ns is None:
     from chakra_collectives.network import predict_time
     result.predicted_ns = predict_time(result.algorithm, topo)
-print(json.dumps({"seconds": done - imported, "process_s": done - started, "parts": row["timings_s"], "k": result.k,
+print(json.dumps({"seconds": done - imported, "cpu_s": cpu, "process_s": done - started, "parts": row["timings_s"], "k": result.k,
                   "optimal_k": result.optimal_k, "pieces": result.chunks_per_tree,
                   "batch": result.algorithm.provenance.get("fast_path_batch", "1"), "algbw": row["optimal_algbw_gbps"],
                   "realised": row["optimal_bandwidth_ns"] / result.predicted_ns}))
@@ -293,24 +295,29 @@ def default(old: Path | None, repeat: int) -> list[str]:
         if new["realised"] < REALISED_TARGET:
             misses.append(f"{spec}: realised {new['realised']:.3f} < {REALISED_TARGET} of the optimal algbw at 1 GiB")
     print()
-    print(f"{'case':32} " + " ".join(f"{v + ' s':>8} {v + ' cmd s':>10}" for v, _ in versions) + f" {'ratio':>6} {'target':>7}  new parts (median run)")
+    print("(s: forestcoll() wall seconds, cpu: its CPU seconds -- steadier on a loaded machine -- cmd: the whole command; medians)")
+    print(f"{'case':32} " + " ".join(f"{v + ' s':>8} {v + ' cpu':>8} {v + ' cmd s':>10}" for v, _ in versions) + f" {'ratio':>6} {'cpu r.':>6} {'target':>7}  new parts (median run)")
     for spec, collective, size, target in DEFAULT_SPEED:
         times: dict[str, list[float]] = {v: [] for v, _ in versions}
+        cpus: dict[str, list[float]] = {v: [] for v, _ in versions}
         commands: dict[str, list[float]] = {v: [] for v, _ in versions}
         parts = {}
         for _ in range(repeat):
             for v, p in versions:  # alternately, so that the load hits both alike
                 row = fresh_in(p, _DEFAULT, spec, collective, size)
                 times[v].append(row["seconds"])
+                cpus[v].append(row["cpu_s"])
                 if v == "new":
                     parts = row["parts"] if row["seconds"] <= statistics.median(times[v]) or not parts else parts
                 commands[v].append(whole_command(p, spec, collective, size))
         medians = {v: statistics.median(t) for v, t in times.items()}
+        cpu = {v: statistics.median(t) for v, t in cpus.items()}
         cmd = {v: statistics.median(t) for v, t in commands.items()}
-        ratio = f"{medians['old'] / medians['new']:.1f}x" if "old" in medians else ""
-        cells = " ".join(f"{medians[v]:>8.2f} {cmd[v]:>10.2f}" for v, _ in versions)
+        ratio = f"{medians['old'] / medians['new']:.2f}x" if "old" in medians else ""
+        cpu_ratio = f"{cpu['old'] / cpu['new']:.2f}x" if "old" in cpu else ""
+        cells = " ".join(f"{medians[v]:>8.2f} {cpu[v]:>8.2f} {cmd[v]:>10.2f}" for v, _ in versions)
         shown = ", ".join(f"{key[:-2]} {value:.2f}" for key, value in parts.items())
-        print(f"{spec + ' ' + collective + ' ' + size:32} {cells} {ratio:>6} {target if target else '':>7}  {shown}", flush=True)
+        print(f"{spec + ' ' + collective + ' ' + size:32} {cells} {ratio:>6} {cpu_ratio:>6} {target if target else '':>7}  {shown}", flush=True)
         if target is not None and medians["new"] > target:
             misses.append(f"{spec} {collective} {size}: forestcoll() {medians['new']:.2f} s > {target:g} s")
     return misses

@@ -96,13 +96,15 @@ class CapacityGraph:
     @classmethod
     def from_topology(cls, topology: Topology, *, reverse: bool = False) -> "CapacityGraph":
         """The topology's links as integer capacities (every link reversed when ``reverse``)."""
-        exact: dict[tuple[int, int], Fraction] = {}
+        bandwidths: dict[tuple[int, int], list[float]] = {}
         for link in topology.links:
             key = (link.dst, link.src) if reverse else (link.src, link.dst)
-            exact[key] = exact.get(key, Fraction(0)) + exact_bandwidth(link.bandwidth_gbps)
+            bandwidths.setdefault(key, []).append(link.bandwidth_gbps)
+        rational = {gbps: exact_bandwidth(gbps) for gbps in {b for values in bandwidths.values() for b in values}}
+        exact = {key: rational[values[0]] if len(values) == 1 else sum((rational[b] for b in values), Fraction(0)) for key, values in bandwidths.items()}
         keys = sorted(exact)
-        scale = math.lcm(*(exact[key].denominator for key in keys)) if keys else 1
-        caps = [int(exact[key] * scale) for key in keys]
+        scale = math.lcm(*{exact[key].denominator for key in keys}) if keys else 1
+        caps = [exact[key].numerator * (scale // exact[key].denominator) for key in keys]
         return cls(
             num_nodes=topology.num_nodes,
             num_npus=topology.num_npus,

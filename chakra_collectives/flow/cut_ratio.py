@@ -37,7 +37,7 @@ import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.flow.capacity import CapacityGraph, integer_array, scaled
-from chakra_collectives.flow.maxflow import FlowNetwork
+from chakra_collectives.flow.maxflow import FlowNetwork, max_flows
 from chakra_collectives.topology import Topology
 
 
@@ -62,12 +62,15 @@ class CutRatio:
 
 
 def max_demand_ratio(
-    graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int]
+    graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int], small_edges: int | None = None
 ) -> tuple[Fraction, np.ndarray]:
     """``(ratio, sink_side)``: the largest ``d(V - X) / B-(X)`` over node sets ``X`` holding a sink.
 
     ``demand`` has one non-negative integer per NPU; ratios are in the graph's integer
-    capacity units. ``sink_side`` is a boolean mask of the best ``X``.
+    capacity units. ``sink_side`` is a boolean mask of the best ``X``. Each round's flows to
+    every sink run together (:func:`~chakra_collectives.flow.maxflow.max_flows`); ``small_edges``:
+    see :class:`~chakra_collectives.flow.maxflow.FlowNetwork` (a caller that loads scipy
+    anyway asks for fewer: one compiled call beats a pure-Python flow per sink).
     """
     n, nodes = graph.num_npus, graph.num_nodes
     demand = [int(d) for d in demand]
@@ -90,8 +93,9 @@ def max_demand_ratio(
             src=np.concatenate([graph.src, np.full(len(suppliers), source, dtype=np.int64)]),
             dst=np.concatenate([graph.dst, np.asarray(suppliers, dtype=np.int64)]),
             cap=_concatenate(scaled(graph.cap, p), integer_array([q * demand[r] for r in suppliers])),
+            small_edges=small_edges,
         )
-        values = {v: network.max_flow(source, v) for v in candidates}
+        values = {v: value for v, (value, _) in zip(candidates, max_flows([(network, source, v) for v in candidates]))}
         worst = min(candidates, key=lambda v: (values[v], v))
         if values[worst] >= q * total:
             return ratio, best_side
