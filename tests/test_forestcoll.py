@@ -307,3 +307,46 @@ def test_all_reduce_on_a_fabric_equal_to_its_reverse_packs_its_trees_once():
     ring = forestcoll(load_topology("ring:4,bidirectional=false"), "all-reduce", "1MiB")
     assert verify_algorithm(ring.algorithm).ok
     assert ring.trees[0].forest is not ring.trees[1].forest
+
+
+@pytest.mark.parametrize("spec", ["mesh2d:4x4", "torus2d:3x4", "dgx:2x4", "a100:2", "mi250:1"])
+def test_layers_tested_together_grow_the_trees_layer_by_layer_would(spec, monkeypatch):
+    """Packing tests several layers of a tree at once (a completable tree's subtrees are
+    completable); the trees must be those the layer-by-layer growth builds, with fewer tests."""
+    from chakra_collectives.synth.forestcoll import build_trees, packing
+
+    topology = load_topology(spec)
+    together = build_trees(topology, [1] * topology.num_npus, reverse=False)
+    monkeypatch.setattr(packing, "LOOKAHEAD", 1)  # below 2: one layer per test
+    alone = build_trees(topology, [1] * topology.num_npus, reverse=False)
+    shape = lambda trees: [(t.root, t.weight, t.parent.tolist(), t.order.tolist()) for t in trees.forest.trees]
+    assert shape(together) == shape(alone)
+    assert together.forest.tests <= alone.forest.tests
+    if spec == "mesh2d:4x4":  # every layer passes on a mesh: whole trees in one test
+        assert together.forest.tests < alone.forest.tests / 2
+
+
+def test_a_test_with_many_sinks_agrees_with_each_sinks_own_flow():
+    """Connectivity.check solves its sinks together and skips those whose last flow still fits:
+    its verdict, deficit and worst sink must be those of one max-flow per sink."""
+    from chakra_collectives.synth.forestcoll.connectivity import Connectivity, Gadget
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        n = int(rng.integers(3, 9))
+        capacity = {(u, v): int(rng.integers(0, 40)) for u in range(n) for v in range(n) if u != v and rng.random() < 0.7}
+        net = Connectivity(n, n, capacity)
+        for step in range(6):  # a few tests on one state: certificates and the sink order at work
+            supply = {int(r): int(rng.integers(1, 12)) for r in rng.choice(n, size=int(rng.integers(1, n)), replace=False)}
+            gadgets = [Gadget(int(rng.integers(1, 6)), np.unique(rng.integers(0, n, 2)))]
+            order = list(net.sinks)
+            network, source, total = net.network(supply, gadgets)
+            values = [network.max_flow(source, sink) for sink in order]
+            found = net.check(supply, gadgets, want_cut=step % 2 == 0)
+            assert found.ok == (min(values) >= total)
+            if step % 2 == 0:  # the deficit and the first of the worst sinks
+                assert found.deficit == total - min(values) and found.sink == order[values.index(min(values))]
+            elif not found.ok:  # the first failing sink
+                assert found.sink == next(s for s, v in zip(order, values) if v < total)
+            for key in list(capacity)[:2]:
+                capacity[key] = max(0, capacity[key] - 3)

@@ -85,6 +85,10 @@ class Forest:
 
 SHALLOW = False
 
+LOOKAHEAD = 4
+"""Layers of a growing tree tested together at first (see ``_Packer.ahead``)."""
+MAX_LOOKAHEAD = 64
+
 
 @dataclass
 class _Growing:
@@ -131,6 +135,8 @@ class _Packer:
         self.overdrawn = 0
         """Edges loaded beyond their capacity by tentative additions (the test fails while any is)."""
         self.progress = progress
+        self.lookahead = LOOKAHEAD
+        """Layers :meth:`ahead` may test together (doubled when that passes, halved when not)."""
 
     # ------------------------------------------------------------ state
     def images(self, nodes: list[int]) -> np.ndarray:
@@ -255,7 +261,9 @@ class _Packer:
             batch = self.candidates(tree)
             if not batch:
                 raise AlgorithmError(f"tree packing is stuck: the tree of NPU {tree.root} reaches {len(tree.order)} of {self.n} NPUs")
-            fits = [e for e in batch if all(self.capacity[i] >= tree.weight for i in self.images_of(e))]
+            fits = self.fitting(tree, batch)
+            if self.ahead(tree, fits):
+                continue
             accepted = self.longest_prefix(tree, fits)
             if accepted < len(fits):
                 edge = fits[accepted]
@@ -266,6 +274,37 @@ class _Packer:
                 edge = rest[0]
             if not self.split(tree, edge):
                 tree.dead.add(edge)
+
+    def fitting(self, tree: _Growing, batch: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The edges of ``batch`` every image of which can carry the whole tree."""
+        return [e for e in batch if all(self.capacity[i] >= tree.weight for i in self.images_of(e))]
+
+    def ahead(self, tree: _Growing, fits: list[tuple[int, int]]) -> bool:
+        """Add the layer ``fits`` and the layers that would follow it were each accepted whole (at
+        most :attr:`lookahead`), and test once: when that passes, every one of them passes alone
+        too -- a partial tree inside a tree that can be completed can be completed -- so the
+        layer-by-layer growth would have accepted them all. Otherwise nothing is added."""
+        if self.lookahead < 2 or not fits:
+            return False
+        layers = []
+        layer = fits
+        while layer and len(layers) < self.lookahead:
+            for edge in layer:
+                self.add(tree, edge)
+            layers.append(layer)
+            if len(tree.order) == self.n:
+                break
+            batch = self.candidates(tree)
+            layer = self.fitting(tree, batch) if batch else []
+        if len(layers) > 1 and self.check(tree):
+            self.lookahead = min(2 * self.lookahead, MAX_LOOKAHEAD)
+            return True
+        for layer in reversed(layers):
+            for edge in reversed(layer):
+                self.remove(tree, edge)
+        if len(layers) > 1:
+            self.lookahead //= 2
+        return False
 
     def longest_prefix(self, tree: _Growing, batch: list[tuple[int, int]]) -> int:
         """Add the longest prefix of ``batch`` the test accepts (all at the tree's weight)."""
