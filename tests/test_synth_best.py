@@ -170,6 +170,49 @@ def test_search_unchunked_producers_are_built_once():
     assert made.count(("f", 1)) == 1 and ("f", 2) not in made
 
 
+def _chain_runner(times, made, chains_seen):
+    """``produce_chains`` run serially here: each chain in order while ``go_on``."""
+    def produce_chains(chains, go_on):
+        chains_seen.append([list(chain) for chain in chains])
+        out = []
+        for chain in chains:
+            got = []
+            for pair in chain:
+                if got and not go_on(got):
+                    break
+                made.append(pair)
+                got.append(times[pair])
+            out.append(got)
+        return out
+    return produce_chains
+
+
+def test_search_on_two_cores_produces_ahead_but_counts_only_what_the_bracket_reaches():
+    # K=2 is slower than K=1: the serial search stops there, so K=4 (made on the idle core
+    # while K=1 was) must not count although it is the fastest of all
+    times = {("a", 1): 5.0, ("a", 2): 6.0, ("a", 4): 1.0}
+    made, chains = [], []
+    found = search(["a"], [1, 2, 4], produce=lambda n, k: made.append((n, k)) or times[n, k], bound=lambda n, k: 0.0,
+                   chunked=lambda n: True, workers=2, produce_chains=_chain_runner(times, made, chains))
+    assert chains == [[[("a", 1)], [("a", 2), ("a", 4)]]] and sorted(made) == [("a", 1), ("a", 2), ("a", 4)]
+    assert (found.name, found.chunks_per_npu, found.predicted_ns) == ("a", 1, 5.0)
+    assert found.candidates[0].tried == {1: 5.0, 2: 6.0} and found.candidates[0].stopped == "K=2 slower than K=1"
+
+
+def test_search_on_two_cores_chains_each_producer_through_its_chunk_counts():
+    # two producers without bounds run side by side, each through its K's (bracketing inside
+    # the chain: b stops after its slower K=2); the winner is the serial search's
+    times = {("a", 1): 9.0, ("a", 2): 8.0, ("a", 4): 7.0, ("b", 1): 3.0, ("b", 2): 4.0, ("b", 4): 0.5}
+    made, chains = [], []
+    found = search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0,
+                   chunked=lambda n: True, workers=2, produce_chains=_chain_runner(times, made, chains))
+    serial = search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0, chunked=lambda n: True)
+    assert chains == [[[("a", 1), ("a", 2), ("a", 4)], [("b", 1), ("b", 2), ("b", 4)]]]  # one batch: both chains at once
+    assert ("b", 4) not in made  # go_on stopped b's chain: K=2 slower than K=1
+    assert (found.name, found.chunks_per_npu, found.predicted_ns) == (serial.name, serial.chunks_per_npu, serial.predicted_ns) == ("b", 1, 3.0)
+    assert [c.tried for c in found.candidates] == [{1: 9.0, 2: 8.0, 4: 7.0}, {1: 3.0, 2: 4.0}]
+
+
 def test_search_time_budget_lists_what_was_not_tried():
     clock = iter([0.0, 5.0, 5.0, 5.0, 5.0, 5.0])
     made, produce = _recorder({("a", 1): 4.0, ("b", 1): 3.0, ("c", 1): 2.0})

@@ -77,7 +77,12 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     inverse = np.searchsorted(pairs, key)
     messages = np.bincount(inverse, minlength=len(pairs))
     volume = np.bincount(inverse, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(pairs))
-    routes = [model.route(*divmod(pair, n)) for pair in pairs.tolist()]
+    sources, targets = np.divmod(pairs, n)
+    starts = np.flatnonzero(np.diff(sources, prepend=-1)).tolist() + [len(pairs)]  # pairs are sorted: by source
+    routes = [
+        route for a, b in zip(starts, starts[1:])
+        for route in model.routes_from(int(sources[a]), targets[a:b].tolist())
+    ]
     links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
     owner = np.repeat(np.arange(len(pairs)), [len(route) for route in routes])
     load = np.zeros(model.num_links)
@@ -265,7 +270,7 @@ def search(
     deadline: float | None = None,
     exhaustive: bool = False,
     clock: Callable[[], float] = time.perf_counter,
-    produce_many: Callable[[list[tuple[str, int]]], list[float]] | None = None,
+    produce_chains: Callable[[list[list[tuple[str, int]]], Callable[[list[float]], bool]], list[list[float]]] | None = None,
     workers: int = 1,
     refine: Callable[[str, int], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
@@ -289,8 +294,15 @@ def search(
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
     ``workers`` > 1: up to that many of the most promising pairs at a time go to
-    ``produce_many(pairs) -> times`` (which may run them at once, on several cores); a pair
-    with a floor never runs beside the first result it would be judged against.
+    ``produce_chains(chains, go_on) -> times`` (which may run the chains at once, on several
+    cores; each chain in order while ``go_on(its times so far)``: the bracketing, and the
+    deadline); a pair with a floor never runs beside the first result it would be judged
+    against. Each chain goes on with its producer's following ``K`` while the
+    incumbent cannot rule them out (when the batch has several chains: the cores stay busy on
+    what the search would produce next), and a core the batch leaves idle takes the following
+    ``K`` of the first pair. A result produced ahead counts only where the serial search would
+    have reached it (its bracket goes on, its bound below the incumbent), so the winner's time
+    is the serial search's (a chain may only find more).
 
     >>> times = {("a", 1): 5.0, ("a", 2): 4.0, ("a", 4): 4.5, ("b", 1): 9.0, ("b", 2): 8.0, ("b", 4): 7.0}
     >>> made = []
@@ -334,9 +346,43 @@ def search(
             incumbent = (predicted, order[name], k, name)
 
     def run(batch: list[tuple[str, int]]) -> None:
-        times = [produce(*batch[0])] if len(batch) == 1 or produce_many is None else produce_many(batch)
-        for (name, k), predicted in zip(batch, times):
-            record(name, k, predicted)
+        for name, k in batch:
+            record(name, k, produce(name, k))
+
+    def following(name: str, k: int) -> int | None:
+        """The ``K`` after ``k`` in the search (``None``: the last, or ``name`` reads none)."""
+        after = counts.index(k) + 1
+        return counts[after] if chunked(name) and after < len(counts) else None
+
+    def ahead(name: str, k: int) -> bool:
+        """Whether ``(name, k)`` may be produced before its turn: no estimate of its own judges
+        it, and its bound does not rule it out against the fastest found so far."""
+        at_least = bound_of(name, k)
+        if at_least == math.inf or incumbent is not None and (at_least, order[name], k) >= incumbent[:3]:
+            return False
+        return estimate is None or estimate(name, k) <= at_least
+
+    def go_on(times: list[float]) -> bool:
+        """Whether a chain produces its next ``K``: the last was not slower than the one before
+        (the bracketing), and there is time left."""
+        return (len(times) < 2 or times[-1] <= times[-2]) and (deadline is None or clock() < deadline)
+
+    def chained(batch: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
+        """The batch as chains: each pair with its producer's following ``K`` (several pairs),
+        the first pair's following ``K`` on an idle core (one pair)."""
+        chains = [[pair] for pair in batch]
+        if len(batch) > 1:
+            for chain in chains:
+                name, k = chain[0]
+                while (k := following(name, k)) is not None and ahead(name, k):  # type: ignore[assignment]
+                    chain.append((name, k))
+        elif len(batch) < workers:
+            name, k = batch[0]
+            spare: list[tuple[str, int]] = []
+            while (k := following(name, k)) is not None and ahead(name, k):  # type: ignore[assignment]
+                spare.append((name, k))
+            chains += [spare] if spare else []
+        return chains
 
     if exhaustive:
         for name in names:
@@ -385,17 +431,28 @@ def search(
                 heapq.heappush(pending, item)
             if not batch:
                 continue
-            run(batch)
+            chains = chained(batch) if produce_chains is not None else [[pair] for pair in batch]
+            if produce_chains is None or len(chains) == 1 and len(chains[0]) == 1:
+                results = {pair: produce(*pair) for pair in batch}
+            else:
+                results = {pair: t for chain, times in zip(chains, produce_chains(chains, go_on)) for pair, t in zip(chain, times)}
             for name, k in batch:
                 candidate = found[name]
-                following = counts.index(k) + 1
-                if not chunked(name) or following == len(counts) or k not in candidate.tried:
-                    continue
-                before = counts[following - 2] if following >= 2 else None
-                if before is not None and candidate.tried[k] > candidate.tried[before]:
-                    candidate.stopped = f"K={k} slower than K={before}"
-                    continue
-                heapq.heappush(pending, (candidate.tried[k], order[name], counts[following], name))
+                record(name, k, results[name, k])
+                while (after := following(name, k)) is not None and k in candidate.tried:
+                    before = counts[counts.index(k) - 1] if k != counts[0] else None
+                    if before is not None and candidate.tried[k] > candidate.tried[before]:
+                        candidate.stopped = f"K={k} slower than K={before}"
+                        break
+                    if (name, after) not in results:
+                        heapq.heappush(pending, (candidate.tried[k], order[name], after, name))
+                        break
+                    if not ahead(name, after):  # produced ahead, but the serial search would not have: dropped
+                        at_least = bound_of(name, after)
+                        candidate.stopped = f"K={after} >= {format_time_ns(at_least)}" if at_least < math.inf else f"K={after} out of reach (memory or model size)"
+                        break
+                    record(name, after, results[name, after])
+                    k = after
         if incumbent is None and fallback is not None:
             cheapest, fell_back = fallback(), True
             found[cheapest].skipped = None

@@ -365,7 +365,7 @@ def _produce(topology: Topology, collective: Collective, options: SynthesisOptio
             # a producer that timed itself did so under the default model
             own = made.predicted_ns if network_model == "default" else None
             if own is not None:
-                predicted, limit = own, None
+                predicted, limit = own, made.bottleneck
             else:
                 timing = simulate_collective(made.algorithm, topology, network_model=network_model)
                 predicted, limit = timing.time_ns, busiest_link(timing)
@@ -481,13 +481,22 @@ def _synthesize_best(
                     return math.inf
         return made[key(candidate, k)].predicted_ns
 
-    def produce_many(batch: list[tuple[str, int]]) -> list[float]:
-        """The batch at once: the first here, the others in forked processes."""
-        jobs = [key(c, k) for c, k in batch]
-        with progress.task(" + ".join(c for c, _ in jobs)):
-            results = map_forked([partial(_produce, topology, collective, replace(options, chunks_per_npu=k), c, network_model, step, True) for c, k in jobs])
-        made.update(zip(jobs, results))
-        return [made[job].predicted_ns for job in jobs]
+    def produce_chains(chains: list[list[tuple[str, int]]], go_on: Callable[[list[float]], bool]) -> list[list[float]]:
+        """The chains at once: the first here, the others in forked processes; each in order
+        while ``go_on`` its times so far."""
+
+        def run(chain: list[tuple[str, int]]) -> tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]:
+            times: list[float] = []
+            for candidate, k in chain:
+                if times and not go_on(times):
+                    break
+                times.append(produce(candidate, k))
+            return [(key(c, k), made.get(key(c, k))) for c, k in chain[: len(times)]], times
+
+        with progress.task(" + ".join(chain[0][0] for chain in chains)):
+            results = map_forked([partial(run, chain) for chain in chains])
+        made.update((job, produced) for found, _ in results for job, produced in found if produced is not None)
+        return [times for _, times in results]
 
     def bound(candidate: str, k: int) -> float:
         if k != counts[0] and not fits(footprint(candidate, k)) or candidate == "milp" and not _milp_affordable(topology, k, options.size_bytes):
@@ -518,7 +527,7 @@ def _synthesize_best(
         found = search(
             runnable, counts, produce=produce, bound=bound, chunked=chunked, refine=refine, estimate=guess,
             fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
-            deadline=deadline, exhaustive=exhaustive, produce_many=produce_many, workers=_workers(topology),
+            deadline=deadline, exhaustive=exhaustive, produce_chains=produce_chains, workers=_workers(topology),
         )
     bounding_s = time.perf_counter() - started - sum(p.synthesis_s + p.predict_s for p in made.values())
     candidates = found.candidates + [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
