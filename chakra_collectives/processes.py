@@ -96,33 +96,62 @@ def run_forked(jobs: list[Callable[[], None]]) -> None:
         raise errors[0]
 
 
-def map_forked(jobs: list[Callable[[], T]]) -> list[T]:
-    """Every job's return value, the first job run here and the others in forked processes at
-    once (:func:`run_forked`); a child's value comes back pickled through a temporary file.
+class ForkedJob:
+    """One job started now in a forked process: :meth:`result` waits for its return value
+    (pickled back through a temporary file; its error raised here), :meth:`cancel` ends it
+    unfinished (when what it would find is no longer wanted).
 
-    >>> map_forked([lambda: "here", lambda: 6 * 7])
-    ['here', 42]
+    >>> job = ForkedJob(lambda: 6 * 7)
+    >>> job.result()
+    42
+    >>> slow = ForkedJob(lambda: __import__("time").sleep(60))
+    >>> slow.cancel()
     """
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="chakra-forked-") as folder:
-        paths = [os.path.join(folder, f"{i}.pickle") for i in range(len(jobs))]
-        values: list[T] = []
+    def __init__(self, job: Callable[[], T]) -> None:
+        import tempfile
 
-        def first() -> None:
-            values.append(jobs[0]())
+        self._folder = tempfile.mkdtemp(prefix="chakra-forked-")
+        self._path = os.path.join(self._folder, "value.pickle")
+        context = multiprocessing.get_context("fork")
+        self._receive, send = context.Pipe(duplex=False)
 
-        def other(job: Callable[[], T], path: str) -> Callable[[], None]:
-            def run() -> None:
-                with open(path, "wb") as out:
-                    pickle.dump(job(), out, protocol=pickle.HIGHEST_PROTOCOL)
-            return run
+        def run() -> None:
+            with open(self._path, "wb") as out:
+                pickle.dump(job(), out, protocol=pickle.HIGHEST_PROTOCOL)
 
-        run_forked([first, *(other(job, path) for job, path in zip(jobs[1:], paths[1:]))])
-        for path in paths[1:]:
-            with open(path, "rb") as stored:
-                values.append(pickle.load(stored))
-    return values
+        self._child = context.Process(target=_report_to, args=(send, run), daemon=True)
+        self._child.start()
+        send.close()
+
+    def result(self) -> T:
+        """Its return value, once it has finished (its error raised here)."""
+        try:
+            try:
+                outcome = self._receive.recv()
+            except EOFError:  # killed before it could say
+                outcome = None
+            self._child.join()
+            if outcome is None and self._child.exitcode != 0:
+                outcome = RuntimeError(f"a worker process ended with exit code {self._child.exitcode}")
+            if outcome is not None:
+                raise pickle.loads(outcome) if isinstance(outcome, bytes) else outcome
+            with open(self._path, "rb") as stored:
+                return pickle.load(stored)
+        finally:
+            self._close()
+
+    def cancel(self) -> None:
+        """End it now, unfinished."""
+        self._child.kill()
+        self._child.join()
+        self._close()
+
+    def _close(self) -> None:
+        import shutil
+
+        self._receive.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _report_to(send, job: Callable[[], None]) -> None:
@@ -140,4 +169,4 @@ def _report_to(send, job: Callable[[], None]) -> None:
     send.close()
 
 
-__all__ = ["can_fork", "can_start_processes", "is_running", "map_forked", "run_forked"]
+__all__ = ["ForkedJob", "can_fork", "can_start_processes", "is_running", "run_forked"]

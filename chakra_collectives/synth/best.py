@@ -270,8 +270,9 @@ def search(
     deadline: float | None = None,
     exhaustive: bool = False,
     clock: Callable[[], float] = time.perf_counter,
-    produce_chains: Callable[[list[list[tuple[str, int]]], Callable[[list[float]], bool]], list[list[float]]] | None = None,
+    produce_chains: Callable[..., list[list[float]]] | None = None,
     workers: int = 1,
+    speculate: bool = False,
     refine: Callable[[str, int], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
 ) -> Search:
@@ -294,15 +295,17 @@ def search(
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
     ``workers`` > 1: up to that many of the most promising pairs at a time go to
-    ``produce_chains(chains, go_on) -> times`` (which may run the chains at once, on several
-    cores; each chain in order while ``go_on(its times so far)``: the bracketing, and the
-    deadline); a pair with a floor never runs beside the first result it would be judged
-    against. Each chain goes on with its producer's following ``K`` while the
-    incumbent cannot rule them out (when the batch has several chains: the cores stay busy on
-    what the search would produce next), and a core the batch leaves idle takes the following
-    ``K`` of the first pair. A result produced ahead counts only where the serial search would
-    have reached it (its bracket goes on, its bound below the incumbent), so the winner's time
-    is the serial search's (a chain may only find more).
+    ``produce_chains(chains, go_on, judge) -> times`` (which may run the chains at once, on
+    several cores; each chain in order while ``go_on(its times so far)``: the bracketing, and
+    the deadline). Each chain goes on with its producer's following ``K`` while the incumbent
+    cannot rule them out (the cores stay busy on what the search would produce next). Before
+    anything is produced, a pair that the first result may rule out (by its bound, dearer
+    bound or estimate) runs beside it only ``speculate``-ing: ``judge(first time)`` then says
+    which of the other chains the serial search would still have run (the others are ended
+    and their results dropped; when none is left, the first chain stops after its first
+    result); otherwise an idle core takes the first pair's following ``K``. A result produced
+    ahead counts only where the serial search would have reached it (its bracket goes on, its
+    bound below the incumbent), so the winner is the serial search's.
 
     >>> times = {("a", 1): 5.0, ("a", 2): 4.0, ("a", 4): 4.5, ("b", 1): 9.0, ("b", 2): 8.0, ("b", 4): 7.0}
     >>> made = []
@@ -367,22 +370,52 @@ def search(
         (the bracketing), and there is time left."""
         return (len(times) < 2 or times[-1] <= times[-2]) and (deadline is None or clock() < deadline)
 
-    def chained(batch: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
-        """The batch as chains: each pair with its producer's following ``K`` (several pairs),
-        the first pair's following ``K`` on an idle core (one pair)."""
-        chains = [[pair] for pair in batch]
-        if len(batch) > 1:
-            for chain in chains:
+    def chained(batch: list[tuple[str, int]], aside: tuple[str, int] | None) -> list[list[tuple[str, int]]]:
+        """The batch (and the speculative pair ``aside``) as chains: each pair with its
+        producer's following ``K`` (several chains), else the first pair's following ``K`` on
+        an idle core."""
+        chains = [[pair] for pair in batch] + ([[aside]] if aside is not None else [])
+        if len(chains) > 1:
+            for chain in chains[: len(batch)]:
                 name, k = chain[0]
                 while (k := following(name, k)) is not None and ahead(name, k):  # type: ignore[assignment]
                     chain.append((name, k))
-        elif len(batch) < workers:
+        elif workers > 1:
             name, k = batch[0]
             spare: list[tuple[str, int]] = []
             while (k := following(name, k)) is not None and ahead(name, k):  # type: ignore[assignment]
                 spare.append((name, k))
             chains += [spare] if spare else []
         return chains
+
+    def dearest(name: str, k: int) -> float:
+        """Its bound with the dearer one (``refine``) asked already, or its estimate if higher."""
+        if refine is not None and (name, k) not in refined:
+            refined.add((name, k))
+            bounds[name, k] = max(bound_of(name, k), refine(name, k))
+            if k == counts[0]:
+                found[name].at_least_ns = bounds[name, k]
+        return max(bound_of(name, k), estimate(name, k) if estimate is not None else 0.0)
+
+    def least_ruled_out(waiting: list[tuple[float, int, int, str]]) -> tuple[float, int, int, str]:
+        """The waiting pair of the least :func:`dearest`, asking the dearer bounds lazily: in
+        order of the cheap ones, until a cheap one is no lower than the least found."""
+        def cheap(item: tuple[float, int, int, str]) -> float:
+            return max(bound_of(item[3], item[2]), estimate(item[3], item[2]) if estimate is not None else 0.0)
+
+        least: tuple[float, tuple[float, int, int, str]] | None = None
+        for item in sorted(waiting, key=lambda item: (cheap(item), item[1:3])):
+            if least is not None and cheap(item) >= least[0]:
+                break
+            value = dearest(item[3], item[2])
+            if least is None or value < least[0]:
+                least = (value, item)
+        assert least is not None
+        return least[1]
+
+    def survives(name: str, k: int, first: tuple[float, int, int, str]) -> bool:
+        """Whether the serial search would produce ``(name, k)`` judged against ``first``."""
+        return (bound_of(name, k), order[name], k) < first[:3] and (estimate is None or estimate(name, k) < first[0])
 
     if exhaustive:
         for name in names:
@@ -427,17 +460,35 @@ def search(
                         candidate.stopped = f"K={k} not tried: time budget"
                     continue
                 batch.append((name, k))
+            aside = None
+            if speculate and incumbent is None and batch and waiting and len(batch) < workers and produce_chains is not None:
+                if deadline is None or clock() < deadline:  # the waiting pair the first result is least likely to rule out
+                    item = least_ruled_out(waiting)
+                    waiting.remove(item)
+                    aside = (item[3], item[2])
             for item in waiting:
                 heapq.heappush(pending, item)
             if not batch:
                 continue
-            chains = chained(batch) if produce_chains is not None else [[pair] for pair in batch]
+            chains = chained(batch, aside) if produce_chains is not None else [[pair] for pair in batch]
             if produce_chains is None or len(chains) == 1 and len(chains[0]) == 1:
                 results = {pair: produce(*pair) for pair in batch}
             else:
-                results = {pair: t for chain, times in zip(chains, produce_chains(chains, go_on)) for pair, t in zip(chain, times)}
+                head = chains[0][0]
+
+                def judge(first: float) -> list[bool]:
+                    against = (first, order[head[0]], head[1], head[0])
+                    return [chain[0] != aside or survives(*aside, against) for chain in chains[1:]]
+
+                times = produce_chains(chains, go_on, judge)
+                results = {pair: t for chain, got in zip(chains, times) for pair, t in zip(chain, got)}
+            if aside is not None:
+                batch.append(aside)
             for name, k in batch:
                 candidate = found[name]
+                if (name, k) not in results:  # ended unfinished: judged in its turn
+                    heapq.heappush(pending, (bounds[name, k], order[name], k, name))
+                    continue
                 record(name, k, results[name, k])
                 while (after := following(name, k)) is not None and k in candidate.tried:
                     before = counts[counts.index(k) - 1] if k != counts[0] else None
