@@ -21,7 +21,6 @@ ZeroDivisionError: division by zero
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import threading
@@ -53,6 +52,8 @@ def can_start_processes() -> bool:
     >>> can_start_processes()
     True
     """
+    import multiprocessing  # imported when used (start-up time), as in the functions below
+
     return not multiprocessing.current_process().daemon
 
 
@@ -60,6 +61,8 @@ def can_fork() -> bool:
     """Whether work may be shared with forked processes: the platform forks, this process may
     start processes (:func:`can_start_processes`), and it runs one thread (a fork copies only
     the calling thread; a lock another thread held would stay locked in the child)."""
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods() and can_start_processes() and threading.active_count() == 1
 
 
@@ -68,6 +71,8 @@ def run_forked(jobs: list[Callable[[], None]]) -> None:
     once; return when all have finished. The first error (in job order) is raised here: the
     child's exception itself when it pickles, else a :class:`RuntimeError` naming it. Jobs
     communicate only through what they leave behind (files); their return values are dropped."""
+    import multiprocessing
+
     context = multiprocessing.get_context("fork")
     children = []
     for job in jobs[1:]:
@@ -113,6 +118,8 @@ class ForkedJob:
 
         self._folder = tempfile.mkdtemp(prefix="chakra-forked-")
         self._path = os.path.join(self._folder, "value.pickle")
+        import multiprocessing
+
         context = multiprocessing.get_context("fork")
         self._receive, send = context.Pipe(duplex=False)
 
