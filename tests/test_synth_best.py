@@ -281,6 +281,25 @@ def test_bfb_step_model_is_below_its_predicted_time(spec, collective):
     assert 0 < step_model_ns(topo, collective, options) <= predict_time(made, topo) * (1 + 1e-9)
 
 
+def test_link_load_stops_routing_once_the_bound_is_enough(monkeypatch):
+    # recursive halving-doubling on a 1,024-NPU mesh: its full bound is far above a plausible
+    # incumbent, so the first eighth of the sources already reaches it
+    from chakra_collectives.network.model import NetworkModel
+    import chakra_collectives.synth.best as best
+
+    mesh = load_topology("mesh2d:32x32")
+    src, dst, chunks = baseline_messages("rhd", AG, 1024)
+    searched = []
+    routes_from = NetworkModel.routes_from
+    monkeypatch.setattr(NetworkModel, "routes_from", lambda self, s, d: searched.append(s) or routes_from(self, s, d))
+    full = link_load_ns(mesh, src, dst, chunks * 2**16)
+    everything, searched[:] = len(searched), []
+    enough = transfer_ns(mesh.links[0], 2**16) * 8  # eight messages of one chunk on one link
+    partial = link_load_ns(mesh, src, dst, chunks * 2**16, enough=enough)
+    assert everything == 1024 and len(searched) == 1024 // best.PASSES
+    assert enough <= partial <= full
+
+
 def test_link_load_of_a_pair_subset_is_still_a_bound(monkeypatch):
     topo = load_topology("mesh2d:4x4")
     src, dst, chunks = baseline_messages("direct", AG, 16)

@@ -56,7 +56,9 @@ NPUs have a million: a spread subset keeps the bound valid at a fraction of the 
 
 
 @renamed_keyword("mode", "network_model")
-def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "tacos") -> float:
+def link_load_ns(
+    topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "tacos", enough: float | None = None,
+) -> float:
     """The busiest link's total busy time for these messages: a lower bound on their makespan.
 
     Every message holds each link of its route (the network model's) for
@@ -64,7 +66,18 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`), at least ``bytes / bandwidth - 1``
     in astra-sim mode (latency pipelined, each hop truncated to whole ns), and a link carries
     one message at a time. Beyond :data:`BOUND_PAIRS` distinct (source, destination) pairs only
-    every ``j``-th pair's messages are routed (the bound stays valid, and cheap).
+    every ``j``-th pair's messages are routed (the bound stays valid, and cheap). ``enough``:
+    a bound this high is all the caller needs; from :data:`PROGRESSIVE_SOURCES` sources on, the
+    sources are routed a spread :data:`PASSES`-th at a time and the load returned as soon as it
+    reaches ``enough`` (a subset's load: still a bound, at least ``enough``).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> from chakra_collectives.synth.baselines import baseline_messages
+    >>> mesh = load_topology("mesh2d:32x32")
+    >>> src, dst, chunks = baseline_messages("rhd", Collective.ALL_GATHER, 1024)
+    >>> full = link_load_ns(mesh, src, dst, chunks * 2**16)
+    >>> full / 8 <= link_load_ns(mesh, src, dst, chunks * 2**16, enough=full / 8) <= full
+    True
     """
     model = NetworkModel(topology, network_model=network_model)
     n = topology.num_npus
@@ -79,19 +92,30 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     volume = np.bincount(inverse, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(pairs))
     sources, targets = np.divmod(pairs, n)
     starts = np.flatnonzero(np.diff(sources, prepend=-1)).tolist() + [len(pairs)]  # pairs are sorted: by source
-    routes = [
-        route for a, b in zip(starts, starts[1:])
-        for route in model.routes_from(int(sources[a]), targets[a:b].tolist())
-    ]
-    links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
-    owner = np.repeat(np.arange(len(pairs)), [len(route) for route in routes])
+    groups = list(zip(starts, starts[1:]))
+    passes = PASSES if enough is not None and len(groups) >= PROGRESSIVE_SOURCES else 1
     load = np.zeros(model.num_links)
-    if model.mode is Mode.ASTRA_SIM:
-        busy = model.hop_ns(links, volume[owner], messages=0) - messages[owner]
-    else:
-        busy = model.hop_ns(links, volume[owner], messages=messages[owner])
-    np.add.at(load, links, busy)
+    for first in range(passes):
+        chosen = groups[first::passes]
+        routes = [route for a, b in chosen for route in model.routes_from(int(sources[a]), targets[a:b].tolist())]
+        links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
+        owner = np.repeat(np.concatenate([np.arange(a, b) for a, b in chosen]) if chosen else np.zeros(0, dtype=np.int64), [len(route) for route in routes])
+        if model.mode is Mode.ASTRA_SIM:
+            busy = model.hop_ns(links, volume[owner], messages=0) - messages[owner]
+        else:
+            busy = model.hop_ns(links, volume[owner], messages=messages[owner])
+        np.add.at(load, links, busy)
+        if enough is not None and load.max(initial=0.0) >= enough:
+            break
     return float(load.max(initial=0.0))
+
+
+PROGRESSIVE_SOURCES = 512
+"""Sources from which :func:`link_load_ns` given ``enough`` routes them a part at a time (a
+4,096-NPU mesh: 4,096 route searches for the recursive halving's bound, 7 s)."""
+
+PASSES = 8
+"""The parts :func:`link_load_ns` routes the sources in when it may stop early."""
 
 
 def endpoint_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "default") -> float:
@@ -188,10 +212,10 @@ def hop_diameter(topology: Topology) -> int:
 @renamed_keyword("mode", "network_model")
 def baseline_bound_ns(
     name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos",
-    group: tuple[int, ...] | None = None,
+    group: tuple[int, ...] | None = None, enough: float | None = None,
 ) -> float:
     """A floor under synthesizer ``name``'s predicted time, known without building it: the busiest
-    link of its message list (:func:`link_load_ns`; a lower bound), else its own model's floor
+    link of its message list (:func:`link_load_ns`; a lower bound; ``enough``: see there), else its own model's floor
     (:attr:`~chakra_collectives.synth.registry.Synthesizer.floor`: BFB's step model, over every
     NPU only), else 0; over the process ``group``'s NPUs when given (group rank ``i`` on NPU ``group[i]``)."""
     synthesizer = get(name)
@@ -204,7 +228,7 @@ def baseline_bound_ns(
     if group is not None:
         npus = np.asarray(group, dtype=np.int64)
         src, dst = npus[src], npus[dst]
-    return link_load_ns(topology, src, dst, nbytes, network_model=network_model)
+    return link_load_ns(topology, src, dst, nbytes, network_model=network_model, enough=enough)
 
 
 @dataclass
@@ -273,7 +297,7 @@ def search(
     produce_chains: Callable[..., list[list[float]]] | None = None,
     workers: int = 1,
     speculate: bool = False,
-    refine: Callable[[str, int], float] | None = None,
+    refine: Callable[[str, int, float | None], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
@@ -284,9 +308,9 @@ def search(
 
     The most promising ``(name, K)`` goes first: the lowest estimate -- its bound at the first
     ``K``, the same producer's time at the previous ``K`` after that. One whose bound cannot
-    beat the fastest found so far is skipped (its bound is reported). ``refine(name, k)``: a
+    beat the fastest found so far is skipped (its bound is reported). ``refine(name, k, enough)``: a
     dearer lower bound, asked only when ``bound`` alone does not rule the pair out against the
-    fastest found. ``estimate(name, k)``: an expected time that is not a bound (ForestColl's from
+    fastest found (``enough``: that time; it may stop once its bound reaches it). ``estimate(name, k)``: an expected time that is not a bound (ForestColl's from
     its optimum); the pair is skipped when the fastest found is already no slower, and
     :attr:`Candidate.estimated_ns` says so. A producer's ``K`` search
     brackets: ``counts`` in order until one is slower than the one before (an equal time goes
@@ -331,7 +355,7 @@ def search(
             bounds[name, k] = bound(name, k)
         if refine is not None and incumbent is not None and (name, k) not in refined and bounds[name, k] < incumbent[0]:
             refined.add((name, k))
-            bounds[name, k] = max(bounds[name, k], refine(name, k))
+            bounds[name, k] = max(bounds[name, k], refine(name, k, incumbent[0]))
             if k == counts[0]:
                 found[name].at_least_ns = bounds[name, k]
         return bounds[name, k]
@@ -392,7 +416,7 @@ def search(
         """Its bound with the dearer one (``refine``) asked already, or its estimate if higher."""
         if refine is not None and (name, k) not in refined:
             refined.add((name, k))
-            bounds[name, k] = max(bound_of(name, k), refine(name, k))
+            bounds[name, k] = max(bound_of(name, k), refine(name, k, None))
             if k == counts[0]:
                 found[name].at_least_ns = bounds[name, k]
         return max(bound_of(name, k), estimate(name, k) if estimate is not None else 0.0)
@@ -527,4 +551,4 @@ def cheapest_baseline(names: list[str], topology: Topology, collective: Collecti
     return min(counted)[2] if counted else names[0]
 
 
-__all__ = ["BOUND_PAIRS", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "endpoint_load_ns", "forest_estimate_ns", "hop_diameter", "link_load_ns", "search"]
+__all__ = ["BOUND_PAIRS", "PASSES", "PROGRESSIVE_SOURCES", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "endpoint_load_ns", "forest_estimate_ns", "hop_diameter", "link_load_ns", "search"]

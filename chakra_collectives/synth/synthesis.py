@@ -535,8 +535,8 @@ def _synthesize_best(
         src, dst, nbytes = messages(collective, num_ranks, replace(options, chunks_per_npu=k))
         return max(floor_ns, endpoint_load_ns(topology, src, dst, nbytes, network_model=network_model))
 
-    def refine(candidate: str, k: int) -> float:
-        return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, network_model=network_model, group=group)
+    def refine(candidate: str, k: int, enough: float | None) -> float:
+        return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, network_model=network_model, group=group, enough=enough)
 
     guesses: dict[str, float] = {}
 
