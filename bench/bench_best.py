@@ -12,6 +12,9 @@ Three parts (``--part``; default: all):
   lines as they finish (``--resume`` skips the rows already there).
 
 Run: ``.venv/bin/python bench/bench_best.py --part commands`` (``uptime`` is printed: quote ratios).
+``--against DIR`` times the commands here and from another copy of the package in the same run,
+interleaved (``git archive main chakra_collectives converters | tar -x -C DIR`` and move
+``DIR/converters`` into ``DIR/chakra_collectives``): medians of wall and CPU seconds, their ratio.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ COMMANDS = [
     ("mesh2d:32x32 all-gather -o", ["-t", "mesh2d:32x32", "-c", "all-gather", "-s", "64MiB"], 15.0, True),
     ("mesh2d:64x64 all-gather -o", ["-t", "mesh2d:64x64", "-c", "all-gather", "-s", "64MiB"], 120.0, True),
 ]
+SMALL = [
+    ("mesh2d:8x8 all-gather -a tacos", ["-t", "mesh2d:8x8", "-c", "all-gather", "-s", "64MiB", "-a", "tacos"], 0.3, False),
+]
+"""Besides the defaults (``--against``): the small case the issue wants at 0.3 s whole process."""
 CLI = [sys.executable, "-m", "chakra_collectives"]
 BYTECODE = Path(tempfile.gettempdir()) / "bench_best_pycache"
 """Where the children keep their compiled modules: an installed package carries its bytecode, and
@@ -49,17 +56,56 @@ every run; the first run (not timed) fills it."""
 CHILD_ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPYCACHEPREFIX": str(BYTECODE)}
 
 
-def whole_process(arguments: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one ``chakra-coll synth ...`` in a fresh process."""
+def cli(source: Path | None) -> list[str]:
+    """The command line of ``chakra-coll`` run from this checkout, or from another copy of the
+    package (``source``: a folder holding ``chakra_collectives/``, such as ``git archive main
+    chakra_collectives converters`` unpacked with ``converters/`` moved into it) ahead of the
+    installed one."""
+    if source is None:
+        return CLI
+    launcher = (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()];"
+        f" sys.path.insert(0, {str(source)!r}); sys.argv[0] = 'chakra-coll';"
+        " from chakra_collectives.cli import main; main()"
+    )
+    return [sys.executable, "-c", launcher]
+
+
+def whole_process(arguments: list[str], source: Path | None = None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one ``chakra-coll synth ...`` in a fresh process
+    (``source``: see :func:`cli`); ``whole_process.cpu``: its CPU seconds, forked workers included."""
     started = time.perf_counter()
-    child = subprocess.Popen([*CLI, "synth", *arguments, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=CHILD_ENV)
+    child = subprocess.Popen([*cli(source), "synth", *arguments, "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=CHILD_ENV)
     _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
     output = child.stdout.read() if child.stdout else b""
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"synth {' '.join(arguments)} failed")
     whole_process.last = json.loads(output)  # type: ignore[attr-defined]
+    whole_process.cpu = usage.ru_utime + usage.ru_stime  # type: ignore[attr-defined]
     return elapsed, usage.ru_maxrss / 1024
+
+
+def against(source: Path, repeat: int, large: bool) -> None:
+    """The default commands here and from ``source`` (:func:`cli`), interleaved run by run (both
+    see the same load): medians of wall and CPU seconds, their ratio, and both choices."""
+    for path in (None, source):
+        subprocess.run([*cli(path), "synth", "-t", "ring:4", "-a", "ring"], env=CHILD_ENV, capture_output=True, check=True)
+    print(f"{'command':40} {'this s':>7} {'cpu':>6} {'other s':>8} {'cpu':>6} {'ratio':>6}  predicted (this / other)")
+    for label, arguments, _, writes in COMMANDS + SMALL:
+        if not large and ("32x32" in label or "64x64" in label):
+            continue
+        samples: dict[Path | None, list[tuple[float, float]]] = {None: [], source: []}
+        chose = {}
+        for _ in range(repeat if not writes else 1):
+            for path in (None, source):
+                with tempfile.TemporaryDirectory() as out:
+                    wall, _ = whole_process([*arguments, *(["-o", f"{out}/"] if writes else [])], path)
+                samples[path].append((wall, whole_process.cpu))  # type: ignore[attr-defined]
+                chose[path] = whole_process.last  # type: ignore[attr-defined]
+        (ours, our_cpu), (theirs, their_cpu) = ([statistics.median(x[i] for x in samples[p]) for i in (0, 1)] for p in (None, source))
+        print(f"{label:40} {ours:>7.2f} {our_cpu:>6.2f} {theirs:>8.2f} {their_cpu:>6.2f} {ours / theirs:>6.2f}  "
+              f"{chose[None]['algorithm']} {chose[None]['predicted_ns'] / 1e3:.1f} us / {chose[source]['algorithm']} {chose[source]['predicted_ns'] / 1e3:.1f} us")
 
 
 def commands(repeat: int, large: bool) -> list[str]:
@@ -174,8 +220,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench_best_table.jsonl"))
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--topology", action="append", help="table: only these topologies")
+    parser.add_argument("--against", type=Path, metavar="DIR", help="commands: also from this copy of the package, interleaved (see cli())")
     args = parser.parse_args()
     print(os.popen("uptime").read().strip())
+    if args.against is not None:
+        against(args.against.resolve(), args.repeat, args.large)
+        return
     parts = args.part or ["forestcoll", "commands", "table"]
     misses = []
     if "forestcoll" in parts:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 
 def line_of(text: str, keys: list[Any]) -> int | None:
     """1-based line of the value at ``keys`` inside a YAML/JSON text (``None`` if unknown).
 
     When a key is missing, the line of the deepest value found on the way is given.
     """
+    import yaml  # imported when used (start-up time: most commands read no YAML)
+
     try:
         node = yaml.compose(text)
     except yaml.YAMLError:

@@ -21,7 +21,6 @@ ZeroDivisionError: division by zero
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import threading
@@ -53,6 +52,8 @@ def can_start_processes() -> bool:
     >>> can_start_processes()
     True
     """
+    import multiprocessing  # imported when used (start-up time), as in the functions below
+
     return not multiprocessing.current_process().daemon
 
 
@@ -60,6 +61,8 @@ def can_fork() -> bool:
     """Whether work may be shared with forked processes: the platform forks, this process may
     start processes (:func:`can_start_processes`), and it runs one thread (a fork copies only
     the calling thread; a lock another thread held would stay locked in the child)."""
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods() and can_start_processes() and threading.active_count() == 1
 
 
@@ -68,6 +71,8 @@ def run_forked(jobs: list[Callable[[], None]]) -> None:
     once; return when all have finished. The first error (in job order) is raised here: the
     child's exception itself when it pickles, else a :class:`RuntimeError` naming it. Jobs
     communicate only through what they leave behind (files); their return values are dropped."""
+    import multiprocessing
+
     context = multiprocessing.get_context("fork")
     children = []
     for job in jobs[1:]:
@@ -96,33 +101,64 @@ def run_forked(jobs: list[Callable[[], None]]) -> None:
         raise errors[0]
 
 
-def map_forked(jobs: list[Callable[[], T]]) -> list[T]:
-    """Every job's return value, the first job run here and the others in forked processes at
-    once (:func:`run_forked`); a child's value comes back pickled through a temporary file.
+class ForkedJob:
+    """One job started now in a forked process: :meth:`result` waits for its return value
+    (pickled back through a temporary file; its error raised here), :meth:`cancel` ends it
+    unfinished (when what it would find is no longer wanted).
 
-    >>> map_forked([lambda: "here", lambda: 6 * 7])
-    ['here', 42]
+    >>> job = ForkedJob(lambda: 6 * 7)
+    >>> job.result()
+    42
+    >>> slow = ForkedJob(lambda: __import__("time").sleep(60))
+    >>> slow.cancel()
     """
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="chakra-forked-") as folder:
-        paths = [os.path.join(folder, f"{i}.pickle") for i in range(len(jobs))]
-        values: list[T] = []
+    def __init__(self, job: Callable[[], T]) -> None:
+        import tempfile
 
-        def first() -> None:
-            values.append(jobs[0]())
+        self._folder = tempfile.mkdtemp(prefix="chakra-forked-")
+        self._path = os.path.join(self._folder, "value.pickle")
+        import multiprocessing
 
-        def other(job: Callable[[], T], path: str) -> Callable[[], None]:
-            def run() -> None:
-                with open(path, "wb") as out:
-                    pickle.dump(job(), out, protocol=pickle.HIGHEST_PROTOCOL)
-            return run
+        context = multiprocessing.get_context("fork")
+        self._receive, send = context.Pipe(duplex=False)
 
-        run_forked([first, *(other(job, path) for job, path in zip(jobs[1:], paths[1:]))])
-        for path in paths[1:]:
-            with open(path, "rb") as stored:
-                values.append(pickle.load(stored))
-    return values
+        def run() -> None:
+            with open(self._path, "wb") as out:
+                pickle.dump(job(), out, protocol=pickle.HIGHEST_PROTOCOL)
+
+        self._child = context.Process(target=_report_to, args=(send, run), daemon=True)
+        self._child.start()
+        send.close()
+
+    def result(self) -> T:
+        """Its return value, once it has finished (its error raised here)."""
+        try:
+            try:
+                outcome = self._receive.recv()
+            except EOFError:  # killed before it could say
+                outcome = None
+            self._child.join()
+            if outcome is None and self._child.exitcode != 0:
+                outcome = RuntimeError(f"a worker process ended with exit code {self._child.exitcode}")
+            if outcome is not None:
+                raise pickle.loads(outcome) if isinstance(outcome, bytes) else outcome
+            with open(self._path, "rb") as stored:
+                return pickle.load(stored)
+        finally:
+            self._close()
+
+    def cancel(self) -> None:
+        """End it now, unfinished."""
+        self._child.kill()
+        self._child.join()
+        self._close()
+
+    def _close(self) -> None:
+        import shutil
+
+        self._receive.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _report_to(send, job: Callable[[], None]) -> None:
@@ -140,4 +176,4 @@ def _report_to(send, job: Callable[[], None]) -> None:
     send.close()
 
 
-__all__ = ["can_fork", "can_start_processes", "is_running", "map_forked", "run_forked"]
+__all__ = ["ForkedJob", "can_fork", "can_start_processes", "is_running", "run_forked"]

@@ -170,6 +170,71 @@ def test_search_unchunked_producers_are_built_once():
     assert made.count(("f", 1)) == 1 and ("f", 2) not in made
 
 
+def _chain_runner(times, made, chains_seen):
+    """``produce_chains`` run serially here: each chain in order while ``go_on``; after the
+    first chain's first result, the chains ``judge`` rules out are not run."""
+    def produce_chains(chains, go_on, judge):
+        chains_seen.append([list(chain) for chain in chains])
+        out = []
+        for i, chain in enumerate(chains):
+            got = []
+            for pair in chain:
+                if got and not go_on(got):
+                    break
+                made.append(pair)
+                got.append(times[pair])
+                if i == 0 and len(got) == 1:
+                    keep = judge(got[0])
+                    if not any(keep):
+                        break
+            out.append(got if i == 0 or keep[i - 1] else [])
+        return out
+    return produce_chains
+
+
+def test_search_on_two_cores_produces_ahead_but_counts_only_what_the_bracket_reaches():
+    # K=2 is slower than K=1: the serial search stops there, so K=4 (made on the idle core
+    # while K=1 was) must not count although it is the fastest of all
+    times = {("a", 1): 5.0, ("a", 2): 6.0, ("a", 4): 1.0}
+    made, chains = [], []
+    found = search(["a"], [1, 2, 4], produce=lambda n, k: made.append((n, k)) or times[n, k], bound=lambda n, k: 0.0,
+                   chunked=lambda n: True, workers=2, produce_chains=_chain_runner(times, made, chains), speculate=True)
+    assert chains == [[[("a", 1)], [("a", 2), ("a", 4)]]] and sorted(made) == [("a", 1), ("a", 2), ("a", 4)]
+    assert (found.name, found.chunks_per_npu, found.predicted_ns) == ("a", 1, 5.0)
+    assert found.candidates[0].tried == {1: 5.0, 2: 6.0} and found.candidates[0].stopped == "K=2 slower than K=1"
+
+
+def test_search_on_two_cores_chains_each_producer_through_its_chunk_counts():
+    # two producers without bounds run side by side, each through its K's (bracketing inside
+    # the chain: b stops after its slower K=2); the winner is the serial search's
+    times = {("a", 1): 9.0, ("a", 2): 8.0, ("a", 4): 7.0, ("b", 1): 3.0, ("b", 2): 4.0, ("b", 4): 0.5}
+    made, chains = [], []
+    found = search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0,
+                   chunked=lambda n: True, workers=2, produce_chains=_chain_runner(times, made, chains), speculate=True)
+    serial = search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0, chunked=lambda n: True)
+    assert chains == [[[("a", 1), ("a", 2), ("a", 4)], [("b", 1), ("b", 2), ("b", 4)]]]  # one batch: both chains at once
+    assert ("b", 4) not in made  # go_on stopped b's chain: K=2 slower than K=1
+    assert (found.name, found.chunks_per_npu, found.predicted_ns) == (serial.name, serial.chunks_per_npu, serial.predicted_ns) == ("b", 1, 3.0)
+    assert [c.tried for c in found.candidates] == [{1: 9.0, 2: 8.0, 4: 7.0}, {1: 3.0, 2: 4.0}]
+
+
+@pytest.mark.parametrize("estimate, kept", [(6.0, False), (4.0, True)])
+def test_search_on_two_cores_speculates_on_what_the_first_result_may_rule_out(estimate, kept):
+    # f has an estimate: the serial search judges it against a's first result, so it runs
+    # beside a only speculatively and counts only when that judgement would have run it
+    times = {("a", 1): 5.0, ("a", 2): 5.0, ("f", 1): 4.5}
+    made, chains = [], []
+    found = search(["a", "f"], [1, 2], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0, chunked=lambda n: n == "a",
+                   estimate=lambda n, k: estimate if n == "f" else 0.0, workers=2, produce_chains=_chain_runner(times, made, chains), speculate=True)
+    serial = search(["a", "f"], [1, 2], produce=lambda n, k: times[n, k], bound=lambda n, k: 0.0, chunked=lambda n: n == "a",
+                    estimate=lambda n, k: estimate if n == "f" else 0.0)
+    assert chains[0] == [[("a", 1), ("a", 2)], [("f", 1)]]
+    assert (found.name, found.predicted_ns) == (serial.name, serial.predicted_ns) == (("f", 4.5) if kept else ("a", 5.0))
+    f = found.candidates[1]
+    assert (f.predicted_ns, f.estimated_ns) == ((4.5, None) if kept else (None, 6.0))
+    assert found.candidates[0].tried == {1: 5.0, 2: 5.0}
+
+
 def test_search_time_budget_lists_what_was_not_tried():
     clock = iter([0.0, 5.0, 5.0, 5.0, 5.0, 5.0])
     made, produce = _recorder({("a", 1): 4.0, ("b", 1): 3.0, ("c", 1): 2.0})
@@ -214,6 +279,25 @@ def test_bfb_step_model_is_below_its_predicted_time(spec, collective):
     options = SynthesisOptions(size_bytes=2**26)
     made = get("bfb").make(topo, collective, topo.num_npus, options).algorithm
     assert 0 < step_model_ns(topo, collective, options) <= predict_time(made, topo) * (1 + 1e-9)
+
+
+def test_link_load_stops_routing_once_the_bound_is_enough(monkeypatch):
+    # recursive halving-doubling on a 1,024-NPU mesh: its full bound is far above a plausible
+    # incumbent, so the first eighth of the sources already reaches it
+    from chakra_collectives.network.model import NetworkModel
+    import chakra_collectives.synth.best as best
+
+    mesh = load_topology("mesh2d:32x32")
+    src, dst, chunks = baseline_messages("rhd", AG, 1024)
+    searched = []
+    routes_from = NetworkModel.routes_from
+    monkeypatch.setattr(NetworkModel, "routes_from", lambda self, s, d: searched.append(s) or routes_from(self, s, d))
+    full = link_load_ns(mesh, src, dst, chunks * 2**16)
+    everything, searched[:] = len(searched), []
+    enough = transfer_ns(mesh.links[0], 2**16) * 8  # eight messages of one chunk on one link
+    partial = link_load_ns(mesh, src, dst, chunks * 2**16, enough=enough)
+    assert everything == 1024 and len(searched) == 1024 // best.PASSES
+    assert enough <= partial <= full
 
 
 def test_link_load_of_a_pair_subset_is_still_a_bound(monkeypatch):

@@ -194,6 +194,21 @@ class NetworkModel:
             self._routes[key] = found
         return found
 
+    def routes_from(self, src: int, dsts: "list[int]") -> list[tuple[int, ...]]:
+        """:meth:`route` from ``src`` to each of ``dsts``; the ones not known yet searched
+        together, only as far as they lie (:meth:`~chakra_collectives.topology.Topology.routes_from`).
+
+        >>> from chakra_collectives.topology import load_topology
+        >>> model = NetworkModel(load_topology("mesh2d:4x4"))
+        >>> model.routes_from(3, [4, 7, 3]) == [NetworkModel(load_topology("mesh2d:4x4")).route(3, d) for d in (4, 7, 3)]
+        True
+        """
+        unknown = [dst for dst in dsts if (src, dst) not in self._routes and dst != src and self._ring is None and (src, dst) not in self._direct]
+        if unknown:
+            for dst, links in zip(unknown, self.topology.routes_from(src, unknown)):
+                self._routes[src, dst] = tuple(links)
+        return [self.route(src, dst) for dst in dsts]
+
     def path_links(self, path: "tuple[int, ...] | list[int]") -> tuple[int, ...]:
         """Link ids of an explicit node path (a message's route as an algorithm names it): for
         each hop the link :meth:`route` would take between those nodes (least latency, then the

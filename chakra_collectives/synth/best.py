@@ -56,7 +56,9 @@ NPUs have a million: a spread subset keeps the bound valid at a fraction of the 
 
 
 @renamed_keyword("mode", "network_model")
-def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "tacos") -> float:
+def link_load_ns(
+    topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "tacos", enough: float | None = None,
+) -> float:
     """The busiest link's total busy time for these messages: a lower bound on their makespan.
 
     Every message holds each link of its route (the network model's) for
@@ -64,7 +66,18 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     (:meth:`~chakra_collectives.network.NetworkModel.hop_ns`), at least ``bytes / bandwidth - 1``
     in astra-sim mode (latency pipelined, each hop truncated to whole ns), and a link carries
     one message at a time. Beyond :data:`BOUND_PAIRS` distinct (source, destination) pairs only
-    every ``j``-th pair's messages are routed (the bound stays valid, and cheap).
+    every ``j``-th pair's messages are routed (the bound stays valid, and cheap). ``enough``:
+    a bound this high is all the caller needs; from :data:`PROGRESSIVE_SOURCES` sources on, the
+    sources are routed a spread :data:`PASSES`-th at a time and the load returned as soon as it
+    reaches ``enough`` (a subset's load: still a bound, at least ``enough``).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> from chakra_collectives.synth.baselines import baseline_messages
+    >>> mesh = load_topology("mesh2d:32x32")
+    >>> src, dst, chunks = baseline_messages("rhd", Collective.ALL_GATHER, 1024)
+    >>> full = link_load_ns(mesh, src, dst, chunks * 2**16)
+    >>> full / 8 <= link_load_ns(mesh, src, dst, chunks * 2**16, enough=full / 8) <= full
+    True
     """
     model = NetworkModel(topology, network_model=network_model)
     n = topology.num_npus
@@ -77,16 +90,32 @@ def link_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: n
     inverse = np.searchsorted(pairs, key)
     messages = np.bincount(inverse, minlength=len(pairs))
     volume = np.bincount(inverse, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(pairs))
-    routes = [model.route(*divmod(pair, n)) for pair in pairs.tolist()]
-    links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
-    owner = np.repeat(np.arange(len(pairs)), [len(route) for route in routes])
+    sources, targets = np.divmod(pairs, n)
+    starts = np.flatnonzero(np.diff(sources, prepend=-1)).tolist() + [len(pairs)]  # pairs are sorted: by source
+    groups = list(zip(starts, starts[1:]))
+    passes = PASSES if enough is not None and len(groups) >= PROGRESSIVE_SOURCES else 1
     load = np.zeros(model.num_links)
-    if model.mode is Mode.ASTRA_SIM:
-        busy = model.hop_ns(links, volume[owner], messages=0) - messages[owner]
-    else:
-        busy = model.hop_ns(links, volume[owner], messages=messages[owner])
-    np.add.at(load, links, busy)
+    for first in range(passes):
+        chosen = groups[first::passes]
+        routes = [route for a, b in chosen for route in model.routes_from(int(sources[a]), targets[a:b].tolist())]
+        links = np.fromiter((link for route in routes for link in route), dtype=np.int64, count=sum(map(len, routes)))
+        owner = np.repeat(np.concatenate([np.arange(a, b) for a, b in chosen]) if chosen else np.zeros(0, dtype=np.int64), [len(route) for route in routes])
+        if model.mode is Mode.ASTRA_SIM:
+            busy = model.hop_ns(links, volume[owner], messages=0) - messages[owner]
+        else:
+            busy = model.hop_ns(links, volume[owner], messages=messages[owner])
+        np.add.at(load, links, busy)
+        if enough is not None and load.max(initial=0.0) >= enough:
+            break
     return float(load.max(initial=0.0))
+
+
+PROGRESSIVE_SOURCES = 512
+"""Sources from which :func:`link_load_ns` given ``enough`` routes them a part at a time (a
+4,096-NPU mesh: 4,096 route searches for the recursive halving's bound, 7 s)."""
+
+PASSES = 8
+"""The parts :func:`link_load_ns` routes the sources in when it may stop early."""
 
 
 def endpoint_load_ns(topology: Topology, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, *, network_model: str = "default") -> float:
@@ -183,10 +212,10 @@ def hop_diameter(topology: Topology) -> int:
 @renamed_keyword("mode", "network_model")
 def baseline_bound_ns(
     name: str, topology: Topology, collective: Collective, size_bytes: int, chunks_per_npu: int, *, network_model: str = "tacos",
-    group: tuple[int, ...] | None = None,
+    group: tuple[int, ...] | None = None, enough: float | None = None,
 ) -> float:
     """A floor under synthesizer ``name``'s predicted time, known without building it: the busiest
-    link of its message list (:func:`link_load_ns`; a lower bound), else its own model's floor
+    link of its message list (:func:`link_load_ns`; a lower bound; ``enough``: see there), else its own model's floor
     (:attr:`~chakra_collectives.synth.registry.Synthesizer.floor`: BFB's step model, over every
     NPU only), else 0; over the process ``group``'s NPUs when given (group rank ``i`` on NPU ``group[i]``)."""
     synthesizer = get(name)
@@ -199,7 +228,7 @@ def baseline_bound_ns(
     if group is not None:
         npus = np.asarray(group, dtype=np.int64)
         src, dst = npus[src], npus[dst]
-    return link_load_ns(topology, src, dst, nbytes, network_model=network_model)
+    return link_load_ns(topology, src, dst, nbytes, network_model=network_model, enough=enough)
 
 
 @dataclass
@@ -265,9 +294,10 @@ def search(
     deadline: float | None = None,
     exhaustive: bool = False,
     clock: Callable[[], float] = time.perf_counter,
-    produce_many: Callable[[list[tuple[str, int]]], list[float]] | None = None,
+    produce_chains: Callable[..., list[list[float]]] | None = None,
     workers: int = 1,
-    refine: Callable[[str, int], float] | None = None,
+    speculate: bool = False,
+    refine: Callable[[str, int, float | None], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
@@ -278,9 +308,9 @@ def search(
 
     The most promising ``(name, K)`` goes first: the lowest estimate -- its bound at the first
     ``K``, the same producer's time at the previous ``K`` after that. One whose bound cannot
-    beat the fastest found so far is skipped (its bound is reported). ``refine(name, k)``: a
+    beat the fastest found so far is skipped (its bound is reported). ``refine(name, k, enough)``: a
     dearer lower bound, asked only when ``bound`` alone does not rule the pair out against the
-    fastest found. ``estimate(name, k)``: an expected time that is not a bound (ForestColl's from
+    fastest found (``enough``: that time; it may stop once its bound reaches it). ``estimate(name, k)``: an expected time that is not a bound (ForestColl's from
     its optimum); the pair is skipped when the fastest found is already no slower, and
     :attr:`Candidate.estimated_ns` says so. A producer's ``K`` search
     brackets: ``counts`` in order until one is slower than the one before (an equal time goes
@@ -289,8 +319,17 @@ def search(
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
     ``workers`` > 1: up to that many of the most promising pairs at a time go to
-    ``produce_many(pairs) -> times`` (which may run them at once, on several cores); a pair
-    with a floor never runs beside the first result it would be judged against.
+    ``produce_chains(chains, go_on, judge) -> times`` (which may run the chains at once, on
+    several cores; each chain in order while ``go_on(its times so far)``: the bracketing, and
+    the deadline). Each chain goes on with its producer's following ``K`` while the incumbent
+    cannot rule them out (the cores stay busy on what the search would produce next). Before
+    anything is produced, a pair that the first result may rule out (by its bound, dearer
+    bound or estimate) runs beside it only ``speculate``-ing: ``judge(first time)`` then says
+    which of the other chains the serial search would still have run (the others are ended
+    and their results dropped; when none is left, the first chain stops after its first
+    result); otherwise an idle core takes the first pair's following ``K``. A result produced
+    ahead counts only where the serial search would have reached it (its bracket goes on, its
+    bound below the incumbent), so the winner is the serial search's.
 
     >>> times = {("a", 1): 5.0, ("a", 2): 4.0, ("a", 4): 4.5, ("b", 1): 9.0, ("b", 2): 8.0, ("b", 4): 7.0}
     >>> made = []
@@ -316,7 +355,7 @@ def search(
             bounds[name, k] = bound(name, k)
         if refine is not None and incumbent is not None and (name, k) not in refined and bounds[name, k] < incumbent[0]:
             refined.add((name, k))
-            bounds[name, k] = max(bounds[name, k], refine(name, k))
+            bounds[name, k] = max(bounds[name, k], refine(name, k, incumbent[0]))
             if k == counts[0]:
                 found[name].at_least_ns = bounds[name, k]
         return bounds[name, k]
@@ -334,9 +373,73 @@ def search(
             incumbent = (predicted, order[name], k, name)
 
     def run(batch: list[tuple[str, int]]) -> None:
-        times = [produce(*batch[0])] if len(batch) == 1 or produce_many is None else produce_many(batch)
-        for (name, k), predicted in zip(batch, times):
-            record(name, k, predicted)
+        for name, k in batch:
+            record(name, k, produce(name, k))
+
+    def following(name: str, k: int) -> int | None:
+        """The ``K`` after ``k`` in the search (``None``: the last, or ``name`` reads none)."""
+        after = counts.index(k) + 1
+        return counts[after] if chunked(name) and after < len(counts) else None
+
+    def ahead(name: str, k: int) -> bool:
+        """Whether ``(name, k)`` may be produced before its turn: no estimate of its own judges
+        it, and its bound does not rule it out against the fastest found so far."""
+        at_least = bound_of(name, k)
+        if at_least == math.inf or incumbent is not None and (at_least, order[name], k) >= incumbent[:3]:
+            return False
+        return estimate is None or estimate(name, k) <= at_least
+
+    def go_on(times: list[float]) -> bool:
+        """Whether a chain produces its next ``K``: the last was not slower than the one before
+        (the bracketing), and there is time left."""
+        return (len(times) < 2 or times[-1] <= times[-2]) and (deadline is None or clock() < deadline)
+
+    def chained(batch: list[tuple[str, int]], aside: tuple[str, int] | None) -> list[list[tuple[str, int]]]:
+        """The batch (and the speculative pair ``aside``) as chains: each pair with its
+        producer's following ``K`` (several chains), else the first pair's following ``K`` on
+        an idle core."""
+        chains = [[pair] for pair in batch] + ([[aside]] if aside is not None else [])
+        if len(chains) > 1:
+            for chain in chains[: len(batch)]:
+                name, k = chain[0]
+                while (k := following(name, k)) is not None and ahead(name, k):  # type: ignore[assignment]
+                    chain.append((name, k))
+        elif workers > 1:
+            name, k = batch[0]
+            spare: list[tuple[str, int]] = []
+            while (k := following(name, k)) is not None and ahead(name, k):  # type: ignore[assignment]
+                spare.append((name, k))
+            chains += [spare] if spare else []
+        return chains
+
+    def dearest(name: str, k: int) -> float:
+        """Its bound with the dearer one (``refine``) asked already, or its estimate if higher."""
+        if refine is not None and (name, k) not in refined:
+            refined.add((name, k))
+            bounds[name, k] = max(bound_of(name, k), refine(name, k, None))
+            if k == counts[0]:
+                found[name].at_least_ns = bounds[name, k]
+        return max(bound_of(name, k), estimate(name, k) if estimate is not None else 0.0)
+
+    def least_ruled_out(waiting: list[tuple[float, int, int, str]]) -> tuple[float, int, int, str]:
+        """The waiting pair of the least :func:`dearest`, asking the dearer bounds lazily: in
+        order of the cheap ones, until a cheap one is no lower than the least found."""
+        def cheap(item: tuple[float, int, int, str]) -> float:
+            return max(bound_of(item[3], item[2]), estimate(item[3], item[2]) if estimate is not None else 0.0)
+
+        least: tuple[float, tuple[float, int, int, str]] | None = None
+        for item in sorted(waiting, key=lambda item: (cheap(item), item[1:3])):
+            if least is not None and cheap(item) >= least[0]:
+                break
+            value = dearest(item[3], item[2])
+            if least is None or value < least[0]:
+                least = (value, item)
+        assert least is not None
+        return least[1]
+
+    def survives(name: str, k: int, first: tuple[float, int, int, str]) -> bool:
+        """Whether the serial search would produce ``(name, k)`` judged against ``first``."""
+        return (bound_of(name, k), order[name], k) < first[:3] and (estimate is None or estimate(name, k) < first[0])
 
     if exhaustive:
         for name in names:
@@ -381,21 +484,50 @@ def search(
                         candidate.stopped = f"K={k} not tried: time budget"
                     continue
                 batch.append((name, k))
+            aside = None
+            if speculate and incumbent is None and batch and waiting and len(batch) < workers and produce_chains is not None:
+                if deadline is None or clock() < deadline:  # the waiting pair the first result is least likely to rule out
+                    item = least_ruled_out(waiting)
+                    waiting.remove(item)
+                    aside = (item[3], item[2])
             for item in waiting:
                 heapq.heappush(pending, item)
             if not batch:
                 continue
-            run(batch)
+            chains = chained(batch, aside) if produce_chains is not None else [[pair] for pair in batch]
+            if produce_chains is None or len(chains) == 1 and len(chains[0]) == 1:
+                results = {pair: produce(*pair) for pair in batch}
+            else:
+                head = chains[0][0]
+
+                def judge(first: float) -> list[bool]:
+                    against = (first, order[head[0]], head[1], head[0])
+                    return [chain[0] != aside or survives(*aside, against) for chain in chains[1:]]
+
+                times = produce_chains(chains, go_on, judge)
+                results = {pair: t for chain, got in zip(chains, times) for pair, t in zip(chain, got)}
+            if aside is not None:
+                batch.append(aside)
             for name, k in batch:
                 candidate = found[name]
-                following = counts.index(k) + 1
-                if not chunked(name) or following == len(counts) or k not in candidate.tried:
+                if (name, k) not in results:  # ended unfinished: judged in its turn
+                    heapq.heappush(pending, (bounds[name, k], order[name], k, name))
                     continue
-                before = counts[following - 2] if following >= 2 else None
-                if before is not None and candidate.tried[k] > candidate.tried[before]:
-                    candidate.stopped = f"K={k} slower than K={before}"
-                    continue
-                heapq.heappush(pending, (candidate.tried[k], order[name], counts[following], name))
+                record(name, k, results[name, k])
+                while (after := following(name, k)) is not None and k in candidate.tried:
+                    before = counts[counts.index(k) - 1] if k != counts[0] else None
+                    if before is not None and candidate.tried[k] > candidate.tried[before]:
+                        candidate.stopped = f"K={k} slower than K={before}"
+                        break
+                    if (name, after) not in results:
+                        heapq.heappush(pending, (candidate.tried[k], order[name], after, name))
+                        break
+                    if not ahead(name, after):  # produced ahead, but the serial search would not have: dropped
+                        at_least = bound_of(name, after)
+                        candidate.stopped = f"K={after} >= {format_time_ns(at_least)}" if at_least < math.inf else f"K={after} out of reach (memory or model size)"
+                        break
+                    record(name, after, results[name, after])
+                    k = after
         if incumbent is None and fallback is not None:
             cheapest, fell_back = fallback(), True
             found[cheapest].skipped = None
@@ -419,4 +551,4 @@ def cheapest_baseline(names: list[str], topology: Topology, collective: Collecti
     return min(counted)[2] if counted else names[0]
 
 
-__all__ = ["BOUND_PAIRS", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "endpoint_load_ns", "forest_estimate_ns", "hop_diameter", "link_load_ns", "search"]
+__all__ = ["BOUND_PAIRS", "PASSES", "PROGRESSIVE_SOURCES", "Candidate", "Search", "applicable", "baseline_bound_ns", "cheapest_baseline", "endpoint_load_ns", "forest_estimate_ns", "hop_diameter", "link_load_ns", "search"]

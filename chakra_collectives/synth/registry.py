@@ -31,7 +31,7 @@ chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, r
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from chakra_collectives.limits import check_size
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
+
+if TYPE_CHECKING:
+    from chakra_collectives.network.bottleneck import Bottleneck
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ class Synthesized:
     predicted_ns: float | None = None
     """The network model's time (tacos mode) when the producer already predicted it while
     choosing among its variants (ForestColl); ``synthesize`` then does not predict again."""
+    bottleneck: "Bottleneck | None" = None
+    """What limited :attr:`predicted_ns` (its run's busiest link), when the producer's run found
+    it; ``synthesize`` then does not run the network model again to say."""
     details: dict[str, Any] = field(default_factory=dict)
     """Producer-specific facts for reports (TACOS: ``seed``, ``trials``, ``phase_seeds``,
     ``phase_latency_ratios``; ForestColl: ``forestcoll``, a dict of its optimum and trees)."""

@@ -23,7 +23,7 @@ from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
-from chakra_collectives.processes import can_fork, map_forked
+from chakra_collectives.processes import ForkedJob, can_fork
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
 from chakra_collectives.synth.footprint import estimate
@@ -365,7 +365,7 @@ def _produce(topology: Topology, collective: Collective, options: SynthesisOptio
             # a producer that timed itself did so under the default model
             own = made.predicted_ns if network_model == "default" else None
             if own is not None:
-                predicted, limit = own, None
+                predicted, limit = own, made.bottleneck
             else:
                 timing = simulate_collective(made.algorithm, topology, network_model=network_model)
                 predicted, limit = timing.time_ns, busiest_link(timing)
@@ -384,6 +384,15 @@ def _workers(topology: Topology) -> int:
     if topology.num_npus < PARALLEL_NPUS or not can_fork():
         return 1
     return os.cpu_count() or 1
+
+
+def _speculates(topology: Topology, counts: list[int]) -> bool:
+    """Whether ``best`` may run a candidate beside the first before knowing whether the first
+    rules it out: while the first (TACOS) runs on one core
+    (:data:`~chakra_collectives.synth.tacos.PARALLEL_PAIRS`; beyond, its trials use every core)."""
+    from chakra_collectives.synth.tacos import PARALLEL_PAIRS
+
+    return topology.num_npus * topology.num_npus * counts[0] < PARALLEL_PAIRS
 
 
 BEST_MILP_NPUS = 16
@@ -481,13 +490,41 @@ def _synthesize_best(
                     return math.inf
         return made[key(candidate, k)].predicted_ns
 
-    def produce_many(batch: list[tuple[str, int]]) -> list[float]:
-        """The batch at once: the first here, the others in forked processes."""
-        jobs = [key(c, k) for c, k in batch]
-        with progress.task(" + ".join(c for c, _ in jobs)):
-            results = map_forked([partial(_produce, topology, collective, replace(options, chunks_per_npu=k), c, network_model, step, True) for c, k in jobs])
-        made.update(zip(jobs, results))
-        return [made[job].predicted_ns for job in jobs]
+    def produce_chains(chains: list[list[tuple[str, int]]], go_on: Callable[[list[float]], bool], judge: Callable[[float], list[bool]]) -> list[list[float]]:
+        """The chains at once: the first here, the others in forked processes; each in order
+        while ``go_on`` its times so far. After the first result here, the other chains
+        ``judge`` rules out are ended (and this one stops when none is left)."""
+
+        def run(chain: list[tuple[str, int]], first: Callable[[float], bool] | None = None) -> tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]:
+            times: list[float] = []
+            for candidate, k in chain:
+                if times and not go_on(times):
+                    break
+                times.append(produce(candidate, k))
+                if first is not None and len(times) == 1 and not first(times[0]):
+                    break
+            return [(key(c, k), made.get(key(c, k))) for c, k in chain[: len(times)]], times
+
+        with progress.task(" + ".join(chain[0][0] for chain in chains)):
+            forked: list[ForkedJob | None] = [ForkedJob(partial(run, chain)) for chain in chains[1:]]
+
+            def first(time_ns: float) -> bool:
+                for i, keep in enumerate(judge(time_ns)):
+                    if not keep and forked[i] is not None:
+                        forked[i].cancel()  # type: ignore[union-attr]
+                        forked[i] = None
+                return any(job is not None for job in forked)
+
+            try:
+                results = [run(chains[0], first)]
+            except BaseException:
+                for job in forked:
+                    if job is not None:
+                        job.cancel()
+                raise
+            results += [job.result() if job is not None else ([], []) for job in forked]
+        made.update((job, produced) for found, _ in results for job, produced in found if produced is not None)
+        return [times for _, times in results]
 
     def bound(candidate: str, k: int) -> float:
         if k != counts[0] and not fits(footprint(candidate, k)) or candidate == "milp" and not _milp_affordable(topology, k, options.size_bytes):
@@ -498,8 +535,8 @@ def _synthesize_best(
         src, dst, nbytes = messages(collective, num_ranks, replace(options, chunks_per_npu=k))
         return max(floor_ns, endpoint_load_ns(topology, src, dst, nbytes, network_model=network_model))
 
-    def refine(candidate: str, k: int) -> float:
-        return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, network_model=network_model, group=group)
+    def refine(candidate: str, k: int, enough: float | None) -> float:
+        return baseline_bound_ns(candidate, topology, collective, options.size_bytes, k, network_model=network_model, group=group, enough=enough)
 
     guesses: dict[str, float] = {}
 
@@ -518,7 +555,8 @@ def _synthesize_best(
         found = search(
             runnable, counts, produce=produce, bound=bound, chunked=chunked, refine=refine, estimate=guess,
             fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
-            deadline=deadline, exhaustive=exhaustive, produce_many=produce_many, workers=_workers(topology),
+            deadline=deadline, exhaustive=exhaustive, produce_chains=produce_chains, workers=_workers(topology),
+            speculate=_speculates(topology, counts),
         )
     bounding_s = time.perf_counter() - started - sum(p.synthesis_s + p.predict_s for p in made.values())
     candidates = found.candidates + [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]

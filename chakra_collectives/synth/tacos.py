@@ -35,9 +35,7 @@ queue in another order than planned, so those trials are lowered and judged by
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -429,6 +427,9 @@ def matchings(channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]]) 
         for seed, variant in jobs:
             yield _match(channels, k, seed, variant)
         return
+    import multiprocessing  # imported when used (start-up time: small problems match here)
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("fork" if can_fork() else "spawn")
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
         others = [pool.submit(_match, channels, k, seed, variant) for seed, variant in jobs[1:]]

@@ -161,6 +161,26 @@ class Topology:
         via = self._routes.get(src)
         if via is None:
             via = self._routes[src] = self._tree_from(src)
+        return self._path(via, src, dst)
+
+    def routes_from(self, src: int, dsts: "list[int]") -> list[list[int]]:
+        """:meth:`route` from ``src`` to each of ``dsts``, the same links; without the whole
+        shortest-path tree of ``src`` when it is not known yet: the search stops at the hop
+        count that reaches the last of ``dsts`` (a ring's neighbours on a 1,024-NPU mesh are one
+        hop away: one level searched instead of the whole mesh).
+
+        >>> from chakra_collectives.topology import load_topology
+        >>> mesh = load_topology("mesh2d:8x8")
+        >>> mesh.routes_from(7, [8, 6]) == [load_topology("mesh2d:8x8").route(7, 8), mesh.route(7, 6)]
+        True
+        """
+        via = self._routes.get(src)
+        if via is None:
+            via = self._tree_from(src, until=dsts)
+        return [self._path(via, src, dst) for dst in dsts]
+
+    def _path(self, via: list[int], src: int, dst: int) -> list[int]:
+        """The links from ``src`` to ``dst`` in the shortest-path tree ``via`` of ``src``."""
         if dst != src and (via[dst] < 0 or dst >= self.num_npus):
             raise InputError(f"{self.name}: NPU {dst} cannot be reached from NPU {src}")
         path = []
@@ -171,11 +191,14 @@ class Topology:
             cursor = self.links[index].src
         return path[::-1]
 
-    def _tree_from(self, src: int) -> list[int]:
+    def _tree_from(self, src: int, until: "list[int] | None" = None) -> list[int]:
         """The shortest-path tree from ``src``: for every node, the link it is reached by (-1:
         ``src`` itself, or unreachable). BFS by hops with latency tie-break (lexicographic
         (hops, latency, link order)). One list per source, so routes between all pairs take
-        O(N^2) memory, not the O(N^3) of keeping every path."""
+        O(N^2) memory, not the O(N^3) of keeping every path. ``until``: stop after the hop
+        count that reaches every one of these nodes (the links into the nodes reached so far
+        are final: a node's link is chosen among the previous level's only)."""
+        remaining = None if until is None else set(until) - {src}
         best: list[tuple[int, float] | None] = [None] * self.num_nodes
         via: list[int] = [-1] * self.num_nodes
         best[src] = (0, 0.0)
@@ -197,6 +220,10 @@ class Topology:
             for node, (latency, index) in candidates.items():
                 best[node] = (hops, latency)
                 via[node] = index
+            if remaining is not None:
+                remaining.difference_update(candidates)
+                if not remaining:
+                    break
             frontier = sorted(candidates)
         return via
 

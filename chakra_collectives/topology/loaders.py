@@ -63,14 +63,10 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import yaml
-
-from chakra_collectives.converters.astra_sim.network import AnalyticalNetwork, parse_network
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_links, check_npus, check_switches
 from chakra_collectives.locate import line_of
@@ -78,6 +74,9 @@ from chakra_collectives.topology import builders, families
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.expressions import evaluate, is_expression
 from chakra_collectives.topology.schema import validate_document
+
+if TYPE_CHECKING:
+    from chakra_collectives.converters.astra_sim.network import AnalyticalNetwork
 from chakra_collectives.units import parse_bandwidth, parse_duration
 
 
@@ -286,6 +285,8 @@ def _parse_structured(text: str, path: Path, suffix: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as error:
             raise InputError(f"invalid JSON: {error.msg}", path=path, line=error.lineno) from None
+    import yaml  # imported when used (start-up time: a topology given by name needs no parser)
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -338,13 +339,15 @@ def _from_document(document: dict[str, Any], path: Path, text: str, overrides: d
 
 def _from_astra_sim(document: dict[str, Any], path: Path, text: str, overrides: dict[str, Any]) -> Topology:
     """ASTRA-sim's analytical network file (read by :mod:`~chakra_collectives.converters.astra_sim.network`)."""
+    from chakra_collectives.converters.astra_sim.network import parse_network  # imported when used (start-up time)
+
     return network_topology(parse_network(document, path=path, text=text, defaults=overrides), name=path.stem)
 
 
 def network_topology(network: AnalyticalNetwork, *, name: str = "astra-sim") -> Topology:
     """The topology of an ASTRA-sim analytical network: its links, switch ``k`` = node ``NPUs + k``.
 
-    >>> from chakra_collectives.converters.astra_sim import Dimension
+    >>> from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
     >>> network_topology(AnalyticalNetwork((Dimension("Switch", 4, 50.0, 500.0),))).describe()
     'astra-sim: 4 NPUs, 1 switches, 8 links'
     """
@@ -356,7 +359,9 @@ def network_topology(network: AnalyticalNetwork, *, name: str = "astra-sim") -> 
 
 
 def _from_graphml(path: Path, overrides: dict[str, Any]) -> Topology:
-    import networkx as nx  # imported when used (start-up time)
+    import xml.etree.ElementTree as ElementTree  # imported when used (start-up time)
+
+    import networkx as nx
 
     try:
         graph = nx.read_graphml(path)

@@ -19,6 +19,7 @@ from chakra_collectives.flow.capacity import integer_array
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import simulate_collective
+from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.synth.forestcoll.lowering import lower_forest
 from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum, same_optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
@@ -63,6 +64,8 @@ class ForestCollResult:
     optimal_U: Fraction = Fraction(0)
     predicted_ns: float | None = None
     """The network model's time, when choosing ``k`` or ``P`` predicted it."""
+    bottleneck: Bottleneck | None = None
+    """What limited that prediction (its busiest link), when it was made."""
 
     @property
     def k(self) -> int:
@@ -345,11 +348,11 @@ def forestcoll(
             measured = None
             if (judge or len(candidates) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
-                measured = _measure(algorithm, topology)
+                measured, limit = _measure(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
             score = estimate if measured is None else measured.time_ns
             if best is None or score < best[0]:
-                best = (score, phases, P, algorithm, None if measured is None else measured.time_ns)
+                best = (score, phases, P, algorithm, None if measured is None else measured.time_ns, None if measured is None else limit)
             return Measured(estimate, estimate, 0.0) if measured is None else measured
 
         if chunks_per_tree is not None:
@@ -366,10 +369,10 @@ def forestcoll(
             for pieces_per_tree in (P, 2 * P):
                 if pieces_per_tree > FAST_PIECES and pieces_per_tree * per_piece <= PREDICTION_BUDGET:
                     attempt(pieces_per_tree, judge=True, batch=pieces_per_tree // FAST_PIECES)
-    _, phases, P, algorithm, predicted = best
+    _, phases, P, algorithm, predicted, limit = best
     return ForestCollResult(
         algorithm, phases, P, timings,
-        optimal_k=optimal_k, optimal_U=optimal_U, predicted_ns=predicted,
+        optimal_k=optimal_k, optimal_U=optimal_U, predicted_ns=predicted, bottleneck=limit,
     )
 
 
@@ -422,13 +425,14 @@ def _reversal_symmetric(topology: Topology) -> bool:
     return forward == backward
 
 
-def _measure(algorithm: CollectiveAlgorithm, topology: Topology) -> Measured:
-    """The predicted time of ``algorithm`` and its busiest link's transfer and latency time."""
+def _measure(algorithm: CollectiveAlgorithm, topology: Topology) -> tuple[Measured, Bottleneck | None]:
+    """The predicted time of ``algorithm`` and its busiest link's transfer and latency time;
+    its :class:`~chakra_collectives.network.bottleneck.Bottleneck` (reported, not timed again)."""
     timing = simulate_collective(algorithm, topology)
     model, links = timing.model, timing.links
     latency = links.messages * model.link_latency
     busiest = int(np.argmax(links.busy_ns))
-    return Measured(timing.time_ns, float(links.busy_ns[busiest] - latency[busiest]), float(latency[busiest]))
+    return Measured(timing.time_ns, float(links.busy_ns[busiest] - latency[busiest]), float(latency[busiest])), busiest_link(timing)
 
 
 FAST_PIECES = 8
@@ -528,7 +532,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options) -
         trees = "optimal" if trees in (None, "auto") else trees
         pieces = 1 if pieces is None else pieces
     result = forestcoll(topology, collective, options.size_bytes, trees_per_npu=trees, chunks_per_tree=pieces, root=options.root)
-    return Synthesized(result.algorithm, predicted_ns=result.predicted_ns, details={"forestcoll": report(result)})
+    return Synthesized(result.algorithm, predicted_ns=result.predicted_ns, bottleneck=result.bottleneck, details={"forestcoll": report(result)})
 
 
 SWITCH_HANDLING = "switches removed by edge splitting; each message follows its logical edge's switch path"
