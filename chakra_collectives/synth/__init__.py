@@ -35,5 +35,6 @@ import chakra_collectives.synth.baselines  # noqa: E402,F401
 import chakra_collectives.synth.bfb  # noqa: E402,F401
 import chakra_collectives.synth.forestcoll  # noqa: E402,F401
 import chakra_collectives.synth.milp  # noqa: E402,F401  (not a candidate of best)
+import chakra_collectives.synth.gridpipe  # noqa: E402,F401  (2-D meshes and tori)
 
 __all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]
