@@ -3,6 +3,9 @@ never below the bound, every link its share; refused off grids."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import numpy as np
 import pytest
 
@@ -14,6 +17,7 @@ from chakra_collectives.synth.gridpipe import Grid, PlanVariant, grid_of, plan_a
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology import Topology, hypercube, load_topology, mesh2d, ring, switch, torus2d
 from chakra_collectives.verify import verify_algorithm
+from schema_helpers import schema
 
 MiB = 2**20
 
@@ -83,3 +87,17 @@ def test_refusals_name_the_reason():
         get("gridpipe").make(ring(8), Collective.ALL_GATHER, 8, options)
     with pytest.raises(InputError, match="gridpipe synthesizes all-gather, reduce-scatter, all-reduce, not all-to-all"):
         get("gridpipe").make(torus2d(4, 4), Collective.ALL_TO_ALL, 16, options)
+
+
+def test_cli_writes_files_that_verify_and_refuses_a_ring_with_exit_2(cli, tmp_path):
+    result = cli("synth", "-t", "mesh2d:4x4", "-c", "all-reduce", "-s", "1MiB", "-a", "gridpipe", "-o", str(tmp_path / "ar"), "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, schema("synth"))
+    assert document["algorithm"] == "gridpipe"
+    verified = cli("verify", str(tmp_path / "ar"))
+    assert verified.exit_code == 0, verified.output
+    refused = cli("synth", "-t", "ring:8", "-a", "gridpipe", "-o", str(tmp_path / "no"))
+    assert refused.exit_code == 2
+    assert "ring:8 is not one" in " ".join(refused.output.split()) and "Traceback" not in refused.output
+    assert not (tmp_path / "no").exists()

@@ -7,8 +7,9 @@ imported). :func:`synthesize` (:mod:`~chakra_collectives.synth.synthesis`) is wh
 them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared network model
 (:func:`chakra_collectives.network.predict_time`), and puts it beside the lower bounds
 (:func:`chakra_collectives.bounds.lower_bounds`). Producers: TACOS
-(:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl, and the exact MILP
-(:mod:`~chakra_collectives.synth.milp`).
+(:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl, the exact MILP
+(:mod:`~chakra_collectives.synth.milp`), and route-planned grids
+(:mod:`~chakra_collectives.synth.gridpipe`).
 
 >>> from chakra_collectives.topology import load_topology
 >>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")
