@@ -7,8 +7,9 @@ imported). :func:`synthesize` (:mod:`~chakra_collectives.synth.synthesis`) is wh
 them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared network model
 (:func:`chakra_collectives.network.predict_time`), and puts it beside the lower bounds
 (:func:`chakra_collectives.bounds.lower_bounds`). Producers: TACOS
-(:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl, and the exact MILP
-(:mod:`~chakra_collectives.synth.milp`).
+(:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl, the exact MILP
+(:mod:`~chakra_collectives.synth.milp`), and route-planned grids
+(:mod:`~chakra_collectives.synth.gridpipe`).
 
 >>> from chakra_collectives.topology import load_topology
 >>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")
@@ -35,5 +36,6 @@ import chakra_collectives.synth.baselines  # noqa: E402,F401
 import chakra_collectives.synth.bfb  # noqa: E402,F401
 import chakra_collectives.synth.forestcoll  # noqa: E402,F401
 import chakra_collectives.synth.milp  # noqa: E402,F401  (not a candidate of best)
+import chakra_collectives.synth.gridpipe  # noqa: E402,F401  (2-D meshes and tori)
 
 __all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]

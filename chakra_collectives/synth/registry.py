@@ -15,7 +15,7 @@ whenever any part of ``synth`` is imported. The order of registration is the ord
 breaks ties in:
 
 >>> [s.name for s in synthesizers()]
-['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'milp']
+['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'milp', 'gridpipe']
 >>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
 (True, False)
 >>> from chakra_collectives.topology import ring
@@ -25,7 +25,7 @@ breaks ties in:
 >>> get("donut")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, milp)
+chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, milp, gridpipe)
 """
 
 from __future__ import annotations
