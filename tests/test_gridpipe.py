@@ -101,3 +101,17 @@ def test_cli_writes_files_that_verify_and_refuses_a_ring_with_exit_2(cli, tmp_pa
     assert refused.exit_code == 2
     assert "ring:8 is not one" in " ".join(refused.output.split()) and "Traceback" not in refused.output
     assert not (tmp_path / "no").exists()
+
+
+def test_variants_planned_in_forked_processes_give_the_serial_choice(monkeypatch):
+    """From PARALLEL_PAIRS the variants are planned beside each other in forked processes; the
+    plan chosen must be the one the serial planning chooses."""
+    from chakra_collectives.synth import gridpipe
+
+    topology = torus2d(6, 4)
+    channels = build_channels(topology, chunk_bytes=2**16)
+    serial = gridpipe._best_all_gather(grid_of(topology), channels, 1)
+    monkeypatch.setattr(gridpipe, "PARALLEL_PAIRS", 1)
+    forked = gridpipe._best_all_gather(grid_of(topology), channels, 1)
+    assert forked.time_ns == serial.time_ns
+    assert np.array_equal(forked.count, serial.count)

@@ -50,7 +50,7 @@ import numpy as np
 from chakra_collectives import progress
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.processes import can_fork, map_forked
+from chakra_collectives.processes import ForkedJob, can_fork
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
@@ -408,7 +408,11 @@ def _best_all_gather(grid: Grid, channels: Channels, k: int) -> Schedule:
     """The fastest plan of :data:`VARIANTS` (ties: the earlier)."""
     jobs = [partial(plan_all_gather, grid, channels, k, variant) for variant in VARIANTS]
     parallel = channels.num_npus**2 * k >= PARALLEL_PAIRS and can_fork()
-    schedules = map_forked(jobs) if parallel else [job() for job in jobs]
+    if parallel:  # the first plan here, the others beside it in forked processes
+        others = [ForkedJob(job) for job in jobs[1:]]
+        schedules = [jobs[0](), *(other.result() for other in others)]
+    else:
+        schedules = [job() for job in jobs]
     return min(schedules, key=lambda s: s.time_ns)
 
 
