@@ -40,7 +40,7 @@ def cases():
 def event_engine(graph: TaskGraph, model: NetworkModel, monkeypatch, *, record_links: bool = False):
     """``run`` with the fast path turned off."""
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "contention_free_times", lambda *args: None)
+        patch.setattr(engine, "contention_free_times", lambda *args, **kwargs: None)
         return run(graph, model, record_links=record_links)
 
 
