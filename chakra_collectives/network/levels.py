@@ -157,7 +157,8 @@ def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray
     senders = graph.partner[recvs]
     fan_out = np.bincount(graph.dep_idx, minlength=size).astype(task_id)
     fan_out += np.bincount(senders, minlength=size).astype(task_id)
-    succ_ptr = np.zeros(size + 1, dtype=np.int64)
+    edges = int(fan_out.sum(dtype=np.int64))
+    succ_ptr = np.zeros(size + 1, dtype=task_id if edges < 2**31 else np.int64)
     np.cumsum(fan_out, out=succ_ptr[1:])
     del fan_out
     succ = np.empty(int(succ_ptr[-1]), dtype=task_id)
