@@ -41,6 +41,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.synth.schedule import RUN_BLOCK_CHUNKS
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.distances import hop_distances
 
@@ -80,6 +81,9 @@ PER_LOWERED_PAIR = {Collective.ALL_GATHER: 4, Collective.REDUCE_SCATTER: 72, Col
 """Bytes per ``(NPU, chunk)`` pair of the lowering's per-chunk indexes: the All-Gather's
 delivery index (4); a Reduce-Scatter's delivery, first- and last-writer indexes and its
 per-chunk entries (counted from the arrays it allocates)."""
+PER_BLOCK_CHUNK = 48
+"""Bytes per chunk of the lowering's block of runs (:data:`~chakra_collectives.synth.schedule.RUN_BLOCK_CHUNKS`
+expanded at once; measured ~30 MiB a block)."""
 OPS_PER_MESSAGE = {Collective.ALL_GATHER: 2.0, Collective.REDUCE_SCATTER: 3.0, Collective.ALL_REDUCE: 5.0}
 """Operations per message pair of phases: SEND and RECV; a Reduce-Scatter also reduces."""
 
@@ -152,7 +156,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     >>> work.split(": ")[0]
     '3.09G (NPU, chunk) pairs, 154M messages, 385M operations'
     >>> work.split(": ")[1].split(" (")[0], round(nbytes / 2**30)     # the lowering's per-chunk indexes: far beyond 16 GB
-    ('lowering 140.3 GiB', 140)
+    ('lowering 140.4 GiB', 140)
     """
     if collective not in OPS_PER_MESSAGE:
         return pair_footprint(topology, collective, num_ranks, options)
@@ -164,13 +168,14 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
     matching = bitsets + PER_MESSAGE * messages
     table = PER_TABLE_OP * operations
-    lowering = table + PER_MESSAGE * messages * phases(collective) + PER_LOWERED_PAIR[collective] * per_phase
+    indexes = PER_LOWERED_PAIR[collective] * per_phase + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
+    lowering = table + PER_MESSAGE * messages * phases(collective) + indexes
     prediction = table + PER_PREDICTED_OP * operations
     stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
-        "lowering": f"per-chunk indexes {format_size(PER_LOWERED_PAIR[collective] * per_phase)} + table {format_size(table)}",
+        "lowering": f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}",
         "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}",
     }
     work = (
