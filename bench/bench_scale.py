@@ -312,7 +312,7 @@ topo = load_topology(spec)
 n = topo.num_npus
 channels = build_channels(topo, chunk_bytes=-(-64 * 2**20 // n))
 variant = default_variants(n, 1, switched=bool(topo.num_switches))[0]
-samples = [(time.perf_counter() - started, 0.0, status("VmRSS"))]
+samples = [(time.perf_counter() - started, 0.0, status("VmRSS"), time.process_time())]
 begun = [None]
 
 def seen(update):
@@ -322,7 +322,7 @@ def seen(update):
     if begun[0] is None:
         begun[0] = now
     if now - samples[-1][0] >= every or update.done >= update.total:
-        samples.append((now, update.done / update.total, status("VmRSS")))
+        samples.append((now, update.done / update.total, status("VmRSS"), time.process_time()))
     if now > budget:
         raise Budget()
 
@@ -340,22 +340,22 @@ print(json.dumps({"npus": n, "set_up_s": begun[0], "samples": samples, "finished
 def probe_table(specs: list[str], budget_s: float) -> None:
     """How fast one TACOS matching advances at sizes too large to finish: the first large-phase
     merge variant on ``specs`` (All-Gather of 64 MiB, one chunk per NPU), stopped after
-    ``budget_s`` seconds; the (NPU, chunk) pairs matched over time, the rate of the last tenth,
-    and the hours the rest would take at that rate (a lower bound: later events carry fewer
-    chunks each)."""
+    ``budget_s`` seconds; the (NPU, chunk) pairs matched over time, the rate of the last tenth
+    per CPU second (what a loaded machine does not inflate), and the CPU hours the rest would
+    take at that rate."""
     print(f"\nmatching probe: one TACOS All-Gather matching (64 MiB, K=1), stopped after {budget_s:.0f} s")
     for spec in specs:
         r = measured([sys.executable, "-c", PROBE, spec, str(budget_s), str(budget_s / 20)])
         p = json.loads(r["stdout"])
         samples = p["samples"]
-        t1, f1, _ = samples[-1]
-        t0, f0, _ = samples[max(0, len(samples) - 1 - max(1, len(samples) // 10))]
-        rate = (f1 - f0) / (t1 - t0) if t1 > t0 else 0.0
+        t1, f1, _, c1 = samples[-1]
+        t0, f0, _, c0 = samples[max(0, len(samples) - 1 - max(1, len(samples) // 10))]
+        rate = (f1 - f0) / (c1 - c0) if c1 > c0 else 0.0
         left_h = (1 - f1) / rate / 3600 if rate > 0 else float("inf")
-        curve = "  ".join(f"{t:.0f}s:{f:.4f}" for t, f, _ in samples[:: max(1, len(samples) // 8)])
-        print(f"{spec:<18} {p['npus']:>6} NPUs: set-up {p['set_up_s']:.0f} s, matched {f1:.4f} of the pairs in {t1:.0f} s "
-              f"({'finished' if p['finished'] else 'stopped'}), last rate {rate * 3600:.3f}/h -> {left_h:.1f} h more; "
-              f"peak {p['peak']:.0f} MiB (cpu {r['cpu_s']:.0f} s)\n    {curve}", flush=True)
+        curve = "  ".join(f"{c:.0f}:{f:.4f}:{m:.0f}" for _, f, m, c in samples[:: max(1, len(samples) // 10)])
+        print(f"{spec:<18} {p['npus']:>6} NPUs: set-up {p['set_up_s']:.0f} s, matched {f1:.4f} of the pairs in {t1:.0f} s wall, "
+              f"{c1:.0f} s CPU ({'finished' if p['finished'] else 'stopped'}); last rate {rate * 3600:.3f} of the pairs per CPU hour "
+              f"-> {left_h:.1f} CPU h more; peak {p['peak']:.0f} MiB\n    CPU s:fraction:RSS MiB  {curve}", flush=True)
 
 
 def main(argv: list[str]) -> None:
