@@ -74,9 +74,10 @@ PER_MESSAGE = 56
 """Bytes of a TACOS schedule per message (ten 4- and 8-byte columns, anchors)."""
 PER_TABLE_OP = 64
 """Bytes of the operation table per operation (measured 58 at 4,096 NPUs)."""
-PER_PREDICTED_OP = 90
+PER_PREDICTED_OP = 100
 """Bytes per operation the prediction holds besides the table (task graph, messages, the
-level-by-level timing; measured 81 at 1,024 NPUs with 32k-edge blocks)."""
+level-by-level timing; measured 78 at 1,024 NPUs with 32k-edge blocks; 804 MiB peak in all for
+4.68M operations at 4,096)."""
 PER_LOWERED_PAIR = {Collective.ALL_GATHER: 4, Collective.REDUCE_SCATTER: 72, Collective.ALL_REDUCE: 76}
 """Bytes per ``(NPU, chunk)`` pair of the lowering's per-chunk indexes: the All-Gather's
 delivery index (4); a Reduce-Scatter's delivery, first- and last-writer indexes and its
