@@ -76,7 +76,7 @@ _CLI_CHILD = """
 import resource, sys
 if sys.argv[1] == "event-engine":
     import chakra_collectives.network.engine as engine
-    engine.contention_free_times = lambda *args: None
+    engine.contention_free_times = lambda *args, **kwargs: None
 sys.argv = ["chakra-coll", *sys.argv[2:]]
 from chakra_collectives.cli import main
 try:

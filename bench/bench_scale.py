@@ -21,6 +21,9 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
   (nodes/s, target >= 600k) and ``inspect --json`` (target <= 10 s).
 * **replay**: a 1,024-rank all-reduce microbenchmark with that algorithm on ``ring:1024``
   (target <= 15 s, <= 1.5 GB).
+* **probe** (``--only probe``): one TACOS matching at a size too large to finish
+  (``--probe torus3d:34x34x34``, the TACOS paper's 40K), stopped after ``--probe-budget``
+  seconds: the fraction of (NPU, chunk) pairs matched over time, and what the rest would take.
 * **small**: TACOS on 64-NPU meshes in one process (median; target <= 10 ms) and ``synth -t
   mesh2d:8x8 -a tacos`` end to end (target <= 0.7 s).
 
@@ -289,13 +292,81 @@ def profile_table(sizes: list[int], collective: str, shapes: list[str]) -> None:
                   f"(children {p['children']:.0f}): {cells}", flush=True)
 
 
+PROBE = """
+import json, sys, time
+from chakra_collectives import progress
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.matcher import match_all_gather
+from chakra_collectives.synth.tacos import default_variants
+from chakra_collectives.topology import load_topology
+
+def status(key):
+    return next(int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+class Budget(Exception):
+    pass
+
+spec, budget, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+started = time.perf_counter()
+topo = load_topology(spec)
+n = topo.num_npus
+channels = build_channels(topo, chunk_bytes=-(-64 * 2**20 // n))
+variant = default_variants(n, 1, switched=bool(topo.num_switches))[0]
+samples = [(time.perf_counter() - started, 0.0, status("VmRSS"), time.process_time())]
+begun = [None]
+
+def seen(update):
+    if update.name != "match chunks to links" or update.total is None:
+        return
+    now = time.perf_counter() - started
+    if begun[0] is None:
+        begun[0] = now
+    if now - samples[-1][0] >= every or update.done >= update.total:
+        samples.append((now, update.done / update.total, status("VmRSS"), time.process_time()))
+    if now > budget:
+        raise Budget()
+
+finished = True
+try:
+    with progress.reporting(seen, interval_s=1.0):
+        schedule = match_all_gather(channels, 1, seed=0, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held,
+                                    reach_back=variant.reach_back)
+except Budget:
+    finished = False
+print(json.dumps({"npus": n, "set_up_s": begun[0], "samples": samples, "finished": finished, "peak": status("VmHWM")}))
+"""
+
+
+def probe_table(specs: list[str], budget_s: float) -> None:
+    """How fast one TACOS matching advances at sizes too large to finish: the first large-phase
+    merge variant on ``specs`` (All-Gather of 64 MiB, one chunk per NPU), stopped after
+    ``budget_s`` seconds; the (NPU, chunk) pairs matched over time, the rate of the last tenth
+    per CPU second (what a loaded machine does not inflate), and the CPU hours the rest would
+    take at that rate."""
+    print(f"\nmatching probe: one TACOS All-Gather matching (64 MiB, K=1), stopped after {budget_s:.0f} s")
+    for spec in specs:
+        r = measured([sys.executable, "-c", PROBE, spec, str(budget_s), str(budget_s / 20)])
+        p = json.loads(r["stdout"])
+        samples = p["samples"]
+        t1, f1, _, c1 = samples[-1]
+        t0, f0, _, c0 = samples[max(0, len(samples) - 1 - max(1, len(samples) // 10))]
+        rate = (f1 - f0) / (c1 - c0) if c1 > c0 else 0.0
+        left_h = (1 - f1) / rate / 3600 if rate > 0 else float("inf")
+        curve = "  ".join(f"{c:.0f}:{f:.4f}:{m:.0f}" for _, f, m, c in samples[:: max(1, len(samples) // 10)])
+        print(f"{spec:<18} {p['npus']:>6} NPUs: set-up {p['set_up_s']:.0f} s, matched {f1:.4f} of the pairs in {t1:.0f} s wall, "
+              f"{c1:.0f} s CPU ({'finished' if p['finished'] else 'stopped'}); last rate {rate * 3600:.3f} of the pairs per CPU hour "
+              f"-> {left_h:.1f} CPU h more; peak {p['peak']:.0f} MiB\n    CPU s:fraction:RSS MiB  {curve}", flush=True)
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile)")
+    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile, probe)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
     parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the profile table")
+    parser.add_argument("--probe", default="torus3d:34x34x34", help="topologies of the probe table (comma-separated)")
+    parser.add_argument("--probe-budget", type=float, default=1200.0, help="seconds each probe matching may run")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     if args.full:
@@ -314,6 +385,8 @@ def main(argv: list[str]) -> None:
         synth_table(sizes, args.repeat)
     if "profile" in only:
         profile_table(sizes, "all-gather", args.shapes.split(","))
+    if "probe" in only:
+        probe_table(args.probe.split(","), args.probe_budget)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

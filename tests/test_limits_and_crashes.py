@@ -136,6 +136,8 @@ def test_the_refusal_advises_fewer_chunks_only_when_there_are_fewer_to_use(k, ad
     result = capped("synth", "-t", "torus3d:34x34x34", "-a", "tacos", "-c", "all-reduce", "-s", "64MiB", "-k", str(k), "--max-memory", "16GiB", timeout=30)
     line = one_line_error(result, 4, "synthesizing tacos all-reduce on torus3d:34x34x34 needs about", "(NPU, chunk) pairs", "--max-memory")
     assert ("--chunks-per-npu" in line) is advises_fewer_chunks
+    # the estimate says where the memory goes: the stage that peaks, and what it holds
+    assert "lowering" in line and "per-chunk indexes" in line and "matching" in line and "prediction" in line
 
 
 def test_a_gzip_bomb_is_refused_as_it_unpacks(tmp_path):

@@ -111,8 +111,11 @@ def collective_task_graph(
     local = kind > OpKind.RECV
     kind[local] = LOCAL
     costed = model.local_ns(algo.local_durations(nbytes, model.reduce_bandwidth_gbps)[local])
-    duration = np.zeros(len(ops), dtype=costed.dtype)
-    duration[local] = costed
+    if costed.any():
+        duration = np.zeros(len(ops), dtype=costed.dtype)
+        duration[local] = costed
+    else:  # local operations take no time (no reduce bandwidth): a zero column that holds no memory
+        duration = np.broadcast_to(np.zeros(1, dtype=costed.dtype), (len(ops),))
     return TaskGraph.build(
         kind=kind,
         npu=npus[ops.rank],
@@ -273,7 +276,7 @@ def simulate_together(
         partner=shifted("partner", offsets),
         nbytes=np.concatenate([g.nbytes for g in graphs]),
         duration=np.concatenate([g.duration for g in graphs]),
-        dep_ptr=np.concatenate([[0], *(g.dep_ptr[1:] + d for g, d in zip(graphs, dep_offsets))]),
+        dep_ptr=np.concatenate([[0], *(g.dep_ptr[1:].astype(np.int64) + d for g, d in zip(graphs, dep_offsets))]),
         dep_idx=np.concatenate([g.dep_idx.astype(np.int64) + o for g, o in zip(graphs, offsets)]),
         route=shifted("route", route_offsets),
         routes=tuple(r for g in graphs for r in g.routes),

@@ -112,7 +112,7 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     """
     messages = _Messages(graph, model)
     costs = HopCosts(messages.kind_of_send, messages.hop_ptr, messages.hop_link, messages.hop_busy, messages.hop_delivered)
-    fast = contention_free_times(graph, costs)
+    fast = contention_free_times(graph, costs, keep_hops=record_links)
     if fast is not None:
         hops = Hops(fast.hop_link, fast.hop_begin, fast.hop_free, fast.hop_send.astype(np.int64)) if record_links else Hops.empty()
         return Timing(start=fast.start, end=fast.end, links=messages.link_use(messages.sends, hops), stuck=np.zeros(0, dtype=np.int64))

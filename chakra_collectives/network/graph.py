@@ -49,7 +49,8 @@ class TaskGraph:
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
     """Dependencies in CSR form: task ``i`` waits for ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``
-    (``dep_ptr`` int64; ``dep_idx`` task ids, as wide as :attr:`partner`)."""
+    (``dep_ptr`` int64, or int32 when given so: an operation table's own, shared instead of
+    copied; ``dep_idx`` task ids, as wide as :attr:`partner`)."""
     unit: np.ndarray
     """int32: unit acquired when the dependencies are done (-1: none; a read-only view holding
     no memory when no task has a unit)."""
@@ -71,7 +72,7 @@ class TaskGraph:
             partner=np.asarray(partner, dtype=task_id),
             nbytes=np.asarray(nbytes, dtype=np.int64),
             duration=np.asarray(duration),
-            dep_ptr=np.asarray(dep_ptr, dtype=np.int64),
+            dep_ptr=_pointers(dep_ptr),
             dep_idx=np.asarray(dep_idx, dtype=task_id),
             unit=no_unit if unit is None else np.asarray(unit, dtype=np.int32),
             release=no_unit if release is None else np.asarray(release, dtype=np.int32),
@@ -106,6 +107,12 @@ class TaskGraph:
     def successors(self, task: int) -> np.ndarray:
         succ_ptr, succ_idx = self.successor_csr()
         return succ_idx[succ_ptr[task] : succ_ptr[task + 1]]
+
+
+def _pointers(dep_ptr) -> np.ndarray:
+    """``dep_ptr`` as int64, unless it is an int32 array already (its values then fit)."""
+    dep_ptr = np.asarray(dep_ptr)
+    return dep_ptr if dep_ptr.dtype == np.int32 else dep_ptr.astype(np.int64)
 
 
 def task_id_type(size: int) -> type:

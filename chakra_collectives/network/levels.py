@@ -35,8 +35,8 @@ from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, task_
 
 
 MAX_HOPS_PER_TASK = 4
-"""The fast path lays every hop of every message out flat (about 40 bytes each); beyond this
-many hops per task on average it leaves the graph to the event engine."""
+"""The fast path lays every hop of every message out flat for its final check (about 30 bytes
+each); beyond this many hops per task on average it leaves the graph to the event engine."""
 
 
 @dataclass
@@ -56,54 +56,47 @@ class LevelTimes:
     start: np.ndarray
     end: np.ndarray
     hop_link: np.ndarray
-    """Every hop of every SEND: its link, when it began, when the link was free again, the SEND."""
+    """Every hop of every SEND (with ``keep_hops``; else empty): its link, when it began, when the
+    link was free again, the SEND."""
     hop_begin: np.ndarray
     hop_free: np.ndarray
     hop_send: np.ndarray
 
 
-def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | None:
+EDGE_BLOCK = 2**20
+"""Edges whose successor lists are laid out at once, and hops checked at once: the temporaries
+(sort indices of 8 bytes each) are kept to a block, not one per edge of the whole graph."""
+
+
+def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool = True) -> LevelTimes | None:
     """Every task's ``(start, end)`` assuming no message waits for a link; ``None`` when that
     assumption fails (some hop would begin before its link is free), when tasks hold units, or
-    when some task never runs (a deadlock: the event engine reports it)."""
+    when some task never runs (a deadlock: the event engine reports it). ``keep_hops``: return
+    every hop too (for link traces).
+
+    Memory: besides the graph, ``8 + 4 + 4 + 8 + 8`` bytes per task (successor index, pending
+    count, a stamp, two times) and 4 per edge; hops are looked up through their message's kind
+    while timing, checked one block of links at a time, and laid out flat only with ``keep_hops``.
+    """
     if graph.has_units:
         return None
     size = len(graph)
     task_id = task_id_type(size)  # task ids and counts in 4 bytes where they fit (43M tasks at 16K NPUs)
     kind = graph.kind
     sends = np.flatnonzero(kind == SEND).astype(task_id)
-    # every hop of every SEND, flat: SEND j's hops are first_hop[j] .. first_hop[j] + lengths[j] - 1
     route_length = np.diff(costs.hop_ptr)
-    lengths = route_length[costs.kind_of_send]
-    if int(lengths.sum()) > MAX_HOPS_PER_TASK * size + 2**20:
+    total_hops = int(route_length[costs.kind_of_send].sum())
+    if total_hops > MAX_HOPS_PER_TASK * size + 2**20:
         return None  # long routes (all-pairs over a ring): the event engine shares them, this would not
-    first_hop = np.cumsum(lengths) - lengths
-    hop_of = np.repeat(costs.hop_ptr[costs.kind_of_send] - first_hop, lengths) + np.arange(int(lengths.sum()))
-    hop_link, hop_busy, hop_delivered = costs.hop_link[hop_of], costs.hop_busy[hop_of], costs.hop_delivered[hop_of]
-    del hop_of
-    hop_send = np.repeat(sends, lengths)
-    # dependencies and successors; a RECV also waits for its SEND (its message)
-    owners = np.repeat(np.arange(size, dtype=task_id), np.diff(graph.dep_ptr))
-    recvs = np.flatnonzero(kind == RECV).astype(task_id)
-    edge_src = np.concatenate([graph.dep_idx.astype(task_id, copy=False), graph.partner[recvs].astype(task_id, copy=False)])
-    edge_dst = np.concatenate([owners, recvs])
-    del owners, recvs
-    pending = np.bincount(edge_dst, minlength=size).astype(task_id)
-    succ = edge_dst[np.argsort(edge_src, kind="stable")]
-    del edge_dst
-    succ_ptr = np.zeros(size + 1, dtype=np.int64)
-    fan_out = np.bincount(edge_src, minlength=size).astype(task_id)
-    np.cumsum(fan_out, out=succ_ptr[1:])
-    del edge_src
-    time_type = np.result_type(graph.duration.dtype, hop_delivered.dtype)
-    end = np.full(size, np.nan)
+    succ_ptr, succ = _successors(graph, task_id)
+    pending = np.diff(graph.dep_ptr).astype(task_id)
+    pending[kind == RECV] += 1  # a RECV also waits for its SEND (its message)
+    time_type = np.result_type(graph.duration.dtype, costs.hop_delivered.dtype)
+    end = np.full(size, np.nan)  # a RECV's message arrival, until the RECV itself ends
     ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
-    arrival = np.zeros(size, dtype=time_type)  # a RECV's message arrival
-    send_index = np.full(size, -1, dtype=task_id)
-    send_index[sends] = np.arange(len(sends), dtype=task_id)
     partner = graph.partner
     stamp = np.zeros(size, dtype=task_id)
-    frontier = np.flatnonzero(pending == 0)
+    frontier = np.flatnonzero(pending == 0).astype(task_id)
     done = 0
     with progress.task("time level by level", total=size, unit="tasks") as timed:
         while len(frontier):
@@ -116,12 +109,14 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
             finish[local] = begin[local] + graph.duration[frontier[local]]
             is_send = k == SEND
             if is_send.any():
-                finish[is_send] = _arrive(send_index[frontier[is_send]], begin[is_send], lengths, first_hop, hop_delivered)
+                message = costs.kind_of_send[np.searchsorted(sends, frontier[is_send])]
+                finish[is_send] = _arrive(message, begin[is_send], costs)
             is_recv = k == RECV
             if is_recv.any():  # posted at begin; done when its message has arrived too
-                finish[is_recv] = np.maximum(begin[is_recv], arrival[frontier[is_recv]])
+                finish[is_recv] = np.maximum(begin[is_recv], end[frontier[is_recv]].astype(time_type, copy=False))
             end[frontier] = finish
-            lo, fan = succ_ptr[frontier], fan_out[frontier]
+            lo, hi = succ_ptr[frontier], succ_ptr[frontier + 1]
+            fan = hi - lo
             total = int(fan.sum())
             if total == 0:
                 break
@@ -130,7 +125,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
             values = finish[source]
             message = (k[source] == SEND) & (partner[targets] == frontier[source]) & (kind[targets] == RECV)
             if message.any():  # the message edge: an arrival, not a dependency
-                arrival[targets[message]] = values[message]
+                end[targets[message]] = values[message]
                 values = np.where(message, time_type.type(0), values)
             np.maximum.at(ready_at, targets, values)
             np.subtract.at(pending, targets, 1)
@@ -139,17 +134,98 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTimes | Non
             frontier = ready[stamp[ready] == np.arange(len(ready))]
     if done < size:
         return None
+    del succ, succ_ptr, pending, stamp
     start = ready_at.astype(np.float64, copy=False)
-    del ready_at, arrival, pending, succ, succ_ptr, fan_out, send_index, stamp
+    del ready_at
     # the premise: on every link, hops in time order never overlap
-    hop_begin = _hop_begins(start[sends], lengths, first_hop, hop_delivered)
-    hop_free = hop_begin + hop_busy
-    if len(hop_link):
-        by_link = np.lexsort((hop_begin, hop_link))
-        same = hop_link[by_link][1:] == hop_link[by_link][:-1]
-        if np.any(same & (hop_begin[by_link][1:] < hop_free[by_link][:-1])):
-            return None
+    send_start = start[sends]
+    if not _links_never_overlap(send_start, costs):
+        return None
+    if keep_hops:
+        hop_link, hop_begin, hop_free, hop_send = _hops(send_start, sends, costs)
+    else:
+        hop_link, hop_send = np.zeros(0, np.int64), np.zeros(0, task_id)
+        hop_begin, hop_free = np.zeros(0), np.zeros(0)
     return LevelTimes(start=start, end=end, hop_link=hop_link, hop_begin=hop_begin, hop_free=hop_free, hop_send=hop_send)
+
+
+def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray]:
+    """``(succ_ptr, succ)``: the tasks that wait for each task -- its dependants, then (a SEND)
+    its RECV -- laid out a block of :data:`EDGE_BLOCK` edges' sources at a time."""
+    size = len(graph)
+    recvs = np.flatnonzero(graph.kind == RECV).astype(task_id)
+    senders = graph.partner[recvs]
+    fan_out = np.bincount(graph.dep_idx, minlength=size).astype(task_id)
+    fan_out += np.bincount(senders, minlength=size).astype(task_id)
+    edges = int(fan_out.sum(dtype=np.int64))
+    succ_ptr = np.zeros(size + 1, dtype=task_id if edges < 2**31 else np.int64)
+    np.cumsum(fan_out, out=succ_ptr[1:])
+    del fan_out
+    succ = np.empty(int(succ_ptr[-1]), dtype=task_id)
+    first = 0
+    while first < size:  # sources first .. last - 1: about EDGE_BLOCK edges
+        last = max(int(np.searchsorted(succ_ptr, succ_ptr[first] + EDGE_BLOCK, side="right")) - 1, first + 1)
+        last = min(last, size)
+        at = np.flatnonzero((graph.dep_idx >= first) & (graph.dep_idx < last))
+        owners = (np.searchsorted(graph.dep_ptr, at, side="right") - 1).astype(task_id)
+        mine = (senders >= first) & (senders < last)
+        source = np.concatenate([graph.dep_idx[at], senders[mine]])
+        target = np.concatenate([owners, recvs[mine]])
+        succ[succ_ptr[first] : succ_ptr[last]] = target[np.argsort(source, kind="stable")]
+        first = last
+    return succ_ptr, succ
+
+
+def _hops(send_start: np.ndarray, sends: np.ndarray, costs: HopCosts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every hop of every SEND, flat: its link, when it begins (the SEND's start, then each
+    previous hop's arrival, added in order), when its link is free again, the SEND."""
+    lengths = np.diff(costs.hop_ptr)[costs.kind_of_send]
+    first_hop = np.cumsum(lengths) - lengths
+    hop_of = np.repeat(costs.hop_ptr[costs.kind_of_send] - first_hop, lengths) + np.arange(int(lengths.sum()))
+    hop_link = costs.hop_link[hop_of]
+    begins = _hop_begins(send_start, lengths, first_hop, costs.hop_delivered[hop_of])
+    free = begins + costs.hop_busy[hop_of]
+    return hop_link, begins, free, np.repeat(sends, lengths)
+
+
+def _links_never_overlap(send_start: np.ndarray, costs: HopCosts) -> bool:
+    """Whether on every link each hop begins no earlier than the previous one (in time order)
+    stops occupying it. Checked one block of links (about :data:`EDGE_BLOCK` hops) at a time,
+    each block's hops computed afresh from their SENDs' starts, as :func:`_hops` computes them."""
+    kinds = costs.kind_of_send
+    if len(kinds) == 0:
+        return True
+    route_length = np.diff(costs.hop_ptr)
+    per_kind = np.bincount(kinds, minlength=len(route_length))
+    per_link = np.bincount(costs.hop_link, weights=np.repeat(per_kind, route_length)).astype(np.int64)
+    bounds = np.cumsum(per_link)
+    longest = int(route_length.max(initial=0))
+    first = 0
+    while first < len(per_link):
+        base = bounds[first - 1] if first else 0
+        last = max(int(np.searchsorted(bounds, base + EDGE_BLOCK, side="right")), first + 1)
+        links, begins, frees = [], [], []
+        for lo in range(0, len(kinds), EDGE_BLOCK):  # the SENDs a block at a time
+            kind = kinds[lo : lo + EDGE_BLOCK]
+            lengths, first_hop = route_length[kind], costs.hop_ptr[kind]
+            for h in range(longest):
+                on = np.flatnonzero(lengths > h)
+                link = costs.hop_link[first_hop[on] + h]
+                mine = (link >= first) & (link < last)
+                on, link = on[mine], link[mine]
+                begin = send_start[lo + on]
+                for previous in range(h):  # each previous hop's arrival, added in order
+                    begin = begin + costs.hop_delivered[first_hop[on] + previous]
+                links.append(link)
+                begins.append(begin)
+                frees.append(begin + costs.hop_busy[first_hop[on] + h])
+        link, begin, free = np.concatenate(links), np.concatenate(begins), np.concatenate(frees)
+        order = np.lexsort((begin, link))
+        same = link[order][1:] == link[order][:-1]
+        if np.any(same & (begin[order][1:] < free[order][:-1])):
+            return False
+        first = last
+    return True
 
 
 def _hop_begins(send_start: np.ndarray, lengths: np.ndarray, first_hop: np.ndarray, delivered: np.ndarray) -> np.ndarray:
@@ -167,13 +243,15 @@ def _hop_begins(send_start: np.ndarray, lengths: np.ndarray, first_hop: np.ndarr
     return begins
 
 
-def _arrive(s: np.ndarray, begin: np.ndarray, lengths: np.ndarray, first_hop: np.ndarray, delivered: np.ndarray) -> np.ndarray:
-    """Arrival of SENDs ``s`` started at ``begin``: ``begin + d1 + d2 + ...``, added in hop order."""
+def _arrive(message: np.ndarray, begin: np.ndarray, costs: HopCosts) -> np.ndarray:
+    """Arrival of messages of kinds ``message`` sent at ``begin``: ``begin + d1 + d2 + ...``,
+    added in hop order."""
     arrival = begin.copy()
-    hops = lengths[s]
+    first = costs.hop_ptr[message]
+    hops = costs.hop_ptr[message + 1] - first
     for h in range(int(hops.max(initial=0))):
         more = hops > h
-        arrival[more] = arrival[more] + delivered[first_hop[s[more]] + h]
+        arrival[more] = arrival[more] + costs.hop_delivered[first[more] + h]
     return arrival
 
 

@@ -12,6 +12,11 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
 * :func:`pair_footprint` (TACOS, BFB, any producer that states none): the work is the
   ``(NPU, chunk)`` pairs each phase serves, ``N * N * K`` per phase, at :data:`PER_PAIR`
   bytes each (TACOS: about 90 bytes per pair at 1,024 NPUs, matching and prediction included).
+* :func:`tacos_footprint` (TACOS's All-Gather, Reduce-Scatter and All-Reduce): the largest of
+  its stages -- the matching (the matcher's bitsets and its messages' columns), the lowering
+  (the operation table, the schedules and the per-``(NPU, chunk)`` indexes it builds) and the
+  prediction (the table and the level-by-level timing) -- from the messages it will send
+  (:func:`tacos_messages`); the estimate says which stage holds what.
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -34,7 +39,9 @@ import numpy as np
 
 from chakra_collectives.ir import Collective
 from chakra_collectives.resources import Estimate, count
+from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.synth.schedule import RUN_BLOCK_CHUNKS
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.distances import hop_distances
 
@@ -55,6 +62,31 @@ PER_HOP = 150
 """Bytes per link a predicted message crosses (measured 80-110)."""
 SAMPLES = 8
 """NPUs whose distances to all others estimate a topology's mean route length."""
+
+MERGE_SHARE = 0.8
+"""A TACOS message carries at least this share of ``sqrt(cap)`` chunks, ``cap`` the median NPU
+link's message cap at latency ratio 40 (:func:`~chakra_collectives.synth.matcher.message_caps`):
+All-Gather of 64 MiB measured 4.3, 7.2 and 13-18 chunks per message at 1,024, 4,096 and 16,384
+NPUs against ``sqrt(cap)`` = 3.9, 7.7 and 15.6."""
+MERGE_RATIO = 40.0
+"""The latency ratio of TACOS's large-problem merge variants (the cap :data:`MERGE_SHARE` scales)."""
+PER_MESSAGE = 56
+"""Bytes of a TACOS schedule per message (ten 4- and 8-byte columns, anchors)."""
+PER_TABLE_OP = 64
+"""Bytes of the operation table per operation (measured 58 at 4,096 NPUs)."""
+PER_PREDICTED_OP = 100
+"""Bytes per operation the prediction holds besides the table (task graph, messages, the
+level-by-level timing; measured 78 at 1,024 NPUs with 32k-edge blocks; 804 MiB peak in all for
+4.68M operations at 4,096)."""
+PER_LOWERED_PAIR = {Collective.ALL_GATHER: 4, Collective.REDUCE_SCATTER: 72, Collective.ALL_REDUCE: 76}
+"""Bytes per ``(NPU, chunk)`` pair of the lowering's per-chunk indexes: the All-Gather's
+delivery index (4); a Reduce-Scatter's delivery, first- and last-writer indexes and its
+per-chunk entries (counted from the arrays it allocates)."""
+PER_BLOCK_CHUNK = 48
+"""Bytes per chunk of the lowering's block of runs (:data:`~chakra_collectives.synth.schedule.RUN_BLOCK_CHUNKS`
+expanded at once; measured ~30 MiB a block)."""
+OPS_PER_MESSAGE = {Collective.ALL_GATHER: 2.0, Collective.REDUCE_SCATTER: 3.0, Collective.ALL_REDUCE: 5.0}
+"""Operations per message pair of phases: SEND and RECV; a Reduce-Scatter also reduces."""
 
 Footprint = Callable[[Topology, Collective, int, SynthesisOptions], tuple[float, str]]
 """``footprint(topology, collective, num_ranks, options) -> (bytes, what they count)``."""
@@ -92,6 +124,69 @@ def pair_footprint(topology: Topology, collective: Collective, num_ranks: int, o
     return PAIR_BASE + per_pair * pairs, f"{count(pairs)} (NPU, chunk) pairs"
 
 
+def tacos_messages(topology: Topology, num_ranks: int, options: SynthesisOptions) -> float:
+    """Messages of one TACOS phase, at most: ``N * N * K`` pairs over the chunks a message
+    carries (:data:`MERGE_SHARE`; one chunk per message when it may not merge: ``--any-size``,
+    process groups, which match single chunks over detours).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> messages = tacos_messages(load_topology("mesh2d:64x64"), 4096, SynthesisOptions(size_bytes=2**26))
+    >>> round(messages / 1e6, 2)    # 16 KiB chunks, 305 ns each on 500 ns links: a cap of 65, 6.45 chunks per message
+    2.6
+    >>> messages >= 4_680_000 / 2                   # measured: 4.68M operations, two per message
+    True
+    """
+    pairs = float(num_ranks) * num_ranks * options.chunks_per_npu
+    links = topology.link_arrays
+    npu_links = (links["src"] < topology.num_npus) & (links["dst"] < topology.num_npus)
+    if options.any_size or options.group is not None or not npu_links.any():
+        return pairs
+    chunk_bytes = -(-options.size_bytes // (num_ranks * options.chunks_per_npu))
+    serial_ns = chunk_bytes / (links["bandwidth_gbps"][npu_links] * 2**30 / 1e9)
+    cap = float(np.median(np.maximum(1.0, np.floor(MERGE_RATIO * links["latency_ns"][npu_links] / serial_ns))))
+    return pairs / max(1.0, MERGE_SHARE * cap**0.5)
+
+
+def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> tuple[float, str]:
+    """TACOS's peak: :data:`PAIR_BASE` plus the largest of its matching, lowering and prediction
+    (see the module docstring); the work names each stage's share. Collectives it forwards
+    (all-to-all, gather, scatter, patterns) follow :func:`pair_footprint`.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> nbytes, work = tacos_footprint(load_topology("torus3d:34x34x34"), Collective.ALL_REDUCE, 39304, SynthesisOptions(size_bytes=2**26))
+    >>> work.split(": ")[0]
+    '3.09G (NPU, chunk) pairs, 154M messages, 385M operations'
+    >>> work.split(": ")[1].split(" (")[0], round(nbytes / 2**30)     # the lowering's per-chunk indexes: far beyond 16 GB
+    ('lowering 140.4 GiB', 140)
+    """
+    if collective not in OPS_PER_MESSAGE:
+        return pair_footprint(topology, collective, num_ranks, options)
+    per_phase = float(num_ranks) * num_ranks * options.chunks_per_npu
+    pairs = per_phase * phases(collective)
+    messages = tacos_messages(topology, num_ranks, options)
+    operations = OPS_PER_MESSAGE[collective] * messages + 2 * num_ranks
+    words = -(-num_ranks * options.chunks_per_npu // 64)
+    bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
+    matching = bitsets + PER_MESSAGE * messages
+    table = PER_TABLE_OP * operations
+    indexes = PER_LOWERED_PAIR[collective] * per_phase + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
+    lowering = table + PER_MESSAGE * messages * phases(collective) + indexes
+    prediction = table + PER_PREDICTED_OP * operations
+    stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
+    peak = max(stages, key=stages.get)
+    shares = {
+        "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
+        "lowering": f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}",
+        "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}",
+    }
+    work = (
+        f"{count(pairs)} (NPU, chunk) pairs, {count(phases(collective) * messages)} messages, {count(operations)} operations: "
+        f"{peak} {format_size(stages[peak])} ({shares[peak]}); "
+        + ", ".join(f"{name} {format_size(nbytes)}" for name, nbytes in stages.items() if name != peak)
+    )
+    return PAIR_BASE + stages[peak], work
+
+
 def message_footprint(messages: Callable[[Collective, int, int], float], pattern: str, *, per_slot: float = 0.0) -> Footprint:
     """A baseline's footprint from its message count ``messages(collective, N, K)`` and
     ``pattern``, which partners its messages go between: ``neighbour`` (rank ``r`` and
@@ -125,4 +220,7 @@ def mean_route_length(topology: Topology, num_ranks: int, pattern: str) -> float
     return float(hops.mean()) if len(hops) else 1.0
 
 
-__all__ = ["ADVICE", "Footprint", "PER_HOP", "PER_OP", "PER_PAIR", "estimate", "mean_route_length", "message_footprint", "pair_footprint", "phases"]
+__all__ = [
+    "ADVICE", "Footprint", "PER_HOP", "PER_OP", "PER_PAIR", "estimate", "mean_route_length", "message_footprint", "pair_footprint", "phases",
+    "tacos_footprint", "tacos_messages",
+]

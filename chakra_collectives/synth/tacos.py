@@ -52,6 +52,7 @@ from chakra_collectives.synth.channels import ChannelRouting, Channels, build_ch
 from chakra_collectives.ir.demand import demand_for
 from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
 from chakra_collectives.synth.path_planning import ChannelGraph
+from chakra_collectives.synth.footprint import tacos_footprint
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
@@ -523,5 +524,6 @@ register(
         whole_topology=True,
         groups=True,
         switch_handling=SWITCH_HANDLING,
+        footprint=tacos_footprint,
     )
 )
