@@ -55,7 +55,8 @@ from chakra_collectives.synth.channels import ChannelRouting, Channels, build_ch
 from chakra_collectives.ir.demand import demand_for
 from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
 from chakra_collectives.synth.path_planning import ChannelGraph
-from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
+from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
+from chakra_collectives.synth.multipath import spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.schedule import Schedule
@@ -166,6 +167,7 @@ def tacos(
     root: int = 0,
     pattern: ChunkPattern | None = None,
     detours: bool = False,
+    multipath: bool = False,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -183,6 +185,9 @@ def tacos(
     :func:`~chakra_collectives.synth.channels.detour_channels`, each SEND naming its route
     (what a process group's view of a fabric needs, :func:`tacos_for_group`); they then match
     single chunks (``MergeVariant(0.0)``) and at most :data:`DETOUR_TRIALS` seeds unless told.
+    ``multipath``: a :data:`FORWARDED` collective's unicast pieces are also matched along the
+    paths of the multicommodity-flow optimum (:func:`~chakra_collectives.synth.multipath.spread_paths`,
+    several routes per pair, each SEND naming its route), and the faster plan is kept.
 
     Raises
     ------
@@ -218,7 +223,7 @@ def tacos(
     if collective in FORWARDED:
         forwarding_trials = min(trials, FORWARDING_TRIALS) if explicit_trials is None else trials
         ratio = DEFAULT_LATENCY_RATIO if merge_variants is None else variants[0].latency_ratio
-        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio)
+        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio, multipath)
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes, detours=detours)
@@ -260,8 +265,10 @@ FORWARDING_TRIALS = 4
 def _forwarded(
     topology: Topology, collective: Collective, size_bytes: int, k: int, seed: int, trials: int, root: int, pattern: ChunkPattern | None,
     latency_ratio: float,
+    multipath: bool = False,
 ) -> TacosResult:
-    """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`."""
+    """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`
+    (``multipath``: see :func:`tacos`; ties keep the one-route plan)."""
     n = topology.num_npus
     if collective is Collective.PATTERN:
         if pattern is None:
@@ -277,14 +284,19 @@ def _forwarded(
     channels = build_channels(topology, chunk_bytes=-(-size_bytes // chunk_count))
     distance = ChannelGraph.of(channels).dist
     demand = demand_for(collective, num_npus=n, chunks_per_npu=k, root=root, pattern=pattern, distance=distance)
+    plans: list[tuple[Channels, dict[int, list[int]] | None]] = [(channels, None)]
+    spread = spread_paths(channels, demand) if multipath else None
+    if spread is not None:
+        plans.append((spread.channels, spread.paths))
     best: Forwarding | None = None
-    best_seed = seed
-    with progress.task(collective.value, total=trials, unit="trials") as done:
-        for trial in range(trials):
-            found = match_demand(channels, demand, seed=seed + trial, latency_ratio=latency_ratio)
-            if best is None or found.time_ns < best.time_ns:
-                best, best_seed = found, seed + trial
-            done.advance()
+    best_seed, best_plan = seed, 0
+    with progress.task(collective.value, total=trials * len(plans), unit="trials") as done:
+        for plan, (plan_channels, paths) in enumerate(plans):
+            for trial in range(trials):
+                found = match_demand(plan_channels, demand, seed=seed + trial, latency_ratio=latency_ratio, paths=paths)
+                if best is None or found.time_ns < best.time_ns:
+                    best, best_seed, best_plan = found, seed + trial, plan
+                done.advance()
     assert best is not None
     provenance = {
         "algorithm": "tacos",
@@ -300,7 +312,21 @@ def _forwarded(
             best, demand, collective=collective, chunk_count=chunk_count, size_bytes=size_bytes,
             root=root if collective.has_root else None, pattern=pattern, provenance=provenance,
         )
+        if best_plan:  # several routes per pair: every SEND names its own
+            algo = _name_routes(algo, best, plans[best_plan][0])
     return TacosResult(algorithm=algo, schedule_ns=best.time_ns, phases=(), trials=trials, forwarding_seed=best_seed)
+
+
+def _name_routes(algo: CollectiveAlgorithm, forwarding: Forwarding, channels: Channels) -> CollectiveAlgorithm:
+    """``algo`` with every SEND over a routed channel naming that channel's node path (``routes``)."""
+    channel_of = {key: int(c) for key, c in zip(zip(forwarding.src.tolist(), forwarding.dst.tolist(), message_tags(forwarding).tolist()), forwarding.channel.tolist())}
+    ops = algo.ops
+    route = np.full(len(ops), -1, dtype=np.int32)
+    sends = np.flatnonzero(ops.kind == OpKind.SEND)
+    for i, rank, peer, tag in zip(sends.tolist(), ops.rank[sends].tolist(), ops.peer[sends].tolist(), ops.tag[sends].tolist()):
+        c = channel_of[rank, peer, tag]
+        route[i] = -1 - c if c < 0 else -1
+    return replace(algo, ops=replace(ops, route=route), routes=channels.routing().paths)
 
 
 def refine_pattern(pattern: ChunkPattern, k: int) -> ChunkPattern:
@@ -493,7 +519,7 @@ def tacos_for_group(topology: Topology, group: tuple[int, ...], collective: Coll
     """
     view = group_view(topology, group)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
-    found = tacos(view.topology, collective, size_bytes, detours=collective not in FORWARDED, **options)
+    found = tacos(view.topology, collective, size_bytes, detours=collective not in FORWARDED, multipath=collective in FORWARDED, **options)
     algo = found.algorithm
     provenance = {**algo.provenance, "topology": topology.name, "group": ",".join(map(str, group))}
     if algo.routes:  # detours: every SEND names its route already
