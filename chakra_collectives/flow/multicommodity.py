@@ -44,11 +44,15 @@ def flow_bound(topology: Topology, demand: ChunkDemand) -> float | None:
     return None if solved is None else solved[0] * (1 - FLOW_TOLERANCE)
 
 
-def commodity_flows(topology: Topology, sources: np.ndarray, need: np.ndarray, chunk_bytes: float) -> tuple[float, np.ndarray] | None:
+def commodity_flows(
+    topology: Topology, sources: np.ndarray, need: np.ndarray, chunk_bytes: float, *, fewest_hops: bool = False
+) -> tuple[float, np.ndarray] | None:
     """The multicommodity-flow LP's optimum: the least ``T`` (ns) and, per commodity, the chunks it
     sends over each link (``(commodities, links)``), when commodity ``i`` starts at node
     ``sources[i]`` and must deliver ``need[i, v]`` chunks of ``chunk_bytes`` to node ``v``;
     ``None`` past :data:`EXACT_FLOW_VARIABLES` variables or when some node cannot be reached.
+    ``fewest_hops``: of the flows that reach ``T`` (within :data:`FLOW_TOLERANCE`), one that crosses
+    the fewest links in all (a second LP), so that no chunk goes further than the bound needs.
 
     >>> from chakra_collectives.topology import ring
     >>> t, flows = commodity_flows(ring(4, bandwidth_gbps=1.0), np.array([0]), np.array([[0.0, 0.0, 2.0, 0.0]]), 2**30 / 1e9)
@@ -85,4 +89,12 @@ def commodity_flows(topology: Topology, sources: np.ndarray, need: np.ndarray, c
     result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     if result.status != 0:
         return None
-    return float(result.x[-1]), result.x[:-1].reshape(k, num_links)
+    best = float(result.x[-1])
+    if fewest_hops:
+        cost = np.ones(k * num_links + 1)
+        cost[-1] = 0.0
+        bounds = [(0, None)] * (k * num_links) + [(0, best * (1 + FLOW_TOLERANCE))]
+        shorter = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+        if shorter.status == 0:
+            result = shorter
+    return best, result.x[:-1].reshape(k, num_links)

@@ -2,8 +2,8 @@
 
 A group's all-to-all over one route per pair (the network model's) leaves most of the fabric idle:
 a mesh row's pairs all cross the row's own links, a DGX column's the one NIC of each member. The
-exact bandwidth bound (:func:`~chakra_collectives.flow.multicommodity.commodity_flows`) spreads
-the pieces over every link. Here its flow is taken apart into paths per (origin, destination)
+exact bandwidth bound (:func:`~chakra_collectives.flow.multicommodity.commodity_flows`, of its
+optimal flows one crossing the fewest links) spreads the pieces over every link. Here its flow is taken apart into paths per (origin, destination)
 pair, each piece put on one of its pair's paths (at most as many as the path's share of the flow, the
 one whose busiest link is least busy so far), and every path cut
 at the members it crosses into channels: a member-to-member link is a direct channel, a stretch
@@ -59,7 +59,7 @@ def spread_paths(channels: Channels, demand: Demand) -> SpreadPaths | None:
     sources, source_index = np.unique(origin, return_inverse=True)
     need = np.zeros((len(sources), model.topology.num_nodes))
     np.add.at(need, (source_index, target), 1.0)
-    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes)
+    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True)
     if solved is None:
         return None
     flows = solved[1]
