@@ -24,7 +24,8 @@ All-to-all tables (TACOS's forwarding matcher, :mod:`chakra_collectives.synth.fo
   wall and CPU seconds, peak RSS, predicted time and efficiency against the best bound (targets:
   synth + verify <= 70 s, efficiency >= 0.85; PCCL took 11.68 min to synthesize it);
 * ``all_to_all_suite_table``: efficiency against the exact multicommodity-flow bound on every
-  suite topology up to 64 NPUs (target >= 0.90), K chosen by predicted time as ``synth`` does.
+  suite topology up to 64 NPUs (target >= 0.90), K chosen by predicted time as ``synth`` does;
+* ``group_all_to_all_table``: the same for the groups of :func:`group_efficiency_table`.
 
 Run from the repository root: ``.venv/bin/python bench/bench_groups.py [--quick] [--tables ...] [--repeat N]``.
 """
@@ -150,6 +151,29 @@ A2A_SUITE = ["ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "torus2d:4x4", "to
 A2A_TARGET = 0.90
 
 
+def group_all_to_all_table(fabrics: list[str]) -> list[float]:
+    """TACOS's all-to-all over each suite group (several routes per pair, :mod:`chakra_collectives.synth.multipath`)
+    against the group's exact flow bound; returns the efficiencies."""
+    print(f"\ngroup all-to-all, {SIZE // 2**20} MiB: TACOS against the group's exact flow bound")
+    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'K':>3} {'TACOS us':>9} {'flow us':>9} {'eff':>6} {'synth s':>8}")
+    found = []
+    for spec in fabrics:
+        fabric = load_topology(spec)
+        side = int(spec.split(":")[1].split("x")[-1]) if "x" in spec else 8
+        for label, group in subsets(fabric.num_npus, side).items():
+            started = time.perf_counter()
+            result = synthesize(fabric, Collective.ALL_TO_ALL, SIZE, algorithm="tacos", group=group, bounds="exact")
+            bound = result.bounds.flow_ns or result.bounds.best_ns
+            found.append(bound / result.predicted_ns)
+            print(
+                f"{spec:<14} {label:<8} {len(group):>5} {result.chunks_per_npu:>3} {result.predicted_ns / 1e3:>9.1f} {bound / 1e3:>9.1f} "
+                f"{found[-1]:>6.3f} {time.perf_counter() - started:>8.1f}"
+            )
+    if found:
+        print(f"median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")
+    return found
+
+
 def all_to_all_512_table(repeat: int) -> bool:
     """Whole-command time, peak memory and efficiency of the 512-NPU all-to-all; True if on target."""
     print(f"512-NPU all-to-all (torus3d:8x8x8, 64 MiB per rank), median of {repeat}; load {os.getloadavg()[0]:.1f}")
@@ -201,7 +225,7 @@ def all_to_all_suite_table() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small fabrics only, no 512-NPU all-to-all (a few minutes)")
-    parser.add_argument("--tables", default="efficiency,concurrent,steps,all-to-all,a2a-512", help="which tables, comma-separated")
+    parser.add_argument("--tables", default="efficiency,concurrent,steps,all-to-all,group-a2a,a2a-512", help="which tables, comma-separated")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the 512-NPU all-to-all command (median)")
     args = parser.parse_args(argv)
     tables = set(args.tables.split(","))
@@ -217,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         step_table(steps)
     if "all-to-all" in tables:
         all_to_all_suite_table()
+    if "group-a2a" in tables:
+        group_all_to_all_table(fabrics)
     if "a2a-512" in tables and not args.quick:
         all_to_all_512_table(args.repeat)
     return 0

@@ -37,19 +37,37 @@ def flow_bound(topology: Topology, demand: ChunkDemand) -> float | None:
     (a chunk with several holders or targets, or more than :data:`EXACT_FLOW_VARIABLES` variables)."""
     if np.any(np.diff(demand.h_ptr) != 1) or np.any(np.diff(demand.t_ptr) != 1):
         return None
+    sources, source_index = np.unique(demand.h_npu, return_inverse=True)
+    need = np.zeros((len(sources), topology.num_nodes))
+    np.add.at(need, (source_index, demand.t_npu), 1.0)
+    solved = commodity_flows(topology, sources, need, demand.chunk_bytes)
+    return None if solved is None else solved[0] * (1 - FLOW_TOLERANCE)
+
+
+def commodity_flows(
+    topology: Topology, sources: np.ndarray, need: np.ndarray, chunk_bytes: float, *, fewest_hops: bool = False
+) -> tuple[float, np.ndarray] | None:
+    """The multicommodity-flow LP's optimum: the least ``T`` (ns) and, per commodity, the chunks it
+    sends over each link (``(commodities, links)``), when commodity ``i`` starts at node
+    ``sources[i]`` and must deliver ``need[i, v]`` chunks of ``chunk_bytes`` to node ``v``;
+    ``None`` past :data:`EXACT_FLOW_VARIABLES` variables or when some node cannot be reached.
+    ``fewest_hops``: of the flows that reach ``T`` (within :data:`FLOW_TOLERANCE`), one that crosses
+    the fewest links in all (a second LP), so that no chunk goes further than the bound needs.
+
+    >>> from chakra_collectives.topology import ring
+    >>> t, flows = commodity_flows(ring(4, bandwidth_gbps=1.0), np.array([0]), np.array([[0.0, 0.0, 2.0, 0.0]]), 2**30 / 1e9)
+    >>> round(t, 6), round(float(flows.sum()), 6)   # 2 chunks, 2 hops away: one each way round
+    (1.0, 4.0)
+    """
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
     arrays = topology.link_arrays
     src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
     num_links, nodes = len(src), topology.num_nodes
-    sources, source_index = np.unique(demand.h_npu, return_inverse=True)
     k = len(sources)
     if k * num_links > EXACT_FLOW_VARIABLES:
         return None
-    # demand in chunks: commodity s must deliver need[s, v] chunks to node v
-    need = np.zeros((k, nodes))
-    np.add.at(need, (source_index, demand.t_npu), 1.0)
     commodity = np.repeat(np.arange(k), num_links)
     link = np.tile(np.arange(num_links), k)
     column = commodity * num_links + link
@@ -62,7 +80,7 @@ def flow_bound(topology: Topology, demand: ChunkDemand) -> float | None:
     keep[np.arange(k) * nodes + sources] = False
     a_eq, b_eq = equality[keep], need.reshape(-1)[keep]
     # capacity: chunks over a link <= T x its rate in chunks per ns
-    rate = bytes_per_ns(arrays["bandwidth_gbps"].astype(np.float64)) / demand.chunk_bytes
+    rate = bytes_per_ns(arrays["bandwidth_gbps"].astype(np.float64)) / chunk_bytes
     capacity = coo_matrix((np.ones(len(column)), (link, column)), shape=(num_links, k * num_links + 1))
     time_column = coo_matrix((-rate, (np.arange(num_links), np.full(num_links, k * num_links))), shape=(num_links, k * num_links + 1))
     a_ub = (capacity + time_column).tocsr()
@@ -71,4 +89,12 @@ def flow_bound(topology: Topology, demand: ChunkDemand) -> float | None:
     result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     if result.status != 0:
         return None
-    return float(result.x[-1]) * (1 - FLOW_TOLERANCE)
+    best = float(result.x[-1])
+    if fewest_hops:
+        cost = np.ones(k * num_links + 1)
+        cost[-1] = 0.0
+        bounds = [(0, None)] * (k * num_links) + [(0, best * (1 + FLOW_TOLERANCE))]
+        shorter = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+        if shorter.status == 0:
+            result = shorter
+    return best, result.x[:-1].reshape(k, num_links)

@@ -84,8 +84,12 @@ class Forwarding:
         return float(self.end.max()) if len(self.end) else 0.0
 
 
-def match_demand(channels: Channels, demand: Demand, *, seed: int = 0, latency_ratio: float = DEFAULT_LATENCY_RATIO) -> Forwarding:
-    """Match ``demand`` on ``channels`` (see the module docstring).
+def match_demand(
+    channels: Channels, demand: Demand, *, seed: int = 0, latency_ratio: float = DEFAULT_LATENCY_RATIO, paths: dict[int, list[int]] | None = None
+) -> Forwarding:
+    """Match ``demand`` on ``channels`` (see the module docstring). ``paths``: the channels some
+    unicast pieces follow (:func:`~chakra_collectives.synth.multipath.spread_paths`); the
+    others' are planned (:func:`~chakra_collectives.synth.path_planning.plan_paths`).
 
     Raises
     ------
@@ -101,8 +105,11 @@ def match_demand(channels: Channels, demand: Demand, *, seed: int = 0, latency_r
         raise InputError(f"NPU {int(demand.dest[j])} cannot be reached from NPU {int(demand.origin[piece])}")
     rng = np.random.default_rng(seed)
     unicast = np.flatnonzero(np.diff(demand.dest_ptr) == 1)
-    paths = plan_paths(graph, demand.origin[unicast].astype(np.int64), first[unicast].astype(np.int64), rng=rng)
-    return _Forwarder(channels, graph, demand, rng, latency_ratio, dict(zip(unicast.tolist(), paths.tolist()))).run()
+    given = paths or {}
+    if given:
+        unicast = unicast[~np.isin(unicast, np.fromiter(given, dtype=np.int64, count=len(given)))]
+    planned = plan_paths(graph, demand.origin[unicast].astype(np.int64), first[unicast].astype(np.int64), rng=rng)
+    return _Forwarder(channels, graph, demand, rng, latency_ratio, {**dict(zip(unicast.tolist(), planned.tolist())), **given}).run()
 
 
 _ARRIVE, _FREE = 0, 1

@@ -109,6 +109,25 @@ def _levels(f: Forwarding, message_of: np.ndarray) -> np.ndarray:
         level = new
 
 
+def message_tags(forwarding: Forwarding) -> np.ndarray:
+    """Each message's tag: per ordered pair of NPUs, its messages numbered in start order.
+
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> from chakra_collectives.ir.demand import demand_for
+    >>> from chakra_collectives.synth.forwarding import match_demand
+    >>> from chakra_collectives.topology import ring
+    >>> f = match_demand(build_channels(ring(3), chunk_bytes=2**16), demand_for(Collective.ALL_TO_ALL, num_npus=3, chunks_per_npu=2), latency_ratio=0)
+    >>> sorted(message_tags(f).tolist())
+    [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
+    """
+    f = forwarding
+    pair = f.src.astype(np.int64) * f.num_npus + f.dst.astype(np.int64)
+    order = np.argsort(pair, kind="stable")
+    tag = np.empty(f.num_messages, dtype=np.int64)
+    tag[order] = np.arange(f.num_messages) - np.searchsorted(pair[order], pair[order], side="left")
+    return tag
+
+
 def forwarding_algorithm(
     forwarding: Forwarding,
     demand: Demand,
@@ -156,11 +175,7 @@ def forwarding_algorithm(
     out_slot = np.full(len(piece), -1, dtype=np.int64)
     delivered = f.entry_delivered
     out_slot[delivered] = d.out_slot[np.searchsorted(dest_key, piece[delivered] * n + receiver[delivered])]
-    # tags: per ordered pair, messages in start order
-    pair = src * n + dst
-    order = np.argsort(pair, kind="stable")
-    tag = np.empty(f.num_messages, dtype=np.int64)
-    tag[order] = np.arange(f.num_messages) - np.searchsorted(pair[order], pair[order], side="left")
+    tag = message_tags(f)
     send_op = np.full(f.num_messages, -1, dtype=np.int64)
     level = _levels(f, message_of)
     entry_level = level[message_of]

@@ -55,6 +55,7 @@ they may reach the first switch together (on a 64-NPU switch, no uplink idles at
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -247,6 +248,29 @@ when it would wait in the queues past its first link for at most this many of it
 times: chunks are not committed to a congested route while another may free up."""
 
 
+@dataclass(frozen=True)
+class _FirstLink:
+    """One NPU's routed channels that start on one link and have one number of hops, as arrays
+    (row ``i``: channel ``channel[i]``), so that a message's time over every route is computed at once."""
+
+    link: int
+    channel: np.ndarray
+    dst: np.ndarray
+    links: np.ndarray
+    """(channels, hops) link ids."""
+    latency: np.ndarray
+    """(channels, hops) ns."""
+    rate: np.ndarray
+    """(channels, hops) bytes/ns."""
+    neighbours: np.ndarray
+    """(channels, in-degree) the destination's direct in-neighbours, -1 padded."""
+    present: np.ndarray
+    """(channels, in-degree, 1) all ones where :attr:`neighbours` names an NPU, else 0 (a mask)."""
+    has_neighbours: bool
+    merges: bool
+    """Some channel may carry several chunks per message."""
+
+
 # ---------------------------------------------------------------------- the matcher
 _COLUMNS = {
     "chunk": np.int32, "count": np.int32, "src": np.int32, "dst": np.int32, "start": np.float64,
@@ -336,6 +360,21 @@ class _Matcher:
             self.program += np.bincount(src, minlength=self.n)
         self.remaining -= int(count.sum())
         return ids
+
+    def _record_one(self, chunk: int, count: int, src: int, dst: int, start: float, end: float, channel: int) -> int:
+        """:meth:`_record` for one message (a routed channel's, ``channel < 0``), without arrays."""
+        transfer = self.size
+        self.size += 1
+        rec = self.rec
+        for name, value in (("chunk", chunk), ("count", count), ("src", src), ("dst", dst), ("start", start), ("end", end), ("channel", channel)):
+            rec[name][transfer] = value
+        key = channel if channel >= 0 else self.ch.num_direct - 1 - channel
+        rec["tag"][transfer] = self.sent_on[key]
+        self.sent_on[key] += 1
+        rec["send_seq"][transfer] = self.program[src]
+        self.program[src] += 1
+        self.remaining -= count
+        return transfer
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> Schedule:
@@ -539,12 +578,20 @@ class _Matcher:
         groups: dict[tuple[int, int, int], list[int]] = {}
         for index, c in enumerate(self.routed):
             groups.setdefault((c.src, c.links[0], len(c.links)), []).append(index)
-        self.groups_of: dict[int, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] = {}
-        for (src, first, hops), members in sorted(groups.items()):
+        latency, rate = self.ch.link_latency, self.ch.link_rate
+        self.groups_of: dict[int, list[_FirstLink]] = {}
+        for (src, first, _), members in sorted(groups.items()):
             idx = np.array(members)
             dst = np.array([self.routed[i].dst for i in members])
             link_mat = np.array([self.routed[i].links for i in members])
-            self.groups_of.setdefault(src, []).append((first, idx, dst, link_mat))
+            neighbours = self.in_neighbours[dst]
+            self.groups_of.setdefault(src, []).append(
+                _FirstLink(
+                    link=first, channel=idx, dst=dst, links=link_mat, latency=latency[link_mat], rate=rate[link_mat],
+                    neighbours=neighbours, present=np.where(neighbours >= 0, ~np.uint64(0), np.uint64(0))[:, :, None],
+                    has_neighbours=bool((neighbours >= 0).any()), merges=bool((self.routed_cap[idx] > 1).any()),
+                )
+            )
         self.recv_id = np.full((self.n, self.num_chunks), NO_ANCHOR, dtype=np.int64)
         self.arrival_at = np.full((self.n, self.num_chunks), -1.0)
 
@@ -568,103 +615,121 @@ class _Matcher:
             while heap and heap[0] <= t:
                 heapq.heappop(heap)
             event = events.get(s) if t > 0 else None
-            for first, idx, dst, link_mat in groups:
-                self._fill_first_link(s, t, event, first, idx, dst, link_mat, heap)
+            for group in groups:
+                self._fill_first_link(s, t, event, group, heap)
 
-    def _covered(self, dsts: np.ndarray) -> np.ndarray:
-        """Per destination, chunks some direct in-neighbour holds or has been matched with."""
-        covered = np.zeros((len(dsts), self.words), dtype=np.uint64)
-        neighbours = self.in_neighbours[dsts]
-        for position in range(neighbours.shape[1]):
-            src = neighbours[:, position]
-            present = src >= 0
-            if present.any():
-                covered[present] |= ~self.wanted[src[present]]
-        return covered
+    def _covered(self, group: _FirstLink, rows: np.ndarray | slice) -> np.ndarray:
+        """Per destination of ``group``'s ``rows``, chunks some direct in-neighbour holds or has been matched with."""
+        wanted = self.wanted[group.neighbours[rows]]  # (rows, in-neighbours, words); padding reads the last NPU's
+        return np.bitwise_or.reduce(~wanted & group.present[rows], axis=1)
 
-    def _fill_first_link(self, s, t, event, first, idx, dst, link_mat, heap) -> None:
+    def _fill_first_link(self, s: int, t: float, event: tuple[int, bool] | None, group: _FirstLink, heap: list[float]) -> None:
+        """Release messages from ``s`` over ``group``'s first link while it would otherwise go idle
+        before ``s``'s next event: each time the destination and chunk that arrive first over
+        their route (times computed for all of ``group``'s channels at once)."""
         batch_anchor: tuple[int, bool] | None = None
         ch = self.ch
+        first = group.link
+        hops = group.links.shape[1]
+        all_rows = np.arange(len(group.dst))
         while True:
             next_event = heap[0] if heap else np.inf
-            if not (self.link_free[first] <= t or self.link_free[first] < next_event):
+            first_free = float(self.link_free[first])
+            if not (first_free <= t or first_free < next_event):
                 return
             # a chunk a direct in-neighbour of the destination has (or is getting) comes cheaper
             # over that link: switch hops carry only chunks no direct neighbour can supply --
             # except detours, whose point is to bring what a direct link could bring, beside it
-            cand = self.held[s] & self.wanted[dst]
-            if not self.ch.detours:
-                cand &= ~self._covered(dst)
+            cand = self.held[s] & self.wanted[group.dst]
+            if not ch.detours and group.has_neighbours:
+                cand &= ~self._covered(group, slice(None))
             usable = cand.any(axis=1)
-            if not usable.any():
-                return
-            rows = np.flatnonzero(usable)
-            caps = self.routed_cap[idx[rows]]
-            chunk_of, count_of = self._pick_runs(cand[rows], cand[rows], np.full(len(rows), s, dtype=np.int32), dst[rows], caps)
-            # time each candidate message over its route
-            hop0 = ch.hop_ns(link_mat[rows, 0], count_of)
-            arrival = max(t, self.link_free[first]) + hop0
-            unloaded, longest = arrival.copy(), hop0.copy()
+            if usable.all():
+                rows = all_rows
+            else:
+                rows = np.flatnonzero(usable)
+                if not len(rows):
+                    return
+                cand = cand[rows]
+            dst = group.dst[rows]
+            if group.merges:
+                caps = self.routed_cap[group.channel[rows]]
+                chunk_of, count_of = self._pick_runs(cand, cand, np.full(len(rows), s, dtype=np.int32), dst, caps)
+                hop_time = group.latency[rows] + (count_of.astype(np.int64) * ch.chunk_bytes)[:, None] / group.rate[rows]
+            else:  # one chunk per message: the model's hop cost of a chunk (Channels.hop_ns, the same floats)
+                chunk_of, count_of = None, None  # the chunks are drawn once some route turns out valid
+                hop_time = group.latency[rows] + ch.chunk_bytes / group.rate[rows]
+            # time each candidate message over its route: arrival[h] once past hop h
+            links = group.links[rows]
+            last, free = self.link_last_arrival[links], self.link_free[links]
+            arrival = np.empty((hops, len(rows)))
+            arrival[0] = max(t, first_free) + hop_time[:, 0]
+            unloaded = arrival[0].copy()
             valid = np.ones(len(rows), dtype=bool)
-            for hop in range(1, link_mat.shape[1]):
-                links = link_mat[rows, hop]
-                last, free = self.link_last_arrival[links], self.link_free[links]
+            for hop in range(1, hops):
+                ahead = arrival[hop - 1]
                 if t == 0 and hop == 1:
                     # messages released at 0 reach the first switch in the order the network model
                     # injects them (program order, rank by rank), which is the order matched here
-                    opened = self.link_opened[links]
-                    valid &= (arrival > last) | ((arrival == last) & opened)
+                    valid &= (ahead > last[:, 1]) | ((ahead == last[:, 1]) & self.link_opened[links[:, 1]])
                 else:
-                    valid &= arrival > last
-                hop_time = ch.hop_ns(links, count_of)
-                arrival = np.maximum(arrival, free) + hop_time
-                unloaded += hop_time
-                longest = np.maximum(longest, hop_time)
-            if ch.detours:  # wait for a route that is free rather than queue behind others
-                valid &= arrival - unloaded <= DETOUR_SLACK * longest
-                # and leave the last chunks a direct in-neighbour holds (or is getting) to the
-                # direct links, when those bring them sooner
-                covered = self._covered(dst[rows])
-                chunk_word, chunk_bit = chunk_of // 64, (chunk_of % 64).astype(np.uint64)
-                supplied = (covered[np.arange(len(rows)), chunk_word] >> chunk_bit) & _ONE
-                wanted = np.bitwise_count(self.wanted[dst[rows]] & covered).sum(axis=1)
-                intake = self.direct_intake[dst[rows]]
-                valid &= (supplied == 0) | (arrival - t <= wanted / np.maximum(intake, 1e-30))
+                    valid &= ahead > last[:, hop]
+                if not valid.any():  # every message would overtake one queued there: none leaves
+                    break
+                np.add(np.maximum(ahead, free[:, hop]), hop_time[:, hop], out=arrival[hop])
+                unloaded += hop_time[:, hop]
+            done = arrival[-1]
+            if ch.detours and valid.any():  # wait for a route that is free rather than queue behind others
+                valid &= done - unloaded <= DETOUR_SLACK * hop_time.max(axis=1)
+            if chunk_of is None:
+                if not valid.any():
+                    self.rng.random(len(rows))  # what drawing the chunks takes from the generator
+                else:
+                    chunk_of = _random_members(cand, self.rng)
+            if ch.detours and group.has_neighbours and valid.any():
+                # leave the last chunks a direct in-neighbour holds (or is getting) to the direct
+                # links, when those bring them sooner
+                covered = self._covered(group, rows)
+                supplied = (covered[np.arange(len(rows)), chunk_of // 64] >> (chunk_of % 64).astype(np.uint64)) & _ONE
+                wanted = np.bitwise_count(self.wanted[dst] & covered).sum(axis=1)
+                intake = self.direct_intake[dst]
+                valid &= (supplied == 0) | (done - t <= wanted / np.maximum(intake, 1e-30))
             if not valid.any():
                 if not heap:  # no event of its own to try again at
                     self.stalled.add(s)
                 return
-            best = arrival[valid].min()
-            ties = np.flatnonzero(valid & (arrival == best))
+            best = done[valid].min()
+            ties = np.flatnonzero(valid & (done == best))
             pick = int(ties[self.rng.integers(len(ties))]) if len(ties) > 1 else int(ties[0])
             row = int(rows[pick])
-            chunk, count = int(chunk_of[pick]), int(count_of[pick])
-            d = int(dst[row])
-            # occupy the links
-            when = max(t, self.link_free[first])
+            chunk, count = int(chunk_of[pick]), 1 if count_of is None else int(count_of[pick])
+            d = int(group.dst[row])
+            here = float(done[pick])
+            # occupy the links: each hop busy until the message is past it
             self.link_last_arrival[first] = t
-            self.link_free[first] = when + float(hop0[pick])
-            here = self.link_free[first]
-            for hop in range(1, link_mat.shape[1]):
-                l = int(link_mat[row, hop])
-                self.link_opened[l] = t == 0 and hop == 1 and (self.link_opened[l] or self.link_last_arrival[l] == -np.inf)
-                self.link_last_arrival[l] = here
-                here = max(here, self.link_free[l]) + float(ch.hop_ns(np.array([l]), count)[0])
-                self.link_free[l] = here
+            self.link_free[first] = arrival[0, pick]
+            if hops > 1:
+                later = links[pick, 1:]
+                second = int(later[0])  # opened: only messages released at 0 were admitted to it
+                opened = t == 0 and bool(self.link_opened[second] or self.link_last_arrival[second] == -np.inf)
+                self.link_opened[later] = False
+                self.link_opened[second] = opened
+                self.link_last_arrival[later] = arrival[:-1, pick]
+                self.link_free[later] = arrival[1:, pick]
             # the RECV on s of the run's chunks, if one completes exactly now, is the first send's anchor
             if batch_anchor is None and t > 0:
                 arrived_now = chunk // self.k != s and self.arrival_at[s, chunk] == t
                 batch_anchor = (int(self.recv_id[s, chunk]), False) if arrived_now else event
             anchor = batch_anchor if batch_anchor is not None else (NO_ANCHOR, False)
-            _set_runs(self.wanted, np.array([d]), np.array([chunk]), np.array([count]), clear=True)
-            ids = self._record(
-                np.array([chunk]), np.array([count]), np.array([s]), np.array([d]), np.array([t]), np.array([here]),
-                np.array([-1 - int(idx[row])]),
-            )
-            transfer = int(ids[0])
+            if count == 1:
+                self.wanted[d, chunk // 64] &= ~_BIT[chunk % 64]
+            else:
+                _set_runs(self.wanted, np.array([d]), np.array([chunk]), np.array([count]), clear=True)
+            transfer = self._record_one(chunk, count, s, d, t, here, -1 - int(group.channel[row]))
             self.rec["anchor"][transfer] = anchor[0]
             self.rec["anchor_is_send"][transfer] = anchor[1]
-            self._note_deliveries(np.array([d]), np.array([chunk]), np.array([count]), ids, np.array([here]))
+            self.recv_id[d, chunk : chunk + count] = transfer
+            self.arrival_at[d, chunk : chunk + count] = here
             heapq.heappush(self.pending, (here, transfer))
             heapq.heappush(heap, here)
             heapq.heappush(self.rank_events[d], here)

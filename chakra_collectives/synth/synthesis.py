@@ -304,6 +304,8 @@ def synthesize(
             tried = found.chunks_tried
         else:
             for k in counts:
+                if found is not None and _group_floor_ns(topology, collective, SynthesisOptions(size_bytes=nbytes, chunks_per_npu=k, root=root, **forest), name, network_model) >= found.predicted_ns:
+                    break  # more chunks cannot pay: their latencies alone take longer
                 label = f"K={k}" if chunks_per_npu is None else ""
                 attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest)
                 tried[k] = attempt.predicted_ns
@@ -431,6 +433,15 @@ def _milp_joins(topology: Topology, collective: Collective, options: SynthesisOp
     )
 
 
+def _group_floor_ns(topology: Topology, collective: Collective, options: SynthesisOptions, name: str, network_model: str) -> float:
+    """Producer ``name``'s own floor on its time for ``options.group`` at ``options.chunks_per_npu``
+    (:attr:`~chakra_collectives.synth.registry.Synthesizer.floor`; 0 without a group or a floor)."""
+    floor = get(name).floor
+    if options.group is None or floor is None:
+        return 0.0
+    return floor(topology, collective, options, network_model)
+
+
 def _synthesize_best(
     topology: Topology,
     collective: Collective,
@@ -531,7 +542,7 @@ def _synthesize_best(
             return math.inf
         messages = get(candidate).messages
         if messages is None or group is not None:
-            return floor_ns
+            return max(floor_ns, _group_floor_ns(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model))
         src, dst, nbytes = messages(collective, num_ranks, replace(options, chunks_per_npu=k))
         return max(floor_ns, endpoint_load_ns(topology, src, dst, nbytes, network_model=network_model))
 

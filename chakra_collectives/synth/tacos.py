@@ -47,13 +47,15 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.processes import can_fork, can_start_processes
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
+from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import ChannelRouting, Channels, build_channels
 from chakra_collectives.ir.demand import demand_for
 from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
 from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.footprint import tacos_footprint
-from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
+from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
+from chakra_collectives.synth.multipath import spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.schedule import Schedule
@@ -164,6 +166,7 @@ def tacos(
     root: int = 0,
     pattern: ChunkPattern | None = None,
     detours: bool = False,
+    multipath: bool = False,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -181,6 +184,9 @@ def tacos(
     :func:`~chakra_collectives.synth.channels.detour_channels`, each SEND naming its route
     (what a process group's view of a fabric needs, :func:`tacos_for_group`); they then match
     single chunks (``MergeVariant(0.0)``) and at most :data:`DETOUR_TRIALS` seeds unless told.
+    ``multipath``: a :data:`FORWARDED` collective's unicast pieces are also matched along the
+    paths of the multicommodity-flow optimum (:func:`~chakra_collectives.synth.multipath.spread_paths`,
+    several routes per pair, each SEND naming its route), and the faster plan is kept.
 
     Raises
     ------
@@ -216,7 +222,7 @@ def tacos(
     if collective in FORWARDED:
         forwarding_trials = min(trials, FORWARDING_TRIALS) if explicit_trials is None else trials
         ratio = DEFAULT_LATENCY_RATIO if merge_variants is None else variants[0].latency_ratio
-        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio)
+        return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio, multipath)
     n = topology.num_npus
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes, detours=detours)
@@ -258,8 +264,10 @@ FORWARDING_TRIALS = 4
 def _forwarded(
     topology: Topology, collective: Collective, size_bytes: int, k: int, seed: int, trials: int, root: int, pattern: ChunkPattern | None,
     latency_ratio: float,
+    multipath: bool = False,
 ) -> TacosResult:
-    """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`."""
+    """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`
+    (``multipath``: see :func:`tacos`; ties keep the one-route plan)."""
     n = topology.num_npus
     if collective is Collective.PATTERN:
         if pattern is None:
@@ -275,14 +283,19 @@ def _forwarded(
     channels = build_channels(topology, chunk_bytes=-(-size_bytes // chunk_count))
     distance = ChannelGraph.of(channels).dist
     demand = demand_for(collective, num_npus=n, chunks_per_npu=k, root=root, pattern=pattern, distance=distance)
+    plans: list[tuple[Channels, dict[int, list[int]] | None]] = [(channels, None)]
+    spread = spread_paths(channels, demand) if multipath else None
+    if spread is not None:
+        plans.append((spread.channels, spread.paths))
     best: Forwarding | None = None
-    best_seed = seed
-    with progress.task(collective.value, total=trials, unit="trials") as done:
-        for trial in range(trials):
-            found = match_demand(channels, demand, seed=seed + trial, latency_ratio=latency_ratio)
-            if best is None or found.time_ns < best.time_ns:
-                best, best_seed = found, seed + trial
-            done.advance()
+    best_seed, best_plan = seed, 0
+    with progress.task(collective.value, total=trials * len(plans), unit="trials") as done:
+        for plan, (plan_channels, paths) in enumerate(plans):
+            for trial in range(trials):
+                found = match_demand(plan_channels, demand, seed=seed + trial, latency_ratio=latency_ratio, paths=paths)
+                if best is None or found.time_ns < best.time_ns:
+                    best, best_seed, best_plan = found, seed + trial, plan
+                done.advance()
     assert best is not None
     provenance = {
         "algorithm": "tacos",
@@ -298,7 +311,21 @@ def _forwarded(
             best, demand, collective=collective, chunk_count=chunk_count, size_bytes=size_bytes,
             root=root if collective.has_root else None, pattern=pattern, provenance=provenance,
         )
+        if best_plan:  # several routes per pair: every SEND names its own
+            algo = _name_routes(algo, best, plans[best_plan][0])
     return TacosResult(algorithm=algo, schedule_ns=best.time_ns, phases=(), trials=trials, forwarding_seed=best_seed)
+
+
+def _name_routes(algo: CollectiveAlgorithm, forwarding: Forwarding, channels: Channels) -> CollectiveAlgorithm:
+    """``algo`` with every SEND over a routed channel naming that channel's node path (``routes``)."""
+    channel_of = {key: int(c) for key, c in zip(zip(forwarding.src.tolist(), forwarding.dst.tolist(), message_tags(forwarding).tolist()), forwarding.channel.tolist())}
+    ops = algo.ops
+    route = np.full(len(ops), -1, dtype=np.int32)
+    sends = np.flatnonzero(ops.kind == OpKind.SEND)
+    for i, rank, peer, tag in zip(sends.tolist(), ops.rank[sends].tolist(), ops.peer[sends].tolist(), ops.tag[sends].tolist()):
+        c = channel_of[rank, peer, tag]
+        route[i] = -1 - c if c < 0 else -1
+    return replace(algo, ops=replace(ops, route=route), routes=channels.routing().paths)
 
 
 def refine_pattern(pattern: ChunkPattern, k: int) -> ChunkPattern:
@@ -494,7 +521,7 @@ def tacos_for_group(topology: Topology, group: tuple[int, ...], collective: Coll
     """
     view = group_view(topology, group)
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
-    found = tacos(view.topology, collective, size_bytes, detours=collective not in FORWARDED, **options)
+    found = tacos(view.topology, collective, size_bytes, detours=collective not in FORWARDED, multipath=collective in FORWARDED, **options)
     algo = found.algorithm
     provenance = {**algo.provenance, "topology": topology.name, "group": ",".join(map(str, group))}
     if algo.routes:  # detours: every SEND names its route already
@@ -515,6 +542,42 @@ def tacos_for_group(topology: Topology, group: tuple[int, ...], collective: Coll
     return replace(found, algorithm=placed)
 
 
+def group_floor_ns(topology: Topology, collective: Collective, options: SynthesisOptions, network_model: str = "default") -> float:
+    """A floor on TACOS's predicted time for a process group at ``options.chunks_per_npu`` chunks
+    per rank, known without synthesizing it (0 where none applies: no group, another collective,
+    or the astra-sim model, which pipelines latencies).
+
+    Over detours TACOS sends single chunks, each message holding every link of its route for
+    ``latency + chunk / bandwidth`` (the default model): a member receives ``(N-1)K`` messages in
+    an all-gather and sends as many in a reduce-scatter (its mirror), all over its own links, so
+    its links' message rates bound the time. An all-reduce, both phases, moves at least ``NK``
+    messages through every member's in-links and out-links, and ``2N(N-1)K`` into members in all.
+    More chunks pay more latencies: when this exceeds the fastest time found, ``K`` stops (a
+    mesh2d:8x8 row, all-gather of 64 MiB: 0.659 ms at K = 64 against the 0.630 ms of K = 32).
+
+    >>> from chakra_collectives.topology import ring
+    >>> options = SynthesisOptions(size_bytes=2**20, chunks_per_npu=1, group=(0, 2))
+    >>> hop = float(NetworkModel(ring(4)).hop_ns([0], 2**19)[0])      # one chunk over one link
+    >>> group_floor_ns(ring(4), Collective.ALL_GATHER, options) == hop / 2   # two links into rank 1
+    True
+    """
+    phases = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)  # the others merge messages
+    if options.group is None or collective not in phases or Mode.parse(network_model) is Mode.ASTRA_SIM:
+        return 0.0
+    n, k = len(options.group), options.chunks_per_npu
+    model = NetworkModel(topology)
+    rate = 1.0 / model.hop_ns(np.arange(model.num_links), -(-options.size_bytes // (n * k)))  # messages per ns, per link
+    members = np.asarray(options.group, dtype=np.int64)
+    into = np.bincount(model.link_dst, weights=rate, minlength=topology.num_nodes)[members]
+    out = np.bincount(model.link_src, weights=rate, minlength=topology.num_nodes)[members]
+    per_member = (n - 1) * k
+    if collective is Collective.ALL_GATHER:
+        return float((per_member / into).max())
+    if collective is Collective.REDUCE_SCATTER:
+        return float((per_member / out).max())
+    return float(max((n * k / into).max(), (n * k / out).max(), 2 * n * per_member / into.sum(), 2 * n * per_member / out.sum()))
+
+
 register(
     Synthesizer(
         "tacos",
@@ -523,6 +586,7 @@ register(
         "TACOS link-chunk matching on the topology's time-expanded network",
         whole_topology=True,
         groups=True,
+        floor=group_floor_ns,
         switch_handling=SWITCH_HANDLING,
         footprint=tacos_footprint,
     )

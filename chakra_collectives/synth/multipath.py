@@ -1,0 +1,160 @@
+"""Several routes per pair for a process group's unicast pieces, as the multicommodity-flow LP spreads them.
+
+A group's all-to-all over one route per pair (the network model's) leaves most of the fabric idle:
+a mesh row's pairs all cross the row's own links, a DGX column's the one NIC of each member. The
+exact bandwidth bound (:func:`~chakra_collectives.flow.multicommodity.commodity_flows`, of its
+optimal flows one crossing the fewest links) spreads the pieces over every link. Here its flow is taken apart into paths per (origin, destination)
+pair, each piece put on one of its pair's paths (at most as many as the path's share of the flow, the
+one whose busiest link is least busy so far), and every path cut
+at the members it crosses into channels: a member-to-member link is a direct channel, a stretch
+through non-members a routed channel of its own. The forwarding matcher then follows these paths
+(:func:`~chakra_collectives.synth.forwarding.match_demand`'s ``paths``), each SEND naming its route.
+
+>>> from chakra_collectives.ir import Collective
+>>> from chakra_collectives.ir.demand import demand_for
+>>> from chakra_collectives.synth.channels import build_channels
+>>> from chakra_collectives.topology import mesh2d
+>>> from chakra_collectives.topology.groups import group_view
+>>> view = group_view(mesh2d(2, 2), (0, 1)).topology       # a row: the other row is a second way
+>>> plan = spread_paths(build_channels(view, chunk_bytes=2**20), demand_for(Collective.ALL_TO_ALL, num_npus=2, chunks_per_npu=2))
+>>> sorted(len(plan.channels.routed[c - plan.channels.num_direct].links) if c >= plan.channels.num_direct else 1 for c in plan.paths.values() for c in c)
+[1, 1, 3, 3]
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from chakra_collectives.flow.multicommodity import commodity_flows
+from chakra_collectives.ir.demand import Demand
+from chakra_collectives.synth.channels import Channels, RoutedChannel
+
+FLOW_EPSILON = 1e-6
+"""Chunks of flow below which a link counts as unused (the LP's tolerances)."""
+
+
+@dataclass(frozen=True)
+class SpreadPaths:
+    """The channels the paths run over (the given ones, then a routed channel per stretch through
+    non-members) and each unicast piece's channels in order."""
+
+    channels: Channels
+    paths: dict[int, list[int]]
+
+
+def spread_paths(channels: Channels, demand: Demand) -> SpreadPaths | None:
+    """Paths for ``demand``'s unicast pieces from the multicommodity-flow optimum on ``channels``'
+    topology (see the module docstring); ``None`` when the LP is too large or no piece is unicast."""
+    n = channels.num_npus
+    model = channels.model
+    counts = np.diff(demand.dest_ptr)
+    unicast = np.flatnonzero(counts == 1)
+    if not len(unicast):
+        return None
+    origin = demand.origin[unicast].astype(np.int64)
+    target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
+    sources, source_index = np.unique(origin, return_inverse=True)
+    need = np.zeros((len(sources), model.topology.num_nodes))
+    np.add.at(need, (source_index, target), 1.0)
+    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True)
+    if solved is None:
+        return None
+    flows = solved[1]
+    direct_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))}
+    routed_of: dict[tuple[int, ...], int] = {}
+    extra: list[RoutedChannel] = []
+    paths: dict[int, list[int]] = {}
+    pairs: list[tuple[np.ndarray, list[tuple[list[int], float]], int]] = []  # (pieces, routes, origin)
+    for i, s in enumerate(sources.tolist()):
+        flow = flows[i].copy()
+        mine = np.flatnonzero(source_index == i)
+        for w in np.unique(target[mine]).tolist():
+            pieces = unicast[mine[target[mine] == w]]
+            routes = _take_paths(flow, model.link_src, model.link_dst, s, w, float(len(pieces)))
+            if routes:
+                pairs.append((pieces, routes, s))
+    # the pairs with the fewest ways first; each piece takes, of its pair's routes still under
+    # their share of the flow, the one whose busiest link would be least busy
+    serial = channels.chunk_bytes / model.link_rate
+    load = np.zeros(len(serial))
+    for pieces, routes, s in sorted(pairs, key=lambda pair: len(pair[1])):
+        hops = [_channels_of(links, model.link_dst, n, direct_of, routed_of, extra, len(channels.routed), channels.num_direct, s) for links, _ in routes]
+        quota = [np.ceil(amount - FLOW_EPSILON) for _, amount in routes]
+        for piece in pieces.tolist():
+            open_routes = [j for j in range(len(routes)) if quota[j] > 0] or list(range(len(routes)))
+            j = min(open_routes, key=lambda j: (float((load[routes[j][0]] + serial[routes[j][0]]).max()), j))
+            load[routes[j][0]] += serial[routes[j][0]]
+            quota[j] -= 1
+            paths[piece] = hops[j]
+    return SpreadPaths(replace(channels, routed=[*channels.routed, *extra]), paths)
+
+
+def _take_paths(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int, amount: float) -> list[tuple[list[int], float]]:
+    """Up to ``amount`` chunks of ``flow`` from ``s`` to ``w`` as paths (fewest hops first, each as
+    much as its thinnest link carries), taken out of ``flow``."""
+    found: list[tuple[list[int], float]] = []
+    while amount > FLOW_EPSILON:
+        links = _shortest(flow, link_src, link_dst, s, w)
+        if links is None:
+            break
+        carried = min(float(flow[links].min()), amount)
+        flow[links] -= carried
+        amount -= carried
+        found.append((links, carried))
+    return found
+
+
+def _shortest(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int) -> list[int] | None:
+    """The fewest-hop path from ``s`` to ``w`` over links still carrying flow (breadth first)."""
+    used = np.flatnonzero(flow > FLOW_EPSILON)
+    out: dict[int, list[int]] = {}
+    for link, a in zip(used.tolist(), link_src[used].tolist()):
+        out.setdefault(a, []).append(link)
+    came: dict[int, int] = {s: -1}
+    frontier = deque([s])
+    while frontier:
+        u = frontier.popleft()
+        if u == w:
+            break
+        for link in out.get(u, ()):
+            v = int(link_dst[link])
+            if v not in came:
+                came[v] = link
+                frontier.append(v)
+    if w not in came:
+        return None
+    links = []
+    node = w
+    while came[node] >= 0:
+        links.append(came[node])
+        node = int(link_src[came[node]])
+    return links[::-1]
+
+
+def _channels_of(
+    links: list[int], link_dst: np.ndarray, n: int, direct_of: dict, routed_of: dict, extra: list[RoutedChannel], base: int, num_direct: int, s: int
+) -> list[int]:
+    """A path's channels (forwarding matcher ids: direct ``i``, routed ``num_direct + j``): cut at every member it crosses."""
+    hops: list[int] = []
+    start, stretch = s, []
+    for link in links:
+        stretch.append(link)
+        v = int(link_dst[link])
+        if v >= n:  # a non-member: the stretch goes on
+            continue
+        if len(stretch) == 1 and (start, v) in direct_of:
+            hops.append(direct_of[start, v])
+        else:
+            key = tuple(stretch)
+            if key not in routed_of:
+                routed_of[key] = base + len(extra)
+                extra.append(RoutedChannel(start, v, key))
+            hops.append(num_direct + routed_of[key])
+        start, stretch = v, []
+    return hops
+
+
+__all__ = ["SpreadPaths", "spread_paths"]
