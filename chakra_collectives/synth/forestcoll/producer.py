@@ -127,7 +127,11 @@ def build_trees(
         if progress is not None:
             progress("split switches")
         try:
-            logical = split_switches(topology, supply, capacity=capacity, sinks=sinks, symmetric=symmetric, reverse=reverse)
+            split = lambda within: split_switches(topology, supply, capacity=capacity, sinks=sinks, symmetric=symmetric, reverse=reverse, within_servers=within)
+            logical = split(True)
+            # partners taken farthest first within servers too, or only across them: whichever
+            # packs shallower trees (mi250:2, k = 2: 12 NPU hops deep against 10 across servers only)
+            alternatives = [logical] + [other for other in [split(False)] if other.paths != logical.paths]
             break
         except SplittingStuck:
             if balanced:
@@ -142,12 +146,23 @@ def build_trees(
     started = time.perf_counter()
     if progress is not None:
         progress("pack trees")
-    if symmetric:
-        forest = pack_trees(logical, {r: supply[r] for r in sinks if r in supply}, elements=symmetry.elements, sinks=sinks)
-    else:
-        forest = pack_trees(logical, supply, sinks=list(range(n)))
+    packed = []
+    for logical in alternatives:
+        if symmetric:
+            forest = pack_trees(logical, {r: supply[r] for r in sinks if r in supply}, elements=symmetry.elements, sinks=sinks)
+        else:
+            forest = pack_trees(logical, supply, sinks=list(range(n)))
+        packed.append((_depths(forest), logical, forest))
+    _, logical, forest = min(packed, key=lambda item: item[0])
     timings["pack_s"] = timings.get("pack_s", 0.0) + time.perf_counter() - started
     return Trees(best, logical, forest, reverse, balanced)
+
+
+def _depths(forest: Forest) -> tuple[int, int]:
+    """``(deepest tree, total depth)`` in NPU hops: every hop of a tree is a store-and-forward
+    step its last piece waits for."""
+    depths = [tree.depth() for tree in forest.trees]
+    return max(depths, default=0), sum(depths)
 
 
 def _optimum(graph: CapacityGraph, demand, sinks, trees_per_npu, name, known: Optimum | None = None) -> Optimum:
@@ -295,16 +310,17 @@ def forestcoll(
     graphs = {reverse: CapacityGraph.from_topology(topology, reverse=reverse) for reverse in _directions(collective)}
     optima = {reverse: optimum(graph, demand, sinks=sinks) for reverse, graph in graphs.items()}
     optimal_k, optimal_U = _optimal_k_U(optima)
+    fixed_optima = lambda k: {reverse: best if k is None else fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best) for reverse, best in optima.items()}
     if auto:
         few = [k for k in AUTO_FEW_TREES if k < optimal_k and all(k <= o.k for o in optima.values())]  # fixed k: at most each phase's
-        # many trees cost many messages: above AUTO_MAX_TREES the optimum's own trees are not built
-        ks = ([None] if optimal_k <= AUTO_MAX_TREES or not few else []) + few
+        candidates = [fixed_optima(k) for k in few]
+        exact = [c for c in candidates if _exact(c, optima)]
+        if not exact:  # the fewest trees that reach the optimum's bandwidth exactly
+            exact = _fewest_exact(optima, fixed_optima, min(optimal_k, AUTO_MAX_TREES + 1), start=max(few, default=0) + 1)
+            # many trees cost many messages: above AUTO_MAX_TREES the optimum's own trees are not built
+            candidates = (exact or ([optima] if optimal_k <= AUTO_MAX_TREES or not few else [])) + candidates
     else:
-        ks = [fixed]
-    candidates = [
-        {reverse: best if k is None else fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best) for reverse, best in optima.items()}
-        for k in ks
-    ]
+        candidates = [fixed_optima(fixed)]
     timings["optimum_s"] = time.perf_counter() - started
     share = size if collective.has_root else size / n
     best = None
@@ -360,6 +376,24 @@ def forestcoll(
         algorithm, phases, P, timings,
         optimal_k=optimal_k, optimal_U=optimal_U, predicted_ns=predicted,
     )
+
+
+def _exact(candidate: dict[bool, Optimum], optima: dict[bool, Optimum]) -> bool:
+    """Whether ``candidate`` reaches the optimum's bandwidth in every phase."""
+    return all(candidate[reverse].ratio_gbps == best.ratio_gbps for reverse, best in optima.items())
+
+
+def _fewest_exact(optima: dict[bool, Optimum], fixed_optima, below: int, *, start: int) -> list[dict[bool, Optimum]]:
+    """``[the optima of the least k (from start, below below) whose bandwidth is the optimum's]``
+    or ``[]``: the optimum's ``k`` makes every capacity a whole number of trees, but fewer trees
+    may already reach its bandwidth with whole capacities (mi250:4: 3 trees per NPU where the
+    optimum's is 8)."""
+    for k in range(start, below):
+        if all(k <= o.k for o in optima.values()):
+            candidate = fixed_optima(k)
+            if _exact(candidate, optima):
+                return [candidate]
+    return []
 
 
 def _directions(collective: Collective) -> list[bool]:
