@@ -278,10 +278,10 @@ def forestcoll(
     """ForestColl's schedule of ``collective`` on ``topology`` as IR (see the module docstring).
 
     ``trees_per_npu`` fixes ``k`` (the best ``U`` for it; at most the optimum's ``k``);
-    ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the optimum's
-    ``k`` (when at most :data:`AUTO_MAX_TREES`) -- and, when that is more, also one and two
-    trees per NPU (:data:`AUTO_FEW_TREES`), whichever the network model predicts faster
-    (many trees cost many messages).
+    ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the fewest trees
+    per NPU that reach the optimum's bandwidth exactly (the optimum's ``k`` or fewer; when at
+    most :data:`AUTO_MAX_TREES`) and one and two trees per NPU (:data:`AUTO_FEW_TREES`),
+    whichever the network model predicts faster (many trees cost many messages).
     ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree (default: chosen by
     :mod:`~chakra_collectives.synth.forestcoll.tuning`). ``root``: broadcast's and reduce's.
     """
