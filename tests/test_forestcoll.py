@@ -235,6 +235,20 @@ def test_realised_never_beats_the_optimum_on_forestcolls_platforms(spec):
     assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
 
 
+def test_fewer_trees_at_the_optimums_bandwidth_never_beat_the_optimum():
+    """mi250:4 with the 3 trees per NPU auto builds (the optimum's bandwidth with fewer trees
+    than its k = 8; see test_auto_takes_the_fewest_trees_that_reach_the_optimums_bandwidth):
+    the written schedule's predicted time is at least the optimum's bandwidth term."""
+    from chakra_collectives.network import predict_time
+    from chakra_collectives.synth.forestcoll import report
+
+    topology = load_topology("mi250:4")
+    result = forestcoll(topology, "all-gather", 2**30, trees_per_npu=3, chunks_per_tree=4)
+    row = report(result)
+    assert row["algbw_gbps"] == row["optimal_algbw_gbps"]
+    assert predict_time(result.algorithm, topology) >= row["optimal_bandwidth_ns"] * (1 - 1e-12)
+
+
 def test_auto_is_as_fast_as_each_k_it_may_skip():
     """auto skips a k whose bandwidth term cannot beat a schedule it already predicted; for
     All-Reduce that must be one phase's term, not the two phases' sum (they overlap on
