@@ -251,12 +251,15 @@ def _solve_factors(scaled, src, dst, bandwidth, out, n) -> dict[int, Fraction]:
     return {w: rows[index[w]][size] for w in scaled}
 
 
-AUTO_FEW_TREES = (1, 2)
+AUTO_FEW_TREES = (1, 2, 3)
 """Trees per NPU ``auto`` tries besides the optimum's (when fewer): the best bandwidth with
-exactly that many, which may realise more of the optimum than its many trees' messages do."""
+exactly that many, which may realise more of the optimum than its many trees' messages do.
+From the third on, one is tried only while the one before it is the fastest so far (more trees
+are paying: mi250:2, 1 GiB All-Gather, 2 beat 1 and 3 realises 0.914 of the optimal algbw
+against 0.903; at 64 MiB 1 beats 2 and 3 is not built)."""
 
 AUTO_MAX_TREES = 16
-"""``auto`` builds the optimum's own trees only up to this many per NPU (above, one and two per
+"""``auto`` builds the optimum's own trees only up to this many per NPU (above, one to three per
 NPU): every tree crosses every NPU once, so ``k`` trees cost ``k`` messages per piece on every
 NPU's links (mi250:2: the optimum's 83 realise 0.83 of its algbw at 1 GiB where two realise
 0.89, and packing them takes 4 of its 5 seconds)."""
@@ -280,7 +283,7 @@ def forestcoll(
     ``trees_per_npu`` fixes ``k`` (the best ``U`` for it; at most the optimum's ``k``);
     ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the fewest trees
     per NPU that reach the optimum's bandwidth exactly (the optimum's ``k`` or fewer; when at
-    most :data:`AUTO_MAX_TREES`) and one and two trees per NPU (:data:`AUTO_FEW_TREES`),
+    most :data:`AUTO_MAX_TREES`) and one to three trees per NPU (:data:`AUTO_FEW_TREES`),
     whichever the network model predicts faster (many trees cost many messages).
     ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree (default: chosen by
     :mod:`~chakra_collectives.synth.forestcoll.tuning`). ``root``: broadcast's and reduce's.
@@ -324,7 +327,12 @@ def forestcoll(
     timings["optimum_s"] = time.perf_counter() - started
     share = size if collective.has_root else size / n
     best = None
+    trees_of: dict[int, int] = {}  # trees per NPU of each candidate built (by id of its phases)
     for known in candidates:
+        trees = max(o.k for o in known.values())
+        fastest_k = None if best is None else trees_of[id(best[1])]
+        if auto and trees in AUTO_FEW_TREES[2:] and fastest_k != trees - 1 and not _exact(known, optima):
+            continue  # the k before it did not pay for its messages
         bandwidth_ns = [share * float(known[reverse].ratio_gbps) / bytes_per_ns(1.0) for reverse in _directions(collective)]
         if best is not None and best[4] is not None and max(bandwidth_ns) >= best[0]:
             # one phase's bandwidth term alone is slower than a schedule already predicted: not
@@ -332,6 +340,7 @@ def forestcoll(
             # overlap on opposite links, so their sum is no bound)
             continue
         phases = _phases(topology, collective, demand, progress, timings, known)
+        trees_of[id(phases)] = trees
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
 
