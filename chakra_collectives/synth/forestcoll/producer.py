@@ -130,8 +130,10 @@ def build_trees(
             split = lambda within: split_switches(topology, supply, capacity=capacity, sinks=sinks, symmetric=symmetric, reverse=reverse, within_servers=within)
             logical = split(True)
             # partners taken farthest first within servers too, or only across them: whichever
-            # packs shallower trees (mi250:2, k = 2: 12 NPU hops deep against 10 across servers only)
-            alternatives = [logical] + [other for other in [split(False)] if other.paths != logical.paths]
+            # packs shallower trees (mi250:2, k = 2: 12 NPU hops deep against 10 across servers
+            # only). One tree per NPU: within servers too (never deeper where measured: mi250:2
+            # 9 hops against 11, a100:16 2 against 9), packed once
+            alternatives = [logical] + [other for other in ([split(False)] if best.k > 1 else []) if other.paths != logical.paths]
             break
         except SplittingStuck:
             if balanced:
