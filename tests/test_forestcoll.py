@@ -235,6 +235,20 @@ def test_realised_never_beats_the_optimum_on_forestcolls_platforms(spec):
     assert predicted >= report(result)["optimal_bandwidth_ns"] * (1 - 1e-12)
 
 
+def test_fewer_trees_at_the_optimums_bandwidth_never_beat_the_optimum():
+    """mi250:4 with the 3 trees per NPU auto builds (the optimum's bandwidth with fewer trees
+    than its k = 8; see test_auto_takes_the_fewest_trees_that_reach_the_optimums_bandwidth):
+    the written schedule's predicted time is at least the optimum's bandwidth term."""
+    from chakra_collectives.network import predict_time
+    from chakra_collectives.synth.forestcoll import report
+
+    topology = load_topology("mi250:4")
+    result = forestcoll(topology, "all-gather", 2**30, trees_per_npu=3, chunks_per_tree=4)
+    row = report(result)
+    assert row["algbw_gbps"] == row["optimal_algbw_gbps"]
+    assert predict_time(result.algorithm, topology) >= row["optimal_bandwidth_ns"] * (1 - 1e-12)
+
+
 def test_auto_is_as_fast_as_each_k_it_may_skip():
     """auto skips a k whose bandwidth term cannot beat a schedule it already predicted; for
     All-Reduce that must be one phase's term, not the two phases' sum (they overlap on
@@ -350,3 +364,53 @@ def test_a_test_with_many_sinks_agrees_with_each_sinks_own_flow():
                 assert found.sink == next(s for s, v in zip(order, values) if v < total)
             for key in list(capacity)[:2]:
                 capacity[key] = max(0, capacity[key] - 3)
+
+
+def test_auto_takes_the_fewest_trees_that_reach_the_optimums_bandwidth():
+    """mi250:4's optimum is U = 3/2 with k = 8 (whole capacities at every link), but 3 trees
+    per NPU with U = 9/16 give the same U/k = 3/16: auto builds those (fewer trees, fewer
+    messages) instead of the optimum's 8; 1 and 2 trees are below the optimum's bandwidth."""
+    from chakra_collectives.flow import CapacityGraph
+    from chakra_collectives.flow.cut_ratio import default_sinks
+    from chakra_collectives.synth.forestcoll.optimum import fixed_k_optimum, optimum
+    from chakra_collectives.synth.forestcoll.producer import _fewest_exact
+
+    topology = load_topology("mi250:4")
+    demand = [1] * topology.num_npus
+    graph = CapacityGraph.from_topology(topology)
+    sinks = default_sinks(topology, demand)
+    best = optimum(graph, demand, sinks=sinks)
+    assert (best.k, best.U) == (8, Fraction(3, 2))
+    fixed = lambda k: {False: fixed_k_optimum(graph, demand, sinks=sinks, k=k, best=best)}
+    assert all(fixed(k)[False].ratio_gbps > best.ratio_gbps for k in (1, 2))  # (GB/s)^-1: slower
+    [chosen] = _fewest_exact({False: best}, fixed, 9, start=1)
+    assert chosen[False].k == 3 and chosen[False].U / 3 == best.U / 8
+    assert _fewest_exact({False: best}, fixed, 3, start=1) == []  # none below 3
+
+
+def test_trees_packed_from_the_shallower_partner_order():
+    """Edge splitting takes an input's partners at a switch farthest first across servers, and
+    within a server either farthest first too or in order; build_trees packs both when they
+    differ and keeps the shallower forest. On mi250:2 with 2 trees per NPU farthest-first
+    within the other node makes trees 12 NPU hops deep where in-order gives 10 (and the
+    1 GiB All-Reduce was 2.6% slower for it)."""
+    from chakra_collectives.flow import CapacityGraph
+    from chakra_collectives.flow.cut_ratio import default_sinks
+    from chakra_collectives.synth.forestcoll import build_trees
+    from chakra_collectives.synth.forestcoll.packing import pack_trees
+    from chakra_collectives.synth.forestcoll.splitting import split_switches
+
+    topology = load_topology("mi250:2")
+    n = topology.num_npus
+    trees = build_trees(topology, [1] * n, reverse=False, trees_per_npu=2)
+    graph = CapacityGraph.from_topology(topology)
+    capacity = {(u, v): c for u, v, c in zip(graph.src.tolist(), graph.dst.tolist(), trees.optimum.capacities) if c > 0}
+    supply = {v: 2 for v in range(n)}
+    sinks = default_sinks(topology, [1] * n)  # one NPU per symmetry class, as build_trees packs
+    depth = {}
+    for within in (True, False):
+        logical = split_switches(topology, supply, capacity=capacity, sinks=sinks, within_servers=within)
+        forest = pack_trees(logical, {r: 2 for r in sinks}, elements=topology.symmetry.elements, sinks=sinks)
+        depth[within] = max(tree.depth() for tree in forest.trees)
+    chosen = max(tree.depth() for tree in trees.forest.trees)
+    assert chosen == min(depth.values()) < max(depth.values())

@@ -55,7 +55,7 @@ def synth(
     root: int = typer.Option(0, "--root", metavar="R", help="Root rank of broadcast / reduce (tree, forestcoll)."),
     trees_per_npu: Optional[str] = typer.Option(
         None, "--trees-per-npu", metavar="K",
-        help="ForestColl: trees per NPU, k: a number (the best bandwidth with exactly k; at most the optimum's), optimal (the optimum's k), or auto (default: the optimum's, or 1 or 2 when the network model predicts that faster).",
+        help="ForestColl: trees per NPU, k: a number (the best bandwidth with exactly k; at most the optimum's), optimal (the optimum's k), or auto (default: the fewest that reach the optimum's bandwidth, or 1 to 3 when the network model predicts that faster).",
     ),
     chunks_per_tree: Optional[int] = typer.Option(
         None, "--chunks-per-tree", metavar="P", help="ForestColl: pipeline pieces per tree (default: chosen from a latency/bandwidth model)."

@@ -130,7 +130,13 @@ def build_trees(
         if progress is not None:
             progress("split switches")
         try:
-            logical = split_switches(topology, supply, capacity=capacity, sinks=sinks, symmetric=symmetric, reverse=reverse)
+            split = lambda within: split_switches(topology, supply, capacity=capacity, sinks=sinks, symmetric=symmetric, reverse=reverse, within_servers=within)
+            logical = split(True)
+            # partners taken farthest first within servers too, or only across them: whichever
+            # packs shallower trees (mi250:2, k = 2: 12 NPU hops deep against 10 across servers
+            # only). One tree per NPU: within servers too (never deeper where measured: mi250:2
+            # 9 hops against 11, a100:16 2 against 9), packed once
+            alternatives = [logical] + [other for other in ([split(False)] if best.k > 1 else []) if other.paths != logical.paths]
             break
         except SplittingStuck:
             if balanced:
@@ -145,12 +151,23 @@ def build_trees(
     started = time.perf_counter()
     if progress is not None:
         progress("pack trees")
-    if symmetric:
-        forest = pack_trees(logical, {r: supply[r] for r in sinks if r in supply}, elements=symmetry.elements, sinks=sinks)
-    else:
-        forest = pack_trees(logical, supply, sinks=list(range(n)))
+    packed = []
+    for logical in alternatives:
+        if symmetric:
+            forest = pack_trees(logical, {r: supply[r] for r in sinks if r in supply}, elements=symmetry.elements, sinks=sinks)
+        else:
+            forest = pack_trees(logical, supply, sinks=list(range(n)))
+        packed.append((_depths(forest), logical, forest))
+    _, logical, forest = min(packed, key=lambda item: item[0])
     timings["pack_s"] = timings.get("pack_s", 0.0) + time.perf_counter() - started
     return Trees(best, logical, forest, reverse, balanced)
+
+
+def _depths(forest: Forest) -> tuple[int, int]:
+    """``(deepest tree, total depth)`` in NPU hops: every hop of a tree is a store-and-forward
+    step its last piece waits for."""
+    depths = [tree.depth() for tree in forest.trees]
+    return max(depths, default=0), sum(depths)
 
 
 def _optimum(graph: CapacityGraph, demand, sinks, trees_per_npu, name, known: Optimum | None = None) -> Optimum:
@@ -239,12 +256,15 @@ def _solve_factors(scaled, src, dst, bandwidth, out, n) -> dict[int, Fraction]:
     return {w: rows[index[w]][size] for w in scaled}
 
 
-AUTO_FEW_TREES = (1, 2)
+AUTO_FEW_TREES = (1, 2, 3)
 """Trees per NPU ``auto`` tries besides the optimum's (when fewer): the best bandwidth with
-exactly that many, which may realise more of the optimum than its many trees' messages do."""
+exactly that many, which may realise more of the optimum than its many trees' messages do.
+From the third on, one is tried only while the one before it is the fastest so far (more trees
+are paying: mi250:2, 1 GiB All-Gather, 2 beat 1 and 3 realises 0.914 of the optimal algbw
+against 0.903; at 64 MiB 1 beats 2 and 3 is not built)."""
 
 AUTO_MAX_TREES = 16
-"""``auto`` builds the optimum's own trees only up to this many per NPU (above, one and two per
+"""``auto`` builds the optimum's own trees only up to this many per NPU (above, one to three per
 NPU): every tree crosses every NPU once, so ``k`` trees cost ``k`` messages per piece on every
 NPU's links (mi250:2: the optimum's 83 realise 0.83 of its algbw at 1 GiB where two realise
 0.89, and packing them takes 4 of its 5 seconds)."""
@@ -266,10 +286,10 @@ def forestcoll(
     """ForestColl's schedule of ``collective`` on ``topology`` as IR (see the module docstring).
 
     ``trees_per_npu`` fixes ``k`` (the best ``U`` for it; at most the optimum's ``k``);
-    ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the optimum's
-    ``k`` (when at most :data:`AUTO_MAX_TREES`) -- and, when that is more, also one and two
-    trees per NPU (:data:`AUTO_FEW_TREES`), whichever the network model predicts faster
-    (many trees cost many messages).
+    ``"optimal"`` takes the optimum's; by default (``None`` or ``"auto"``) the fewest trees
+    per NPU that reach the optimum's bandwidth exactly (the optimum's ``k`` or fewer; when at
+    most :data:`AUTO_MAX_TREES`) and one to three trees per NPU (:data:`AUTO_FEW_TREES`),
+    whichever the network model predicts faster (many trees cost many messages).
     ``chunks_per_tree`` is ``P``, the pipeline pieces of every tree (default: chosen by
     :mod:`~chakra_collectives.synth.forestcoll.tuning`). ``root``: broadcast's and reduce's.
     """
@@ -302,27 +322,38 @@ def forestcoll(
     for reverse, graph in graphs.items():
         optima[reverse] = same_optimum(graph, optima[not reverse]) if mirrored and optima else optimum(graph, demand, sinks=sinks)
     optimal_k, optimal_U = _optimal_k_U(optima)
-    if auto:
-        few = [k for k in AUTO_FEW_TREES if k < optimal_k and all(k <= o.k for o in optima.values())]  # fixed k: at most each phase's
-        # many trees cost many messages: above AUTO_MAX_TREES the optimum's own trees are not built
-        ks = ([None] if optimal_k <= AUTO_MAX_TREES or not few else []) + few
-    else:
-        ks = [fixed]
-    candidates = []
-    for k in ks:
-        fixed: dict[bool, Optimum] = {}
+
+    def fixed_optima(k: int | None) -> dict[bool, Optimum]:
+        """Each phase's best (U, k) at ``k`` trees per NPU (``None``: the optimum's own)."""
+        known: dict[bool, Optimum] = {}
         for reverse, best in optima.items():
             if k is None:
-                fixed[reverse] = best
-            elif mirrored and fixed:
-                fixed[reverse] = same_optimum(graphs[reverse], fixed[not reverse])
+                known[reverse] = best
+            elif mirrored and known:
+                known[reverse] = same_optimum(graphs[reverse], known[not reverse])
             else:
-                fixed[reverse] = fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best)
-        candidates.append(fixed)
+                known[reverse] = fixed_k_optimum(graphs[reverse], demand, sinks=sinks, k=k, best=best)
+        return known
+
+    if auto:
+        few = [k for k in AUTO_FEW_TREES if k < optimal_k and all(k <= o.k for o in optima.values())]  # fixed k: at most each phase's
+        candidates = [fixed_optima(k) for k in few]
+        exact = [c for c in candidates if _exact(c, optima)]
+        if not exact:  # the fewest trees that reach the optimum's bandwidth exactly
+            exact = _fewest_exact(optima, fixed_optima, min(optimal_k, AUTO_MAX_TREES + 1), start=max(few, default=0) + 1)
+            # many trees cost many messages: above AUTO_MAX_TREES the optimum's own trees are not built
+            candidates = (exact or ([optima] if optimal_k <= AUTO_MAX_TREES or not few else [])) + candidates
+    else:
+        candidates = [fixed_optima(fixed)]
     timings["optimum_s"] = time.perf_counter() - started
     share = size if collective.has_root else size / n
     best = None
+    trees_of: dict[int, int] = {}  # trees per NPU of each candidate built (by id of its phases)
     for known in candidates:
+        trees = max(o.k for o in known.values())
+        fastest_k = None if best is None else trees_of[id(best[1])]
+        if auto and trees in AUTO_FEW_TREES[2:] and fastest_k != trees - 1 and not _exact(known, optima):
+            continue  # the k before it did not pay for its messages
         bandwidth_ns = [share * float(known[reverse].ratio_gbps) / bytes_per_ns(1.0) for reverse in _directions(collective)]
         if best is not None and best[4] is not None and max(bandwidth_ns) >= best[0]:
             # one phase's bandwidth term alone is slower than a schedule already predicted: not
@@ -330,6 +361,7 @@ def forestcoll(
             # overlap on opposite links, so their sum is no bound)
             continue
         phases = _phases(topology, collective, demand, progress, timings, known)
+        trees_of[id(phases)] = trees
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
 
@@ -374,6 +406,24 @@ def forestcoll(
         algorithm, phases, P, timings,
         optimal_k=optimal_k, optimal_U=optimal_U, predicted_ns=predicted, bottleneck=limit,
     )
+
+
+def _exact(candidate: dict[bool, Optimum], optima: dict[bool, Optimum]) -> bool:
+    """Whether ``candidate`` reaches the optimum's bandwidth in every phase."""
+    return all(candidate[reverse].ratio_gbps == best.ratio_gbps for reverse, best in optima.items())
+
+
+def _fewest_exact(optima: dict[bool, Optimum], fixed_optima, below: int, *, start: int) -> list[dict[bool, Optimum]]:
+    """``[the optima of the least k (from start, below below) whose bandwidth is the optimum's]``
+    or ``[]``: the optimum's ``k`` makes every capacity a whole number of trees, but fewer trees
+    may already reach its bandwidth with whole capacities (mi250:4: 3 trees per NPU where the
+    optimum's is 8)."""
+    for k in range(start, below):
+        if all(k <= o.k for o in optima.values()):
+            candidate = fixed_optima(k)
+            if _exact(candidate, optima):
+                return [candidate]
+    return []
 
 
 def _directions(collective: Collective) -> list[bool]:

@@ -93,6 +93,7 @@ def split_switches(
     symmetric: bool = True,
     reverse: bool = False,
     progress: Callable[[str], None] | None = None,
+    within_servers: bool = True,
 ) -> LogicalGraph:
     """Split off every switch of ``topology`` (integer ``capacity`` per node pair).
 
@@ -101,7 +102,9 @@ def split_switches(
     examples and tests). ``sinks``: one NPU per symmetry class (default: all NPUs, or the
     topology's classes). ``symmetric``: use the topology's symmetry (only when the supply is
     the same on every NPU of a class). ``reverse``: ``capacity`` is of the reversed network
-    (paths are then of the reversed network too).
+    (paths are then of the reversed network too). ``within_servers``: the partners of an input
+    at a switch are taken farthest first within a server too, not only across servers (see
+    :func:`_spread_rank`; which gives shallower trees depends on the fabric and ``k``).
     """
     n, nodes = topology.num_npus, topology.num_nodes
     ends = (lambda link: (link.dst, link.src)) if reverse else (lambda link: (link.src, link.dst))
@@ -123,7 +126,7 @@ def split_switches(
     for w in _switch_order(topology, capacity, elements):
         if progress is not None:
             progress(f"switch {w}")
-        _split_switch(state, w, n)
+        _split_switch(state, w, n, within_servers)
     logical = {key: int(c) for key, c in state.capacity.items() if c > 0}
     if any(u >= n or v >= n for u, v in logical):
         raise AlgorithmError("edge splitting left an edge at a switch")
@@ -150,7 +153,7 @@ def _switch_order(topology, capacity, elements) -> list[int]:
 
 
 # ---------------------------------------------------------------------- one switch class
-def _split_switch(state: _State, w: int, n: int) -> None:
+def _split_switch(state: _State, w: int, n: int, within_servers: bool = True) -> None:
     capacity = state.capacity
     elements = state.elements
     stabilizer = elements[elements[:, w] == w]
@@ -160,7 +163,7 @@ def _split_switch(state: _State, w: int, n: int) -> None:
         orbits = _pair_orbits(stabilizer, ins, outs)
         graph = _graph_without(state, w)
         tiers = _preference(state, w, orbits, graph)
-        spread = _spread_rank(orbits, graph)
+        spread = _spread_rank(orbits, graph, within_servers=within_servers)
         order = sorted(range(len(orbits)), key=lambda i: (tiers[i], spread[i], i))
         orbits = [orbits[i] for i in order]
         plan = _spread_plan(capacity, w, orbits, [tiers[i] for i in order])
@@ -202,12 +205,14 @@ def _graph_without(state: _State, w: int):
     return csr_array((weight, (np.array(src), np.array(dst))), shape=(nodes, nodes))
 
 
-def _spread_rank(orbits: list[np.ndarray], graph) -> list[int]:
+def _spread_rank(orbits: list[np.ndarray], graph, *, within_servers: bool = True) -> list[int]:
     """Per pair class, its place when each input's partners are taken farthest first: the next
     partner is the one farthest (least latency either way, without the switch) from those
     already taken, so that an input's few units reach other servers before a second NPU of
     one server (dgx:4x8: a GPU's 3 NIC units go to three other servers, not three GPUs of the
-    next one, whose trees would cross the switch three times in a row)."""
+    next one, whose trees would cross the switch three times in a row). ``within_servers``:
+    also farthest first among the NPUs of one server (those connected without the switch);
+    else a server's NPUs are taken in their order."""
     from scipy.sparse.csgraph import shortest_path
 
     rank = [0] * len(orbits)
@@ -220,6 +225,8 @@ def _spread_rank(orbits: list[np.ndarray], graph) -> list[int]:
             continue
         far = shortest_path(graph, indices=partners, directed=True)[:, partners]
         far = np.minimum(far, far.T)
+        if not within_servers:
+            far = np.where(np.isfinite(far), 0.0, np.inf)
         nearest = far[0].copy()
         taken = [0]
         left = set(range(1, len(members)))
