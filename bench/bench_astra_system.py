@@ -17,7 +17,11 @@ and -- up to ``--events-up-to`` ranks (default 256; 4.35 GB at 1,024) -- the eve
 replaces (``method="events"``), with their ratio. Run 1,024 ranks under the machine's big-run
 lock.
 
-Run: ``python bench/bench_astra_system.py [--repeat N] [--large] [--commands N ...]``
+``--before TREE`` also times the commands with an older checkout exported to TREE (see
+:func:`before_env`), alternating with this one in each of ``--repeat`` runs, and prints the
+same-run after/before ratios.
+
+Run: ``python bench/bench_astra_system.py [--repeat N] [--large] [--commands N ... [--before TREE]]``
 (``--large`` adds 32x32 NPUs, about two minutes).
 """
 
@@ -65,25 +69,55 @@ def cases(large: bool):
 CLI = [sys.executable, "-m", "chakra_collectives"]
 
 
-def whole_commands(ranks: int, events_up_to: int) -> None:
-    """Whole commands on the ``ranks``-rank ring all-reduce microbenchmark, then their parts."""
+def before_env(tree: str | None) -> dict[str, dict[str, str] | None]:
+    """The code versions to time: this checkout, and (``--before TREE``) an older one exported
+    to TREE (``git archive main chakra_collectives converters | tar -x -C TREE`` and a link
+    ``TREE/chakra_collectives/converters -> ../converters``), put first on ``PYTHONPATH``."""
+    versions: dict[str, dict[str, str] | None] = {"after": None}
+    if tree is not None:
+        versions = {"before": {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}, **versions}
+    return versions
+
+
+def median_figures(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """Median wall, CPU and peak RSS of repeated runs."""
+    return tuple(statistics.median(run[i] for run in runs) for i in range(3))  # type: ignore[return-value]
+
+
+def whole_commands(ranks: int, events_up_to: int, repeat: int = 1, before: str | None = None) -> None:
+    """Whole commands on the ``ranks``-rank ring all-reduce microbenchmark (medians of ``repeat``
+    runs, each version in turn within a repeat: same-run before/after ratios), then their parts."""
     synth = ["synth", "-t", f"ring:{ranks}", "-a", "ring", "-c", "all-reduce", "-s", "1MiB"]
+    workload = f"workload/all_reduce_{ranks}npus_1MB"
+    versions = before_env(before)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "astra"
-        figures = {
-            "synth -o": whole_command([*CLI, *synth, "-o", str(Path(tmp) / "plain" / "ar")]),
-            "synth --astra-sim": whole_command([*CLI, *synth, "--astra-sim", str(directory)]),
-        }
-        workload = f"workload/all_reduce_{ranks}npus_1MB"
-        figures["replay --system"] = whole_command(
-            [*CLI, "replay", workload, "-t", "network.yml", "--network-model", "astra-sim", "--system", "system.json", "--json"], cwd=str(directory)
-        )
-        print(f"\nring:{ranks} all-reduce 1 MiB, custom ring ETs: whole commands (fresh processes)")
-        print(f"{'command':<22} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}")
-        for label, (wall, cpu, peak) in figures.items():
-            print(f"{label:<22} {wall:>8.2f} {cpu:>8.2f} {peak:>9.0f}")
-        ratio = figures["synth --astra-sim"][1] / figures["synth -o"][1]
-        print(f"synth --astra-sim / synth -o, CPU: {ratio:.2f}x (target <= 1.5)")
+        runs: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+        for _ in range(repeat):
+            for version, env in versions.items():
+                out = Path(tmp) / version
+                commands = {
+                    "synth -o": ([*CLI, *synth, "-o", str(out / "plain" / "ar")], None),
+                    "synth --astra-sim": ([*CLI, *synth, "--astra-sim", str(out / "astra")], None),
+                    "replay --system": ([*CLI, "replay", workload, "-t", "network.yml", "--network-model", "astra-sim", "--system", "system.json", "--json"],
+                                        str(out / "astra")),
+                }
+                for label, (arguments, cwd) in commands.items():
+                    runs.setdefault((label, version), []).append(whole_command(arguments, cwd=cwd, env=env))
+                if version == "after":
+                    directory = out / "astra"
+        figures = {key: median_figures(samples) for key, samples in runs.items()}
+        print(f"\nring:{ranks} all-reduce 1 MiB, custom ring ETs: whole commands (fresh processes, medians of {repeat})")
+        print(f"{'command':<22} {'version':<8} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}")
+        for (label, version), (wall, cpu, peak) in figures.items():
+            print(f"{label:<22} {version:<8} {wall:>8.2f} {cpu:>8.2f} {peak:>9.0f}")
+        for version in versions:
+            ratio = figures["synth --astra-sim", version][1] / figures["synth -o", version][1]
+            print(f"{version}: synth --astra-sim / synth -o, CPU: {ratio:.2f}x (target <= 1.5)")
+        if before is not None:
+            for label in ("synth -o", "synth --astra-sim", "replay --system"):
+                old, new = figures[label, "before"], figures[label, "after"]
+                print(f"after / before, {label}: wall {new[0] / old[0]:.2f}x, CPU {new[1] / old[1]:.2f}x, peak {new[2] / old[2]:.2f}x")
         parts: dict[str, float] = {}
         started = time.perf_counter()
         work = read_workload(directory / workload)
@@ -121,7 +155,7 @@ def main(argv: list[str]) -> None:
             sizes.append(int(argument))
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: compare rows of one run")
         for ranks in sizes:
-            whole_commands(ranks, events_up_to)
+            whole_commands(ranks, events_up_to, repeat, argv[argv.index("--before") + 1] if "--before" in argv else None)
         return
     print(f"{'case':<48} {'predicted ns':>14} {'median s':>9} {'events/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,11 +32,11 @@ def peak_memory_mb(run: Callable[[], Any]) -> float:
         tracemalloc.stop()
 
 
-def whole_command(arguments: list[str], *, cwd: str | None = None) -> tuple[float, float, float]:
+def whole_command(arguments: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system, with the child's own workers) and peak RSS (MiB)
-    of one command in a fresh process; raises when it fails."""
+    of one command in a fresh process (``env``: its environment); raises when it fails."""
     started = time.perf_counter()
-    child = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    child = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(arguments)} failed")

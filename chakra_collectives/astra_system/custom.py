@@ -28,8 +28,8 @@ from chakra_collectives.errors import InputError
 class CustomProgram:
     """One rank file of a custom collective: node kinds, peers, sizes, dependencies."""
 
-    def __init__(self, files: Workload, rank: int) -> None:
-        lo, hi = files.rank_bounds()[rank : rank + 2]
+    def __init__(self, files: Workload, rank: int, bounds: list[int] | None = None) -> None:
+        lo, hi = (files.rank_bounds().tolist() if bounds is None else bounds)[rank : rank + 2]
         self.path = files.paths[rank]
         self.ids = files.node_id[lo:hi].tolist()
         self.kind = files.node_type[lo:hi].tolist()
@@ -44,10 +44,13 @@ class CustomProgram:
         node_keys = HashOrder()  # child_map_parent's keys, in its iteration order
         parents: dict[int, set[int]] = {}
         children: dict[int, HashOrder] = {}
+        dep_ptr = files.dep_ptr[lo : hi + 1].tolist()
+        dep_idx = files.dep_idx[dep_ptr[0] : dep_ptr[-1]].tolist()  # one conversion, sliced per node below
+        first = dep_ptr[0]
         for i in range(count):
             node = self.ids[i]
             deps = HashOrder()
-            for d in files.dep_idx[files.dep_ptr[lo + i] : files.dep_ptr[lo + i + 1]].tolist():
+            for d in dep_idx[dep_ptr[i] - first : dep_ptr[i + 1] - first]:
                 deps.add(self.ids[d - lo])
             for key in (node, *deps):
                 if key not in parents:
@@ -75,6 +78,7 @@ class CustomLibrary:
         self.base = base
         self._files: dict[str, Workload] = {}
         self._programs: dict[tuple[str, int], CustomProgram] = {}
+        self._bounds: dict[str, list[int]] = {}
 
     def files(self, prefix: str, num_ranks: int) -> Workload:
         """The custom collective at ``prefix``, for a call over ``num_ranks`` ranks (the files must
@@ -98,7 +102,11 @@ class CustomLibrary:
         key = (prefix, position)
         found = self._programs.get(key)
         if found is None:
-            found = self._programs[key] = CustomProgram(self.files(prefix, num_ranks), position)
+            files = self.files(prefix, num_ranks)
+            bounds = self._bounds.get(prefix)
+            if bounds is None:
+                bounds = self._bounds[prefix] = files.rank_bounds().tolist()  # once per collective, not per rank
+            found = self._programs[key] = CustomProgram(files, position, bounds)
         return found
 
 

@@ -178,7 +178,7 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     owners = [np.where(is_call[owner], begin_of[owner], owner)]
     targets = [waits]
     first = size + len(calls)
-    bounds_of = {id(files): files.rank_bounds().tolist() for files in programs}
+    bounds_of = {key: files.rank_bounds().tolist() for key, files in {id(files): files for files in programs}.items()}  # once per distinct files
     for files, g, begin in zip(programs, calls.tolist(), begins.tolist()):
         rank = int(rank_of[g])
         lo, hi = bounds_of[id(files)][rank : rank + 2]

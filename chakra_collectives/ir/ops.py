@@ -247,7 +247,8 @@ class OpTable:
 
     def rank_bounds(self, num_ranks: int) -> np.ndarray:
         """``bounds[r]:bounds[r+1]`` is the slice of rank ``r``'s operations."""
-        return np.searchsorted(self.rank, np.arange(num_ranks + 1), side="left")
+        # queries of the ranks' own type: mixed types would convert (copy) all of self.rank per call
+        return np.searchsorted(self.rank, np.arange(num_ranks + 1, dtype=np.result_type(self.rank.dtype, np.int32)), side="left")
 
     def deps_of(self, index: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[index] : self.dep_ptr[index + 1]]

@@ -143,7 +143,8 @@ class Workload:
         return len(self.rank)
 
     def rank_bounds(self) -> np.ndarray:
-        return np.searchsorted(self.rank, np.arange(self.num_ranks + 1))
+        # queries of the ranks' own type: mixed types would convert (copy) all of self.rank per call
+        return np.searchsorted(self.rank, np.arange(self.num_ranks + 1, dtype=np.result_type(self.rank.dtype, np.int32)))
 
     def where(self, index: int) -> dict[str, Any]:
         """``path``/``rank``/``node`` of node ``index`` for error messages."""
