@@ -28,7 +28,9 @@ fabrics x TACOS, BFB, the ring x a 2-layer data-parallel step = 24 evaluations):
 cluster, then the same plan through ``--scheduler`` of a ``dask scheduler`` and one ``dask
 worker ADDRESS --nthreads 1`` per core started apart, as README gives them (a nanny's worker
 process each: daemonic, so TACOS's trials run in the worker). Also printed: each worker's peak
-RSS, and whether the runs' rows are identical (to the first run's when there is no in-process run).
+RSS, per algorithm the seconds its rows spent synthesizing, verifying and replaying (the
+slowest row's three figures beside), and whether the runs' rows are identical (to the first
+run's when there is no in-process run).
 """
 
 from __future__ import annotations
@@ -143,7 +145,21 @@ def _one(plan, make_executor, folder: Path, label: str) -> dict:
     assert run.evaluated == len(plan.evaluations) and not run.lost, run
     return {"label": label, "seconds": run.seconds, "startup": startup, "load": f"{load_before} -> {_load()}",
             "here_cpu": here_cpu, "workers_cpu": workers_cpu, "workers_peak": workers_peak, "cpu": here_cpu + sum(workers_cpu),
-            "worker_overhead": overhead, "rows": _rows(table), "failed": sum(r["status"] != "ok" for r in table.rows())}
+            "worker_overhead": overhead, "rows": _rows(table), "failed": sum(r["status"] != "ok" for r in table.rows()),
+            "phases": _phases(table)}
+
+
+def _phases(table: ResultTable) -> list[str]:
+    """Per algorithm: the seconds its rows spent synthesizing, verifying and replaying (summed), and its slowest row."""
+    lines = []
+    rows = table.rows()
+    for algorithm in sorted({r["algorithm"] for r in rows}):
+        mine = [r for r in rows if r["algorithm"] == algorithm]
+        total = {c: sum(r[c] or 0.0 for r in mine) for c in TIMING_COLUMNS}
+        slowest = max(mine, key=lambda r: sum(r[c] or 0.0 for c in TIMING_COLUMNS))
+        lines.append(f"{algorithm:8s} {len(mine)} rows: " + ", ".join(f"{c[:-2]} {v:.0f} s" for c, v in total.items())
+                     + f"; slowest {slowest['topology']} " + "/".join(f"{slowest[c] or 0.0:.0f}" for c in TIMING_COLUMNS) + " s")
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -179,6 +195,8 @@ def main(argv: list[str]) -> int:
                 peaks = "" if not result["workers_peak"] else "; worker peak RSS " + " / ".join(f"{p:.0f}" for p in result["workers_peak"]) + " MiB"
                 print(f"  {label:10s} run {index + 1}: {result['seconds']:6.1f} s (start-up {result['startup']:.1f} s; load {result['load']}{extra}; "
                       f"{cpu}{peaks}; {result['failed']} failed)", flush=True)
+                for line in result["phases"]:
+                    print(f"    {line}", flush=True)
         median = {label: statistics.median(r["seconds"] for r in results) for label, results in runs.items()}
         cpu = {label: statistics.median(r["cpu"] for r in results) for label, results in runs.items()}
         print("median search time: " + ", ".join(f"{label} {median[label]:.1f} s (CPU {cpu[label]:.1f} s)" for label in chosen))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.errors import InputError
-from chakra_collectives.ir import Collective, OpKind
+from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, OpKind
 from chakra_collectives.ir.execution import execute
 from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.synth.baselines import binomial_tree, ring
@@ -217,8 +217,43 @@ def test_moves_computed_with_numpy_match_the_symbolic_run(make):
     assert sorted(moved.execution.order) == list(range(algo.num_ops))
 
 
-def test_moves_are_left_to_the_symbolic_run_when_an_algorithm_reduces():
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ring(Collective.ALL_REDUCE, 5, size_bytes=5 * 64),
+        lambda: ring(Collective.REDUCE_SCATTER, 4, size_bytes=4 * 64),
+        lambda: tacos(load_topology("mesh2d:3x3"), Collective.ALL_REDUCE, 9 * 64, chunks_per_npu=2).algorithm,
+        lambda: tacos(load_topology("dgx:2x4"), Collective.REDUCE_SCATTER, 8 * 64).algorithm,
+        lambda: binomial_tree(Collective.REDUCE, 6, size_bytes=64, root=3),
+    ],
+    ids=["ring all-reduce", "ring reduce-scatter", "tacos all-reduce mesh", "tacos reduce-scatter dgx", "tree reduce"],
+)
+def test_reductions_computed_with_numpy_match_the_symbolic_run(make):
+    """Reductions extend the numpy run's value table: every slot ends as in the fifo run (the
+    sums over the same ranks), and the verifier proves the collective."""
+    from chakra_collectives.verify.semantics import run_moves, run_symbolically
+
+    algo = make()
+    partner = match_messages(algo).partner
+    moved = run_moves(algo, partner)
+    assert moved is not None and moved.fault is None
+    assert moved.storage == run_symbolically(algo, partner, order="fifo").storage
+    assert verify_algorithm(algo).ok
+
+
+def test_an_unsound_reduction_is_left_to_the_symbolic_run_which_names_it():
+    """Rank 0 adds rank 1's chunk into its output twice: the numpy run stops (None) and the
+    verifier reports the fifo run's fault, the rank counted twice."""
     from chakra_collectives.verify.semantics import run_moves
 
-    algo = ring(Collective.ALL_REDUCE, 4, size_bytes=4 * 64)
+    b = AlgorithmBuilder(Collective.ALL_REDUCE, num_ranks=2, chunk_count=1, size_bytes=64)
+    own = [b.copy(r, src=(Buffer.INPUT, 0), dst=(Buffer.OUTPUT, 0), count=1) for r in range(2)]
+    received = [b.transfer(1 - r, r, src=(Buffer.INPUT, 0), dst=(Buffer.SCRATCH, 0), count=1)[1] for r in range(2)]
+    first = b.reduce(0, src=(Buffer.SCRATCH, 0), dst=(Buffer.OUTPUT, 0), count=1, deps=[own[0], received[0]])
+    b.reduce(0, src=(Buffer.SCRATCH, 0), dst=(Buffer.OUTPUT, 0), count=1, deps=[first])
+    b.reduce(1, src=(Buffer.SCRATCH, 0), dst=(Buffer.OUTPUT, 0), count=1, deps=[own[1], received[1]])
+    algo = b.build(scratch_chunks=[1, 1])
     assert run_moves(algo, match_messages(algo).partner) is None
+    semantics = verify_algorithm(algo).check("semantics")
+    assert semantics.status is Status.FAILED
+    assert "counts rank(s) 1 twice in chunk 0" in " ".join([semantics.summary, *semantics.details])

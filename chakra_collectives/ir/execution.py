@@ -199,8 +199,9 @@ def topological_levels(size: int, edge_src: np.ndarray, edge_dst: np.ndarray) ->
         counts = ptr[frontier + 1] - ptr[frontier]
         starts = np.repeat(ptr[frontier] - np.cumsum(counts) + counts, counts)
         targets = succ[starts + np.arange(int(counts.sum()))]
-        waiting -= np.bincount(targets, minlength=size)
-        frontier = np.unique(targets[waiting[targets] == 0])
+        reached, times = np.unique(targets, return_counts=True)  # not a bincount over every node: levels x nodes on a long ring
+        waiting[reached] -= times
+        frontier = reached[waiting[reached] == 0]
         depth += 1
     return level
 

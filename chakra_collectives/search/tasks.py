@@ -15,11 +15,14 @@ verify, a replay that deadlocks, or a bug) becomes part of the result, so the se
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from chakra_collectives.errors import ChakraCollError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
@@ -74,17 +77,59 @@ def synthesize_collective(
             algo = get(algorithm).make(topology, collective, topology.num_npus, options).algorithm
         synthesis_s = time.perf_counter() - started
         started = time.perf_counter()
-        report = verify_algorithm(algo)
+        failure = _verify(algo)
         verify_s = time.perf_counter() - started
-        if not report.ok:
-            failed = next(c for c in report.checks if c.status.value == "failed")
-            raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failed.name}: {failed.summary}")
+        if failure is not None:
+            raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failure}")
         verified = True
         probes = tuple(predict_time(algo, topology, size_bytes=size, network_model=mode) for size in probe_sizes)
     except Exception as error:  # noqa: BLE001 -- a failing candidate is recorded, never fatal
         synthesis_s = time.perf_counter() - started if algo is None else synthesis_s
         return SynthesisOutcome(None, produced_by, _describe(error), verified, synthesis_s, verify_s, None)
     return SynthesisOutcome(algo, produced_by, None, verified, synthesis_s, verify_s, probes)
+
+
+VERIFIED_MEMO = 64
+"""Verdicts a process remembers (by :func:`operations_digest`): a producer whose algorithm does
+not depend on the size (the ring, BFB) gives the same operations at every size of a
+``collective`` workload, verified once."""
+
+_verdicts: dict[str, str | None] = {}
+
+
+def operations_digest(algo: CollectiveAlgorithm) -> str | None:
+    """A digest of everything verification reads (operations, buffers, collective, root); not the
+    size, which scales bytes only. ``None`` for a pattern algorithm (its pattern is not hashed).
+
+    >>> from chakra_collectives.synth.baselines import ring
+    >>> small, large = (ring(Collective.ALL_REDUCE, 4, size_bytes=s) for s in (2**10, 2**30))
+    >>> operations_digest(small) == operations_digest(large) != operations_digest(ring(Collective.ALL_GATHER, 4, size_bytes=2**10))
+    True
+    """
+    if algo.pattern is not None:
+        return None
+    digest = hashlib.sha256(repr((algo.collective.value, algo.num_ranks, algo.chunk_count, algo.inplace, algo.root)).encode())
+    for column in (*(getattr(algo.ops, name) for name in sorted(vars(algo.ops))), algo.input_chunks, algo.output_chunks, algo.scratch_chunks):
+        if isinstance(column, np.ndarray):
+            digest.update(str((column.dtype, column.shape)).encode())
+            digest.update(np.ascontiguousarray(column).tobytes())
+    return digest.hexdigest()
+
+
+def _verify(algo: CollectiveAlgorithm) -> str | None:
+    """Why ``algo`` does not verify (``None``: it does); a verdict this process reached before on
+    the same operations is reused."""
+    key = operations_digest(algo)
+    if key is not None and key in _verdicts:
+        return _verdicts[key]
+    report = verify_algorithm(algo)
+    failed = next((c for c in report.checks if c.status.value == "failed"), None)
+    failure = None if report.ok else (f"{failed.name}: {failed.summary}" if failed else "not proved")
+    if key is not None:
+        if len(_verdicts) >= VERIFIED_MEMO:
+            _verdicts.pop(next(iter(_verdicts)))
+        _verdicts[key] = failure
+    return failure
 
 
 def warm_up() -> int:
@@ -147,4 +192,4 @@ def evaluate(
     return row
 
 
-__all__ = ["SynthesisOutcome", "evaluate", "synthesize_collective", "warm_up"]
+__all__ = ["SynthesisOutcome", "VERIFIED_MEMO", "evaluate", "operations_digest", "synthesize_collective", "warm_up"]

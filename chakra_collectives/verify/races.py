@@ -169,10 +169,20 @@ def _expand(ops, mask: np.ndarray, buf: np.ndarray, off: np.ndarray, writes: boo
 
 
 def _direct_edge(algo: CollectiveAlgorithm, partner: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Whether ``a -> b`` is one dependency or one message (SEND to its RECV)."""
-    size = len(algo.ops)
-    src, dst = happens_before_edges(algo, partner)  # int64: src * size passes 2**31 on large algorithms
-    return np.isin(a * size + b, src * size + dst)
+    """Whether ``a -> b`` is one dependency or one message (SEND to its RECV): ``a`` among ``b``'s
+    dependencies, read a position at a time over the pairs whose ``b`` has that many (no search
+    over every edge: a few million pairs on a million operations)."""
+    ops = algo.ops
+    found = (ops.kind[a] == OpKind.SEND) & (partner[a] == b)
+    first = ops.dep_ptr[b].astype(np.int64)
+    degree = ops.dep_ptr[b + 1].astype(np.int64) - first
+    pending = np.flatnonzero(degree > 0)
+    position = 0
+    while len(pending):
+        found[pending[ops.dep_idx[first[pending] + position] == a[pending]]] = True
+        position += 1
+        pending = pending[degree[pending] > position]
+    return found
 
 
 def _describe(algo: CollectiveAlgorithm, a: int, how_a: str, b: int, how_b: str, slot: int) -> str:

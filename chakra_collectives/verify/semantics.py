@@ -93,24 +93,26 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
 
 
 def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | None:
-    """:func:`run_symbolically`'s result computed with numpy, for an algorithm that only moves data
-    (no REDUCE) and finishes with eager sends; ``None`` for any other.
+    """:func:`run_symbolically`'s result computed with numpy, for an algorithm that finishes with
+    eager sends and whose every reduction is sound (two values of one chunk over disjoint ranks);
+    ``None`` for any other (the fifo run then finds and reports the fault).
 
     The operations run a topological level at a time (every SEND of a level captures its slots,
-    every COPY reads, then COPYs and RECVs write), slots holding the index of their value. The
+    every COPY and REDUCE reads, then COPYs, RECVs and REDUCEs write), slots holding the index of
+    their value in a table of (chunk, ranks) values that each level's reductions extend. The
     order is a valid one, not ``fifo``'s: where no two unordered operations touch one slot with a
     write (what the race check proves) the result is the same.
 
     >>> from chakra_collectives.synth.baselines import ring
     >>> from chakra_collectives.ir.matching import match_messages
-    >>> algo = ring(Collective.ALL_GATHER, 4, size_bytes=4096)
-    >>> partner = match_messages(algo).partner
-    >>> run_moves(algo, partner).storage == run_symbolically(algo, partner, order="fifo").storage
+    >>> for collective in (Collective.ALL_GATHER, Collective.ALL_REDUCE):
+    ...     algo = ring(collective, 4, size_bytes=4096)
+    ...     partner = match_messages(algo).partner
+    ...     print(run_moves(algo, partner).storage == run_symbolically(algo, partner, order="fifo").storage)
+    True
     True
     """
     ops = algo.ops
-    if np.any(ops.kind == OpKind.REDUCE):
-        return None
     size = len(ops)
     level = topological_levels(size, *happens_before_edges(algo, partner))
     if np.any(level < 0):
@@ -120,18 +122,30 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
     lengths = np.array([len(storage[k]) for k in keys], dtype=np.int64)
     base = np.zeros((algo.num_ranks, 3), dtype=np.int64)
     base[tuple(np.array(keys).T)] = np.cumsum(lengths) - lengths
-    index: dict[Value, int] = {}
-    slots = np.full(int(lengths.sum()), -1, dtype=np.int64)
+    where: list[int] = []
+    initial: list[Value] = []
     for (r, b), held in storage.items():
-        if any(v is not None for v in held):
-            slots[base[r, b] : base[r, b] + len(held)] = [-1 if v is None else index.setdefault(v, len(index)) for v in held]
-    values: list[Value] = [*index, None]  # index -1: nothing
+        at = int(base[r, b])
+        for offset, value in enumerate(held):
+            if value is not None:
+                where.append(at + offset)
+                initial.append(value)
+    made = len(initial)
+    slots = np.full(int(lengths.sum()), -1, dtype=np.int64)
+    slots[np.array(where, dtype=np.int64)] = np.arange(made)
     count = ops.count.astype(np.int64)
+    is_send, is_recv, is_copy = ops.kind == OpKind.SEND, (ops.kind == OpKind.RECV) & (partner >= 0), ops.kind == OpKind.COPY
+    is_reduce = ops.kind == OpKind.REDUCE
+    # the value table: the initial values, then one value per reduced slot (a level's reductions append)
+    known = made + int(np.maximum(count[is_reduce], 0).sum())
+    chunk_of = np.full(known, -1, dtype=np.int64)
+    ranks_of = np.empty(known, dtype=object)
+    chunk_of[:made] = [v[0] for v in initial]  # type: ignore[index]
+    ranks_of[:made] = [v[1] for v in initial]  # type: ignore[index]
     src_buf, src_off = (np.broadcast_to(c, (size,)) for c in algo.resolve(ops.rank, ops.src_buf, ops.src_off))
     dst_buf, dst_off = (np.broadcast_to(c, (size,)) for c in algo.resolve(ops.rank, ops.dst_buf, ops.dst_off))
     src_at = base[ops.rank, np.maximum(src_buf, 0)] + src_off
     dst_at = base[ops.rank, np.maximum(dst_buf, 0)] + dst_off
-    is_send, is_recv, is_copy = ops.kind == OpKind.SEND, (ops.kind == OpKind.RECV) & (partner >= 0), ops.kind == OpKind.COPY
     carried = np.where(is_send, np.maximum(count, 0), 0)
     message_at = np.cumsum(carried) - carried
     message = np.full(int(carried.sum()), -1, dtype=np.int64)
@@ -144,15 +158,31 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
 
     for lv in range(len(bounds) - 1):
         now = order[bounds[lv] : bounds[lv + 1]]
-        sends, copies, recvs = now[is_send[now]], now[is_copy[now]], now[is_recv[now]]
+        sends, copies, recvs, reduces = now[is_send[now]], now[is_copy[now]], now[is_recv[now]], now[is_reduce[now]]
         message[spread(sends, message_at[sends])] = slots[spread(sends, src_at[sends])]
         copied = slots[spread(copies, src_at[copies])]
+        if len(reduces):
+            into = spread(reduces, dst_at[reduces])
+            held, added = slots[into], slots[spread(reduces, src_at[reduces])]
+            if np.any((held < 0) | (added < 0)) or np.any((chunk_of[held] != chunk_of[added]) | (chunk_of[held] < 0)):
+                return None  # a reduction with nothing, or of two chunks: the fifo run reports it
+            if any((ranks_of[held] & ranks_of[added]).tolist()):
+                return None  # a rank counted twice
+            fresh = np.arange(made, made + len(into))
+            chunk_of[fresh], ranks_of[fresh] = chunk_of[held], ranks_of[held] | ranks_of[added]
+            made += len(into)
         slots[spread(copies, dst_at[copies])] = copied
         slots[spread(recvs, dst_at[recvs])] = message[spread(recvs, message_at[partner[recvs]])]
-    held_values = np.empty(len(values), dtype=object)
-    held_values[:] = values
+        if len(reduces):
+            slots[into] = fresh
+    present = np.zeros(made + 1, dtype=bool)
+    present[slots] = True
+    used = np.flatnonzero(present[:made])
+    table: list[Value] = [None] * (made + 1)  # index -1: nothing
+    for i, chunk, ranks in zip(used.tolist(), chunk_of[used].tolist(), ranks_of[used].tolist()):
+        table[i] = (chunk, ranks)
     for k, start, length in zip(keys, (base[r, b] for r, b in keys), lengths.tolist()):
-        storage[k] = held_values[slots[start : start + length]].tolist()
+        storage[k] = [table[i] for i in slots[start : start + length].tolist()]
     return SemanticRun(execution=Execution(order=order.tolist(), stuck=[]), storage=storage, fault=None)
 
 
@@ -169,9 +199,9 @@ def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Va
     share = algo.share
     pattern = _pattern(algo)
     for r in range(algo.num_ranks):
-        size = _view_size(algo, r, Buffer.INPUT)
-        for slot in range(size):
-            b, o = (int(v) for v in algo.resolve(r, Buffer.INPUT, slot))
+        slots = np.arange(_view_size(algo, r, Buffer.INPUT))
+        buffers, offsets = (np.broadcast_to(c, slots.shape).tolist() for c in algo.resolve(r, np.full(len(slots), int(Buffer.INPUT)), slots))
+        for slot, b, o in zip(slots.tolist(), buffers, offsets):
             if pattern is not None:
                 storage[r, b][o] = pattern.initial_value(rank=r, slot=slot)
             else:
