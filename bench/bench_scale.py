@@ -1,6 +1,6 @@
 """Scale: whole commands at 256 to 16,384 NPUs, each run in a fresh process.
 
-``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,write,read,replay,small]``
+``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,write,read,replay,small] [--before DIR] [--lock FILE]``
 
 Every row is one command (``chakra-coll ...``) run as a user runs it, in its own process:
 wall seconds, CPU seconds (user + system: what the machine's load does not inflate), peak RSS
@@ -28,7 +28,10 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
   mesh2d:8x8 -a tacos`` end to end (target <= 0.7 s).
 
 Medians of ``--repeat`` runs (default 1: the big ones take minutes). The machine is shared:
-compare CPU seconds, and ratios within one run.
+compare CPU seconds, and ratios within one run: ``--before DIR`` runs every synth command also
+from a checkout of the code before (``git worktree add --detach DIR COMMIT``), alternating run
+by run, and prints this code's CPU over the other's; ``--lock FILE`` runs each command under
+``flock FILE`` (one big run at a time on a shared machine).
 """
 
 from __future__ import annotations
@@ -59,12 +62,14 @@ print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime
 """
 
 
-def measured(args: list, *, repeat: int = 1) -> dict:
+def measured(args: list, *, repeat: int = 1, env: dict | None = None, lock: str | None = None) -> dict:
     """``args`` run ``repeat`` times, each under a fresh monitor process (so ``ru_maxrss`` is this
-    command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout."""
+    command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout.
+    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed)."""
     results = []
+    wait = ["flock", lock, "nice", "-n", "10"] if lock else []
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True)
+        done = subprocess.run([*wait, sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True, env=env)
         result = json.loads(done.stdout)
         if result["rc"] != 0:
             raise RuntimeError(f"{' '.join(map(str, args))} failed ({result['rc']}):\n{result['stderr']}")
@@ -82,26 +87,42 @@ def disk_mib(folder: Path) -> float:
 
 
 # ---------------------------------------------------------------------------- tables
-def synth_table(sizes: list[int], repeat: int) -> None:
+def synth_table(sizes: list[int], repeat: int, shapes: list[str], before: str | None = None, lock: str | None = None) -> None:
+    """The synth rows; ``before``: each command also run from that checkout (``PYTHONPATH``), the
+    two alternating run by run, with the CPU ratio (this code / before)."""
     print("\nsynth -c all-gather -s 64MiB -a tacos -o DIR (whole command; seconds; MiB)")
     header = f"{'topology':<16} {'NPUs':>6} {'wall':>7} {'cpu':>7} {'synth':>7} {'predict':>7} {'bounds':>7} {'write':>7} {'ops':>11} {'files':>7} {'peak':>7} {'eff':>6} {'bounds':>6}"
     print(header)
-    for shape in ("mesh2d", "torus2d"):
+    old_env = {**os.environ, "PYTHONPATH": str(Path(before).resolve())} if before else None
+    for shape in shapes:
         for n in sizes:
             side = int(round(n**0.5))
             spec = f"{shape}:{side}x{side}"
-            with tempfile.TemporaryDirectory() as tmp:
-                out = Path(tmp) / "ag"
-                r = measured([BIN, "synth", "-t", spec, "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", out, "--json"], repeat=repeat)
-                files = disk_mib(Path(tmp))
-            s = json.loads(r["stdout"])
-            eff = s["efficiency"]
-            print(
-                f"{spec:<16} {n:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {s['synthesis_s']:>7.1f} {s['predict_s']:>7.1f} "
-                f"{s['bounds_s']:>7.1f} {s['et_write_s']:>7.1f} {s['operations']:>11,} {files:>7.0f} {r['peak_mib']:>7.0f} "
-                f"{eff if eff is None else format(eff, '.3f'):>6} {s['bounds_method'] or '-':>6}",
-                flush=True,
-            )
+            runs: dict[str, list[dict]] = {"this": [], "before": []}
+            for _ in range(repeat):
+                for label, env in (("before", old_env), ("this", None)):
+                    if label == "before" and not before:
+                        continue
+                    command = [sys.executable, "-m", "chakra_collectives"] if before else [BIN]  # the same start-up both sides
+                    with tempfile.TemporaryDirectory() as tmp:
+                        out = Path(tmp) / "ag"
+                        r = measured([*command, "synth", "-t", spec, "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", out, "--json"], env=env, lock=lock)
+                        r["files"] = disk_mib(Path(tmp))
+                    runs[label].append(r)
+            for label in ("before", "this") if before else ("this",):
+                rs = runs[label]
+                s = json.loads(rs[-1]["stdout"])
+                r = {key: statistics.median(x[key] for x in rs) for key in ("wall_s", "cpu_s", "files")}
+                eff = s["efficiency"]
+                print(
+                    f"{spec if label == 'this' else spec + ' before':<16} {n:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {s['synthesis_s']:>7.1f} {s['predict_s']:>7.1f} "
+                    f"{s['bounds_s']:>7.1f} {s['et_write_s']:>7.1f} {s['operations']:>11,} {r['files']:>7.0f} {max(x['peak_mib'] for x in rs):>7.0f} "
+                    f"{eff if eff is None else format(eff, '.3f'):>6} {s['bounds_method'] or '-':>6}",
+                    flush=True,
+                )
+            if before:
+                ratio = statistics.median(runs["this"][i]["cpu_s"] / runs["before"][i]["cpu_s"] for i in range(repeat))
+                print(f"{'':<16} CPU this / before: {ratio:.2f} (median of {repeat} alternating pairs)", flush=True)
 
 
 BASELINE = """
@@ -364,7 +385,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile, probe)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
-    parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the profile table")
+    parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the synth and profile tables")
+    parser.add_argument("--before", default=None, help="synth table: also run each command from this checkout (a worktree of the code before), alternating, with CPU ratios")
+    parser.add_argument("--lock", default=None, help="synth table: run each command under `flock LOCK` (a shared machine's big-run lock)")
     parser.add_argument("--probe", default="torus3d:34x34x34", help="topologies of the probe table (comma-separated)")
     parser.add_argument("--probe-budget", type=float, default=1200.0, help="seconds each probe matching may run")
     args = parser.parse_args(argv)
@@ -382,7 +405,7 @@ def main(argv: list[str]) -> None:
     if "read" in only or "replay" in only:
         read_and_replay_tables(args.repeat, replay="replay" in only)
     if "synth" in only:
-        synth_table(sizes, args.repeat)
+        synth_table(sizes, args.repeat, args.shapes.split(","), before=args.before, lock=args.lock)
     if "profile" in only:
         profile_table(sizes, "all-gather", args.shapes.split(","))
     if "probe" in only:

@@ -118,6 +118,8 @@ def match_all_gather(
 # ---------------------------------------------------------------------- bit helpers
 _BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
 _ONE = np.uint64(1)
+_SHIFTS = tuple(np.uint64(by) for by in range(65))
+"""``_SHIFTS[by]``: the shift amount as a ``uint64`` scalar (built once, not per shift)."""
 
 
 UNPACK_WORDS = 2
@@ -143,44 +145,67 @@ def _random_members(cand: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     counts = np.bitwise_count(cand)
     cumulative = np.cumsum(counts, axis=1, dtype=np.int32)
     total = cumulative[:, -1]
-    result = np.full(len(cand), -1, dtype=np.int64)
-    rows = np.flatnonzero(total > 0)
-    if len(rows) == 0:
-        return result
-    pick = (rng.random(len(rows)) * total[rows]).astype(np.int32)
-    cum = cumulative[rows]
-    word = (cum <= pick[:, None]).sum(axis=1)
-    k = pick - (cum - counts[rows])[np.arange(len(rows)), word]  # minus the set bits of earlier words
-    bits = np.unpackbits(cand[rows, word].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    nonempty = total > 0
+    if nonempty.all():  # usual: no row to leave out
+        rows = slice(None)
+        count = len(cand)
+    else:
+        rows = np.flatnonzero(nonempty)
+        count = len(rows)
+        if count == 0:
+            return np.full(len(cand), -1, dtype=np.int64)
+        cumulative, counts, total, cand = cumulative[rows], counts[rows], total[rows], cand[rows]
+    pick = (rng.random(count) * total).astype(np.int32)
+    word = (cumulative <= pick[:, None]).sum(axis=1)
+    at = np.arange(count), word
+    k = pick - cumulative[at] + counts[at]  # minus the set bits of earlier words
+    bits = np.unpackbits(cand[at].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
     position = (np.cumsum(bits, axis=1) <= k[:, None]).sum(axis=1)
-    result[rows] = word.astype(np.int64) * 64 + position
+    result = np.full(len(nonempty), -1, dtype=np.int64)
+    result[rows] = word * 64 + position
     return result
 
 
 def _shift_up(bits: np.ndarray) -> np.ndarray:
     """Bit ``c`` of the result is bit ``c - 1`` of ``bits``, across words (bit 0: clear)."""
     result = bits << _ONE
-    result[:, 1:] |= bits[:, :-1] >> np.uint64(63)
+    result[:, 1:] |= bits[:, :-1] >> _SHIFTS[63]
     return result
 
 
-def _reach_back(bits: np.ndarray, through: np.ndarray, reach: int) -> np.ndarray:
-    """``bits`` plus every bit of ``through`` from which a bit of ``bits`` follows through
-    ``through`` only, at most ``2**ceil(log2(reach)) - 1`` positions on (``bits`` within
-    ``through``; doubling steps).
+def _run_ladder(bits: np.ndarray, top: int) -> list[np.ndarray]:
+    """``[F(1), F(2), F(4), ..., F(top)]`` (``top`` a power of 2): bit ``c`` of ``F(L)`` is set when
+    bits ``c .. c + L - 1`` of ``bits`` all are (``F(1)`` is ``bits``), one shift per rung.
 
     >>> row = lambda *c: np.array([[sum(1 << i for i in c)]], dtype=np.uint64)
-    >>> int(_reach_back(row(5), row(2, 3, 4, 5, 6), 4)[0, 0]) == int(row(2, 3, 4, 5)[0, 0])
+    >>> [int(rung[0, 0]) for rung in _run_ladder(row(2, 3, 4, 5, 9), 4)] == [int(row(2, 3, 4, 5, 9)[0, 0]), int(row(2, 3, 4)[0, 0]), int(row(2)[0, 0])]
     True
     """
-    reached, path = bits.copy(), through.copy()
+    ladder = [bits]
+    length = 1
+    while length < top:
+        ladder.append(ladder[-1] & _shift_down(ladder[-1], length))
+        length *= 2
+    return ladder
+
+
+def _reach_back(bits: np.ndarray, ladder: list[np.ndarray], reach: int) -> np.ndarray:
+    """``bits`` plus every bit of ``through = ladder[0]`` from which a bit of ``bits`` follows
+    through ``through`` only, at most ``2**ceil(log2(reach)) - 1`` positions on (``bits`` within
+    ``through``; doubling steps: step ``2**i`` goes through ``ladder[i]``, :func:`_run_ladder`
+    up to the largest power of 2 below ``min(reach, 64)``).
+
+    >>> row = lambda *c: np.array([[sum(1 << i for i in c)]], dtype=np.uint64)
+    >>> int(_reach_back(row(5), _run_ladder(row(2, 3, 4, 5, 6), 2), 4)[0, 0]) == int(row(2, 3, 4, 5)[0, 0])
+    True
+    """
+    reached = bits.copy()
     limit = min(reach, 64)
-    step = 1
+    step, rung = 1, 0
     while step < limit:
-        reached |= path & _shift_down(reached, step)
-        if 2 * step < limit:  # path: bits from which the next 2 * step bits all lie in ``through``
-            path &= _shift_down(path, step)
+        reached |= ladder[rung] & _shift_down(reached, step)
         step *= 2
+        rung += 1
     return reached
 
 
@@ -191,8 +216,8 @@ def _run_starts(bits: np.ndarray) -> np.ndarray:
 
 def _shift_down(bits: np.ndarray, by: int) -> np.ndarray:
     """Bit ``c`` of the result is bit ``c + by`` of ``bits`` (0 < by < 64), across words."""
-    result = bits >> np.uint64(by)
-    result[:, :-1] |= bits[:, 1:] << np.uint64(64 - by)
+    result = bits >> _SHIFTS[by]
+    result[:, :-1] |= bits[:, 1:] << _SHIFTS[64 - by]
     return result
 
 
@@ -296,11 +321,11 @@ class _Matcher:
         self.num_chunks = n * k
         self.words = -(-self.num_chunks // 64)
         chunk_ids = np.arange(self.num_chunks)
-        self.own = np.zeros((n, self.words), dtype=np.uint64)
-        np.bitwise_or.at(self.own, (chunk_ids // k, chunk_ids // 64), _BIT[chunk_ids % 64])
+        own = np.zeros((n, self.words), dtype=np.uint64)
+        np.bitwise_or.at(own, (chunk_ids // k, chunk_ids // 64), _BIT[chunk_ids % 64])
         self.held_or_zero = np.zeros((n + 1, self.words), dtype=np.uint64)
         """Every NPU's held chunks (:attr:`held`), then a zero row: what index -1 (no NPU) reads."""
-        self.held_or_zero[:n] = self.own
+        self.held_or_zero[:n] = own
         self.held = self.held_or_zero[:n]
         full = np.zeros(self.words, dtype=np.uint64)
         np.bitwise_or.at(full, chunk_ids // 64, _BIT[chunk_ids % 64])
@@ -529,14 +554,12 @@ class _Matcher:
         every = bool(merge.all())  # usual: one cap for all channels
         merging_pool, follows = (pool, cand) if every else (pool[merge], cand[merge])
         longest_cap = int(cap.max())
-        starts = _run_starts(_reach_back(merging_pool, follows, longest_cap) if self.reach_back else merging_pool)
-        # follows, below: bit c when c .. c + length - 1 are all candidates
-        levels = [starts]
-        length = 1
-        while length < min(16, longest_cap):
-            follows = follows & _shift_down(follows, length)
-            length *= 2
-            levels.append(starts & follows)
+        longest_level = 1 << (min(16, longest_cap) - 1).bit_length()  # runs of 2, 4, .. this many preferred
+        reach = min(longest_cap, 64)
+        top = max(longest_level, 1 << ((reach - 1).bit_length() - 1)) if self.reach_back else longest_level
+        ladder = _run_ladder(follows, top)  # shared by the reach back and the levels
+        starts = _run_starts(_reach_back(merging_pool, ladder, reach) if self.reach_back else merging_pool)
+        levels = [starts] + [starts & rung for rung in ladder[1 : longest_level.bit_length()]]
         if len(levels) > 1:  # per row, the longest level that has a start wins
             stacked = np.stack(levels)
             found = stacked.any(axis=2)
@@ -554,11 +577,12 @@ class _Matcher:
         count = np.ones(len(first), dtype=np.int32)
         rows = np.flatnonzero(merge & (first >= 0))
         if len(rows):
+            # a run never crosses the edge of the sender's own chunks (src * k .. src * k + k - 1)
             c = first[rows]
-            own = self.own[src[rows].astype(np.int64)]
-            owned = (c // self.k) == src[rows]
-            same = np.where(owned[:, None], cand[rows] & own, cand[rows] & ~own)
-            count[rows] = _run_lengths(same, c, cap[rows])
+            own_first = src[rows].astype(np.int64) * self.k
+            edge = np.where(c < own_first, own_first, np.where(c < own_first + self.k, own_first + self.k, self.num_chunks))
+            every_row = len(rows) == len(first)
+            count[rows] = _run_lengths(cand if every_row else cand[rows], c, np.minimum(cap if every_row else cap[rows], edge - c))
         return first, count
 
     # ------------------------------------------------------------------ routed channels
