@@ -65,9 +65,9 @@ print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime
 def measured(args: list, *, repeat: int = 1, env: dict | None = None, lock: str | None = None) -> dict:
     """``args`` run ``repeat`` times, each under a fresh monitor process (so ``ru_maxrss`` is this
     command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout.
-    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed)."""
+    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed), at most 900 s."""
     results = []
-    wait = ["flock", lock, "nice", "-n", "10"] if lock else []
+    wait = ["flock", lock, "nice", "-n", "10", "timeout", "900"] if lock else []
     for _ in range(repeat):
         done = subprocess.run([*wait, sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True, env=env)
         result = json.loads(done.stdout)
