@@ -286,3 +286,41 @@ def test_lowering_in_small_blocks_gives_the_same_operations(monkeypatch, spec, k
     assert schedule.count.max() > 1 and len(schedules.run_blocks(schedule.count)) > 1  # runs are merged, several blocks
     blocks = tacos(load_topology(spec), "all-reduce", 2**20, chunks_per_npu=k, trials=1).algorithm
     assert blocks.equals(whole)
+
+
+def _bits_of(row: np.ndarray) -> set[int]:
+    return {64 * w + b for w, word in enumerate(row.tolist()) for b in range(64) if word >> b & 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.integers(0, 2**32), st.integers(2, 70), st.floats(0.1, 0.9))
+def test_run_ladder_and_reach_back_follow_their_bitwise_definitions(words, seed, reach, density):
+    """The shared ladder (runs of 2, 4, .. set bits) and the reach back, across words, against
+    their definitions bit by bit: F(L) holds c when c .. c+L-1 are all set; the reach back adds
+    every bit of ``through`` from which a bit of ``bits`` follows through ``through`` only, at
+    most 2**ceil(log2(min(reach, 64))) - 1 positions on."""
+    from chakra_collectives.synth.matcher import _reach_back, _run_ladder
+
+    rng = np.random.default_rng(seed)
+    width = 64 * words
+    through_bits = rng.random((2, width)) < density
+    start_bits = through_bits & (rng.random((2, width)) < 0.2)
+    pack = lambda b: np.packbits(b, axis=1, bitorder="little").view(np.uint64)  # noqa: E731
+    through, bits = pack(through_bits), pack(start_bits)
+    top = 1 << max(0, (min(reach, 64) - 1).bit_length() - 1)
+    ladder = _run_ladder(through, max(top, 16))
+    for i, rung in enumerate(ladder):
+        length = 1 << i
+        for r in range(2):
+            want = {c for c in range(width) if all(c + j < width and through_bits[r, c + j] for j in range(length))}
+            assert _bits_of(rung[r]) == want
+    span = (1 << (min(reach, 64) - 1).bit_length()) - 1
+    reached = _reach_back(bits, ladder, reach)
+    for r in range(2):
+        want = set(_bits_of(bits[r]))
+        for p in _bits_of(bits[r]):
+            c = p - 1
+            while c >= 0 and p - c <= span and through_bits[r, c]:
+                want.add(c)
+                c -= 1
+        assert _bits_of(reached[r]) == want
