@@ -178,8 +178,8 @@ def _run_ladder(bits: np.ndarray, top: int) -> list[np.ndarray]:
     bits ``c .. c + L - 1`` of ``bits`` all are (``F(1)`` is ``bits``), one shift per rung.
 
     >>> row = lambda *c: np.array([[sum(1 << i for i in c)]], dtype=np.uint64)
-    >>> [int(rung[0, 0]) for rung in _run_ladder(row(2, 3, 4, 5, 9), 4)] == [int(row(2, 3, 4, 5, 9)[0, 0]), int(row(2, 3, 4)[0, 0]), int(row(2)[0, 0])]
-    True
+    >>> [int(rung[0, 0]) for rung in _run_ladder(row(2, 3, 4, 5, 9), 4)]  # {2..5, 9}, {2, 3, 4}, {2}
+    [572, 28, 4]
     """
     ladder = [bits]
     length = 1
