@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from chakra_collectives.ir import Collective
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.matcher import _Matcher, match_all_gather, message_caps
-from chakra_collectives.synth.matching_floor import single_chunk_floor_ns
+from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.small_matcher import SMALL_CHUNKS, match_small, uses_small
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
@@ -63,20 +63,22 @@ def test_which_matchings_are_small():
 
 
 @pytest.mark.parametrize("spec", ["ring:6", "mesh2d:3x4", "hetero-mesh2d:3x3", "torus2d:3x3"])
-@pytest.mark.parametrize("k", [1, 3])
-def test_single_chunk_floor_is_below_every_single_chunk_matching(spec, k):
-    channels = build_channels(load_topology(spec), chunk_bytes=2**20)
-    floor = single_chunk_floor_ns(channels, k)
-    times = [match_all_gather(channels, k, seed=seed).time_ns for seed in range(6)]
+@pytest.mark.parametrize("k, chunk_bytes, ratio", [(1, 2**20, 0.0), (3, 2**20, 0.0), (2, 2**16, 20.0), (3, 2**14, 40.0)])
+def test_matching_floor_is_below_every_matching(spec, k, chunk_bytes, ratio):
+    channels = build_channels(load_topology(spec), chunk_bytes=chunk_bytes)
+    caps = message_caps(channels, ratio)[0]
+    floor = matching_floor_ns(channels, k, caps)
+    times = [match_all_gather(channels, k, seed=seed, latency_ratio=ratio, extend_held=extend).time_ns for seed in range(4) for extend in (False, True)]
     assert floor > 0 and min(times) >= floor
-    # each NPU's k (N - 1) chunks over its in-links one at a time: at least that many hops
-    hop = channels.hop_ns(channels.direct_link, 1)
-    into = np.bincount(channels.direct_dst, minlength=channels.num_npus)
-    assert floor >= ((channels.num_npus - 1) * k / into).max() * hop.min() - 1e-6
+    # each NPU's k (N - 1) chunks over its in-links, at most cap per message: at least that many hops' serialization
+    serial = channels.chunk_bytes / channels.link_rate[channels.direct_link]
+    into = np.bincount(channels.direct_dst, weights=1 / serial, minlength=channels.num_npus)
+    assert floor >= ((channels.num_npus - 1) * k / into).max() * (1 - 1e-9)
 
 
-def test_single_chunk_floor_has_none_with_switches():
-    assert single_chunk_floor_ns(build_channels(load_topology("switch:8"), chunk_bytes=2**20), 1) == 0.0
+def test_matching_floor_has_none_with_switches():
+    channels = build_channels(load_topology("switch:8"), chunk_bytes=2**20)
+    assert matching_floor_ns(channels, 1, np.ones(channels.num_direct, dtype=np.int32)) == 0.0
 
 
 def test_trials_stop_at_the_floor_with_the_result_of_all_trials():
@@ -84,5 +86,5 @@ def test_trials_stop_at_the_floor_with_the_result_of_all_trials():
     found = tacos(topo, Collective.ALL_GATHER, 64 * 2**20, chunks_per_npu=1, trials=4)
     channels = build_channels(topo, chunk_bytes=2**20)
     every = [match_all_gather(channels, 1, seed=seed, latency_ratio=20.0).time_ns for seed in range(4)]
-    assert found.schedule_ns == min(every) == single_chunk_floor_ns(channels, 1)
+    assert found.schedule_ns == min(every) == matching_floor_ns(channels, 1, np.ones(channels.num_direct, dtype=np.int32))
     assert found.seed == every.index(min(every))

@@ -59,6 +59,12 @@ def match_small(
     return _SmallMatcher(channels, k, rng, cap.tolist(), extend_held, reach_back).run()
 
 
+_SET_BITS = tuple(tuple(i for i in range(8) if byte >> i & 1) for byte in range(256))
+"""The set bits of every byte, lowest first."""
+
+_WORD = (1 << 64) - 1
+
+
 def _select(bits: int, pick: int) -> int:
     """The index of the ``pick``-th set bit (from 0, lowest first) of ``bits``.
 
@@ -66,26 +72,35 @@ def _select(bits: int, pick: int) -> int:
     (2, 5, 200)
     """
     position = 0
-    while True:  # whole 64-bit words first
-        word = bits & 0xFFFFFFFFFFFFFFFF
-        ones = word.bit_count()
-        if pick < ones:
-            break
+    word = bits & _WORD
+    ones = word.bit_count()
+    while pick >= ones:  # whole 64-bit words first
         pick -= ones
         bits >>= 64
         position += 64
-    for half in (32, 16, 8):
-        low = word & ((1 << half) - 1)
-        ones = low.bit_count()
-        if pick >= ones:
-            pick -= ones
-            word >>= half
-            position += half
-        else:
-            word = low
-    for _ in range(pick):
-        word &= word - 1
-    return position + (word & -word).bit_length() - 1
+        word = bits & _WORD
+        ones = word.bit_count()
+    low = word & 0xFFFFFFFF
+    ones = low.bit_count()
+    if pick >= ones:
+        pick -= ones
+        word >>= 32
+        position += 32
+    else:
+        word = low
+    low = word & 0xFFFF
+    ones = low.bit_count()
+    if pick >= ones:
+        pick -= ones
+        word >>= 16
+        position += 16
+    else:
+        word = low
+    low = word & 0xFF
+    ones = low.bit_count()
+    if pick >= ones:
+        return position + 8 + _SET_BITS[word >> 8][pick - ones]
+    return position + _SET_BITS[low][pick]
 
 
 class _SmallMatcher:
@@ -95,6 +110,7 @@ class _SmallMatcher:
         n = channels.num_npus
         self.n, self.k, self.rng = n, k, rng
         self.cap, self.max_cap = cap, max(max(cap, default=1), 1)
+        self.one_cap = len(set(cap)) == 1
         self.extend_held, self.reach_back = extend_held, reach_back
         self.direct_src, self.direct_dst = channels.direct_src, channels.direct_dst
         self.src, self.dst = self.direct_src.tolist(), self.direct_dst.tolist()
@@ -214,8 +230,12 @@ class _SmallMatcher:
         message, drawn at once (``_scarcest`` and ``_pick_runs``)."""
         src, dst, held, wanted, cap, scarce = self.src, self.dst, self.held, self.wanted, self.cap, self.scarce
         rows = []  # (channel, candidates, where the message may start)
-        merging = any(cap[c] > 1 for c in sel)
-        longest_cap = max(cap[c] for c in sel)
+        if self.one_cap:
+            longest_cap = cap[0]
+            merging = longest_cap > 1
+        else:
+            merging = any(cap[c] > 1 for c in sel)
+            longest_cap = max(cap[c] for c in sel)
         for c in sel:
             d = dst[c]
             cand = held[src[c]] & wanted[d]

@@ -58,7 +58,7 @@ from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, m
 from chakra_collectives.synth.multipath import spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
-from chakra_collectives.synth.matching_floor import single_chunk_floor_ns
+from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
@@ -426,9 +426,11 @@ class _Search:
         best: Trial | None = None
         variants = distinct_variants(channels, self.variants)
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
-        # no variant merges chunks: a trial at the floor of single-chunk matchings cannot be beaten
-        single = not judge_by_model and len(jobs) > 1 and all(int(message_caps(channels, v.latency_ratio)[0].max(initial=1)) == 1 for v in variants)
-        floor_ns = single_chunk_floor_ns(channels, self.k) if single else 0.0
+        # a trial at the floor of every variant's matchings cannot be beaten: the others are not run
+        floor_ns = 0.0
+        if not judge_by_model and len(jobs) > 1 and not channels.routed:
+            caps = np.max([message_caps(channels, v.latency_ratio)[0] for v in variants], axis=0)
+            floor_ns = matching_floor_ns(channels, self.k, caps)
         with progress.task(name, total=len(jobs), unit="trials") as done:
             for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs)):
                 if judge_by_model:
