@@ -26,8 +26,8 @@ import numpy as np
 from chakra_collectives.synth.channels import Channels
 
 FLOOR_STEPS = 2**20
-"""Most (chunk count, message size) steps :func:`matching_floor_ns` takes (NPU classes x chunks x
-cap); beyond, it returns 0."""
+"""Most steps :func:`matching_floor_ns` takes (channels x cap, and NPU classes' channels x chunks
+x cap); beyond, it returns 0."""
 
 
 def matching_floor_ns(channels: Channels, chunks_per_npu: int, caps: np.ndarray) -> float:
@@ -53,6 +53,8 @@ def matching_floor_ns(channels: Channels, chunks_per_npu: int, caps: np.ndarray)
     caps = np.minimum(np.maximum(np.asarray(caps, dtype=np.int64), 1), need)
     links = channels.direct_link
     largest = int(caps.max())
+    if len(links) * largest > FLOOR_STEPS:  # (large networks: one matching takes seconds, and more trials are few)
+        return 0.0
     hops = channels.hop_ns(np.repeat(links, largest), np.tile(np.arange(1, largest + 1), len(links))).reshape(len(links), largest)
     ratios = [value.as_integer_ratio() for value in hops.ravel().tolist()]
     unit = max(q for _, q in ratios)  # a power of two: every hop is a whole number of 1 / unit ns

@@ -6,8 +6,8 @@ right shape for thousands of NPUs, but at 64 NPUs a matching is almost all numpy
 (some 300 calls per event on arrays of a few hundred bytes). Here each bitset is one Python
 integer and each channel is matched by a few integer operations, making the same decisions in
 the same order and drawing the same random numbers from the generator: the schedule is the
-same, column for column (``tests/test_small_matcher.py`` compares them), only faster where
-:data:`SMALL_CHUNKS` says (a 64-NPU mesh All-Gather of 64 MiB: 18 -> 5 ms per matching).
+same, column for column (``tests/test_small_matcher.py`` compares them), only faster, up to
+:data:`SMALL_CHUNKS` chunks (a 256-NPU mesh, All-Gather of 64 MiB: 1.8-3.3x per matching).
 
 Only direct channels: a network with switches (routed channels) is matched by
 :mod:`.matcher` at every size.
@@ -31,10 +31,13 @@ from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 
-SMALL_CHUNKS = 1024
+SMALL_CHUNKS = 512
 """Chunks (NPUs x chunks per NPU) up to which a network of direct links only is matched here
-rather than by :mod:`.matcher`'s numpy bitsets. Per matching, All-Gather of 64 MiB (this /
-numpy, CPU ms): mesh2d:8x8 K=1 ..."""
+rather than by :mod:`.matcher`'s numpy bitsets. One matching, All-Gather of 64 MiB, numpy / here
+in CPU seconds, same run at load ~12: mesh2d:8x8 K=1 0.014 / 0.014, K=2 (ratio 40) 0.030 /
+0.021; mesh2d:16x16 K=1 ratio 20 0.70 / 0.40, ratio 40 extending 1.10 / 0.34; torus2d:16x16
+0.59 / 0.32. At 1,024 chunks it still won (mesh2d:32x32 9.3 / 5.0 s, torus2d:32x32 4.9 / 4.2 s)
+but from 1,024 NPUs the numpy matcher is the one tuned for scale."""
 
 _INF = float("inf")
 

@@ -314,11 +314,6 @@ def synthesize(
                     break
                 found = attempt
             assert found is not None
-            if found.bottleneck is None:  # what limits the K kept (not found for the others)
-                started = time.perf_counter()
-                with progress.task("what limits it"):
-                    found.bottleneck = busiest_link(simulate_collective(found.algorithm, topology, network_model=network_model))
-                spent_s[1] += time.perf_counter() - started
             found.synthesis_s, found.predict_s = spent_s
         if on_step:
             on_step("bounds")
@@ -604,25 +599,21 @@ def _synthesize_with(
     with progress.task(label or "candidates"):
         require(estimate(name, topology, collective, topology.num_npus if options.group is None else len(options.group), options))
         produced = _produce(topology, collective, options, name, network_model, on_step or (lambda step: None), False)
-    result = _result(topology, produced, name, chunks_per_npu, network_model, name, [], limit=False)
+    result = _result(topology, produced, name, chunks_per_npu, network_model, name, [])
     result.synthesis_s = produced.synthesis_s
     result.predict_s += produced.predict_s
     return result
 
 
-def _result(
-    topology: Topology, produced: _Produced, name: str, chunks_per_npu: int, network_model: str, requested: str, candidates: list[Candidate],
-    *, limit: bool = True,
-) -> SynthesisResult:
+def _result(topology: Topology, produced: _Produced, name: str, chunks_per_npu: int, network_model: str, requested: str, candidates: list[Candidate]) -> SynthesisResult:
     """The :class:`SynthesisResult` of one produced algorithm, without the bounds; its
-    ``predict_s`` counts only finding what limits it (when the producer timed itself; not with
-    ``limit=False``: the caller finds it for the result it keeps)."""
-    made, bottleneck = produced.made, produced.bottleneck
+    ``predict_s`` counts only finding what limits it (when the producer timed itself)."""
+    made, limit = produced.made, produced.bottleneck
     limit_s = 0.0
-    if bottleneck is None and limit:  # the producer timed itself: what limits it comes from the model's run
+    if limit is None:  # the producer timed itself: what limits it comes from the model's run
         started = time.perf_counter()
         with progress.task("what limits it"):
-            bottleneck = busiest_link(simulate_collective(made.algorithm, topology, network_model=network_model))
+            limit = busiest_link(simulate_collective(made.algorithm, topology, network_model=network_model))
         limit_s = time.perf_counter() - started
     details = made.details
     return SynthesisResult(
@@ -643,7 +634,7 @@ def _result(
         phase_latency_ratios=tuple(details.get("phase_latency_ratios", ())),
         details=dict(details),
         network_model=network_model,
-        bottleneck=bottleneck,
+        bottleneck=limit,
     )
 
 

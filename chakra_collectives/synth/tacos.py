@@ -15,7 +15,9 @@ network model replays it (see :mod:`~chakra_collectives.synth.matcher`).
 :data:`MERGE_VARIANTS` (how long merged messages may grow,
 :func:`~chakra_collectives.synth.matcher.message_caps`, and which runs they prefer; phases of
 :data:`LARGE_PHASE_PAIRS` or more pairs run :data:`LARGE_MERGE_VARIANTS`) -- and every phase keeps its own best
-trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)``; by default
+trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)`` -- a phase
+stops early when a trial finishes at the floor no trial can beat
+(:func:`~chakra_collectives.synth.matching_floor.matching_floor_ns`), with the same result; by default
 ``trials`` is :func:`auto_trials`, several for small problems, one for large ones. On a network
 that looks the same reversed (every direct link has a twin the other way with the same latency
 and bandwidth, :meth:`~chakra_collectives.synth.channels.Channels.mirror`), the reversed
