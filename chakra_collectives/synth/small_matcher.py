@@ -135,8 +135,8 @@ class _SmallMatcher:
             self.out_channels[s].append(c)
         self.busy_until = [_INF] * self.num_direct
         self.carrying = [-1] * self.num_direct
-        self.scarce: list[tuple[int, int]] = [(0, 0)] * n
-        """Per destination matched at this instant: the chunks exactly one / two of its direct in-neighbours hold."""
+        self.scarce: dict[int, tuple[int, int]] = {}
+        """Per destination matched at this instant: the chunks exactly one / two of its direct in-neighbours hold (found when needed)."""
         self.ending: dict[float, list[int]] = {}
         """Channels by the instant their message arrives."""
         self.instants: list[float] = []
@@ -200,12 +200,11 @@ class _SmallMatcher:
         if not active:
             return
         rounds: list[list[int]] = []
-        scarce = self.scarce
+        self.scarce = {}
         previous, j = -1, 0
         for d, _, _, c in sorted(zip(targets, options, self.rng.random(len(active)).tolist(), active)):
             if d != previous:
                 previous, j = d, 0
-                scarce[d] = self._scarce_levels(d)
             else:
                 j += 1
             if j == len(rounds):
@@ -243,8 +242,13 @@ class _SmallMatcher:
             d = dst[c]
             cand = held[src[c]] & wanted[d]
             if cand:
-                one, two = scarce[d]
-                pool = cand & one or cand & two or cand
+                if cand & (cand - 1):  # several candidates: the scarcest (the held ones at this instant)
+                    levels = scarce.get(d)
+                    if levels is None:
+                        levels = scarce[d] = self._scarce_levels(d)
+                    pool = cand & levels[0] or cand & levels[1] or cand
+                else:
+                    pool = cand
                 if merging and cap[c] > 1:
                     pool = self._starts(pool, cand, d, longest_cap)
                 rows.append((c, cand, pool))
