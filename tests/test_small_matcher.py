@@ -88,3 +88,18 @@ def test_trials_stop_at_the_floor_with_the_result_of_all_trials():
     every = [match_all_gather(channels, 1, seed=seed, latency_ratio=20.0).time_ns for seed in range(4)]
     assert found.schedule_ns == min(every) == matching_floor_ns(channels, 1, np.ones(channels.num_direct, dtype=np.int32))
     assert found.seed == every.index(min(every))
+
+
+@pytest.mark.parametrize("spec, k, size", [("mesh2d:8x8", 2, 64 * 2**20), ("mesh2d:4x4", 2, 64 * 2**20), ("torus2d:4x4", 1, 2**20), ("hetero-mesh2d:3x3", 2, 2**20)])
+def test_trials_skipped_at_their_floor_keep_the_best_of_all(spec, k, size):
+    from chakra_collectives.synth.tacos import MERGE_VARIANTS, distinct_variants
+
+    topo = load_topology(spec)
+    found = tacos(topo, Collective.ALL_GATHER, size, chunks_per_npu=k, trials=2)
+    channels = build_channels(topo, chunk_bytes=-(-size // (topo.num_npus * k)))
+    every = [
+        (match_all_gather(channels, k, seed=seed, latency_ratio=v.latency_ratio, extend_held=v.extend_held, reach_back=v.reach_back).time_ns, seed, v)
+        for seed in range(2) for v in distinct_variants(channels, MERGE_VARIANTS)
+    ]
+    fastest = min(every, key=lambda row: row[0])  # the first of the fastest
+    assert (found.schedule_ns, found.seed, found.phases[0].variant) == fastest
