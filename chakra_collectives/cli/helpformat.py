@@ -20,6 +20,8 @@ from typing import Sequence
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from chakra_collectives.cli.coercion import install
+
 
 def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> str:
     """Wrap paragraphs (separated by blank lines) on spaces; a paragraph whose first line is
@@ -86,6 +88,14 @@ class Context(typer.Context):
 class Command(TyperCommand):
     context_class = Context
 
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        install(self.get_params(ctx))  # plain values without pydantic (coercion.py)
+        return super().parse_args(ctx, args)
+
 
 class Group(TyperGroup):
     context_class = Context
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        install(self.get_params(ctx))
+        return super().parse_args(ctx, args)

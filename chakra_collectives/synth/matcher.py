@@ -63,6 +63,7 @@ from chakra_collectives import progress
 from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs
+from chakra_collectives.synth.small_matcher import match_small, uses_small
 
 
 def message_caps(channels: Channels, latency_ratio: float) -> tuple[np.ndarray, np.ndarray]:
@@ -112,6 +113,8 @@ def match_all_gather(
     """
     caps = message_caps(channels, latency_ratio)
     rng = np.random.default_rng(seed)
+    if uses_small(channels, chunks_per_npu):  # the same schedule, on Python integers
+        return match_small(channels, chunks_per_npu, rng, caps[0], extend_held=extend_held, reach_back=reach_back)
     return _Matcher(channels, chunks_per_npu, rng, caps, extend_held=extend_held, reach_back=reach_back).run()
 
 

@@ -15,7 +15,10 @@ network model replays it (see :mod:`~chakra_collectives.synth.matcher`).
 :data:`MERGE_VARIANTS` (how long merged messages may grow,
 :func:`~chakra_collectives.synth.matcher.message_caps`, and which runs they prefer; phases of
 :data:`LARGE_PHASE_PAIRS` or more pairs run :data:`LARGE_MERGE_VARIANTS`) -- and every phase keeps its own best
-trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)``; by default
+trial (ties: the earlier one), so a result is reproducible from ``(seed, trials)`` -- a phase
+runs no more trials of a variant once its best is at that variant's floor, below which no
+matching finishes (:func:`~chakra_collectives.synth.matching_floor.matching_floor_ns`): the
+same result; by default
 ``trials`` is :func:`auto_trials`, several for small problems, one for large ones. On a network
 that looks the same reversed (every direct link has a twin the other way with the same latency
 and bandwidth, :meth:`~chakra_collectives.synth.channels.Channels.mirror`), the reversed
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -58,6 +61,7 @@ from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, m
 from chakra_collectives.synth.multipath import spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
+from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
@@ -425,8 +429,20 @@ class _Search:
         best: Trial | None = None
         variants = distinct_variants(channels, self.variants)
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
+        # no trial of a variant can finish before its floor: once the best trial is at or below a
+        # variant's floor, that variant's trials are not run (nor any once it is at every floor)
+        floors = {variant: 0.0 for variant in variants}
+        if not judge_by_model and len(jobs) > 1 and not channels.routed:
+            floors = {variant: matching_floor_ns(channels, self.k, message_caps(channels, variant.latency_ratio)[0]) for variant in variants}
+
+        def may_win(seed: int, variant: MergeVariant) -> bool:
+            return best is None or floors[variant] < best.time_ns
+
         with progress.task(name, total=len(jobs), unit="trials") as done:
-            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs)):
+            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs, may_win)):
+                done.advance()
+                if schedule is None:
+                    continue
                 if judge_by_model:
                     algo = reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes, routing=self.routing)
                     judged = predict_time(algo, self.topology)
@@ -435,7 +451,8 @@ class _Search:
                 if best is None or judged < best.time_ns:
                     best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged)
                 del schedule
-                done.advance()
+                if best.time_ns <= min(floors.values()):
+                    break
         assert best is not None
         return best
 
@@ -444,16 +461,19 @@ PARALLEL_PAIRS = 2**18
 """(NPU, chunk) pairs per phase from which a phase's matchings run in parallel processes."""
 
 
-def matchings(channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]]) -> Iterator[Schedule]:
+def matchings(
+    channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]], wanted: Callable[[int, MergeVariant], bool] | None = None,
+) -> Iterator[Schedule | None]:
     """``match_all_gather(channels, k, seed, ...)`` for every ``(seed, variant)`` of ``jobs``, in
     order. Large problems share them among the machine's cores: the first job
     runs here while processes run the others (forked when this process runs one thread,
     else spawned) -- unless this process may not start any (a Dask worker is daemonic: they
-    all run here, one after another); the schedules are the same."""
+    all run here, one after another); the schedules are the same. A job run here is asked
+    ``wanted(seed, variant)`` first, as it comes (None when it is not)."""
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS or not can_start_processes():
         for seed, variant in jobs:
-            yield _match(channels, k, seed, variant)
+            yield _match(channels, k, seed, variant) if wanted is None or wanted(seed, variant) else None
         return
     import multiprocessing  # imported when used (start-up time: small problems match here)
     from concurrent.futures import ProcessPoolExecutor
