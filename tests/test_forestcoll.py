@@ -417,20 +417,22 @@ def test_trees_packed_from_the_shallower_partner_order():
 
 
 def test_one_sink_flows_run_in_python_only_while_scipy_is_absent_and_within_the_budget(monkeypatch):
-    """small_edges_for: one sink, scipy not loaded, budget left -> pure Python (small_edges covers
-    the network); otherwise the caller's default. The budget is spent as it is granted."""
+    """small_edges_for: one sink, scipy not loaded, few nodes, budget left -> pure Python
+    (small_edges covers the network); otherwise the caller's default. The budget is spent as it
+    is granted."""
     import sys
 
     from chakra_collectives.flow import maxflow
 
     monkeypatch.setattr(maxflow._PythonFlows, "spent", 0)
     monkeypatch.setitem(sys.modules, "scipy.sparse.csgraph", sys.modules.get("scipy.sparse.csgraph", object()))
-    assert maxflow.small_edges_for(1, 4000, 128) == 128  # scipy loaded: its batched calls
+    assert maxflow.small_edges_for(1, 300, 4000, 128) == 128  # scipy loaded: its batched calls
     monkeypatch.delitem(sys.modules, "scipy.sparse.csgraph")
-    assert maxflow.small_edges_for(4, 4000, 128) == 128  # many sinks pay for the import
-    assert maxflow.small_edges_for(1, 4000, 128) == 4000
-    assert maxflow.small_edges_for(1, maxflow.ONE_SINK_PYTHON_EDGES - 4000, None) == maxflow.ONE_SINK_PYTHON_EDGES - 4000
-    assert maxflow.small_edges_for(1, 1, None) is None  # the budget is spent
+    assert maxflow.small_edges_for(4, 300, 4000, 128) == 128  # many sinks pay for the import
+    assert maxflow.small_edges_for(1, maxflow.ONE_SINK_PYTHON_NODES + 1, 4000, 128) == 128  # deep networks too
+    assert maxflow.small_edges_for(1, 300, 4000, 128) == 4000
+    assert maxflow.small_edges_for(1, 300, maxflow.ONE_SINK_PYTHON_EDGES - 4000, None) == maxflow.ONE_SINK_PYTHON_EDGES - 4000
+    assert maxflow.small_edges_for(1, 300, 1, None) is None  # the budget is spent
 
 
 def test_a100_16_all_gather_is_built_without_scipy():

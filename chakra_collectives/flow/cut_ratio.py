@@ -149,7 +149,7 @@ def max_cut_ratio(
     chosen = default_sinks(topology, None if demand is None else weights) if sinks is None else sorted(set(sinks))
     if not chosen or chosen[0] < 0 or chosen[-1] >= n:
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
-    ratio, sink_side = max_demand_ratio(graph, weights, sinks=chosen, small_edges=small_edges_for(len(chosen), len(graph.src) + n))
+    ratio, sink_side = max_demand_ratio(graph, weights, sinks=chosen, small_edges=small_edges_for(len(chosen), graph.num_nodes + 1, len(graph.src) + n))
     inside = [v for v in range(topology.num_nodes) if not sink_side[v]]
     demand_inside = sum(weights[v] for v in inside if v < n)
     bandwidth = graph.gbps(graph.capacity_into(sink_side))

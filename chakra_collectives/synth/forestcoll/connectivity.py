@@ -119,7 +119,7 @@ class Connectivity:
         else:
             caps = np.concatenate(parts_cap)
         src, dst = np.concatenate(parts_src), np.concatenate(parts_dst)
-        small = small_edges_for(1 if feeder is not None else len(self.sinks), len(src), SMALL_TEST_EDGES)
+        small = small_edges_for(1 if feeder is not None else len(self.sinks), source + 1, len(src), SMALL_TEST_EDGES)
         network = FlowNetwork(source + 1, src=src, dst=dst, cap=caps, flow_bound=bound, small_edges=small)
         return network, source, total
 

@@ -65,7 +65,7 @@ def _capacities(graph: CapacityGraph, U: Fraction) -> list[int]:
 
 def optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int]) -> Optimum:
     """The optimal ``(U, k)`` (see the module docstring)."""
-    small = small_edges_for(len(sinks), len(graph.src) + sum(1 for d in demand if d > 0), SMALL_TEST_EDGES)  # as the tests that follow
+    small = small_edges_for(len(sinks), graph.num_nodes + 1, len(graph.src) + sum(1 for d in demand if d > 0), SMALL_TEST_EDGES)  # as the tests that follow
     ratio, _ = max_demand_ratio(graph, demand, sinks=sinks, small_edges=small)
     p, q = ratio.numerator, ratio.denominator
     g = math.gcd(q, *graph.cap.tolist())
