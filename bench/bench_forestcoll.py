@@ -24,7 +24,9 @@
    and its parts (mi250:2 and a100:16 All-Gather 64 MiB, targets 1 s and 0.5 s; mesh2d:8x8
    All-Reduce 64 MiB, ``synth``'s default) and of the whole ``synth -a forestcoll`` command.
    ``--old DIR``: a copy of an older ``chakra_collectives`` package (``git archive REV
-   chakra_collectives | tar -x -C DIR``) timed alternately in the same run, with ratios.
+   chakra_collectives converters | tar -x -C DIR``, ``converters/`` then linked into
+   ``DIR/chakra_collectives/``; see ``timing.python_importing``) timed alternately in the same
+   run, with ratios.
    ``--only-default`` runs this section alone.
 """
 
@@ -48,6 +50,7 @@ from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
 from chakra_collectives.units import parse_size
+from timing import python_importing
 
 SUITE = [
     "ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "mesh2d:16x16", "torus2d:8x8", "torus3d:4x4x4", "torus3d:8x8x8",
@@ -261,25 +264,16 @@ print(json.dumps({"seconds": done - imported, "cpu_s": cpu, "process_s": done - 
 
 def fresh_in(package: Path | None, code: str, *args: str) -> dict:
     """``code`` run in a fresh process, importing ``chakra_collectives`` from ``package`` when given."""
-    env = None
-    if package is not None:
-        import os
-
-        env = {**os.environ, "PYTHONPATH": str(package)}
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env, cwd="/")
+    done = subprocess.run([*python_importing(package, code), *args], capture_output=True, text=True, check=True, cwd="/")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def whole_command(package: Path | None, spec: str, collective: str, size: str) -> float:
     """Seconds of ``chakra-coll synth -a forestcoll`` (no output files) in a fresh process."""
-    env = None
-    if package is not None:
-        import os
-
-        env = {**os.environ, "PYTHONPATH": str(package)}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "chakra_collectives", "synth", "-t", spec, "-c", collective, "-s", size, "-a", "forestcoll"],
-                   capture_output=True, text=True, check=True, env=env, cwd="/")
+    run = "import sys; sys.argv[0] = 'chakra-coll'; from chakra_collectives.cli import main; main()"
+    subprocess.run([*python_importing(package, run), "synth", "-t", spec, "-c", collective, "-s", size, "-a", "forestcoll"],
+                   capture_output=True, text=True, check=True, cwd="/")
     return time.perf_counter() - started
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import sys
 import time
 import tracemalloc
 from typing import Any, Callable
@@ -41,3 +42,18 @@ def whole_command(arguments: list[str], *, cwd: str | None = None, env: dict[str
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(arguments)} failed")
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def python_importing(package: str | os.PathLike | None, code: str) -> list[str]:
+    """The command line running ``code`` in a fresh Python whose ``chakra_collectives`` comes from
+    ``package`` (a folder holding ``chakra_collectives/``, such as ``git archive REV
+    chakra_collectives converters`` unpacked with ``converters/`` moved or linked into
+    ``chakra_collectives/``), or the installed one when ``None``. ``PYTHONPATH`` alone does not
+    do it: the editable install's finder runs ahead of ``sys.path``, so it is taken out."""
+    if package is None:
+        return [sys.executable, "-c", code]
+    prelude = (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()];"
+        f" sys.path.insert(0, {str(package)!r})\n"
+    )
+    return [sys.executable, "-c", prelude + code]

@@ -1,4 +1,5 @@
-"""Hop distances: the dense search (small graphs) agrees with SciPy's sparse one (large graphs)."""
+"""Hop distances: the dense search (small graphs) agrees with SciPy's sparse one (large graphs);
+least latency: the pure-Python Dijkstra gives SciPy's distances bit for bit."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -35,3 +36,33 @@ def test_a_fabric_past_the_dense_limit_takes_the_sparse_path_with_the_same_answe
     hops = hop_distances(topology.num_nodes, arrays["src"], arrays["dst"], sources=np.array([0, 399]))
     assert hops[0, 399] == hops[1, 0] == 38  # corner to corner of a 20x20 mesh
     assert np.array_equal(hops, scipy_hops(topology.num_nodes, arrays["src"], arrays["dst"], [0, 399]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(
+    st.just(n),
+    st.dictionaries(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), st.sampled_from([0.5, 250.0, 500.0, 1e3 / 3, 1e-9]), max_size=4 * n),
+    st.lists(st.integers(0, n - 1), min_size=1, max_size=5),
+)))
+def test_least_latency_in_python_gives_scipys_dijkstra_bit_for_bit(case):
+    """Edge splitting compares these distances (ties included), so the pure-Python search must
+    give SciPy's floating-point sums exactly, not approximately."""
+    import sys
+
+    from scipy.sparse.csgraph import dijkstra
+
+    from chakra_collectives.topology.distances import least_latency
+
+    n, edges, sources = case
+    src = np.array([u for u, _ in edges], dtype=np.int64)
+    dst = np.array([v for _, v in edges], dtype=np.int64)
+    weight = np.array(list(edges.values()), dtype=np.float64) + 1e-9
+    expected = dijkstra(csr_matrix((weight, (src, dst)), shape=(n, n)), directed=True, indices=sources)
+    loaded = sys.modules.pop("scipy.sparse.csgraph")
+    try:
+        found = least_latency(n, src, dst, weight, sources)
+        assert "scipy.sparse.csgraph" not in sys.modules  # the pure-Python search ran
+    finally:
+        sys.modules["scipy.sparse.csgraph"] = loaded
+    assert np.array_equal(found, expected)
+    assert np.array_equal(least_latency(n, src, dst, weight, sources), expected)  # SciPy loaded: SciPy's

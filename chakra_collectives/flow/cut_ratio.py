@@ -37,7 +37,7 @@ import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.flow.capacity import CapacityGraph, integer_array, scaled
-from chakra_collectives.flow.maxflow import FlowNetwork, max_flows
+from chakra_collectives.flow.maxflow import FlowNetwork, max_flows, small_edges_for
 from chakra_collectives.topology import Topology
 
 
@@ -149,7 +149,7 @@ def max_cut_ratio(
     chosen = default_sinks(topology, None if demand is None else weights) if sinks is None else sorted(set(sinks))
     if not chosen or chosen[0] < 0 or chosen[-1] >= n:
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
-    ratio, sink_side = max_demand_ratio(graph, weights, sinks=chosen)
+    ratio, sink_side = max_demand_ratio(graph, weights, sinks=chosen, small_edges=small_edges_for(len(chosen), graph.num_nodes + 1, len(graph.src) + n))
     inside = [v for v in range(topology.num_nodes) if not sink_side[v]]
     demand_inside = sum(weights[v] for v in inside if v < n)
     bandwidth = graph.gbps(graph.capacity_into(sink_side))

@@ -1,10 +1,12 @@
 """Run a :class:`~chakra_collectives.network.graph.TaskGraph` on a network model.
 
-The event loop (:mod:`~chakra_collectives.network.events`) holds only two kinds of events:
-a message finishing one hop, and a timed local task finishing. Everything that happens at the
-same instant without taking time -- a task becoming ready, a SEND injecting its message, a
-zero-time task completing, a unit being handed over -- is settled by :func:`run`'s handlers
-before the loop moves on, in FIFO order.
+The event queue (ordered as :mod:`~chakra_collectives.network.events`' loop: by time, then
+by the order events were scheduled) holds only two kinds of events: a message finishing one
+hop, and a timed local task finishing. Everything that happens at the same instant without
+taking time -- a task becoming ready, a SEND injecting its message, a zero-time task
+completing, a unit being handed over -- is settled before the loop moves on, in FIFO order.
+The loop is written out in one function, without a callback per event (the hot path of every
+prediction).
 
 Links need no events of their own: a link serves messages in FIFO order of arrival, and
 messages reach it in time order (events run in time order), so a message offered at ``t``
@@ -31,10 +33,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
+from heapq import heappop, heappush
 
 import numpy as np
 
-from chakra_collectives.network.events import EventLoop
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, locality_order, permuted
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.network.model import NetworkModel
@@ -153,8 +155,7 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     successors = _successors(graph)
     pending = np.diff(graph.dep_ptr).tolist()
     messages = _Messages(graph, model)
-    route_of = messages.route_of
-    cost_of = messages.cost_of
+    hops_of = messages.hops_of
     del graph  # the lists above are all the run needs
 
     nan = float("nan")
@@ -163,7 +164,6 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     posted = bytearray(size)
     arrived = bytearray(size)
     granted = bytearray(size)
-    hop_of: dict[int, int] = {}  # hop index of messages past their first hop
 
     link_free = [0] * model.num_links
     intervals: list[tuple[int, float, float, int]] = []
@@ -173,8 +173,11 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     unit_busy = bytearray(num_units)
     unit_wait: list[deque[int]] = [deque() for _ in range(num_units)]
 
-    loop = EventLoop()
-    schedule = loop.push
+    # The event queue (network.events' order: time, then the order events were scheduled): a
+    # heap of (time, sequence, task, hop) -- hop >= 0: SEND ``task``'s message finished that
+    # hop; -1: the timed LOCAL ``task`` finished. One loop, no callbacks (the hot path).
+    events: list[tuple] = []
+    sequence = 0
     ready: deque[int] = deque(i for i in range(size) if pending[i] == 0)
     pop_ready = ready.popleft
     push_ready = ready.append
@@ -204,25 +207,9 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
             else:
                 unit_busy[u] = 0
 
-    def transmit(i: int, link: int, busy, delivered, now) -> None:
-        begin = link_free[link]
-        if begin < now:
-            begin = now
-        link_free[link] = begin + busy
-        if record is not None:
-            record((link, begin, begin + busy, i))
-        schedule(begin + delivered, hop_done, i)
-
-    def deliver(i: int, now) -> None:
-        complete(i, now)  # a SEND completes when its message has arrived
-        p = partner[i]
-        if posted[p]:
-            complete(p, now)
-        else:
-            arrived[p] = 1
-
-    def settle(now) -> None:
-        """Start every task that became ready at ``now`` (and what those complete at once)."""
+    now = 0
+    while True:
+        # settle: start every task that became ready at ``now`` (and what those complete at once)
         while ready:
             i = pop_ready()
             if has_units:
@@ -234,46 +221,68 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
                     unit_busy[u] = 1
             start[i] = now
             k = kind[i]
-            if k == LOCAL:
+            if k == SEND:
+                hops = hops_of[i]
+                if hops:  # offer the message to its first link
+                    link, busy, delivered = hops[0]
+                    begin = link_free[link]
+                    if begin < now:
+                        begin = now
+                    link_free[link] = begin + busy
+                    if record is not None:
+                        record((link, begin, begin + busy, i))
+                    heappush(events, (begin + delivered, sequence, i, 0))
+                    sequence += 1
+                else:  # delivered at once
+                    complete(i, now)
+                    p = partner[i]
+                    if posted[p]:
+                        complete(p, now)
+                    else:
+                        arrived[p] = 1
+            elif k == LOCAL:
                 d = duration.get(i)
                 if d:
-                    schedule(now + d, local_done, i)
+                    heappush(events, (now + d, sequence, i, -1))
+                    sequence += 1
                 else:
                     complete(i, now)
-            elif k == SEND:
-                path = route_of[i]
-                if path:
-                    busy, delivered = cost_of[i][0]
-                    transmit(i, path[0], busy, delivered, now)
-                else:
-                    deliver(i, now)
             elif arrived[i]:  # RECV whose message is already there
                 complete(i, now)
             else:
                 posted[i] = 1
-
-    def hop_done(i: int) -> None:
-        now = loop.now
-        path = route_of[i]
-        h = hop_of.pop(i, 0) + 1
-        if h < len(path):  # store-and-forward: offer the message to the next link
-            hop_of[i] = h
-            busy, delivered = cost_of[i][h]
-            transmit(i, path[h], busy, delivered, now)
-            return
-        deliver(i, now)
-        settle(now)
-
-    def local_done(i: int) -> None:
-        now = loop.now
-        complete(i, now)
-        settle(now)
-
-    settle(0)
-    loop.run()
-    # the handlers refer to one another through closure cells: empty the cells so the task
-    # lists are freed now rather than at the next cyclic garbage collection
-    complete = transmit = deliver = settle = hop_done = local_done = None  # type: ignore[assignment]
+        # the next event(s): hops that are not a message's last settle nothing
+        while events:
+            now, _, i, h = heappop(events)
+            if h < 0:  # a timed LOCAL task finished
+                complete(i, now)
+                break
+            hops = hops_of[i]
+            h += 1
+            if h < len(hops):  # store-and-forward: offer the message to the next link
+                link, busy, delivered = hops[h]
+                begin = link_free[link]
+                if begin < now:
+                    begin = now
+                link_free[link] = begin + busy
+                if record is not None:
+                    record((link, begin, begin + busy, i))
+                heappush(events, (begin + delivered, sequence, i, h))
+                sequence += 1
+                continue
+            complete(i, now)  # a SEND completes when its message has arrived
+            p = partner[i]
+            if posted[p]:
+                complete(p, now)
+            else:
+                arrived[p] = 1
+            break
+        else:
+            if not ready:
+                break
+    # the handler refers to the lists through closure cells: empty the cell so the task lists
+    # are freed now rather than at the next cyclic garbage collection
+    complete = None  # type: ignore[assignment]
 
     end_array = np.array(end, dtype=np.float64)
     start_array = np.array(start, dtype=np.float64)
@@ -319,23 +328,16 @@ class _Messages:
         self.num_links = model.num_links
 
     @cached_property
-    def route_of(self) -> list:
-        """Per task: the route of its message (None for non-SENDs): the event engine's lists."""
-        route_of: list = [None] * self.size
-        for i, k in zip(self.sends.tolist(), self.kind_of_send.tolist()):
-            route_of[i] = self.routes[k]
-        return route_of
-
-    @cached_property
-    def cost_of(self) -> list:
-        """Per task: ``((busy, delivered), ...)`` per hop of its message (Python numbers)."""
-        pairs = list(zip(self.hop_busy.tolist(), self.hop_delivered.tolist()))  # Python numbers: the engine's loop is faster on them
+    def hops_of(self) -> list:
+        """Per task: ``((link, busy, delivered), ...)`` per hop of its message (None for
+        non-SENDs; Python numbers: the engine's loop is faster on them)."""
+        triples = list(zip(self.hop_link.tolist(), self.hop_busy.tolist(), self.hop_delivered.tolist()))
         bounds = self.hop_ptr.tolist()
-        costs = [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:])]
-        cost_of: list = [None] * self.size
+        hops = [tuple(triples[a:b]) for a, b in zip(bounds, bounds[1:])]
+        hops_of: list = [None] * self.size
         for i, k in zip(self.sends.tolist(), self.kind_of_send.tolist()):
-            cost_of[i] = costs[k]
-        return cost_of
+            hops_of[i] = hops[k]
+        return hops_of
 
     def link_use(self, started: np.ndarray, intervals: Hops) -> LinkUse:
         """Busy time, bytes and messages per link, over the SENDs that started."""

@@ -29,13 +29,14 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from chakra_collectives.flow import FlowNetwork
-from chakra_collectives.flow.maxflow import max_flows
+from chakra_collectives.flow.maxflow import max_flows, small_edges_for
 from chakra_collectives.flow.capacity import integer_array
 
 SMALL_TEST_EDGES = 128
 """Flow tests on at most this many edges run the pure-Python max-flow (no scipy import for a
 small fabric); larger ones, run by the thousand, run scipy's compiled Dinic (2-3x faster per
-test on 64-NPU meshes, most of the rest being call overhead)."""
+test on 64-NPU meshes, most of the rest being call overhead) -- unless they have one sink and
+scipy is not loaded yet (:func:`~chakra_collectives.flow.maxflow.small_edges_for`)."""
 
 
 @dataclass
@@ -117,7 +118,9 @@ class Connectivity:
             caps = integer_array([int(c) for part in parts_cap for c in part.tolist()])
         else:
             caps = np.concatenate(parts_cap)
-        network = FlowNetwork(source + 1, src=np.concatenate(parts_src), dst=np.concatenate(parts_dst), cap=caps, flow_bound=bound, small_edges=SMALL_TEST_EDGES)
+        src, dst = np.concatenate(parts_src), np.concatenate(parts_dst)
+        small = small_edges_for(1 if feeder is not None else len(self.sinks), source + 1, len(src), SMALL_TEST_EDGES)
+        network = FlowNetwork(source + 1, src=src, dst=dst, cap=caps, flow_bound=bound, small_edges=small)
         return network, source, total
 
     def check(self, supply: dict[int, int], gadgets: Iterable[Gadget] = (), *, want_cut: bool = False, base=None) -> CheckResult:

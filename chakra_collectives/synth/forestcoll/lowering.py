@@ -27,6 +27,7 @@ and the first pieces of every tree go first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,9 +260,7 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     Without it a root would queue all its pieces on its links at once and every forwarded piece
     would wait behind them; with it the links interleave the trees' pieces and the pipeline
     drains quickly."""
-    keys = np.stack([src, dst, route, root, unit], axis=1)  # the same for every piece of a stream
-    _, stream = np.unique(keys, axis=0, return_inverse=True)
-    stream = stream.reshape(-1)
+    stream = _row_ids([src, dst, route, root, unit])  # the same for every piece of a stream
     streams = int(stream.max()) + 1 if len(stream) else 0
     at = np.full((streams, layout.pieces), -1, dtype=np.int64)
     at[stream, piece] = np.arange(len(sends))
@@ -271,6 +270,23 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     keep = earlier >= 0
     deps[0].append(sends[later[keep]])
     deps[1].append(sends[earlier[keep]])
+
+
+def _row_ids(columns: list[np.ndarray]) -> np.ndarray:
+    """The distinct rows of non-negative integer ``columns``, numbered in their lexicographic
+    order: ``np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1]``, through one
+    integer key per row while the columns' ranges fit 63 bits together (much faster).
+
+    >>> _row_ids([np.array([2, 0, 2, 0]), np.array([1, 5, 1, 3])]).tolist()
+    [2, 1, 2, 0]
+    """
+    spans = [int(column.max()) + 1 if len(column) else 1 for column in columns]
+    if math.prod(spans) >= 2**62:
+        return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column, span in zip(columns, spans):
+        key = key * span + column
+    return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
 def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True, batch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -36,6 +36,7 @@ from typing import Sequence
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.flow import CapacityGraph, max_demand_ratio
+from chakra_collectives.flow.maxflow import small_edges_for
 from chakra_collectives.synth.forestcoll.connectivity import SMALL_TEST_EDGES, Connectivity
 
 
@@ -64,7 +65,8 @@ def _capacities(graph: CapacityGraph, U: Fraction) -> list[int]:
 
 def optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int]) -> Optimum:
     """The optimal ``(U, k)`` (see the module docstring)."""
-    ratio, _ = max_demand_ratio(graph, demand, sinks=sinks, small_edges=SMALL_TEST_EDGES)  # the tests that follow load scipy
+    small = small_edges_for(len(sinks), graph.num_nodes + 1, len(graph.src) + sum(1 for d in demand if d > 0), SMALL_TEST_EDGES)  # as the tests that follow
+    ratio, _ = max_demand_ratio(graph, demand, sinks=sinks, small_edges=small)
     p, q = ratio.numerator, ratio.denominator
     g = math.gcd(q, *graph.cap.tolist())
     U = Fraction(p, g)

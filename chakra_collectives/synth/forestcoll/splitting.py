@@ -38,6 +38,7 @@ import numpy as np
 
 from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.synth.forestcoll.connectivity import Connectivity
+from chakra_collectives.topology.distances import least_latency
 
 class SplittingStuck(AlgorithmError):
     """No pair at a switch can be split off any more although units still enter it (possible
@@ -191,18 +192,28 @@ def _pair_orbits(stabilizer: np.ndarray, ins: list[int], outs: list[int]) -> lis
     return orbits
 
 
-def _graph_without(state: _State, w: int):
-    """The edges left that do not touch switch ``w``, weighted by latency, as a sparse matrix."""
+def _graph_without(state: _State, w: int) -> "_Latencies":
+    """The edges left that do not touch switch ``w``, weighted by latency."""
     capacity = state.capacity
-    nodes = state.connectivity.num_nodes
-    from scipy.sparse import csr_array  # scipy loads when ForestColl splits, not at start-up
-
     keys = [(u, v) for (u, v), c in capacity.items() if c > 0 and u != w and v != w]
-    if not keys:
-        return csr_array((nodes, nodes))
-    src, dst = zip(*keys)
-    weight = np.array([state.latency[key] for key in keys]) + 1e-9  # zero latency still counts as a hop
-    return csr_array((weight, (np.array(src), np.array(dst))), shape=(nodes, nodes))
+    src = np.array([u for u, _ in keys], dtype=np.int64)
+    dst = np.array([v for _, v in keys], dtype=np.int64)
+    weight = np.array([state.latency[key] for key in keys], dtype=np.float64) + 1e-9  # zero latency still counts as a hop
+    return _Latencies(state.connectivity.num_nodes, src, dst, weight)
+
+
+@dataclass
+class _Latencies:
+    """A graph weighted by latency (see :func:`_graph_without`)."""
+
+    num_nodes: int
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+
+    def from_nodes(self, sources: list[int]) -> np.ndarray:
+        """``[i, v]``: the least latency from ``sources[i]`` to ``v`` (``inf``: unreachable)."""
+        return least_latency(self.num_nodes, self.src, self.dst, self.weight, sources)
 
 
 def _spread_rank(orbits: list[np.ndarray], graph, *, within_servers: bool = True) -> list[int]:
@@ -213,8 +224,6 @@ def _spread_rank(orbits: list[np.ndarray], graph, *, within_servers: bool = True
     next one, whose trees would cross the switch three times in a row). ``within_servers``:
     also farthest first among the NPUs of one server (those connected without the switch);
     else a server's NPUs are taken in their order."""
-    from scipy.sparse.csgraph import shortest_path
-
     rank = [0] * len(orbits)
     by_input: dict[int, list[int]] = {}
     for i, orbit in enumerate(orbits):
@@ -223,7 +232,7 @@ def _spread_rank(orbits: list[np.ndarray], graph, *, within_servers: bool = True
         partners = [int(orbits[i][0, 1]) for i in members]
         if len(members) < 3:
             continue
-        far = shortest_path(graph, indices=partners, directed=True)[:, partners]
+        far = graph.from_nodes(partners)[:, partners]
         far = np.minimum(far, far.T)
         if not within_servers:
             far = np.where(np.isfinite(far), 0.0, np.inf)
@@ -244,10 +253,8 @@ def _preference(state: _State, w: int, orbits: list[np.ndarray], graph) -> list[
     """Tier of each pair class: 0 when the switch is the quicker way between the pair (least
     total latency; a server's NVSwitch between its GPUs, the IB switch between servers), 1
     when another path is as quick (a neighbour with its own link), 2 for a node and itself."""
-    from scipy.sparse.csgraph import shortest_path
-
     reps = sorted({int(o[0, 0]) for o in orbits})
-    distance = dict(zip(reps, shortest_path(graph, indices=reps, directed=True)))
+    distance = dict(zip(reps, graph.from_nodes(reps)))
 
     def tier(orbit: np.ndarray) -> int:
         u, t = int(orbit[0, 0]), int(orbit[0, 1])

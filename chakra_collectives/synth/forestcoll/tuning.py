@@ -52,28 +52,39 @@ def forest_shape(trees, topology) -> ForestShape:
     """Depth, load and message count of a phase's forest on ``topology``."""
     logical = trees.logical
     forest = trees.forest
+    n = forest.num_npus
     link_of: dict[tuple[int, int], int] = {}
     for index, link in enumerate(topology.links):
         key = (link.dst, link.src) if trees.reverse else (link.src, link.dst)
         link_of.setdefault(key, index)
-    route: dict[tuple[int, int], list[int]] = {}
-    for edge, pieces in logical.paths.items():
-        path = pieces[0][0]
-        route[edge] = [link_of[(a, b)] for a, b in zip(path, path[1:])]
-    count = np.zeros(len(topology.links))
-    load = np.zeros(len(topology.links))
-    depth = 0
-    parts = 0
-    for tree in forest.trees:
-        hops = np.zeros(forest.num_npus, dtype=np.int64)
-        for v in tree.order[1:].tolist():
-            p = int(tree.parent[v])
-            links = route[(p, v)]
-            hops[v] = hops[p] + len(links)
-            count[links] += 1
-            load[links] += tree.weight
-            parts += len(logical.paths[(p, v)])
-        depth = max(depth, int(hops.max()))
+    # every logical edge (by key u * n + v, ascending): its first path's links and its parts
+    edges = sorted(logical.paths)
+    edge_key = np.array([u * n + v for u, v in edges], dtype=np.int64)
+    routes = [logical.paths[edge][0][0] for edge in edges]
+    route_links = [[link_of[(a, b)] for a, b in zip(path, path[1:])] for path in routes]
+    route_length = np.array([len(links) for links in route_links], dtype=np.int64)
+    edge_parts = np.array([len(logical.paths[edge]) for edge in edges], dtype=np.int64)
+    # every tree edge, as the index of its logical edge
+    parent = np.stack([tree.parent for tree in forest.trees])
+    order = np.stack([tree.order for tree in forest.trees])
+    weight = np.array([tree.weight for tree in forest.trees], dtype=np.int64)
+    tree_of, child = np.nonzero(parent >= 0)
+    edge_of = np.searchsorted(edge_key, parent[tree_of, child] * n + child)
+    uses = np.bincount(edge_of, minlength=len(edges))
+    units = np.bincount(edge_of, weights=weight[tree_of], minlength=len(edges))
+    flat_links = np.fromiter((link for links in route_links for link in links), dtype=np.int64, count=int(route_length.sum()))
+    count = np.bincount(flat_links, weights=np.repeat(uses, route_length).astype(np.float64), minlength=len(topology.links))
+    load = np.bincount(flat_links, weights=np.repeat(units, route_length), minlength=len(topology.links))
+    parts = int((uses * edge_parts).sum())
+    # link hops from each root, level by level in the trees' orders
+    hops = np.zeros_like(parent)
+    length = np.zeros_like(parent)
+    length[tree_of, child] = route_length[edge_of]
+    rows = np.arange(len(forest.trees))
+    for i in range(1, n):
+        nodes = order[:, i]
+        hops[rows, nodes] = hops[rows, parent[rows, nodes]] + length[rows, nodes]
+    depth = int(hops.max()) if hops.size else 0
     rate = np.array([bytes_per_ns(link.bandwidth_gbps) for link in topology.links])
     busiest = int(np.argmax(load / rate))
     return ForestShape(
