@@ -33,7 +33,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.dag import longest_path
-from chakra_collectives.ir.grouping import occurrence
+from chakra_collectives.ir.grouping import occurrence, row_groups
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 
@@ -260,8 +260,7 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     would wait behind them; with it the links interleave the trees' pieces and the pipeline
     drains quickly."""
     keys = np.stack([src, dst, route, root, unit], axis=1)  # the same for every piece of a stream
-    _, stream = np.unique(keys, axis=0, return_inverse=True)
-    stream = stream.reshape(-1)
+    stream = row_groups(keys)
     streams = int(stream.max()) + 1 if len(stream) else 0
     at = np.full((streams, layout.pieces), -1, dtype=np.int64)
     at[stream, piece] = np.arange(len(sends))
@@ -622,12 +621,15 @@ def _after_up(up_final, n: int, K: int):
         chunk_final[first : first + w] = op
 
     def ready(rank, first, count, sends):
-        owners, targets = [], []
-        for send, f, c in zip(sends.tolist(), first.tolist(), count.tolist()):
-            for op in np.unique(chunk_final[f : f + c]).tolist():
-                owners.append(send)
-                targets.append(op)
-        return np.asarray(owners, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+        """Per send (in order), the distinct ops completing the sums of chunks ``first .. first + count - 1`` (ascending)."""
+        count = np.asarray(count, dtype=np.int64)
+        which = np.repeat(np.arange(len(sends)), count)  # every (send, chunk) pair
+        ops = chunk_final[np.repeat(np.asarray(first, dtype=np.int64) - (np.cumsum(count) - count), count) + np.arange(len(which))]
+        if not len(ops):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        low, span = int(ops.min()), int(ops.max()) - int(ops.min()) + 1
+        pair = np.unique(which * span + (ops - low))  # sorted by send, then op
+        return np.asarray(sends, dtype=np.int64)[pair // span], pair % span + low
 
     return ready
 

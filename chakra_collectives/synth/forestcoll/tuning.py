@@ -60,20 +60,23 @@ def forest_shape(trees, topology) -> ForestShape:
     for edge, pieces in logical.paths.items():
         path = pieces[0][0]
         route[edge] = [link_of[(a, b)] for a, b in zip(path, path[1:])]
-    count = np.zeros(len(topology.links))
-    load = np.zeros(len(topology.links))
+    crossed: list[int] = []  # every link of every tree edge, and the edge's tree weight (whole units: sums exact)
+    weights: list[int] = []
     depth = 0
     parts = 0
     for tree in forest.trees:
-        hops = np.zeros(forest.num_npus, dtype=np.int64)
+        hops = [0] * forest.num_npus
+        parent = tree.parent.tolist()
         for v in tree.order[1:].tolist():
-            p = int(tree.parent[v])
+            p = parent[v]
             links = route[(p, v)]
             hops[v] = hops[p] + len(links)
-            count[links] += 1
-            load[links] += tree.weight
+            crossed += links
+            weights += [tree.weight] * len(links)
             parts += len(logical.paths[(p, v)])
-        depth = max(depth, int(hops.max()))
+        depth = max(depth, max(hops))
+    count = np.bincount(crossed, minlength=len(topology.links)).astype(np.float64)
+    load = np.bincount(crossed, weights=weights, minlength=len(topology.links))
     rate = np.array([bytes_per_ns(link.bandwidth_gbps) for link in topology.links])
     busiest = int(np.argmax(load / rate))
     return ForestShape(
