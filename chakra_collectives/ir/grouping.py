@@ -1,6 +1,6 @@
 """The index of each entry within its group: the one helper for numbering sends, tags and
-program positions per key (per NPU, per rank pair, per message key); and which group (distinct
-key) each row is.
+program positions per key (per NPU, per rank pair, per message key); which group (distinct
+key) each row is; and the distinct keys themselves.
 
 >>> occurrence(np.array([3, 1, 3, 3, 1])).tolist()
 [0, 0, 1, 2, 1]
@@ -62,4 +62,23 @@ def row_groups(keys: np.ndarray) -> np.ndarray:
     return groups
 
 
-__all__ = ["occurrence", "row_groups"]
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of the 1-D integer array ``keys``, ascending: ``np.unique(keys)`` by
+    one sort. numpy 2.3+ answers a plain ``np.unique`` by hashing first, which on many distinct
+    int64 keys is far slower (numpy 2.4, 84,400 dependency keys of a ForestColl lowering: 25 ms
+    against 1 ms; a million: 0.95 s against 0.012 s).
+
+    >>> distinct(np.array([5, 1, 5, 3, 1])).tolist()
+    [1, 3, 5]
+    """
+    ordered = np.sort(np.asarray(keys).reshape(-1))
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+__all__ = ["distinct", "occurrence", "row_groups"]

@@ -166,7 +166,8 @@ def _first_hops_collide(first: np.ndarray, sends: np.ndarray, costs: HopCosts) -
     routed = message[(costs.hop_ptr[message + 1] > costs.hop_ptr[message])]
     hop = costs.hop_ptr[routed]
     links = costs.hop_link[hop[costs.hop_busy[hop] > 0]]
-    return len(np.unique(links)) < len(links)
+    ordered = np.sort(links)
+    return bool(np.any(ordered[1:] == ordered[:-1]))
 
 
 def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray]:

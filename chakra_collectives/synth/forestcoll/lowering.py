@@ -33,7 +33,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.dag import longest_path
-from chakra_collectives.ir.grouping import occurrence, row_groups
+from chakra_collectives.ir.grouping import distinct, occurrence, row_groups
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 
@@ -234,7 +234,7 @@ class _Program:
         owner, target = position[owner], position[target]
         if np.any(target >= owner):
             raise AssertionError("a dependency points forward in program order")
-        key = np.unique(owner * self.size + target)
+        key = distinct(owner * self.size + target)
         owner, target = key // max(self.size, 1), key % max(self.size, 1)
         dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=self.size), out=dep_ptr[1:])
@@ -386,7 +386,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     recv_key = node_key(msgs.tree, msgs.piece, msgs.dst)
     send_key = node_key(msgs.tree, msgs.piece, msgs.src)
     has_children = np.zeros(0, dtype=bool)
-    inner_keys = np.unique(recv_key)
+    inner_keys = distinct(recv_key)
     is_root_key = lambda keys: layout.root[keys // (p * n)] == keys % n
     # scratch: every received part gets fresh slots; every inner non-root accumulator w slots
     order_recv = np.lexsort((np.arange(len(msgs.tree)), msgs.dst))
@@ -628,7 +628,7 @@ def _after_up(up_final, n: int, K: int):
         if not len(ops):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         low, span = int(ops.min()), int(ops.max()) - int(ops.min()) + 1
-        pair = np.unique(which * span + (ops - low))  # sorted by send, then op
+        pair = distinct(which * span + (ops - low))  # sorted by send, then op
         return np.asarray(sends, dtype=np.int64)[pair // span], pair % span + low
 
     return ready
