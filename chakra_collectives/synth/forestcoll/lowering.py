@@ -225,7 +225,7 @@ class _Program:
     def freeze(self, deps_owner: list[np.ndarray], deps_target: list[np.ndarray]):
         """``(columns, position)``: operations sorted by rank then key; ``position[id]`` is the new index."""
         cols = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64) for name, parts in self.cols.items()}
-        order = np.lexsort((np.arange(self.size), cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))
+        order = np.lexsort((cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))  # stable: ties keep the order added
         position = np.empty(self.size, dtype=np.int64)
         position[order] = np.arange(self.size)
         sorted_cols = {name: column[order] for name, column in cols.items()}
