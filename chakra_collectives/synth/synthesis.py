@@ -429,6 +429,13 @@ All-Reduce 64 MiB: ForestColl, the winner, about 1.1 s of CPU and the longest ca
 bounds, about 0.25 s with networkx's import, then run beside it instead of before it)."""
 
 
+PREFETCH_COLLECTIVES = (Collective.ALL_REDUCE,)
+"""Collectives whose ``best`` prefetches: All-Reduce's lower bounds, which the prefetched
+candidate then runs beside, cost about 0.25 s on mesh2d:8x8 (the weakest NPU cut, networkx's
+import); All-Gather's about 0.03 s, where starting early mostly lengthens a speculative run that
+TACOS's first result ends (at load 16, +0.1 s of CPU for the whole command)."""
+
+
 class _Prefetched:
     """``best``'s :data:`PREFETCHED` candidate at the first ``K``, started in a forked process
     before the search knows whether it wants it (:func:`_prefetch`). The search's first
@@ -457,9 +464,11 @@ def _prefetch(
     """:data:`PREFETCHED` at ``counts[0]`` started in a forked process now, before ``best``'s
     lower bounds, when the search would run it beside its first candidate (several workers,
     :func:`_speculates`, applicable, fits the memory limit, whole topology, default network
-    model); ``None`` otherwise."""
+    model) and the bounds are dear (:data:`PREFETCH_COLLECTIVES`); ``None`` otherwise."""
     name = PREFETCHED
-    if options.group is not None or network_model != "default" or _workers(topology) < 2 or not _speculates(topology, counts):
+    if collective not in PREFETCH_COLLECTIVES or options.group is not None or network_model != "default":
+        return None
+    if _workers(topology) < 2 or not _speculates(topology, counts):
         return None
     if name not in applicable(collective, topology.num_npus, topology) or not fits(estimate(name, topology, collective, topology.num_npus, options)):
         return None
