@@ -1,4 +1,5 @@
-"""``occurrence``: the one "index of each entry within its group" helper, against a plain count."""
+"""``occurrence``: the one "index of each entry within its group" helper, against a plain count;
+``row_groups`` and ``distinct`` against plain Python sets."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_collectives.ir.grouping import occurrence
+from chakra_collectives.ir.grouping import distinct, occurrence, row_groups
 
 keys_1d = st.lists(st.integers(0, 4), max_size=40)
 
@@ -33,3 +34,17 @@ def test_by_orders_the_entries_of_a_group(pairs):
 def test_rows_are_keys(rows):
     expected = [rows[:i].count(r) for i, r in enumerate(rows)]
     assert occurrence(np.array(rows, dtype=np.int64).reshape(-1, 2)).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.integers(0, 3), st.integers(-(2**40), 2**40)), max_size=40))
+def test_row_groups_number_the_distinct_rows_in_sorted_order(rows):
+    ranked = sorted(set(rows))
+    expected = [ranked.index(r) for r in rows]
+    assert row_groups(np.array(rows, dtype=np.int64).reshape(-1, 3)).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(2**62), 2**62), max_size=60))
+def test_distinct_is_the_sorted_set(keys):
+    assert distinct(np.array(keys, dtype=np.int64)).tolist() == sorted(set(keys))

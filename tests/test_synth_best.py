@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 
 import jsonschema
 import pytest
 
 from chakra_collectives.ir import Collective, OpKind
 from chakra_collectives.network import predict_time
+from chakra_collectives.processes import can_fork
 from chakra_collectives.synth import auto_chunk_counts, synthesize
 from chakra_collectives.synth.baselines import baseline_messages
 from chakra_collectives.synth.registry import SynthesisOptions, get
@@ -339,3 +341,51 @@ def test_exhaustive_and_skips_on_the_command_line(cli):
     jsonschema.validate(oracle, schema("synth"))
     assert all(c["predicted_ns"] is not None for c in oracle["candidates"].values())
     assert summary["predicted_ns"] <= oracle["predicted_ns"] * 1.01
+
+
+def _spied_jobs(monkeypatch) -> list:
+    """Every ForkedJob ``best``'s prefetch starts, each recording whether it was ended unfinished."""
+    import chakra_collectives.synth.synthesis as synthesis_module
+
+    started = []
+
+    class Spied(synthesis_module.ForkedJob):
+        def __init__(self, job):
+            super().__init__(job)
+            self.cancelled = False
+            started.append(self)
+
+        def cancel(self):
+            self.cancelled = True
+            super().cancel()
+
+    monkeypatch.setattr(synthesis_module, "ForkedJob", Spied)
+    return started
+
+
+def _choice(result) -> tuple:
+    return result.algorithm_name, result.chunks_per_npu, result.predicted_ns, [c.as_dict() for c in result.candidates]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not can_fork(), reason="best prefetches only with a second core")
+def test_prefetched_forestcoll_is_the_one_the_search_would_build(monkeypatch):
+    import chakra_collectives.synth.synthesis as synthesis_module
+
+    topo = load_topology("mesh2d:4x4")
+    started = _spied_jobs(monkeypatch)
+    prefetched = synthesize(topo, AR, "64MiB")
+    assert started and prefetched.algorithm_name == "forestcoll"  # the prefetched job's result won
+    monkeypatch.setattr(synthesis_module, "PREFETCHED", "none of them")
+    assert _choice(synthesize(topo, AR, "64MiB")) == _choice(prefetched)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not can_fork(), reason="best prefetches only with a second core")
+def test_a_prefetch_the_search_does_not_want_is_ended_and_changes_nothing(monkeypatch):
+    import chakra_collectives.synth.synthesis as synthesis_module
+
+    topo = load_topology("mesh2d:4x4")
+    plain = synthesize(topo, AR, "64MiB")
+    started = _spied_jobs(monkeypatch)
+    monkeypatch.setattr(synthesis_module, "PREFETCHED", "ring")  # ruled out by its bound: never produced
+    assert _choice(synthesize(topo, AR, "64MiB")) == _choice(plain)
+    assert len(started) >= 1 and started[0].cancelled

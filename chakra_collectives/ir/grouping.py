@@ -1,5 +1,6 @@
 """The index of each entry within its group: the one helper for numbering sends, tags and
-program positions per key (per NPU, per rank pair, per message key).
+program positions per key (per NPU, per rank pair, per message key); which group (distinct
+key) each row is; and the distinct keys themselves.
 
 >>> occurrence(np.array([3, 1, 3, 3, 1])).tolist()
 [0, 0, 1, 2, 1]
@@ -40,4 +41,44 @@ def occurrence(keys: np.ndarray, *, by: np.ndarray | None = None) -> np.ndarray:
     return result
 
 
-__all__ = ["occurrence"]
+
+
+def row_groups(keys: np.ndarray) -> np.ndarray:
+    """For each row of the 2-D ``keys``, the index of its distinct row in sorted order: what
+    ``np.unique(keys, axis=0, return_inverse=True)[1]`` returns, by one ``lexsort`` (about 4x
+    faster on 30,000 rows of five columns: ``unique`` sorts the rows as opaque bytes).
+
+    >>> row_groups(np.array([[1, 0], [0, 5], [1, 0], [0, 2]])).tolist()
+    [2, 1, 2, 0]
+    """
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(keys.T[::-1])
+    sorted_keys = keys[order]
+    new_group = np.ones(len(keys), dtype=bool)
+    new_group[1:] = np.any(sorted_keys[1:] != sorted_keys[:-1], axis=1)
+    groups = np.empty(len(keys), dtype=np.int64)
+    groups[order] = np.cumsum(new_group) - 1
+    return groups
+
+
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of the 1-D integer array ``keys``, ascending: ``np.unique(keys)`` by
+    one sort. numpy 2.3+ answers a plain ``np.unique`` by hashing first, which on many distinct
+    int64 keys is far slower (numpy 2.4, 84,400 dependency keys of a ForestColl lowering: 25 ms
+    against 1 ms; a million: 0.95 s against 0.012 s).
+
+    >>> distinct(np.array([5, 1, 5, 3, 1])).tolist()
+    [1, 3, 5]
+    """
+    ordered = np.sort(np.asarray(keys).reshape(-1))
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+__all__ = ["distinct", "occurrence", "row_groups"]

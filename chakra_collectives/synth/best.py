@@ -34,6 +34,7 @@ import numpy as np
 from chakra_collectives.deprecation import renamed_keyword
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.grouping import distinct
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizers
 from chakra_collectives.topology.core import Topology
@@ -82,7 +83,7 @@ def link_load_ns(
     model = NetworkModel(topology, network_model=network_model)
     n = topology.num_npus
     key = np.asarray(src, dtype=np.int64) * n + np.asarray(dst, dtype=np.int64)
-    pairs = np.unique(key)
+    pairs = distinct(key)
     if len(pairs) > BOUND_PAIRS:  # a spread subset of the pairs: their messages alone load the links no more
         pairs = pairs[:: -(-len(pairs) // BOUND_PAIRS)]
         kept = np.isin(key, pairs)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
-from chakra_collectives.ir.grouping import occurrence
+from chakra_collectives.ir.grouping import distinct, occurrence
 from chakra_collectives.synth.channels import ChannelRouting
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule, expand_runs, run_blocks
 
@@ -100,7 +100,7 @@ class _Deps:
 
     def add_many(self, owners: np.ndarray, targets: np.ndarray) -> None:
         keep = targets >= 0
-        key = np.unique(owners[keep].astype(np.int64) * self.size + targets[keep])
+        key = distinct(owners[keep].astype(np.int64) * self.size + targets[keep])
         owners, targets = key // self.size, key % self.size
         self.add_slots(owners, targets, np.arange(len(owners)) - np.searchsorted(owners, owners, side="left"))
 

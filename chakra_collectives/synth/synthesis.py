@@ -292,15 +292,20 @@ def synthesize(
         if name == "best":
             deadline = None if time_budget is None else started_at + time_budget
             floor_ns = 0.0
-            if bounded and network_model == "default" and pattern is None:  # the floor under every candidate, reported after
-                with progress.task("lower bounds"):
-                    started = time.perf_counter()
-                    floor_method = method or bounds_method("auto", num_ranks)
-                    known = group_bounds(topology, collective, nbytes, members, method=floor_method, root=root, pattern=pattern)
-                    floor_ns, bounds_s = known.best_ns, time.perf_counter() - started
-                    known = known if method == floor_method else None
-            found = _synthesize_best(topology, collective, counts, SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest),
-                                     on_step, network_model, deadline, exhaustive, floor_ns)
+            options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)
+            prefetched = _prefetch(topology, collective, counts, options, network_model, on_step) if bounded and not exhaustive and pattern is None else None
+            try:
+                if bounded and network_model == "default" and pattern is None:  # the floor under every candidate, reported after
+                    with progress.task("lower bounds"):
+                        started = time.perf_counter()
+                        floor_method = method or bounds_method("auto", num_ranks)
+                        known = group_bounds(topology, collective, nbytes, members, method=floor_method, root=root, pattern=pattern)
+                        floor_ns, bounds_s = known.best_ns, time.perf_counter() - started
+                        known = known if method == floor_method else None
+                found = _synthesize_best(topology, collective, counts, options, on_step, network_model, deadline, exhaustive, floor_ns, prefetched)
+            finally:
+                if prefetched is not None:
+                    prefetched.drop()
             tried = found.chunks_tried
         else:
             for k in counts:
@@ -417,6 +422,61 @@ BEST_MILP_GAP = 0.03
 the lower bound (the MILP can gain at most that)."""
 
 
+PREFETCHED = "forestcoll"
+"""The candidate ``best`` starts in a forked process before its lower bounds
+(:func:`_prefetch`): the dearest one the search runs beside TACOS's first ``K`` (mesh2d:8x8
+All-Reduce 64 MiB: ForestColl, the winner, about 1.1 s of CPU and the longest candidate; the
+bounds, about 0.25 s with networkx's import, then run beside it instead of before it)."""
+
+
+PREFETCH_COLLECTIVES = (Collective.ALL_REDUCE,)
+"""Collectives whose ``best`` prefetches: All-Reduce's lower bounds, which the prefetched
+candidate then runs beside, cost about 0.25 s on mesh2d:8x8 (the weakest NPU cut, networkx's
+import); All-Gather's about 0.03 s, where starting early mostly lengthens a speculative run that
+TACOS's first result ends (at load 16, +0.1 s of CPU for the whole command)."""
+
+
+class _Prefetched:
+    """``best``'s :data:`PREFETCHED` candidate at the first ``K``, started in a forked process
+    before the search knows whether it wants it (:func:`_prefetch`). The search's first
+    production takes it (:meth:`take`) when that production includes this pair, else it is ended
+    then: what the search produces and chooses is the same either way, only started earlier."""
+
+    def __init__(self, pair: tuple[str, int], job: ForkedJob) -> None:
+        self.pair = pair
+        self._job: ForkedJob | None = job
+
+    def take(self) -> ForkedJob | None:
+        """The job, handed over (``None`` when it was already)."""
+        job, self._job = self._job, None
+        return job
+
+    def drop(self) -> None:
+        """End it if nobody took it."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job = None
+
+
+def _prefetch(
+    topology: Topology, collective: Collective, counts: list[int], options: SynthesisOptions, network_model: str, on_step: Callable[[str], None] | None,
+) -> _Prefetched | None:
+    """:data:`PREFETCHED` at ``counts[0]`` started in a forked process now, before ``best``'s
+    lower bounds, when the search would run it beside its first candidate (several workers,
+    :func:`_speculates`, applicable, fits the memory limit, whole topology, default network
+    model) and the bounds are dear (:data:`PREFETCH_COLLECTIVES`); ``None`` otherwise."""
+    name = PREFETCHED
+    if collective not in PREFETCH_COLLECTIVES or options.group is not None or network_model != "default":
+        return None
+    if _workers(topology) < 2 or not _speculates(topology, counts):
+        return None
+    if name not in applicable(collective, topology.num_npus, topology) or not fits(estimate(name, topology, collective, topology.num_npus, options)):
+        return None
+    step = on_step or (lambda step: None)
+    job = ForkedJob(partial(_produce, topology, collective, replace(options, chunks_per_npu=counts[0]), name, network_model, step, True))
+    return _Prefetched((name, counts[0]), job)
+
+
 def _milp_affordable(topology: Topology, k: int, size_bytes: int) -> bool:
     """Whether ``best`` solves the MILP at ``k`` chunks per NPU (:data:`BEST_MILP_VARIABLES`)."""
     from chakra_collectives.synth.milp import model_variables  # here: importing it registers milp, whose place in the registry is last
@@ -452,6 +512,7 @@ def _synthesize_best(
     deadline: float | None,
     exhaustive: bool,
     floor_ns: float = 0.0,
+    prefetched: _Prefetched | None = None,
 ) -> SynthesisResult:
     """``best``: :func:`~chakra_collectives.synth.best.search` over every applicable producer
     that fits the memory limit, at the chunk counts ``counts`` (``options``: all but ``K``).
@@ -463,7 +524,8 @@ def _synthesize_best(
     :func:`~chakra_collectives.synth.best.forest_estimate_ns` first; ``milp`` joins on fabrics of
     at most :data:`BEST_MILP_NPUS` NPUs, at :data:`BEST_MILP_CHUNKS` chunk counts whose model
     has at most :data:`BEST_MILP_VARIABLES` variables, with :data:`BEST_MILP_LIMIT_S` seconds each, and only when the fastest found is more than
-    :data:`BEST_MILP_GAP` above ``floor_ns``."""
+    :data:`BEST_MILP_GAP` above ``floor_ns``. ``prefetched``: a candidate already started
+    (:func:`_prefetch`), taken by the first production if it is one of it, else ended."""
     step = on_step or (lambda name: None)
     group = options.group
     num_ranks = topology.num_npus if group is None else len(group)
@@ -490,7 +552,23 @@ def _synthesize_best(
     def key(candidate: str, k: int) -> tuple[str, int]:
         return candidate, k if chunked(candidate) else counts[0]
 
+    handed: dict[tuple[str, int], ForkedJob] = {}
+
+    def first_production(pairs: list[tuple[str, int]]) -> None:
+        """The search's first production (of ``pairs``, before anything is forked for it) takes
+        the prefetched job if its pair is one of them; otherwise the job is ended now."""
+        nonlocal prefetched
+        if prefetched is not None:
+            if (job := prefetched.take()) is not None and prefetched.pair in pairs:
+                handed[prefetched.pair] = job
+            elif job is not None:
+                job.cancel()
+            prefetched = None
+
     def produce(candidate: str, k: int) -> float:
+        first_production([key(candidate, k)])
+        if key(candidate, k) not in made and (job := handed.pop(key(candidate, k), None)) is not None:
+            made[key(candidate, k)] = job.result()
         if key(candidate, k) not in made:
             with progress.task(f"K={k}" if len(counts) > 1 and chunked(candidate) else "candidates"):
                 try:
@@ -516,8 +594,14 @@ def _synthesize_best(
                     break
             return [(key(c, k), made.get(key(c, k))) for c, k in chain[: len(times)]], times
 
+        def fork(chain: list[tuple[str, int]]) -> ForkedJob | _Chained:
+            if len(chain) == 1 and (job := handed.pop(key(*chain[0]), None)) is not None:
+                return _Chained(job, key(*chain[0]))
+            return ForkedJob(partial(run, chain))
+
+        first_production([key(*chains[0][0])] + [key(*chain[0]) for chain in chains[1:] if len(chain) == 1])
         with progress.task(" + ".join(chain[0][0] for chain in chains)):
-            forked: list[ForkedJob | None] = [ForkedJob(partial(run, chain)) for chain in chains[1:]]
+            forked: list[ForkedJob | _Chained | None] = [fork(chain) for chain in chains[1:]]
 
             def first(time_ns: float) -> bool:
                 for i, keep in enumerate(judge(time_ns)):
@@ -563,12 +647,17 @@ def _synthesize_best(
 
     started = time.perf_counter()
     with progress.task("candidates"):
-        found = search(
-            runnable, counts, produce=produce, bound=bound, chunked=chunked, refine=refine, estimate=guess,
-            fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
-            deadline=deadline, exhaustive=exhaustive, produce_chains=produce_chains, workers=_workers(topology),
-            speculate=_speculates(topology, counts),
-        )
+        try:
+            found = search(
+                runnable, counts, produce=produce, bound=bound, chunked=chunked, refine=refine, estimate=guess,
+                fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
+                deadline=deadline, exhaustive=exhaustive, produce_chains=produce_chains, workers=_workers(topology),
+                speculate=_speculates(topology, counts),
+            )
+        finally:
+            first_production([])
+            for job in handed.values():
+                job.cancel()
     bounding_s = time.perf_counter() - started - sum(p.synthesis_s + p.predict_s for p in made.values())
     candidates = found.candidates + [Candidate(c, None, 0.0, skipped=f"needs about {format_size(e.nbytes)} ({e.work})") for c, e in too_large.items()]
     candidates.sort(key=lambda c: names.index(c.name))
@@ -578,6 +667,21 @@ def _synthesize_best(
     result.chunks_tried = dict(next(c for c in candidates if c.name == found.name).tried)
     result.budget_ran_out, result.budget_fallback = found.budget_ran_out, found.fell_back
     return result
+
+
+class _Chained:
+    """A prefetched candidate's job as the forked run of its one-pair chain: :meth:`result`
+    returns what that run returns (the pair and its production, its time)."""
+
+    def __init__(self, job: ForkedJob, pair: tuple[str, int]) -> None:
+        self._job, self._pair = job, pair
+
+    def result(self) -> tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]:
+        produced = self._job.result()
+        return [(self._pair, produced)], [produced.predicted_ns]
+
+    def cancel(self) -> None:
+        self._job.cancel()
 
 
 def _synthesize_with(

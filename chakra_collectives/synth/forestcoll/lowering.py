@@ -27,14 +27,13 @@ and the first pieces of every tree go first.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.dag import longest_path
-from chakra_collectives.ir.grouping import occurrence
+from chakra_collectives.ir.grouping import distinct, occurrence, row_groups
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 
@@ -226,7 +225,7 @@ class _Program:
     def freeze(self, deps_owner: list[np.ndarray], deps_target: list[np.ndarray]):
         """``(columns, position)``: operations sorted by rank then key; ``position[id]`` is the new index."""
         cols = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64) for name, parts in self.cols.items()}
-        order = np.lexsort((np.arange(self.size), cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))
+        order = np.lexsort((cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))  # stable: ties keep the order added
         position = np.empty(self.size, dtype=np.int64)
         position[order] = np.arange(self.size)
         sorted_cols = {name: column[order] for name, column in cols.items()}
@@ -235,7 +234,7 @@ class _Program:
         owner, target = position[owner], position[target]
         if np.any(target >= owner):
             raise AssertionError("a dependency points forward in program order")
-        key = np.unique(owner * self.size + target)
+        key = distinct(owner * self.size + target)
         owner, target = key // max(self.size, 1), key % max(self.size, 1)
         dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=self.size), out=dep_ptr[1:])
@@ -260,7 +259,8 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     Without it a root would queue all its pieces on its links at once and every forwarded piece
     would wait behind them; with it the links interleave the trees' pieces and the pipeline
     drains quickly."""
-    stream = _row_ids([src, dst, route, root, unit])  # the same for every piece of a stream
+    keys = np.stack([src, dst, route, root, unit], axis=1)  # the same for every piece of a stream
+    stream = row_groups(keys)
     streams = int(stream.max()) + 1 if len(stream) else 0
     at = np.full((streams, layout.pieces), -1, dtype=np.int64)
     at[stream, piece] = np.arange(len(sends))
@@ -270,23 +270,6 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     keep = earlier >= 0
     deps[0].append(sends[later[keep]])
     deps[1].append(sends[earlier[keep]])
-
-
-def _row_ids(columns: list[np.ndarray]) -> np.ndarray:
-    """The distinct rows of non-negative integer ``columns``, numbered in their lexicographic
-    order: ``np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1]``, through one
-    integer key per row while the columns' ranges fit 63 bits together (much faster).
-
-    >>> _row_ids([np.array([2, 0, 2, 0]), np.array([1, 5, 1, 3])]).tolist()
-    [2, 1, 2, 0]
-    """
-    spans = [int(column.max()) + 1 if len(column) else 1 for column in columns]
-    if math.prod(spans) >= 2**62:
-        return np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    for column, span in zip(columns, spans):
-        key = key * span + column
-    return np.unique(key, return_inverse=True)[1].reshape(-1)
 
 
 def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True, batch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -403,7 +386,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     recv_key = node_key(msgs.tree, msgs.piece, msgs.dst)
     send_key = node_key(msgs.tree, msgs.piece, msgs.src)
     has_children = np.zeros(0, dtype=bool)
-    inner_keys = np.unique(recv_key)
+    inner_keys = distinct(recv_key)
     is_root_key = lambda keys: layout.root[keys // (p * n)] == keys % n
     # scratch: every received part gets fresh slots; every inner non-root accumulator w slots
     order_recv = np.lexsort((np.arange(len(msgs.tree)), msgs.dst))
@@ -638,12 +621,15 @@ def _after_up(up_final, n: int, K: int):
         chunk_final[first : first + w] = op
 
     def ready(rank, first, count, sends):
-        owners, targets = [], []
-        for send, f, c in zip(sends.tolist(), first.tolist(), count.tolist()):
-            for op in np.unique(chunk_final[f : f + c]).tolist():
-                owners.append(send)
-                targets.append(op)
-        return np.asarray(owners, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+        """Per send (in order), the distinct ops completing the sums of chunks ``first .. first + count - 1`` (ascending)."""
+        count = np.asarray(count, dtype=np.int64)
+        which = np.repeat(np.arange(len(sends)), count)  # every (send, chunk) pair
+        ops = chunk_final[np.repeat(np.asarray(first, dtype=np.int64) - (np.cumsum(count) - count), count) + np.arange(len(which))]
+        if not len(ops):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        low, span = int(ops.min()), int(ops.max()) - int(ops.min()) + 1
+        pair = distinct(which * span + (ops - low))  # sorted by send, then op
+        return np.asarray(sends, dtype=np.int64)[pair // span], pair % span + low
 
     return ready
 
