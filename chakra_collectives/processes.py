@@ -109,6 +109,11 @@ class ForkedJob:
     >>> job = ForkedJob(lambda: 6 * 7)
     >>> job.result()
     42
+    >>> quick = ForkedJob(lambda: None)
+    >>> while not quick.done():
+    ...     pass
+    >>> quick.result() is None
+    True
     >>> slow = ForkedJob(lambda: __import__("time").sleep(60))
     >>> slow.cancel()
     """
@@ -130,6 +135,10 @@ class ForkedJob:
         self._child = context.Process(target=_report_to, args=(send, run), daemon=True)
         self._child.start()
         send.close()
+
+    def done(self) -> bool:
+        """Whether it has finished (:meth:`result` then returns at once)."""
+        return self._receive.poll()
 
     def result(self) -> T:
         """Its return value, once it has finished (its error raised here)."""

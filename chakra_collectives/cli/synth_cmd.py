@@ -14,7 +14,7 @@ from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option,
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.synth import DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
+from chakra_collectives.synth import BEST_WITHIN, DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
 from chakra_collectives.topology.groups import describe_group, parse_group
 from chakra_collectives.units import format_size, format_time_ns
 
@@ -196,6 +196,8 @@ def _chosen_lines(result: SynthesisResult) -> list[str]:
             shown.append(f"{c.name} {format_time_ns(c.predicted_ns)}{k}")
         elif c.estimated_ns is not None:
             shown.append(f"{c.name} ~{format_time_ns(c.estimated_ns)} (estimate, skipped)")
+        elif c.at_least_ns < result.predicted_ns:
+            shown.append(f"{c.name} >= {format_time_ns(c.at_least_ns)} (within {BEST_WITHIN:.0%}, skipped)")
         else:
             shown.append(f"{c.name} >= {format_time_ns(c.at_least_ns)} (skipped)")
     if len(result.candidates) > 1:

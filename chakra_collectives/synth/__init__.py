@@ -20,6 +20,7 @@ them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared
 from chakra_collectives.synth.best import Candidate, applicable
 from chakra_collectives.synth.synthesis import (
     AUTO_CHUNKS,
+    BEST_WITHIN,
     BOUNDS,
     DEFAULT_ALGORITHM,
     SynthesisResult,
@@ -38,4 +39,4 @@ import chakra_collectives.synth.forestcoll  # noqa: E402,F401
 import chakra_collectives.synth.milp  # noqa: E402,F401  (not a candidate of best)
 import chakra_collectives.synth.gridpipe  # noqa: E402,F401  (2-D meshes and tori)
 
-__all__ = ["AUTO_CHUNKS", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]
+__all__ = ["AUTO_CHUNKS", "BEST_WITHIN", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]

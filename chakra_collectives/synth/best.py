@@ -27,7 +27,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -300,6 +300,7 @@ def search(
     speculate: bool = False,
     refine: Callable[[str, int, float | None], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
+    within: float = 0.0,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
 
@@ -321,8 +322,8 @@ def search(
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
     ``workers`` > 1: up to that many of the most promising pairs at a time go to
     ``produce_chains(chains, go_on, judge) -> times`` (which may run the chains at once, on
-    several cores; each chain in order while ``go_on(its times so far)``: the bracketing, and
-    the deadline). Each chain goes on with its producer's following ``K`` while the incumbent
+    several cores; each chain in order while ``go_on(its times so far, its next pair, the
+    other chains' finished results)``: the bracketing, the deadline, and what the others found). Each chain goes on with its producer's following ``K`` while the incumbent
     cannot rule them out (the cores stay busy on what the search would produce next). Before
     anything is produced, a pair that the first result may rule out (by its bound, dearer
     bound or estimate) runs beside it only ``speculate``-ing: ``judge(first time)`` then says
@@ -330,7 +331,9 @@ def search(
     and their results dropped; when none is left, the first chain stops after its first
     result); otherwise an idle core takes the first pair's following ``K``. A result produced
     ahead counts only where the serial search would have reached it (its bracket goes on, its
-    bound below the incumbent), so the winner is the serial search's.
+    bound below the incumbent), so the winner is the serial search's. ``within`` > 0: a pair is
+    also skipped when its bound is within that fraction of the fastest found (it could gain at
+    most that), so the winner is at most ``1 + within`` times the exhaustive search's.
 
     >>> times = {("a", 1): 5.0, ("a", 2): 4.0, ("a", 4): 4.5, ("b", 1): 9.0, ("b", 2): 8.0, ("b", 4): 7.0}
     >>> made = []
@@ -343,6 +346,9 @@ def search(
     [('a', 4.0, 0.0, 'K=4 slower than K=2'), ('b', None, 6.0, None)]
     >>> search(["a", "b"], [1, 2, 4], produce=lambda n, k: times[n, k], bound=lambda n, k: 6.0, chunked=lambda n: True, exhaustive=True).candidates[1].tried
     {1: 9.0, 2: 8.0, 4: 7.0}
+    >>> near = search(["a", "b"], [1, 2, 4], produce=produce, bound=lambda n, k: 3.98, chunked=lambda n: True, within=0.01)
+    >>> near.chunks_per_npu, near.candidates[0].stopped     # a's K=4 could gain at most 0.5%
+    (2, 'K=4 >= 3.98 ns')
     """
     order = {name: i for i, name in enumerate(names)}
     bounds: dict[tuple[str, int], float] = {}
@@ -351,10 +357,15 @@ def search(
     incumbent: tuple[float, int, int, str] | None = None  # (ns, tie order, K, name)
     budget_ran_out = fell_back = False
 
+    def ruled_out(at_least: float, rank: int, k: int, against: tuple[float, int, int, str]) -> bool:
+        """Whether a pair of bound ``at_least`` (tie order ``rank``) cannot beat ``against``
+        (or by at most ``within``)."""
+        return (at_least, rank, k) >= against[:3] or within > 0 and at_least * (1 + within) >= against[0]
+
     def bound_of(name: str, k: int) -> float:
         if (name, k) not in bounds:
             bounds[name, k] = bound(name, k)
-        if refine is not None and incumbent is not None and (name, k) not in refined and bounds[name, k] < incumbent[0]:
+        if refine is not None and incumbent is not None and (name, k) not in refined and not ruled_out(bounds[name, k], order[name], k, incumbent):
             refined.add((name, k))
             bounds[name, k] = max(bounds[name, k], refine(name, k, incumbent[0]))
             if k == counts[0]:
@@ -386,14 +397,22 @@ def search(
         """Whether ``(name, k)`` may be produced before its turn: no estimate of its own judges
         it, and its bound does not rule it out against the fastest found so far."""
         at_least = bound_of(name, k)
-        if at_least == math.inf or incumbent is not None and (at_least, order[name], k) >= incumbent[:3]:
+        if at_least == math.inf or incumbent is not None and ruled_out(at_least, order[name], k, incumbent):
             return False
         return estimate is None or estimate(name, k) <= at_least
 
-    def go_on(times: list[float]) -> bool:
-        """Whether a chain produces its next ``K``: the last was not slower than the one before
-        (the bracketing), and there is time left."""
-        return (len(times) < 2 or times[-1] <= times[-2]) and (deadline is None or clock() < deadline)
+    def go_on(times: list[float], pair: tuple[str, int] | None = None, elsewhere: Iterable[tuple[tuple[str, int], float]] = ()) -> bool:
+        """Whether a chain produces its next ``K`` (``pair``): the last was not slower than the
+        one before (the bracketing), there is time left, and the results the other chains have
+        finished meanwhile (``elsewhere``) do not rule ``pair`` out (it is judged again in its turn)."""
+        if len(times) >= 2 and times[-1] > times[-2] or deadline is not None and clock() >= deadline:
+            return False
+        if pair is None:
+            return True
+        against = [(t, order[name], k, name) for (name, k), t in elsewhere if t != math.inf]
+        if incumbent is not None:
+            against.append(incumbent)
+        return not against or not ruled_out(bound_of(*pair), order[pair[0]], pair[1], min(against))
 
     def chained(batch: list[tuple[str, int]], aside: tuple[str, int] | None) -> list[list[tuple[str, int]]]:
         """The batch (and the speculative pair ``aside``) as chains: each pair with its
@@ -440,7 +459,7 @@ def search(
 
     def survives(name: str, k: int, first: tuple[float, int, int, str]) -> bool:
         """Whether the serial search would produce ``(name, k)`` judged against ``first``."""
-        return (bound_of(name, k), order[name], k) < first[:3] and (estimate is None or estimate(name, k) < first[0])
+        return not ruled_out(bound_of(name, k), order[name], k, first) and (estimate is None or estimate(name, k) < first[0])
 
     if exhaustive:
         for name in names:
@@ -466,7 +485,7 @@ def search(
                 if incumbent is None and could_lose:
                     waiting.append(item)
                     continue
-                if incumbent is not None and (at_least, rank, k) >= incumbent[:3]:
+                if incumbent is not None and ruled_out(at_least, rank, k, incumbent):
                     if candidate.tried:
                         candidate.stopped = f"K={k} >= {format_time_ns(at_least)}" if at_least < math.inf else f"K={k} out of reach (memory or model size)"
                     continue

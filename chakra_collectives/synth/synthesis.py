@@ -417,6 +417,12 @@ BEST_MILP_VARIABLES = 8_000
 ``best`` solves: hetero-mesh2d:3x3 at K=2 (4,932) and torus2d:4x4 at K=1 (3,136) are in, switch:16
 (51,632 at K=1) is not."""
 
+BEST_WITHIN = 0.01
+"""``best`` skips a candidate whose lower bound is within this fraction of the fastest found: it
+could gain at most 1% (a 64-NPU switch's All-Reduce of 1 GiB: ForestColl's 39.66 ms against the
+cut bound's 39.38 ms leaves TACOS nothing worth its routed matchings). ``--exhaustive`` skips
+nothing."""
+
 BEST_MILP_GAP = 0.03
 """``best`` solves the MILP only when the fastest candidate found is more than this fraction above
 the lower bound (the MILP can gain at most that)."""
@@ -579,15 +585,17 @@ def _synthesize_best(
                     return math.inf
         return made[key(candidate, k)].predicted_ns
 
-    def produce_chains(chains: list[list[tuple[str, int]]], go_on: Callable[[list[float]], bool], judge: Callable[[float], list[bool]]) -> list[list[float]]:
+    def produce_chains(chains: list[list[tuple[str, int]]], go_on: Callable[..., bool], judge: Callable[[float], list[bool]]) -> list[list[float]]:
         """The chains at once: the first here, the others in forked processes; each in order
-        while ``go_on`` its times so far. After the first result here, the other chains
-        ``judge`` rules out are ended (and this one stops when none is left)."""
+        while ``go_on`` its times so far (the first chain's also with what the forked ones have
+        finished meanwhile). After the first result here, the other chains ``judge`` rules out
+        are ended (and this one stops when none is left)."""
+        Outcome = tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]
 
-        def run(chain: list[tuple[str, int]], first: Callable[[float], bool] | None = None) -> tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]:
+        def run(chain: list[tuple[str, int]], first: Callable[[float], bool] | None = None, elsewhere: Callable[[], list] = list) -> Outcome:
             times: list[float] = []
             for candidate, k in chain:
-                if times and not go_on(times):
+                if times and not go_on(times, (candidate, k), elsewhere()):
                     break
                 times.append(produce(candidate, k))
                 if first is not None and len(times) == 1 and not first(times[0]):
@@ -602,6 +610,7 @@ def _synthesize_best(
         first_production([key(*chains[0][0])] + [key(*chain[0]) for chain in chains[1:] if len(chain) == 1])
         with progress.task(" + ".join(chain[0][0] for chain in chains)):
             forked: list[ForkedJob | _Chained | None] = [fork(chain) for chain in chains[1:]]
+            finished: dict[int, Outcome] = {}
 
             def first(time_ns: float) -> bool:
                 for i, keep in enumerate(judge(time_ns)):
@@ -610,14 +619,21 @@ def _synthesize_best(
                         forked[i] = None
                 return any(job is not None for job in forked)
 
+            def elsewhere() -> list[tuple[tuple[str, int], float]]:
+                """The forked chains' results so far (collected as each one finishes)."""
+                for i, job in enumerate(forked):
+                    if job is not None and i not in finished and job.done():
+                        finished[i] = job.result()
+                return [(pair, t) for i, (_, times) in finished.items() for pair, t in zip(chains[i + 1], times)]
+
             try:
-                results = [run(chains[0], first)]
+                results = [run(chains[0], first, elsewhere)]
             except BaseException:
-                for job in forked:
-                    if job is not None:
+                for i, job in enumerate(forked):
+                    if job is not None and i not in finished:
                         job.cancel()
                 raise
-            results += [job.result() if job is not None else ([], []) for job in forked]
+            results += [finished[i] if i in finished else job.result() if job is not None else ([], []) for i, job in enumerate(forked)]
         made.update((job, produced) for found, _ in results for job, produced in found if produced is not None)
         return [times for _, times in results]
 
@@ -652,7 +668,7 @@ def _synthesize_best(
                 runnable, counts, produce=produce, bound=bound, chunked=chunked, refine=refine, estimate=guess,
                 fallback=lambda: cheapest_baseline(runnable, topology, collective, replace(options, chunks_per_npu=counts[0])),
                 deadline=deadline, exhaustive=exhaustive, produce_chains=produce_chains, workers=_workers(topology),
-                speculate=_speculates(topology, counts),
+                speculate=_speculates(topology, counts), within=BEST_WITHIN,
             )
         finally:
             first_production([])
@@ -675,6 +691,10 @@ class _Chained:
 
     def __init__(self, job: ForkedJob, pair: tuple[str, int]) -> None:
         self._job, self._pair = job, pair
+
+    def done(self) -> bool:
+        """Whether the prefetched job has finished."""
+        return self._job.done()
 
     def result(self) -> tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]:
         produced = self._job.result()
@@ -742,4 +762,4 @@ def _result(topology: Topology, produced: _Produced, name: str, chunks_per_npu: 
     )
 
 
-__all__ = ["AUTO_CHUNKS", "AUTO_CHUNKS_BUDGET", "BOUNDS", "DEFAULT_ALGORITHM", "EXACT_BOUNDS_NPUS", "SynthesisResult", "algorithm_names", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]
+__all__ = ["AUTO_CHUNKS", "AUTO_CHUNKS_BUDGET", "BEST_WITHIN", "BOUNDS", "DEFAULT_ALGORITHM", "EXACT_BOUNDS_NPUS", "SynthesisResult", "algorithm_names", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]
