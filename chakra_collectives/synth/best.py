@@ -299,6 +299,7 @@ def search(
     speculate: bool = False,
     refine: Callable[[str, int, float | None], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
+    slack: float = 0.0,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
 
@@ -314,7 +315,8 @@ def search(
     its optimum); the pair is skipped when the fastest found is already no slower, and
     :attr:`Candidate.estimated_ns` says so. A producer's ``K`` search
     brackets: ``counts`` in order until one is slower than the one before (an equal time goes
-    on: merged runs often keep the time flat before more chunks pay). At ``deadline``
+    on: merged runs often keep the time flat before more chunks pay; so does one at most ``slack``
+    of the one before slower). At ``deadline``
     (``clock()``'s) nothing more is started; if nothing was produced by then, ``fallback()`` names
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
@@ -392,7 +394,7 @@ def search(
     def go_on(times: list[float]) -> bool:
         """Whether a chain produces its next ``K``: the last was not slower than the one before
         (the bracketing), and there is time left."""
-        return (len(times) < 2 or times[-1] <= times[-2]) and (deadline is None or clock() < deadline)
+        return (len(times) < 2 or times[-1] <= times[-2] * (1 + slack)) and (deadline is None or clock() < deadline)
 
     def chained(batch: list[tuple[str, int]], aside: tuple[str, int] | None) -> list[list[tuple[str, int]]]:
         """The batch (and the speculative pair ``aside``) as chains: each pair with its
@@ -516,7 +518,7 @@ def search(
                 record(name, k, results[name, k])
                 while (after := following(name, k)) is not None and k in candidate.tried:
                     before = counts[counts.index(k) - 1] if k != counts[0] else None
-                    if before is not None and candidate.tried[k] > candidate.tried[before]:
+                    if before is not None and candidate.tried[k] > candidate.tried[before] * (1 + slack):
                         candidate.stopped = f"K={k} slower than K={before}"
                         break
                     if (name, after) not in results:
