@@ -518,7 +518,9 @@ def _synthesize_best(
                     return math.inf
         return made[key(candidate, k)].predicted_ns
 
-    def produce_chains(chains: list[list[tuple[str, int]]], go_on: Callable[[list[float]], bool], judge: Callable[[float], list[bool]]) -> list[list[float]]:
+    def produce_chains(
+        chains: list[list[tuple[str, int]]], go_on: Callable[[list[float], tuple[str, int]], bool], judge: Callable[[float], list[bool]]
+    ) -> list[list[float]]:
         """The chains at once: the first here, the others in forked processes; each in order
         while ``go_on`` its times so far. After the first result here, the other chains
         ``judge`` rules out are ended (and this one stops when none is left)."""
@@ -526,7 +528,7 @@ def _synthesize_best(
         def run(chain: list[tuple[str, int]], first: Callable[[float], bool] | None = None) -> tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]:
             times: list[float] = []
             for candidate, k in chain:
-                if times and not go_on(times):
+                if times and not go_on(times, (candidate, k)):
                     break
                 times.append(produce(candidate, k))
                 if first is not None and len(times) == 1 and not first(times[0]):

@@ -441,13 +441,13 @@ class _Search:
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
         with progress.task(name, total=len(jobs), unit="trials") as done:
             for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs)):
-                judged, pinned = (self.judge(schedule) if judge_by_model else (schedule.time_ns, False))
+                judged = self.judge(schedule) if judge_by_model else schedule.time_ns
                 if best is None or judged < best.time_ns:
-                    best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged, pinned=pinned)
+                    best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged)
                 del schedule
                 done.advance()
         assert best is not None
-        return best
+        return self.pinned(best) if judge_by_model else best
 
     def best_and_mirrored(self, channels: Channels, twins: np.ndarray) -> tuple[Trial, Trial]:
         """The best all-gather trial on ``channels`` and, of the same matchings renamed by
@@ -462,25 +462,31 @@ class _Search:
                 if best is None or schedule.time_ns < best.time_ns:
                     best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns)
                 renamed = replace(schedule, channel=twins[schedule.channel + len(channels.routed)])
-                judged, pinned = self.judge(renamed)
+                judged = self.judge(renamed)
                 if mirrored is None or judged < mirrored.time_ns:
-                    mirrored = Trial(seed=seed, variant=variant, schedule=renamed, time_ns=judged, pinned=pinned)
+                    mirrored = Trial(seed=seed, variant=variant, schedule=renamed, time_ns=judged)
                 del schedule, renamed
                 done.advance()
         assert best is not None and mirrored is not None
-        return best, mirrored
+        return best, self.pinned(mirrored)
 
-    def judge(self, schedule: Schedule) -> tuple[float, bool]:
-        """The model's time of the Reduce-Scatter mirrored from ``schedule``, and whether it is
-        pinned: over detours both ways are predicted and the faster kept (torus2d:8x8 column
-        group, K=16: 369.6 us eager, 318.2 us pinned, the matcher's own time; a switch:64 row:
-        eager is faster)."""
-        eager = predict_time(reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes, routing=self.routing), self.topology)
+    def judge(self, schedule: Schedule) -> float:
+        """The model's time of the Reduce-Scatter mirrored from ``schedule``, its messages leaving
+        as soon as their data is there."""
+        return predict_time(reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes, routing=self.routing), self.topology)
+
+    def pinned(self, trial: Trial) -> Trial:
+        """``trial`` (a Reduce-Scatter judged by :meth:`judge`) pinned where that is faster: over
+        detours, its routed messages leaving when the mirrored schedule says
+        (:func:`~chakra_collectives.synth.lowering.mirrored_release`; torus2d:8x8 column group,
+        K=16: 369.6 us eager, 318.2 us pinned, the matcher's own time; a switch:64 row's or a
+        dgx:4x8 column's are faster eager). Asked of the kept trial only (one more prediction)."""
+        schedule = trial.schedule
         if self.routing is None or not (schedule.channel < 0).any():
-            return eager, False
+            return trial
         release = mirrored_release(schedule)
         pinned = predict_time(reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes, routing=self.routing, release=release), self.topology)
-        return (pinned, True) if pinned < eager else (eager, False)
+        return replace(trial, time_ns=pinned, pinned=True) if pinned < trial.time_ns else trial
 
 
 PARALLEL_PAIRS = 2**18
