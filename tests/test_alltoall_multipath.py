@@ -133,3 +133,22 @@ def test_concurrent_all_to_all_plans_the_groups_on_one_joint_flow():
     assert flow.together_ns <= result.together_bound_ns * 1.05
     for name, algo in flow.algorithms.items():
         assert algo.placement == columns[name] and verify_algorithm(algo).ok
+
+
+def test_synth_groups_all_to_all_json_names_the_flow_plan_and_its_bound(cli, tmp_path):
+    import json
+
+    import jsonschema
+    from schema_helpers import schema
+
+    from chakra_collectives.converters.chakra_et import read_algorithm
+
+    (tmp_path / "ep.json").write_text(json.dumps({"a": [0, 4, 8, 12], "b": [1, 5, 9, 13]}))
+    result = cli("synth", "-t", "torus2d:4x4", "-c", "all-to-all", "-s", "4MiB", "-a", "tacos", "--groups", tmp_path / "ep.json",
+                 "-o", tmp_path / "out", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, schema("synth-groups"))
+    assert "flow" in document["plans"] and document["together_bound_ns"] <= document["joint_ns"]
+    assert document["joint_ns"] <= document["plans"]["separate"]["together_ns"]
+    assert read_algorithm(tmp_path / "out_b").placement == (1, 5, 9, 13)
