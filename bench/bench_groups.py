@@ -101,21 +101,24 @@ def group_efficiency_table(fabrics: list[str]) -> list[float]:
     return found
 
 
-def concurrent_table(cases: list[tuple[str, int]]) -> None:
-    """``synth --groups`` over the DP groups of TP x DP (``(fabric, tp)``; DP = NPUs / tp)."""
-    print(f"\nconcurrent data-parallel groups, all-reduce {SIZE // 2**20} MiB, forestcoll: time together (slowest alone)")
-    print(f"{'fabric':<14} {'tp x dp':<8} " + " ".join(f"{p:>22}" for p in ("separate", "confined", "ring")) + f" {'joint':>9} {'joint/sep':>9}")
+def concurrent_table(cases: list[tuple[str, int]], collective: str = "all-reduce", algorithm: str = "forestcoll") -> None:
+    """``synth --groups`` over the DP groups of TP x DP (``(fabric, tp)``; DP = NPUs / tp); for
+    all-to-all with TACOS also the joint flow plan and the together bound."""
+    plans = ("separate", "confined", "flow", "ring") if collective == "all-to-all" else ("separate", "confined", "ring")
+    print(f"\nconcurrent groups (the columns of TP x DP), {collective} {SIZE // 2**20} MiB, {algorithm}: time together (slowest alone)")
+    print(f"{'fabric':<14} {'tp x dp':<8} " + " ".join(f"{p:>22}" for p in plans) + f" {'joint':>9} {'joint/sep':>9} {'bound us':>9}")
     for spec, tp in cases:
         fabric = load_topology(spec)
         dp = fabric.num_npus // tp
         groups = {str(t): tuple(d * tp + t for d in range(dp)) for t in range(tp)}
-        result = synthesize_concurrent(fabric, groups, "all-reduce", SIZE, algorithm="forestcoll", bounds=False)
+        result = synthesize_concurrent(fabric, groups, collective, SIZE, algorithm=algorithm, bounds=collective == "all-to-all")
         cells = []
-        for name in ("separate", "confined", "ring"):
+        for name in plans:
             plan = result.plans.get(name)
             cells.append("-" if plan is None else f"{plan.together_ns / 1e3:.0f} ({max(plan.alone_ns.values()) / 1e3:.0f}) us")
         ratio = result.joint_ns / result.plans["separate"].together_ns
-        print(f"{spec:<14} {f'{tp}x{dp}':<8} " + " ".join(f"{c:>22}" for c in cells) + f" {result.joint.name:>9} {ratio:>9.3f}")
+        bound = "-" if result.together_bound_ns is None else f"{result.together_bound_ns / 1e3:.0f}"
+        print(f"{spec:<14} {f'{tp}x{dp}':<8} " + " ".join(f"{c:>22}" for c in cells) + f" {result.joint.name:>9} {ratio:>9.3f} {bound:>9}")
 
 
 def step_table(cases: list[tuple[str, str, int, int]]) -> None:
@@ -234,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         group_efficiency_table(fabrics)
     if "concurrent" in tables:
         concurrent_table([("torus2d:4x4", 4)] if args.quick else [("torus2d:4x4", 4), ("torus2d:8x8", 8), ("dgx:4x8", 8)])
+        concurrent_table([("torus2d:4x4", 4)] if args.quick else [("torus2d:4x4", 4), ("torus2d:8x8", 8)], "all-to-all", "tacos")
     if "steps" in tables:
         steps = [("hybrid", "torus2d:4x4", 4, 4), ("moe", "torus2d:4x4", 4, 4)]
         if not args.quick:

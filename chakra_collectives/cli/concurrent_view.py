@@ -68,7 +68,7 @@ def synth_concurrent(
         efficiency = f", efficiency {bound / plan.together_ns:.3f}" if bound else ""
         say(f"{format_time_ns(plan.together_ns)} together (slowest alone {format_time_ns(slowest)}{efficiency}){mark}", prefix=f"[dim]{name:<10}[/dim]  ")
     if bound:
-        say(f"{format_time_ns(bound)} for all the groups at once (they share the cuts' links)", prefix=f"[dim]{'bound':<10}[/dim]  ")
+        say(f"{format_time_ns(bound)} for all the groups at once (they share the links)", prefix=f"[dim]{'bound':<10}[/dim]  ")
     for name, why in result.skipped.items():
         say(f"not planned: {why}", prefix=f"[dim]{name:<10}[/dim]  ")
     for name, members in groups.items():

@@ -301,6 +301,7 @@ def search(
     refine: Callable[[str, int, float | None], float] | None = None,
     estimate: Callable[[str, int], float] | None = None,
     within: float = 0.0,
+    slack: float = 0.0,
 ) -> Search:
     """Find the fastest ``(producer, K)`` by predicted time, producing as few as it can.
 
@@ -316,14 +317,16 @@ def search(
     its optimum); the pair is skipped when the fastest found is already no slower, and
     :attr:`Candidate.estimated_ns` says so. A producer's ``K`` search
     brackets: ``counts`` in order until one is slower than the one before (an equal time goes
-    on: merged runs often keep the time flat before more chunks pay). At ``deadline``
+    on: merged runs often keep the time flat before more chunks pay; so does one at most ``slack``
+    of the one before slower). At ``deadline``
     (``clock()``'s) nothing more is started; if nothing was produced by then, ``fallback()`` names
     the one that is (the cheapest candidate) and :attr:`Search.budget_ran_out` says so. ``exhaustive``: every
     ``(name, K)`` is produced, nothing skipped, no deadline (the oracle for the above).
     ``workers`` > 1: up to that many of the most promising pairs at a time go to
     ``produce_chains(chains, go_on, judge) -> times`` (which may run the chains at once, on
     several cores; each chain in order while ``go_on(its times so far, its next pair, the
-    other chains' finished results)``: the bracketing, the deadline, and what the others found). Each chain goes on with its producer's following ``K`` while the incumbent
+    other chains' finished results)``: the bracketing, the next pair's bound below the chain's
+    fastest, the deadline, and what the others found). Each chain goes on with its producer's following ``K`` while the incumbent
     cannot rule them out (the cores stay busy on what the search would produce next). Before
     anything is produced, a pair that the first result may rule out (by its bound, dearer
     bound or estimate) runs beside it only ``speculate``-ing: ``judge(first time)`` then says
@@ -403,12 +406,17 @@ def search(
 
     def go_on(times: list[float], pair: tuple[str, int] | None = None, elsewhere: Iterable[tuple[tuple[str, int], float]] = ()) -> bool:
         """Whether a chain produces its next ``K`` (``pair``): the last was not slower than the
-        one before (the bracketing), there is time left, and the results the other chains have
-        finished meanwhile (``elsewhere``) do not rule ``pair`` out (it is judged again in its turn)."""
-        if len(times) >= 2 and times[-1] > times[-2] or deadline is not None and clock() >= deadline:
+        one before (the bracketing), there is time left, the next one's bound is below the
+        fastest the chain found (a group's floor at more chunks: torus2d:8x8 column all-reduce,
+        K = 64 >= 658.9 us after 656.7 us at K = 32, is not matched in a forked process only to
+        be dropped), and the results the other chains have finished meanwhile (``elsewhere``) do
+        not rule ``pair`` out (it is judged again in its turn)."""
+        if len(times) >= 2 and times[-1] > times[-2] * (1 + slack) or deadline is not None and clock() >= deadline:
             return False
         if pair is None:
             return True
+        if times and bound_of(*pair) >= min(times):
+            return False
         against = [(t, order[name], k, name) for (name, k), t in elsewhere if t != math.inf]
         if incumbent is not None:
             against.append(incumbent)
@@ -536,7 +544,7 @@ def search(
                 record(name, k, results[name, k])
                 while (after := following(name, k)) is not None and k in candidate.tried:
                     before = counts[counts.index(k) - 1] if k != counts[0] else None
-                    if before is not None and candidate.tried[k] > candidate.tried[before]:
+                    if before is not None and candidate.tried[k] > candidate.tried[before] * (1 + slack):
                         candidate.stopped = f"K={k} slower than K={before}"
                         break
                     if (name, after) not in results:

@@ -115,6 +115,10 @@ class Channels:
         """
         if self.routed:
             return None
+        return self._direct_twins()
+
+    def _direct_twins(self) -> np.ndarray | None:
+        """:meth:`mirror`'s direct channels, whatever the routed ones."""
         n = self.num_npus
         key = self.direct_src.astype(np.int64) * n + self.direct_dst
         twin_key = self.direct_dst.astype(np.int64) * n + self.direct_src
@@ -128,6 +132,48 @@ class Channels:
         if not (np.array_equal(self.link_latency[links], self.link_latency[twin_links]) and np.array_equal(self.link_rate[links], self.link_rate[twin_links])):
             return None
         return twin.astype(np.int32)
+
+
+    def twins(self) -> np.ndarray | None:
+        """:meth:`mirror` for channels that include routed ones (:func:`detour_channels`): a map of
+        schedule channel keys (direct ``i >= 0``, routed ``-1 - j``) to their twins' keys, where
+        every routed channel has a twin joining its NPUs the other way round over its links'
+        reverse links in reverse order, every link's reverse with the same latency and bandwidth.
+        A schedule on these channels, renamed so, is a schedule on :meth:`reversed` with the same
+        times (every link's messages carried by its reverse link); ``None`` when some channel has
+        no twin. Index the result with ``key + len(routed)``.
+
+        >>> from chakra_collectives.topology import mesh2d
+        >>> from chakra_collectives.topology.groups import group_view
+        >>> ch = build_channels(group_view(mesh2d(3, 3), (0, 2)).topology, chunk_bytes=64, detours=True)
+        >>> twins = ch.twins()
+        >>> keys = np.arange(-len(ch.routed), ch.num_direct)
+        >>> bool((twins[twins[keys] + len(ch.routed)] == keys).all())     # an involution
+        True
+        """
+        direct = self._direct_twins() if self.num_direct else np.zeros(0, dtype=np.int32)
+        if direct is None:
+            return None
+        model = self.model
+        reverse: dict[tuple[int, int], int] = {}
+        for link, (a, b) in enumerate(zip(model.link_src.tolist(), model.link_dst.tolist())):
+            if (a, b) in reverse:
+                return None  # parallel links: no one reverse
+            reverse[a, b] = link
+        twin_link = np.array([reverse.get((b, a), -1) for a, b in zip(model.link_src.tolist(), model.link_dst.tolist())], dtype=np.int64)
+        used = np.unique(np.concatenate([np.asarray(c.links, dtype=np.int64) for c in self.routed])) if self.routed else np.zeros(0, dtype=np.int64)
+        if (twin_link[used] < 0).any():
+            return None
+        if not (np.array_equal(self.link_latency[used], self.link_latency[twin_link[used]]) and np.array_equal(self.link_rate[used], self.link_rate[twin_link[used]])):
+            return None
+        index = {(c.src, c.dst, tuple(c.links)): j for j, c in enumerate(self.routed)}
+        routed = np.empty(len(self.routed), dtype=np.int64)
+        for j, c in enumerate(self.routed):
+            found = index.get((c.dst, c.src, tuple(int(twin_link[l]) for l in reversed(c.links))))
+            if found is None:
+                return None
+            routed[j] = found
+        return np.concatenate([(-1 - routed)[::-1], direct.astype(np.int64)]).astype(np.int32)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,12 @@ plans jointly, keeping the plan whose slowest group finishes first:
     each group synthesized on the fabric without the links that touch another group's members
     (when the producer plans for the topology's links and every group stays connected so): the
     groups cannot step on each other;
+``flow``
+    for collectives that only move data (all-to-all, gather, scatter) with TACOS: one
+    multicommodity-flow LP over every group's demands at once
+    (:func:`~chakra_collectives.synth.multipath.joint_flows`), each group matched along its share
+    of it (:func:`~chakra_collectives.synth.tacos.tacos_for_group`'s ``flows``), the chunks per rank
+    that make the groups fastest together;
 ``ring``
     the ring baseline in each group's rank order (the network's routes).
 
@@ -36,6 +42,7 @@ from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import concurrent_bound_ns
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.demand import demand_for
 from chakra_collectives.network.collective import predict_time, simulate_together
 from chakra_collectives.synth.embedding import carried, embed
 from chakra_collectives.synth.registry import SynthesisOptions, get
@@ -113,7 +120,10 @@ class ConcurrentResult:
         }
 
 
-PLANS = ("separate", "confined", "ring")
+PLANS = ("separate", "confined", "flow", "ring")
+
+FLOW_COLLECTIVES = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER)
+"""What the ``flow`` plan serves: unicast pieces, one demand per group."""
 
 
 def check_concurrent_groups(groups: Mapping[str, Any], num_npus: int, *, what: str) -> dict[str, tuple[int, ...]]:
@@ -174,6 +184,13 @@ def synthesize_concurrent(
                 skipped["confined"] = error.message
         else:
             skipped["confined"] = f"{producer} does not plan for the topology's links"
+        flow_bound_ns = None
+        if producer == "tacos" and collective in FLOW_COLLECTIVES:
+            made_flow, flow_bound_ns = _joint_flow(topology, checked, collective, nbytes, options)
+            if made_flow is None:
+                skipped["flow"] = "the joint multicommodity-flow LP is too large"
+            else:
+                plans["flow"] = made_flow
         if collective in get("ring").collectives:
             rings = {n: get("ring").build(topology, collective, SynthesisOptions(size_bytes=nbytes, group=m)).algorithm for n, m in checked.items()}
             plans["ring"] = GroupPlan("ring", rings, {n: predict_time(a, topology) for n, a in rings.items()})
@@ -185,6 +202,9 @@ def synthesize_concurrent(
         if bounds and collective in BOUNDED:
             found.bounds_ns = {n: group_bounds(topology, collective, nbytes, m).best_ns for n, m in checked.items()}
             found.together_bound_ns, _ = concurrent_bound_ns(topology, collective, nbytes, checked.values())
+        elif bounds and flow_bound_ns is not None:  # the joint LP's optimum bounds every group at once
+            found.bounds_ns = {n: group_bounds(topology, collective, nbytes, m, root=int(options.get("root", 0))).best_ns for n, m in checked.items()}
+            found.together_bound_ns = max(flow_bound_ns, *found.bounds_ns.values())
     return found
 
 
@@ -202,6 +222,48 @@ def _confined(topology, groups, collective, nbytes, producer, options) -> GroupP
 
     made = _by_symmetry(topology, groups, {}, confined)
     return GroupPlan("confined", made, {n: predict_time(a, topology) for n, a in made.items()})
+
+
+def _joint_flow(
+    topology: Topology, groups: Mapping[str, tuple[int, ...]], collective: Collective, nbytes: int, options: Mapping[str, Any]
+) -> tuple[GroupPlan | None, float | None]:
+    """The ``flow`` plan (see the module docstring): ``K`` = 1, 2, 4, ... while the groups together
+    get faster (or at most :data:`~chakra_collectives.synth.synthesis.GROUP_MULTIPATH_SLACK` slower),
+    and the joint LP's optimum (ns; a bound on all the groups at once); ``None`` for both when the
+    joint LP is too large."""
+    from chakra_collectives.synth.multipath import joint_flows
+    from chakra_collectives.synth.synthesis import GROUP_MULTIPATH_SLACK, auto_chunk_counts
+    from chakra_collectives.synth.tacos import tacos_for_group
+
+    root = int(options.get("root", 0))
+    given = options.get("chunks_per_npu")
+    views = {g: group_view(topology, members) for g, members in groups.items()}
+    counts = [int(given)] if given else auto_chunk_counts(max(len(m) for m in groups.values()), group=True)
+    best: GroupPlan | None = None
+    bound_ns: float | None = None
+    previous = float("inf")
+    with progress.task("joint flow", total=len(counts), unit="K") as done:
+        for k in counts:
+            demands = {g: demand_for(collective, num_npus=len(m), chunks_per_npu=k, root=root) for g, m in groups.items()}
+            chunk_bytes = {g: float(-(-nbytes // (len(m) * k))) for g, m in groups.items()}
+            solved = joint_flows(topology, views, demands, chunk_bytes)
+            if solved is None:
+                return best, bound_ns
+            optimum, flows = solved
+            bound_ns = optimum if bound_ns is None else min(bound_ns, optimum)
+            made = {
+                g: replace(tacos_for_group(topology, m, collective, nbytes, chunks_per_npu=k, root=root, seed=int(options.get("seed", 0)), flows=flows[g]).algorithm, name="tacos (joint flow)")
+                for g, m in groups.items()
+            }
+            finish = simulate_together(list(made.values()), topology)
+            plan = GroupPlan("flow", made, {g: predict_time(a, topology) for g, a in made.items()}, max(finish), dict(zip(made, finish)))
+            if best is None or plan.together_ns < best.together_ns:
+                best = plan
+            done.advance()
+            if plan.together_ns >= previous * (1 + GROUP_MULTIPATH_SLACK):
+                break
+            previous = plan.together_ns
+    return best, bound_ns
 
 
 def _by_symmetry(

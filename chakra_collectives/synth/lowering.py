@@ -481,6 +481,25 @@ class Release:
     anchor_is_out: np.ndarray
 
 
+def mirrored_release(rev: Schedule) -> Release:
+    """Pin the routed messages of the Reduce-Scatter run backwards from ``rev``: transfer ``i``
+    (``p -> x``, ending at ``e_i``) becomes ``x``'s out message, leaving at ``T - e_i``, when
+    ``x``'s operation of a transfer ``j`` that starts at ``e_i`` completes (its out message
+    when ``x`` received ``j``, its in message when ``x`` sent it).
+    """
+    anchor = np.full(rev.num_transfers, NO_ANCHOR, dtype=np.int32)
+    is_out = np.zeros(rev.num_transfers, dtype=bool)
+    starting: dict[tuple[int, float], tuple[int, bool]] = {}
+    for j in range(rev.num_transfers):
+        starting.setdefault((int(rev.dst[j]), float(rev.start[j])), (j, True))
+        starting.setdefault((int(rev.src[j]), float(rev.start[j])), (j, False))
+    for i in np.flatnonzero(rev.channel < 0).tolist():
+        found = starting.get((int(rev.dst[i]), float(rev.end[i])))
+        if found is not None:
+            anchor[i], is_out[i] = found
+    return Release(anchor, is_out)
+
+
 def reduce_scatter_algorithm(
     rev: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, release: Release | None = None,
     routing: ChannelRouting | None = None,

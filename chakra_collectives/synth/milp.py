@@ -34,7 +34,7 @@ import numpy as np
 from chakra_collectives.errors import InputError, LimitError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.channels import Channels, build_channels
-from chakra_collectives.synth.lowering import Release, all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
+from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, mirrored_release, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather
 from chakra_collectives.synth.milp_model import DEFAULT_TIME_LIMIT_S, MAX_VARIABLES, MilpSolution, NoScheduleFound, build_model, channel_hops, lower_epochs, solve_all_gather
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
@@ -98,25 +98,6 @@ def to_schedule(solution: MilpSolution, num_npus: int, chunks_per_npu: int, num_
         tag=tag, send_seq=send_seq, recv_seq=recv_seq, anchor=anchor, anchor_is_send=anchor_is_send,
         max_chunks=1, num_direct=num_direct, num_routed=num_routed,
     )
-
-
-def mirrored_release(rev: Schedule) -> Release:
-    """Pin the routed messages of the Reduce-Scatter run backwards from ``rev``: transfer ``i``
-    (``p -> x``, ending at ``e_i``) becomes ``x``'s out message, leaving at ``T - e_i``, when
-    ``x``'s operation of a transfer ``j`` that starts at ``e_i`` completes (its out message
-    when ``x`` received ``j``, its in message when ``x`` sent it).
-    """
-    anchor = np.full(rev.num_transfers, NO_ANCHOR, dtype=np.int32)
-    is_out = np.zeros(rev.num_transfers, dtype=bool)
-    starting: dict[tuple[int, float], tuple[int, bool]] = {}
-    for j in range(rev.num_transfers):
-        starting.setdefault((int(rev.dst[j]), float(rev.start[j])), (j, True))
-        starting.setdefault((int(rev.src[j]), float(rev.start[j])), (j, False))
-    for i in np.flatnonzero(rev.channel < 0).tolist():
-        found = starting.get((int(rev.dst[i]), float(rev.end[i])))
-        if found is not None:
-            anchor[i], is_out[i] = found
-    return Release(anchor, is_out)
 
 
 def _phase(channels: Channels, options: SynthesisOptions, time_limit_s: float, name: str) -> tuple[Schedule, MilpSolution]:

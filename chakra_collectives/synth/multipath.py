@@ -25,12 +25,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 import numpy as np
 
 from chakra_collectives.flow.multicommodity import commodity_flows
 from chakra_collectives.ir.demand import Demand
 from chakra_collectives.synth.channels import Channels, RoutedChannel
+from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.groups import GroupView
 
 FLOW_EPSILON = 1e-6
 """Chunks of flow below which a link counts as unused (the LP's tolerances)."""
@@ -45,9 +48,11 @@ class SpreadPaths:
     paths: dict[int, list[int]]
 
 
-def spread_paths(channels: Channels, demand: Demand) -> SpreadPaths | None:
+def spread_paths(channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None) -> SpreadPaths | None:
     """Paths for ``demand``'s unicast pieces from the multicommodity-flow optimum on ``channels``'
-    topology (see the module docstring); ``None`` when the LP is too large or no piece is unicast."""
+    topology (see the module docstring); ``None`` when the LP is too large or no piece is unicast.
+    ``flows``: the chunks each source NPU sends over each link, solved elsewhere (:func:`joint_flows`:
+    every concurrent group's demands at once) instead of this demand's own LP."""
     n = channels.num_npus
     model = channels.model
     counts = np.diff(demand.dest_ptr)
@@ -57,19 +62,20 @@ def spread_paths(channels: Channels, demand: Demand) -> SpreadPaths | None:
     origin = demand.origin[unicast].astype(np.int64)
     target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
     sources, source_index = np.unique(origin, return_inverse=True)
-    need = np.zeros((len(sources), model.topology.num_nodes))
-    np.add.at(need, (source_index, target), 1.0)
-    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True)
-    if solved is None:
-        return None
-    flows = solved[1]
+    if flows is None:
+        need = np.zeros((len(sources), model.topology.num_nodes))
+        np.add.at(need, (source_index, target), 1.0)
+        solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True)
+        if solved is None:
+            return None
+        flows = dict(zip(sources.tolist(), solved[1]))
     direct_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))}
     routed_of: dict[tuple[int, ...], int] = {}
     extra: list[RoutedChannel] = []
     paths: dict[int, list[int]] = {}
     pairs: list[tuple[np.ndarray, list[tuple[list[int], float]], int]] = []  # (pieces, routes, origin)
     for i, s in enumerate(sources.tolist()):
-        flow = flows[i].copy()
+        flow = flows[s].copy()
         mine = np.flatnonzero(source_index == i)
         for w in np.unique(target[mine]).tolist():
             pieces = unicast[mine[target[mine] == w]]
@@ -90,6 +96,53 @@ def spread_paths(channels: Channels, demand: Demand) -> SpreadPaths | None:
             quota[j] -= 1
             paths[piece] = hops[j]
     return SpreadPaths(replace(channels, routed=[*channels.routed, *extra]), paths)
+
+
+def joint_flows(
+    topology: Topology, views: Mapping[str, GroupView], demands: Mapping[str, Demand], chunk_bytes: Mapping[str, float]
+) -> tuple[float, dict[str, dict[int, np.ndarray]]] | None:
+    """One multicommodity-flow LP for the unicast pieces of every concurrent group on ``topology``
+    (group ``g``'s ``demands[g]`` over its view ``views[g]``, pieces of ``chunk_bytes[g]``): its
+    optimum (ns: the least time in which the links carry every group's pieces at once) and per
+    group, per source (its view's node id), the chunks of that group it sends over each link.
+    A group's view keeps the fabric's link ids, so the flows serve :func:`spread_paths` as they
+    are. ``None`` when the LP is too large, or no group has a unicast piece.
+
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.ir.demand import demand_for
+    >>> from chakra_collectives.topology import ring
+    >>> from chakra_collectives.topology.groups import group_view
+    >>> views = {"a": group_view(ring(4), (0, 2)), "b": group_view(ring(4), (1, 3))}
+    >>> demands = {g: demand_for(Collective.ALL_TO_ALL, num_npus=2, chunks_per_npu=1) for g in views}
+    >>> time_ns, flows = joint_flows(ring(4), views, demands, {"a": 1.0, "b": 1.0})
+    >>> sorted(flows), sorted(flows["a"]), round(float(sum(f.sum() for f in flows["a"].values())), 6)   # 2 pieces, 2 hops each
+    (['a', 'b'], [0, 1], 4.0)
+    """
+    reference = max(chunk_bytes.values())
+    sources: list[int] = []
+    rows: list[np.ndarray] = []
+    owner: list[tuple[str, int]] = []
+    for g, demand in demands.items():
+        counts = np.diff(demand.dest_ptr)
+        unicast = np.flatnonzero(counts == 1)
+        fabric = views[g].fabric_node
+        origin = demand.origin[unicast].astype(np.int64)
+        target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
+        for s in np.unique(origin).tolist():
+            need = np.zeros(topology.num_nodes)
+            np.add.at(need, fabric[target[origin == s]], chunk_bytes[g] / reference)
+            sources.append(int(fabric[s]))
+            rows.append(need)
+            owner.append((g, s))
+    if not sources:
+        return None
+    solved = commodity_flows(topology, np.array(sources, dtype=np.int64), np.array(rows), reference, fewest_hops=True)
+    if solved is None:
+        return None
+    found: dict[str, dict[int, np.ndarray]] = {g: {} for g in demands}
+    for (g, s), flow in zip(owner, solved[1]):
+        found[g][s] = flow * (reference / chunk_bytes[g])
+    return solved[0], found
 
 
 def _take_paths(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int, amount: float) -> list[tuple[list[int], float]]:
@@ -157,4 +210,4 @@ def _channels_of(
     return hops
 
 
-__all__ = ["SpreadPaths", "spread_paths"]
+__all__ = ["SpreadPaths", "joint_flows", "spread_paths"]
