@@ -96,9 +96,9 @@ def whole_commands(ranks: int, events_up_to: int, repeat: int = 1, before: str |
         for _ in range(repeat):
             for version, env in versions.items():
                 out = Path(tmp) / version
-                commands = {
-                    "synth -o": ([*CLI, *synth, "-o", str(out / "plain" / "ar")], None),
-                    "synth --astra-sim": ([*CLI, *synth, "--astra-sim", str(out / "astra")], None),
+                commands = {  # run outside any checkout: `python -m` puts its working directory first on sys.path
+                    "synth -o": ([*CLI, *synth, "-o", str(out / "plain" / "ar")], tmp),
+                    "synth --astra-sim": ([*CLI, *synth, "--astra-sim", str(out / "astra")], tmp),
                     "replay --system": ([*CLI, "replay", workload, "-t", "network.yml", "--network-model", "astra-sim", "--system", "system.json", "--json"],
                                         str(out / "astra")),
                 }

@@ -52,7 +52,8 @@ from chakra_collectives.converters.astra_sim import CUSTOM_KEYS, REMOTE_MEMORY, 
 from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.astra_system.report import default_backend
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
-from chakra_collectives.ir.workload import collective_name
+from chakra_collectives.converters.chakra_et.written_workload import written_workload
+from chakra_collectives.ir.workload import Workload, collective_name
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.topology import Topology
@@ -297,10 +298,14 @@ def _write(
 ) -> AstraSimDir:
     root.mkdir(parents=True)
     collectives = {}
+    written: dict[str, Workload] = {}  # what the custom ETs read as, for the model (no second reading)
     for algo in algos:
         prefix = f"collectives/{algo.collective.value.replace('-', '_')}"
         write_algorithm(algo, root / prefix)
         collectives[algo.collective.value] = prefix
+        as_read = written_workload(algo, root / prefix)
+        if as_read is not None:
+            written[prefix] = as_read
     workload_prefix = f"workload/{workload.name}"
     workload.write(root / workload_prefix)
     comm_groups = str(groups_path(workload_prefix)) if workload.groups else None
@@ -319,7 +324,7 @@ def _write(
                 f"{len(network.dimensions)} network dimensions: run.sh runs {BINARIES['unaware']} (the aware binary takes one); "
                 "it does not model contention: messages sharing a link never wait for one another"
             )
-        result.expected_ns = _expected_ns(root, workload_prefix, comm_groups, network, result.backend)
+        result.expected_ns = _expected_ns(root, workload_prefix, comm_groups, network, result.backend, written)
     run = root / "run.sh"
     run.write_text(_run_script(result, topology))
     run.chmod(run.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -360,15 +365,18 @@ def _comm_size(algo: CollectiveAlgorithm, size_bytes: int) -> int:
     return size_bytes // algo.num_ranks if algo.collective is Collective.ALL_GATHER else size_bytes
 
 
-def _expected_ns(root: Path, workload_prefix: str, comm_groups: str | None, network: AnalyticalNetwork, backend: str) -> float | None:
-    """The model's prediction of the slowest rank's ``sys[i] finished, T cycles``."""
+def _expected_ns(
+    root: Path, workload_prefix: str, comm_groups: str | None, network: AnalyticalNetwork, backend: str, written: dict[str, Workload]
+) -> float | None:
+    """The model's prediction of the slowest rank's ``sys[i] finished, T cycles`` (``written``:
+    custom prefixes and what their files read as)."""
     from chakra_collectives.astra_system import SystemConfig, read_comm_groups, simulate
 
     work = read_workload(root / workload_prefix)
     groups = read_comm_groups(root / comm_groups, work.num_ranks) if comm_groups else None
     config = SystemConfig.from_file(root / "system.json")
     try:
-        result = simulate(work, network, config, backend=backend, comm_groups=groups, custom_base=root)
+        result = simulate(work, network, config, backend=backend, comm_groups=groups, custom_base=root, custom_read=written)
     except InputError:
         return None
     return float(result.makespan_ns) if result.finished else None

@@ -14,7 +14,7 @@ from chakra_collectives.converters.chakra_et.one_parse import (
     node_records,
     parse_node_fields,
 )
-from chakra_collectives.converters.chakra_et.stream import frame
+from chakra_collectives.converters.chakra_et.stream import frame, split_records
 from chakra_collectives.errors import InputError
 
 
@@ -111,3 +111,11 @@ def test_a_record_protobuf_cannot_parse_is_named_in_either_process(tmp_path, wor
         decode_rank_files(paths, workers=workers)
     assert caught.value.path == str(paths[3]) and caught.value.rank == 3
     assert str(caught.value).count("\n") == 0 and "record 3" in str(caught.value) and "is not a Chakra Node" in str(caught.value)
+
+
+@pytest.mark.parametrize("sizes", [[0], [5, 127, 128, 129], [300, 0, 16383, 16384, 20000, 1], [2**21 + 3, 7]])
+def test_records_are_walked_as_protobufs_decoder_walks_them(sizes):
+    data = b"".join(frame(bytes([size % 251]) * size) for size in sizes) * 2  # each prefix seen twice: memoized the second time
+    assert node_records(data, 0) == [data[start:end] for start, _, end in split_records(data, "x.et")]
+    assert node_records(data + frame(b"abc")[:-1], 0) is None  # the last record is cut short
+    assert node_records(data + b"\x80", 0) is None  # a length prefix that never ends

@@ -260,3 +260,17 @@ def test_the_reader_translates_every_chakra_node_type():
     assert set(NODE_KINDS) == set(NodeType.values())
     assert all(NodeType.Name(code).removesuffix("_NODE") == kind.name for code, kind in NODE_KINDS.items())
     assert BARRIER_COMM_TYPE == BARRIER
+
+
+def test_groups_and_dimensions_are_read_on_collectives_and_a_bad_dimension_list_is_refused(tmp_path):
+    b = WorkloadBuilder(2)
+    for r in range(2):
+        first = b.comp(r, duration_ns=US)
+        b.collective(r, "all-reduce", 2**20, pg_name="1", involved_dim=[True, False], deps=[first])
+    b.write(tmp_path / "g")
+    workload = read_workload(tmp_path / "g")
+    assert workload.pg_name == [None, "1", None, "1"]
+    assert workload.involved_dim == [None, (True, False), None, (True, False)]
+    edit(tmp_path / "g.1.et", lambda nodes: attr(nodes[1], "involved_dim").CopyFrom(AttributeProto(name="involved_dim", int64_val=3)))
+    with pytest.raises(InputError, match=r"g\.1\.et: rank 1: node 1: attribute involved_dim is int64_val; ASTRA-sim needs a bool_list"):
+        read_workload(tmp_path / "g")

@@ -15,7 +15,7 @@ decides which message is served first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 
 from chakra_collectives.ir.workload import NodeKind, Workload, node_type_name
@@ -72,11 +72,12 @@ class CustomProgram:
 
 
 class CustomLibrary:
-    """Custom collective files by prefix, read once."""
+    """Custom collective files by prefix, read once; ``known`` holds prefixes already read (or
+    built as they read: :func:`~chakra_collectives.converters.chakra_et.written_workload.written_workload`)."""
 
-    def __init__(self, base: Path | None = None) -> None:
+    def __init__(self, base: Path | None = None, known: Mapping[str, Workload] | None = None) -> None:
         self.base = base
-        self._files: dict[str, Workload] = {}
+        self._files: dict[str, Workload] = dict(known or {})
         self._programs: dict[tuple[str, int], CustomProgram] = {}
         self._bounds: dict[str, list[int]] = {}
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -219,15 +220,17 @@ def simulate(
     backend: str = "aware",
     comm_groups: dict[int, list[int]] | None = None,
     custom_base: Path | None = None,
+    custom_read: Mapping[str, Workload] | None = None,
     method: str = "auto",
 ) -> AstraSimRun:
     """Run ``workload`` on ``network`` under ``system``, as ASTRA-sim's ``backend`` binary would.
 
     ``custom_base`` is the directory custom-collective prefixes are relative to (ASTRA-sim: the
-    working directory). Workloads of custom collectives whose messages never wait for a link
-    are timed level by level (:mod:`~chakra_collectives.astra_system.levels`), the rest event by
-    event; both give the same times. ``method="events"`` always runs the event simulation (to
-    compare the two).
+    working directory); ``custom_read`` maps prefixes to their files already read (as the
+    system's ``*-implementation-custom`` names them). Workloads of custom collectives whose
+    messages never wait for a link are timed level by level
+    (:mod:`~chakra_collectives.astra_system.levels`), the rest event by event; both give the
+    same times. ``method="events"`` always runs the event simulation (to compare the two).
     """
     from chakra_collectives.astra_system.levels import level_timed  # levels builds on this module's types
 
@@ -236,7 +239,7 @@ def simulate(
     total = int(np.prod([d.npus for d in network.dimensions]))
     if workload.num_ranks != total:
         raise InputError(f"the workload has {workload.num_ranks} ranks and the network {total} NPUs; ASTRA-sim needs one rank file per NPU", path=workload.prefix)
-    library = CustomLibrary(custom_base)
+    library = CustomLibrary(custom_base, custom_read)
     if method not in ("auto", "events"):
         raise ValueError(f"method is auto or events, not {method!r}")
     timed = level_timed(workload, network, system, backend, comm_groups or {}, library) if method == "auto" else None

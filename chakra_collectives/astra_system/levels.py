@@ -109,7 +109,7 @@ def level_timed(
     costs = _hop_costs(graph, make_backend(backend, network))
     if costs is None:
         return None
-    timed = contention_free_times(graph, costs)
+    timed = contention_free_times(graph, costs, keep_hops=False)
     if timed is None or not _issued_in_order(messages, timed.start):
         return None
     size = len(workload)
@@ -196,24 +196,29 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
         owners += [inner_owner, roots, np.full(len(sinks), g, dtype=np.int64)]
         targets += [inner, np.full(len(roots), begin, dtype=np.int64), sinks]
         first += count
+    # every temporary is released as soon as it is used: at 1,024 ranks each column is 4M tasks
     kind, npu, peer, nbytes, tag, duration, comp = (np.concatenate([block[i] for block in blocks]) for i in range(7))
+    del blocks
     runtime = _runtime(duration, comp)
+    del duration, comp
     if runtime is None:
         return None
     owner = np.concatenate(owners)
-    waits = np.concatenate(targets)
-    order = np.argsort(owner, kind="stable")
+    del owners
     dep_ptr = np.zeros(first + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner, minlength=first), out=dep_ptr[1:])
-    npu, peer, nbytes, tag = npu.astype(np.int64), peer.astype(np.int64), nbytes.astype(np.int64), tag.astype(np.int64)
+    dep_idx = np.concatenate(targets)[np.argsort(owner, kind="stable")]
+    del owner, targets
+    npu, peer, nbytes, tag = (column.astype(np.int64, copy=False) for column in (npu, peer, nbytes, tag))
     messages = _match(kind, npu, peer, nbytes, tag, workload.num_ranks)
+    del peer, tag
     if messages is None:
         return None
     partner = np.full(first, -1, dtype=np.int64)
     partner[messages.sends] = messages.recvs
     partner[messages.recvs] = messages.sends
-    graph = TaskGraph.build(kind=kind, npu=npu, partner=partner, nbytes=np.where(kind == LOCAL, 0, nbytes), duration=runtime,
-                            dep_ptr=dep_ptr, dep_idx=waits[order])
+    nbytes[kind == LOCAL] = 0
+    graph = TaskGraph.build(kind=kind, npu=npu, partner=partner, nbytes=nbytes, duration=runtime, dep_ptr=dep_ptr, dep_idx=dep_idx)
     return graph, begins, messages
 
 
@@ -226,17 +231,15 @@ def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray, nbytes: np.ndarr
     for tasks in (sends, recvs):
         if len(tasks) and ((peer[tasks] < 0).any() or (peer[tasks] >= num_ranks).any() or (peer[tasks] == npu[tasks]).any()):
             return None
-    tags = tag % COLLECTIVE_TAG  # the kernel's tag (native_tag) of every entry
-    send_keys = (tags[sends], npu[sends], peer[sends], nbytes[sends])
-    recv_keys = (tags[recvs], peer[recvs], npu[recvs], nbytes[recvs])
+    send_keys = (tag[sends] % COLLECTIVE_TAG, npu[sends], peer[sends], nbytes[sends])  # the kernel's tag: native_tag
+    recv_keys = (tag[recvs] % COLLECTIVE_TAG, peer[recvs], npu[recvs], nbytes[recvs])
     send_order = np.lexsort((sends, *reversed(send_keys)))
     recv_order = np.lexsort((recvs, *reversed(recv_keys)))
-    sorted_send = [k[send_order] for k in send_keys]
-    sorted_recv = [k[recv_order] for k in recv_keys]
-    if any((a != b).any() for a, b in zip(sorted_send, sorted_recv)):
-        return None
     same = np.ones(max(len(sends) - 1, 0), dtype=bool)
-    for column in sorted_send:
+    for send_column, recv_column in zip(send_keys, recv_keys):  # one sorted column at a time
+        column = send_column[send_order]
+        if not np.array_equal(column, recv_column[recv_order]):
+            return None
         same &= column[1:] == column[:-1]
     return _Messages(sends=sends[send_order], recvs=recvs[recv_order], same_key=np.concatenate([[False], same]) if len(sends) else same)
 

@@ -162,15 +162,15 @@ class AttributeColumns:
         codes = CATALOG.name_codes()
         return (codes.astype(np.int16) if len(codes) and codes.max() < 2**15 else codes)[self.ids]
 
-    def converted(self, name: str, convert, *, fill: Any, dtype: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def converted(self, name: str, convert, *, fill: Any, dtype: Any, at: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Attribute ``name`` per node through ``convert(kind, value)`` (computed once per distinct value).
 
         Returns ``(present, ok, values)``: whether the node carries the attribute, whether
         ``convert`` accepted it (it returns ``None`` to reject), and the converted values
-        (``fill`` where absent or rejected). ``convert`` should be a module-level function:
-        its results are remembered under its identity.
+        (``fill`` where absent or rejected); of the nodes ``at`` only, when given. ``convert``
+        should be a module-level function: its results are remembered under its identity.
         """
-        index = self.lookup(name)
+        index = self.lookup(name) if at is None else self.lookup(name)[at]
         accepted, values = CATALOG.table(name, convert, fill, dtype)
         return index != MISSING, accepted[index], values[index]
 

@@ -106,11 +106,17 @@ def _decode_nodes(nodes: NodeColumns, policy: ReadPolicy, repairs: Repairs) -> d
     peer[send] = attrs.integer("comm_dst", nodes)[send]
     peer[recv] = attrs.integer("comm_src", nodes)[recv]
     tag = np.where(send | recv, np.maximum(attrs.integer("comm_tag", nodes), 0), -1)
-    _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object)
-    present, ok, dims = attrs.converted("involved_dim", _as_bool_list, fill=None, dtype=object)
-    if np.any(present & ~ok & coll):
-        position = int(np.flatnonzero(present & ~ok & coll)[0])
+    calls = np.flatnonzero(coll)  # groups and dimensions are read on collectives only
+    _, _, pg = attrs.converted("pg_name", _as_string, fill=None, dtype=object, at=calls)
+    present, ok, dims = attrs.converted("involved_dim", _as_bool_list, fill=None, dtype=object, at=calls)
+    if np.any(present & ~ok):
+        position = int(calls[np.flatnonzero(present & ~ok)[0]])
         raise nodes.error(position, f"attribute involved_dim is {attrs.kind_of('involved_dim', position)}; ASTRA-sim needs a bool_list")
+    pg_name: list[str | None] = [None] * len(nodes)
+    involved_dim: list[tuple[bool, ...] | None] = [None] * len(nodes)
+    for position, name, dim in zip(calls.tolist(), pg.tolist(), dims.tolist()):
+        pg_name[position] = None if name in (None, "") else name
+        involved_dim[position] = dim
     return {
         "node_type": _KIND_OF_TYPE[types],
         "duration_ns": durations_ns(nodes, types, policy),
@@ -119,8 +125,8 @@ def _decode_nodes(nodes: NodeColumns, policy: ReadPolicy, repairs: Repairs) -> d
         "comm_size": np.where(comm, np.maximum(size, 0), 0),
         "peer": peer,
         "tag": tag,
-        "pg_name": [None if (not c or v in (None, "")) else v for c, v in zip(coll.tolist(), pg.tolist())],
-        "involved_dim": [v if c else None for c, v in zip(coll.tolist(), dims.tolist())],
+        "pg_name": pg_name,
+        "involved_dim": involved_dim,
     }
 
 
