@@ -1,10 +1,11 @@
 """Run a :class:`~chakra_collectives.network.graph.TaskGraph` on a network model.
 
-The event loop (:mod:`~chakra_collectives.network.events`) holds only two kinds of events:
-a message finishing one hop, and a timed local task finishing. Everything that happens at the
-same instant without taking time -- a task becoming ready, a SEND injecting its message, a
-zero-time task completing, a unit being handed over -- is settled by :func:`run`'s handlers
-before the loop moves on, in FIFO order.
+The event queue holds only two kinds of events: a message finishing one hop, and a timed
+local task finishing; events at the same time run in the order they were scheduled (the rule
+of :class:`~chakra_collectives.network.events.EventLoop`, whose heap the engine's loop keeps
+inline: one loop and no callbacks per event). Everything that happens at the same instant
+without taking time -- a task becoming ready, a SEND injecting its message, a zero-time task
+completing, a unit being handed over -- is settled before the loop moves on, in FIFO order.
 
 Links need no events of their own: a link serves messages in FIFO order of arrival, and
 messages reach it in time order (events run in time order), so a message offered at ``t``
@@ -29,12 +30,12 @@ it -- exactly the queueing discipline, with one event per hop.
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappop, heappush
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-from chakra_collectives.network.events import EventLoop
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, locality_order, permuted
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.network.model import NetworkModel
@@ -173,8 +174,11 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     unit_busy = bytearray(num_units)
     unit_wait: list[deque[int]] = [deque() for _ in range(num_units)]
 
-    loop = EventLoop()
-    schedule = loop.push
+    # The event queue: ``(time, order, task)`` -- a SEND's message finishing a hop, or a timed
+    # LOCAL task finishing (the task's kind tells which); ``order`` counts pushes, so events at
+    # the same time run in the order they were scheduled (the EventLoop's rule, inlined here).
+    events: list[tuple] = []
+    pushed = 0
     ready: deque[int] = deque(i for i in range(size) if pending[i] == 0)
     pop_ready = ready.popleft
     push_ready = ready.append
@@ -204,25 +208,9 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
             else:
                 unit_busy[u] = 0
 
-    def transmit(i: int, link: int, busy, delivered, now) -> None:
-        begin = link_free[link]
-        if begin < now:
-            begin = now
-        link_free[link] = begin + busy
-        if record is not None:
-            record((link, begin, begin + busy, i))
-        schedule(begin + delivered, hop_done, i)
-
-    def deliver(i: int, now) -> None:
-        complete(i, now)  # a SEND completes when its message has arrived
-        p = partner[i]
-        if posted[p]:
-            complete(p, now)
-        else:
-            arrived[p] = 1
-
-    def settle(now) -> None:
-        """Start every task that became ready at ``now`` (and what those complete at once)."""
+    now = 0
+    while True:
+        # start every task that became ready at ``now`` (and what those complete at once)
         while ready:
             i = pop_ready()
             if has_units:
@@ -234,46 +222,65 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
                     unit_busy[u] = 1
             start[i] = now
             k = kind[i]
-            if k == LOCAL:
+            if k == SEND:
+                path = route_of[i]
+                if path:  # offer the message to its first link
+                    busy, delivered = cost_of[i][0]
+                    link = path[0]
+                    begin = link_free[link]
+                    if begin < now:
+                        begin = now
+                    link_free[link] = begin + busy
+                    if record is not None:
+                        record((link, begin, begin + busy, i))
+                    heappush(events, (begin + delivered, pushed, i))
+                    pushed += 1
+                    continue
+                complete(i, now)  # delivered at once: the SEND completes, and its RECV if posted
+                p = partner[i]
+                if posted[p]:
+                    complete(p, now)
+                else:
+                    arrived[p] = 1
+            elif k == LOCAL:
                 d = duration.get(i)
                 if d:
-                    schedule(now + d, local_done, i)
+                    heappush(events, (now + d, pushed, i))
+                    pushed += 1
                 else:
                     complete(i, now)
-            elif k == SEND:
-                path = route_of[i]
-                if path:
-                    busy, delivered = cost_of[i][0]
-                    transmit(i, path[0], busy, delivered, now)
-                else:
-                    deliver(i, now)
             elif arrived[i]:  # RECV whose message is already there
                 complete(i, now)
             else:
                 posted[i] = 1
-
-    def hop_done(i: int) -> None:
-        now = loop.now
-        path = route_of[i]
-        h = hop_of.pop(i, 0) + 1
-        if h < len(path):  # store-and-forward: offer the message to the next link
-            hop_of[i] = h
-            busy, delivered = cost_of[i][h]
-            transmit(i, path[h], busy, delivered, now)
-            return
-        deliver(i, now)
-        settle(now)
-
-    def local_done(i: int) -> None:
-        now = loop.now
-        complete(i, now)
-        settle(now)
-
-    settle(0)
-    loop.run()
-    # the handlers refer to one another through closure cells: empty the cells so the task
-    # lists are freed now rather than at the next cyclic garbage collection
-    complete = transmit = deliver = settle = hop_done = local_done = None  # type: ignore[assignment]
+        if not events:
+            break
+        now, _, i = heappop(events)
+        if kind[i] == SEND:
+            path = route_of[i]
+            h = hop_of.pop(i, 0) + 1 if len(path) > 1 else 1
+            if h < len(path):  # store-and-forward: offer the message to the next link
+                hop_of[i] = h
+                busy, delivered = cost_of[i][h]
+                link = path[h]
+                begin = link_free[link]
+                if begin < now:
+                    begin = now
+                link_free[link] = begin + busy
+                if record is not None:
+                    record((link, begin, begin + busy, i))
+                heappush(events, (begin + delivered, pushed, i))
+                pushed += 1
+                continue
+            complete(i, now)  # arrived: the SEND completes, and its RECV if posted
+            p = partner[i]
+            if posted[p]:
+                complete(p, now)
+            else:
+                arrived[p] = 1
+        else:
+            complete(i, now)
+    complete = None  # type: ignore[assignment]  # the closure refers to the task lists: free them now
 
     end_array = np.array(end, dtype=np.float64)
     start_array = np.array(start, dtype=np.float64)
