@@ -154,8 +154,7 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     successors = _successors(graph)
     pending = np.diff(graph.dep_ptr).tolist()
     messages = _Messages(graph, model)
-    route_of = messages.route_of
-    cost_of = messages.cost_of
+    hops_of = messages.hops_of
     del graph  # the lists above are all the run needs
 
     nan = float("nan")
@@ -223,10 +222,9 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
             start[i] = now
             k = kind[i]
             if k == SEND:
-                path = route_of[i]
-                if path:  # offer the message to its first link
-                    busy, delivered = cost_of[i][0]
-                    link = path[0]
+                hops = hops_of[i]
+                if hops:  # offer the message to its first link
+                    link, busy, delivered = hops[0]
                     begin = link_free[link]
                     if begin < now:
                         begin = now
@@ -257,12 +255,11 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
             break
         now, _, i = heappop(events)
         if kind[i] == SEND:
-            path = route_of[i]
-            h = hop_of.pop(i, 0) + 1 if len(path) > 1 else 1
-            if h < len(path):  # store-and-forward: offer the message to the next link
+            hops = hops_of[i]
+            h = hop_of.pop(i, 0) + 1 if len(hops) > 1 else 1
+            if h < len(hops):  # store-and-forward: offer the message to the next link
                 hop_of[i] = h
-                busy, delivered = cost_of[i][h]
-                link = path[h]
+                link, busy, delivered = hops[h]
                 begin = link_free[link]
                 if begin < now:
                     begin = now
@@ -326,23 +323,16 @@ class _Messages:
         self.num_links = model.num_links
 
     @cached_property
-    def route_of(self) -> list:
-        """Per task: the route of its message (None for non-SENDs): the event engine's lists."""
-        route_of: list = [None] * self.size
-        for i, k in zip(self.sends.tolist(), self.kind_of_send.tolist()):
-            route_of[i] = self.routes[k]
-        return route_of
-
-    @cached_property
-    def cost_of(self) -> list:
-        """Per task: ``((busy, delivered), ...)`` per hop of its message (Python numbers)."""
-        pairs = list(zip(self.hop_busy.tolist(), self.hop_delivered.tolist()))  # Python numbers: the engine's loop is faster on them
+    def hops_of(self) -> list:
+        """Per task: ``((link, busy, delivered), ...)`` per hop of its message (None for
+        non-SENDs; Python numbers: the engine's loop is faster on them)."""
+        triples = list(zip(self.hop_link.tolist(), self.hop_busy.tolist(), self.hop_delivered.tolist()))
         bounds = self.hop_ptr.tolist()
-        costs = [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:])]
-        cost_of: list = [None] * self.size
+        per_kind = [tuple(triples[a:b]) for a, b in zip(bounds, bounds[1:])]
+        hops_of: list = [None] * self.size
         for i, k in zip(self.sends.tolist(), self.kind_of_send.tolist()):
-            cost_of[i] = costs[k]
-        return cost_of
+            hops_of[i] = per_kind[k]
+        return hops_of
 
     def link_use(self, started: np.ndarray, intervals: Hops) -> LinkUse:
         """Busy time, bytes and messages per link, over the SENDs that started."""
