@@ -273,3 +273,15 @@ def test_outputs_the_same_on_every_rank_are_expected_once_and_checked_on_every_r
             broken = [list(v) for v in outputs]
             broken[rank][-1] = (0, 1)
             assert postcondition_violation(algo, broken).startswith(f"counterexample: rank {rank}, buffer output, slot {len(broken[rank]) - 1}")
+
+
+def test_initial_values_are_initial_value_slot_by_slot():
+    """The verifier's initial storage is made a rank at a time: it must hold what
+    ``initial_value`` says of every slot, for every collective, rank and share."""
+    for collective in Collective:
+        if collective in (Collective.CUSTOM, Collective.PATTERN):
+            continue
+        for share in (1, 3):
+            for rank in range(4):
+                made = collective.initial_values(rank=rank, num_slots=4 * share, share=share)
+                assert made == [collective.initial_value(rank=rank, slot=s, share=share) for s in range(4 * share)], (collective, share, rank)

@@ -201,11 +201,12 @@ def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Va
     for r in range(algo.num_ranks):
         slots = np.arange(_view_size(algo, r, Buffer.INPUT))
         buffers, offsets = (np.broadcast_to(c, slots.shape).tolist() for c in algo.resolve(r, np.full(len(slots), int(Buffer.INPUT)), slots))
-        for slot, b, o in zip(slots.tolist(), buffers, offsets):
-            if pattern is not None:
-                storage[r, b][o] = pattern.initial_value(rank=r, slot=slot)
-            else:
-                storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=share)
+        if pattern is not None:
+            values = [pattern.initial_value(rank=r, slot=slot) for slot in slots.tolist()]
+        else:
+            values = algo.collective.initial_values(rank=r, num_slots=len(slots), share=share)
+        for value, b, o in zip(values, buffers, offsets):
+            storage[r, b][o] = value
     return storage
 
 
