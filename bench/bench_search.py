@@ -28,8 +28,8 @@ fabrics x TACOS, BFB, the ring x a 2-layer data-parallel step = 24 evaluations):
 cluster, then the same plan through ``--scheduler`` of a ``dask scheduler`` and one ``dask
 worker ADDRESS --nthreads 1`` per core started apart, as README gives them (a nanny's worker
 process each: daemonic, so TACOS's trials run in the worker). Also printed: each worker's peak
-RSS, per algorithm the seconds its rows spent synthesizing, verifying and replaying (the
-slowest row's three figures beside), and whether the runs' rows are identical (to the first
+RSS, per algorithm the seconds its rows spent synthesizing, verifying, timing alone at the
+probe sizes and replaying (the slowest row's four figures beside), and whether the runs' rows are identical (to the first
 run's when there is no in-process run).
 """
 
@@ -150,7 +150,7 @@ def _one(plan, make_executor, folder: Path, label: str) -> dict:
 
 
 def _phases(table: ResultTable) -> list[str]:
-    """Per algorithm: the seconds its rows spent synthesizing, verifying and replaying (summed), and its slowest row."""
+    """Per algorithm: the seconds its rows spent synthesizing, verifying, probing and replaying (summed), and its slowest row."""
     lines = []
     rows = table.rows()
     for algorithm in sorted({r["algorithm"] for r in rows}):
