@@ -52,7 +52,9 @@ from chakra_collectives.search.table import TIMING_COLUMNS
 
 HERE = Path(__file__).resolve().parent
 SPACE = HERE / "search_space.yaml"
-DASK = Path(sys.executable).parent / "dask"
+DASK = [sys.executable, "-m", "dask"]
+"""This interpreter's ``dask`` command (a copied virtualenv's ``dask`` script may name another interpreter,
+whose workers would import another checkout)."""
 RUNS = ("2 workers", "1 worker", "in process", "scheduler")
 
 
@@ -63,7 +65,7 @@ class SeparateCluster(DaskExecutor):
     def __init__(self, workers: int, folder: Path) -> None:
         scheduler_file = folder / "scheduler.json"
         scheduler_file.unlink(missing_ok=True)
-        self.processes = [subprocess.Popen([DASK, "scheduler", "--scheduler-file", scheduler_file, "--port", "0", "--no-dashboard"],
+        self.processes = [subprocess.Popen([*DASK, "scheduler", "--scheduler-file", scheduler_file, "--port", "0", "--no-dashboard"],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         deadline = time.monotonic() + 60
         while not scheduler_file.exists():
@@ -72,7 +74,7 @@ class SeparateCluster(DaskExecutor):
                 raise RuntimeError("the scheduler did not start within 60 s")
             time.sleep(0.1)
         address = json.loads(scheduler_file.read_text())["address"]
-        self.processes += [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
+        self.processes += [subprocess.Popen([*DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
         super().__init__(address=address)
         self.client.wait_for_workers(workers, timeout=120)
