@@ -28,8 +28,8 @@ fabrics x TACOS, BFB, the ring x a 2-layer data-parallel step = 24 evaluations):
 cluster, then the same plan through ``--scheduler`` of a ``dask scheduler`` and one ``dask
 worker ADDRESS --nthreads 1`` per core started apart, as README gives them (a nanny's worker
 process each: daemonic, so TACOS's trials run in the worker). Also printed: each worker's peak
-RSS, per algorithm the seconds its rows spent synthesizing, verifying and replaying (the
-slowest row's three figures beside), and whether the runs' rows are identical (to the first
+RSS, per algorithm the seconds its rows spent synthesizing, verifying, timing alone at the
+probe sizes and replaying (the slowest row's four figures beside), and whether the runs' rows are identical (to the first
 run's when there is no in-process run).
 """
 
@@ -52,7 +52,9 @@ from chakra_collectives.search.table import TIMING_COLUMNS
 
 HERE = Path(__file__).resolve().parent
 SPACE = HERE / "search_space.yaml"
-DASK = Path(sys.executable).parent / "dask"
+DASK = [sys.executable, "-m", "dask"]
+"""This interpreter's ``dask`` command (a copied virtualenv's ``dask`` script may name another interpreter,
+whose workers would import another checkout)."""
 RUNS = ("2 workers", "1 worker", "in process", "scheduler")
 
 
@@ -63,7 +65,7 @@ class SeparateCluster(DaskExecutor):
     def __init__(self, workers: int, folder: Path) -> None:
         scheduler_file = folder / "scheduler.json"
         scheduler_file.unlink(missing_ok=True)
-        self.processes = [subprocess.Popen([DASK, "scheduler", "--scheduler-file", scheduler_file, "--port", "0", "--no-dashboard"],
+        self.processes = [subprocess.Popen([*DASK, "scheduler", "--scheduler-file", scheduler_file, "--port", "0", "--no-dashboard"],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         deadline = time.monotonic() + 60
         while not scheduler_file.exists():
@@ -72,7 +74,7 @@ class SeparateCluster(DaskExecutor):
                 raise RuntimeError("the scheduler did not start within 60 s")
             time.sleep(0.1)
         address = json.loads(scheduler_file.read_text())["address"]
-        self.processes += [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
+        self.processes += [subprocess.Popen([*DASK, "worker", address, "--nthreads", "1", "--no-dashboard"],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
         super().__init__(address=address)
         self.client.wait_for_workers(workers, timeout=120)
@@ -150,7 +152,7 @@ def _one(plan, make_executor, folder: Path, label: str) -> dict:
 
 
 def _phases(table: ResultTable) -> list[str]:
-    """Per algorithm: the seconds its rows spent synthesizing, verifying and replaying (summed), and its slowest row."""
+    """Per algorithm: the seconds its rows spent synthesizing, verifying, probing and replaying (summed), and its slowest row."""
     lines = []
     rows = table.rows()
     for algorithm in sorted({r["algorithm"] for r in rows}):

@@ -117,3 +117,27 @@ def test_contention_and_units_fall_back_to_the_event_engine():
     fields = {name: getattr(small, name) for name in small.__dataclass_fields__}
     held = TaskGraph.build(**{**fields, "unit": np.zeros(len(small), dtype=np.int32)})
     assert contention_free_times(held, hop_costs(held, model)) is None
+
+
+def test_contention_is_found_early_and_the_verdicts_stay(monkeypatch):
+    """The hops timed so far are checked at a few shares of the tasks: a ring all-reduce on a
+    torus (neighbours of the ring a few hops apart queue behind their own messages) is left to
+    the event engine at the first check, and whether or not the checks run, every graph gets
+    the same verdict and times."""
+    verdicts = []
+    seen = []
+    original = levels._links_never_overlap_so_far
+    monkeypatch.setattr(levels, "_links_never_overlap_so_far", lambda *args: seen.append(original(*args)) or seen[-1])
+    for early in ((), levels.EARLY_CHECKS):
+        monkeypatch.setattr(levels, "EARLY_CHECKS", early)
+        verdicts.append([])
+        for spec, topo, algo in cases():
+            model = NetworkModel(topo)
+            graph = collective_task_graph(algo, model)
+            fast = contention_free_times(graph, hop_costs(graph, model), keep_hops=False)
+            verdicts[-1].append(None if fast is None else (fast.start.tolist(), fast.end.tolist()))
+    assert verdicts[0] == verdicts[1] and seen and sum(v is None for v in verdicts[1]) >= 5
+    seen.clear()
+    model = NetworkModel(load_topology("torus2d:4x8"))
+    graph = collective_task_graph(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20), model)
+    assert contention_free_times(graph, hop_costs(graph, model)) is None and seen == [False]

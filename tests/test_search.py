@@ -72,7 +72,7 @@ def test_a_row_is_the_replay_of_the_workload_with_the_synthesized_algorithm(tmp_
     assert [c["time_ns"] for c in calls] == [c.time_ns for c in expected.collectives] and len(calls) == 3
     assert (row["diameter"], row["num_links"], row["cost"], row["ports_per_npu"]) == (3, 24, 24.0, 3.0)  # the 2-ring is one link each way
     assert row["probe_collective"] == "all-reduce" and 0 < row["probe_small_ns"] < row["probe_large_ns"]
-    assert row["synthesis_s"] > 0 and row["replay_s"] > 0 and set(row) == set(SCHEMA.names)
+    assert row["synthesis_s"] > 0 and row["replay_s"] > 0 and row["probe_s"] > 0 and set(row) == set(SCHEMA.names)
 
 
 def test_a_failing_candidate_is_recorded_and_the_search_goes_on(scratch_registry, tmp_path):

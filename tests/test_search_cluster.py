@@ -22,6 +22,9 @@ from chakra_collectives.search.table import TIMING_COLUMNS
 from conftest import REPO
 
 BIN = Path(sys.executable).parent
+DASK = [sys.executable, "-m", "dask"]
+"""This interpreter's ``dask`` command: the ``dask`` script of a copied virtualenv may name another
+interpreter on its first line, whose workers would import another checkout."""
 
 
 def _design_rows(table: ResultTable) -> dict[str, dict]:
@@ -81,7 +84,7 @@ def _wait_for(condition, timeout: float, what: str) -> None:
 
 def _worker(scheduler_file: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [str(BIN / "dask"), "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+        [*DASK, "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--no-nanny", "--no-dashboard"],
         stdout=subprocess.DEVNULL, stderr=log.open("ab"),
     )
 
@@ -109,7 +112,7 @@ def test_a_killed_worker_then_a_resume_completes_the_table_without_recomputing(t
     env = {**os.environ, "COLUMNS": "80"}
     try:
         processes.append(subprocess.Popen(
-            [str(BIN / "dask"), "scheduler", "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
+            [*DASK, "scheduler", "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
             stdout=subprocess.DEVNULL, stderr=log.open("ab"),
         ))
         _wait_for(scheduler_file.exists, 60, "the scheduler")
@@ -211,13 +214,13 @@ def test_the_readme_cluster_commands_run_a_search_with_the_in_process_rows(tmp_p
     try:
         # a free port and a file that says it, so that parallel test runs do not collide on 8786
         processes.append(subprocess.Popen(
-            [str(BIN / "dask"), *scheduler_command[1:], "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
+            [*DASK, *scheduler_command[1:], "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
             stdout=subprocess.DEVNULL, stderr=log.open("ab"),
         ))
         _wait_for(scheduler_file.exists, 60, "the scheduler")
         address = json.loads(scheduler_file.read_text())["address"]
         worker = [address if part == "tcp://HOST:8786" else part for part in worker_command[1:]]
-        processes.append(subprocess.Popen([str(BIN / "dask"), *worker, "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=log.open("ab")))
+        processes.append(subprocess.Popen([*DASK, *worker, "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=log.open("ab")))
         done = subprocess.run(
             [str(BIN / "chakra-coll"), "search", str(space_file), "--scheduler", address, "-o", str(out), "--no-plots", "--no-winner", "--json"],
             capture_output=True, text=True, timeout=600,

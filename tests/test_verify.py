@@ -17,6 +17,8 @@ from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, OpKind
 from chakra_collectives.synth.baselines import ring
 from chakra_collectives.verify import verify_algorithm
 from chakra_collectives.verify.report import Status
+from chakra_collectives.ir.matching import match_messages
+from chakra_collectives.verify.semantics import output_view, run_symbolically
 
 import et_edit
 
@@ -249,3 +251,37 @@ def test_msccl_write_after_read_mutant_is_a_race(interop, tmp_path, cli):
     result = cli("verify", tmp_path / "rs")
     assert result.exit_code == 1
     assert "data race: rank 3, input[2]: node" in result.stdout and "(SEND) reads it" in result.stdout
+
+
+def test_outputs_the_same_on_every_rank_are_expected_once_and_checked_on_every_rank():
+    """The expected values of SAME_ON_EVERY_RANK collectives are made once: they must not
+    depend on the rank (checked against ``expected_value`` itself, rank by rank), and a wrong
+    slot on any rank -- the last one too -- is still the counterexample."""
+    from chakra_collectives.verify.semantics import SAME_ON_EVERY_RANK, postcondition_violation
+
+    for collective in Collective:
+        if collective in (Collective.CUSTOM, Collective.PATTERN):
+            continue
+        values = [[collective.expected_value(rank=r, slot=s, share=2, num_ranks=4, root=1) for s in range(8)] for r in range(4)]
+        assert (collective in SAME_ON_EVERY_RANK) <= all(v == values[0] for v in values), collective
+    for collective in (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        algo = ring(collective, 4, size_bytes=4096)
+        partner = match_messages(algo).partner
+        outputs = output_view(algo, run_symbolically(algo, partner, order="fifo").storage)
+        assert postcondition_violation(algo, outputs) is None
+        for rank in (0, 3):
+            broken = [list(v) for v in outputs]
+            broken[rank][-1] = (0, 1)
+            assert postcondition_violation(algo, broken).startswith(f"counterexample: rank {rank}, buffer output, slot {len(broken[rank]) - 1}")
+
+
+def test_initial_values_are_initial_value_slot_by_slot():
+    """The verifier's initial storage is made a rank at a time: it must hold what
+    ``initial_value`` says of every slot, for every collective, rank and share."""
+    for collective in Collective:
+        if collective in (Collective.CUSTOM, Collective.PATTERN):
+            continue
+        for share in (1, 3):
+            for rank in range(4):
+                made = collective.initial_values(rank=rank, num_slots=4 * share, share=share)
+                assert made == [collective.initial_value(rank=rank, slot=s, share=share) for s in range(4 * share)], (collective, share, rank)

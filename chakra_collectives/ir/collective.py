@@ -126,6 +126,17 @@ class Collective(str, Enum):
             return rank * share + slot, 1 << rank
         return slot, 1 << rank
 
+    def initial_values(self, *, rank: int, num_slots: int, share: int) -> list[tuple[int, int]]:
+        """:meth:`initial_value` of ``input[rank][0:num_slots]``: consecutive chunks from the
+        first slot's, every slot holding the same ranks-bitmask object (one per rank, not one
+        1,024-bit integer per slot at 1,024 ranks).
+
+        >>> Collective.ALL_GATHER.initial_values(rank=2, num_slots=2, share=2)
+        [(4, 4), (5, 4)]
+        """
+        first, ranks = self.initial_value(rank=rank, slot=0, share=share)
+        return [(first + slot, ranks) for slot in range(num_slots)]
+
     def expected_value(self, *, rank: int, slot: int, share: int, num_ranks: int, root: int | None) -> tuple[int, int] | None:
         """Symbolic value ``output[rank][slot]`` must hold at the end (``None``: unconstrained)."""
         everyone = (1 << num_ranks) - 1

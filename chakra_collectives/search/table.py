@@ -60,13 +60,14 @@ SCHEMA = pa.schema(
         ("verified", pa.bool_()),
         ("synthesis_s", pa.float64()),
         ("verify_s", pa.float64()),
+        ("probe_s", pa.float64()),
         ("replay_s", pa.float64()),
     ]
 )
 """Columns of every row; ``collectives`` is JSON (every collective call: type, size, members,
 algorithm, time_ns). Times in ns, except the ``*_s`` columns (seconds of work)."""
 
-TIMING_COLUMNS = ("synthesis_s", "verify_s", "replay_s")
+TIMING_COLUMNS = ("synthesis_s", "verify_s", "probe_s", "replay_s")
 """Columns that measure the machine, not the design: the only ones that differ between executors."""
 
 

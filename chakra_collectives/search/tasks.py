@@ -46,6 +46,8 @@ class SynthesisOutcome:
     verified: bool
     synthesis_s: float
     verify_s: float
+    probe_s: float
+    """Seconds timing it alone at the probe sizes."""
     probe_ns: tuple[float, ...] | None
     """Predicted time alone on the topology at each probe size (the algorithm scaled)."""
 
@@ -67,7 +69,7 @@ def synthesize_collective(
 ) -> SynthesisOutcome:
     """Produce ``collective`` with the registered ``algorithm`` (or ``best``), verify it, and time it at the probe sizes."""
     started = time.perf_counter()
-    produced_by, algo, verified, verify_s, probes = algorithm, None, False, 0.0, None
+    produced_by, algo, verified, verify_s, probe_s, probes = algorithm, None, False, 0.0, 0.0, None
     try:
         if algorithm == "best":
             result = synthesize(topology, collective, size_bytes, chunks_per_npu=chunks_per_npu, algorithm="best", network_model=mode)
@@ -82,11 +84,14 @@ def synthesize_collective(
         if failure is not None:
             raise ChakraCollError(f"{produced_by}'s {collective.value} does not verify: {failure}")
         verified = True
+        started = time.perf_counter()
         probes = tuple(predict_time(algo, topology, size_bytes=size, network_model=mode) for size in probe_sizes)
+        probe_s = time.perf_counter() - started
     except Exception as error:  # noqa: BLE001 -- a failing candidate is recorded, never fatal
         synthesis_s = time.perf_counter() - started if algo is None else synthesis_s
-        return SynthesisOutcome(None, produced_by, _describe(error), verified, synthesis_s, verify_s, None)
-    return SynthesisOutcome(algo, produced_by, None, verified, synthesis_s, verify_s, probes)
+        probe_s = time.perf_counter() - started if verified else 0.0
+        return SynthesisOutcome(None, produced_by, _describe(error), verified, synthesis_s, verify_s, probe_s, None)
+    return SynthesisOutcome(algo, produced_by, None, verified, synthesis_s, verify_s, probe_s, probes)
 
 
 VERIFIED_MEMO = 64
@@ -156,6 +161,7 @@ def evaluate(
     row = dict(meta)
     row["synthesis_s"] = sum(o.synthesis_s for o in outcomes)
     row["verify_s"] = sum(o.verify_s for o in outcomes)
+    row["probe_s"] = sum(o.probe_s for o in outcomes)
     row["verified"] = all(o.verified for o in outcomes)
     row["algorithm_used"] = ",".join(sorted({o.produced_by for o in outcomes})) or group_algorithm
     if outcomes and outcomes[0].probe_ns is not None:

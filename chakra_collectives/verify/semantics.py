@@ -201,11 +201,12 @@ def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Va
     for r in range(algo.num_ranks):
         slots = np.arange(_view_size(algo, r, Buffer.INPUT))
         buffers, offsets = (np.broadcast_to(c, slots.shape).tolist() for c in algo.resolve(r, np.full(len(slots), int(Buffer.INPUT)), slots))
-        for slot, b, o in zip(slots.tolist(), buffers, offsets):
-            if pattern is not None:
-                storage[r, b][o] = pattern.initial_value(rank=r, slot=slot)
-            else:
-                storage[r, b][o] = algo.collective.initial_value(rank=r, slot=slot, share=share)
+        if pattern is not None:
+            values = [pattern.initial_value(rank=r, slot=slot) for slot in slots.tolist()]
+        else:
+            values = algo.collective.initial_values(rank=r, num_slots=len(slots), share=share)
+        for value, b, o in zip(values, buffers, offsets):
+            storage[r, b][o] = value
     return storage
 
 
@@ -235,16 +236,35 @@ def output_view(algo: CollectiveAlgorithm, storage: dict[tuple[int, int], list[V
     return view
 
 
+SAME_ON_EVERY_RANK = frozenset({Collective.ALL_GATHER, Collective.ALL_REDUCE, Collective.BROADCAST})
+"""Collectives whose every rank's output must hold the same values (slot by slot)."""
+
+
 def postcondition_violation(algo: CollectiveAlgorithm, outputs: list[list[Value]]) -> str | None:
-    """The first output slot that does not hold what the collective requires, as a counterexample."""
+    """The first output slot that does not hold what the collective requires, as a counterexample.
+
+    A rank's output is compared with its expected values as one list (and slot by slot only
+    when they differ); the expected values of :data:`SAME_ON_EVERY_RANK` collectives are made
+    once, not once per rank.
+    """
     share = algo.share
     pattern = _pattern(algo)
+    shared: list[Value] | None = None
     for r, values in enumerate(outputs):
-        for slot, got in enumerate(values):
-            if pattern is not None:
-                expected = pattern.expected_value(rank=r, slot=slot)
-            else:
-                expected = algo.collective.expected_value(rank=r, slot=slot, share=share, num_ranks=algo.num_ranks, root=algo.root)
+        if shared is not None and len(shared) == len(values):
+            expected_values = shared
+        elif pattern is not None:
+            expected_values = [pattern.expected_value(rank=r, slot=slot) for slot in range(len(values))]
+        else:
+            expected_values = [
+                algo.collective.expected_value(rank=r, slot=slot, share=share, num_ranks=algo.num_ranks, root=algo.root)
+                for slot in range(len(values))
+            ]
+            if algo.collective in SAME_ON_EVERY_RANK:
+                shared = expected_values
+        if values == expected_values:
+            continue
+        for slot, (got, expected) in enumerate(zip(values, expected_values)):
             if expected is not None and got != expected:
                 b, o = (int(v) for v in algo.resolve(r, Buffer.OUTPUT, slot))
                 alias = "" if (b, o) == (Buffer.OUTPUT, slot) else f" (stored at {_slot(b, o)})"
