@@ -221,19 +221,31 @@ def _add_all_gather(
     ops.put(send_pos, kind=np.int8(OpKind.SEND), peer=dst, tag=tags, src_buf=send_buf, src_off=send_off, count=count)
     ops.put(recv_pos, kind=np.int8(OpKind.RECV), peer=src, tag=tags, dst_buf=np.int8(Buffer.OUTPUT), dst_off=chunk, count=count)
     del send_buf, send_off
-    # forwarding: a send waits for the RECVs that brought its chunks
-    delivery = schedule.delivery()
+    # forwarding: a send waits for the RECVs that brought its chunks, looked up in the delivery
+    # index of a range of senders at a time (the whole index is N x C entries)
     forwarded = np.flatnonzero(~owned)
-    if schedule.max_chunks == 1:
-        via = delivery[src[forwarded].astype(np.int64) * c_total + chunk[forwarded]]
-        deps.add(send_pos[forwarded], recv_pos[via])
-    else:
-        for block in run_blocks(count[forwarded]):  # per chunk, a block of messages at a time
-            message, offset = expand_runs(count[forwarded[block]])
-            ids = forwarded[block][message]
-            via = delivery[src[ids].astype(np.int64) * c_total + (chunk[ids] + offset)]
-            owners, targets, slot = _consecutive_slots(ids, via)
-            deps.add_slots(send_pos[owners], recv_pos[targets], slot)
+    anchored = np.flatnonzero(schedule.anchor != NO_ANCHOR)
+    duplicate = np.zeros(len(anchored), dtype=bool)  # routed sends whose anchor is one of their forwarding RECVs
+    ranges = schedule.npu_ranges()
+    for npus in ranges:
+        delivery = schedule.delivery(npus)
+        sending = forwarded if len(ranges) == 1 else forwarded[(src[forwarded] >= npus.start) & (src[forwarded] < npus.stop)]
+        if schedule.max_chunks == 1:
+            via = delivery[(src[sending].astype(np.int64) - npus.start) * c_total + chunk[sending]]
+            deps.add(send_pos[sending], recv_pos[via])
+        else:
+            for block in run_blocks(count[sending]):  # per chunk, a block of messages at a time
+                message, offset = expand_runs(count[sending[block]])
+                ids = sending[block][message]
+                via = delivery[(src[ids].astype(np.int64) - npus.start) * c_total + (chunk[ids] + offset)]
+                owners, targets, slot = _consecutive_slots(ids, via)
+                deps.add_slots(send_pos[owners], recv_pos[targets], slot)
+        if len(anchored):
+            here = np.flatnonzero((src[anchored] >= npus.start) & (src[anchored] < npus.stop))
+            ids, offset = expand_runs(count[anchored[here]])
+            brought = delivery[(src[anchored[here][ids]].astype(np.int64) - npus.start) * c_total + chunk[anchored[here][ids]] + offset]
+            np.logical_or.at(duplicate, here[ids], (brought == schedule.anchor[anchored[here][ids]]) & ~schedule.anchor_is_send[anchored[here][ids]])
+        del delivery
     if owner_ready is not None:  # an owner's send waits until its chunks are final
         own = np.flatnonzero(owned)
         message, offset = expand_runs(count[own])
@@ -246,16 +258,11 @@ def _add_all_gather(
     if channel_after is not None:
         opening = np.flatnonzero((schedule.channel >= 0) & (schedule.tag == 0))
         deps.add(send_pos[opening], channel_after[schedule.channel[opening]])
-    # routed messages: released exactly when the matcher released them
-    anchored = np.flatnonzero(schedule.anchor != NO_ANCHOR)
+    # routed messages: released exactly when the matcher released them (unless the anchor
+    # is one of the send's forwarding RECVs already)
     if len(anchored):
         anchor = schedule.anchor[anchored]
         target = np.where(schedule.anchor_is_send[anchored], send_pos[anchor], recv_pos[anchor])
-        # the anchor may already be one of the send's forwarding RECVs
-        ids, offset = expand_runs(count[anchored])
-        brought = delivery[src[anchored[ids]].astype(np.int64) * c_total + chunk[anchored[ids]] + offset]
-        duplicate = np.zeros(len(anchored), dtype=bool)
-        np.logical_or.at(duplicate, ids, (brought == anchor[ids]) & ~schedule.anchor_is_send[anchored[ids]])
         deps.add(send_pos[anchored[~duplicate]], target[~duplicate])
 
 
