@@ -24,6 +24,9 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
 * **probe** (``--only probe``): one TACOS matching at a size too large to finish
   (``--probe torus3d:34x34x34``, the TACOS paper's 40K), stopped after ``--probe-budget``
   seconds: the fraction of (NPU, chunk) pairs matched over time, and what the rest would take.
+* **after** (``--only after [--before DIR]``): lowering, prediction and write alone, from one
+  matched schedule saved once (``--after torus2d:128x128``), by this checkout and the code in
+  ``DIR``: seconds and each phase's peak memory, same schedule, same run.
 * **small**: TACOS on 64-NPU meshes in one process (median; target <= 10 ms) and ``synth -t
   mesh2d:8x8 -a tacos`` end to end (target <= 0.7 s).
 
@@ -59,12 +62,13 @@ print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime
 """
 
 
-def measured(args: list, *, repeat: int = 1) -> dict:
+def measured(args: list, *, repeat: int = 1, cwd: Path | None = None) -> dict:
     """``args`` run ``repeat`` times, each under a fresh monitor process (so ``ru_maxrss`` is this
-    command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout."""
+    command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout
+    (``cwd``: the folder they run in, whose ``chakra_collectives`` a ``python -c`` imports)."""
     results = []
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True, cwd=cwd)
         result = json.loads(done.stdout)
         if result["rc"] != 0:
             raise RuntimeError(f"{' '.join(map(str, args))} failed ({result['rc']}):\n{result['stderr']}")
@@ -292,6 +296,102 @@ def profile_table(sizes: list[int], collective: str, shapes: list[str]) -> None:
                   f"(children {p['children']:.0f}): {cells}", flush=True)
 
 
+MATCH_ONCE = """
+import dataclasses, sys, numpy as np
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.tacos import default_variants, _match
+from chakra_collectives.topology import load_topology
+spec, out = sys.argv[1], sys.argv[2]
+topology = load_topology(spec)
+n = topology.num_npus
+channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // n))
+schedule = _match(channels, 1, 0, default_variants(n, 1)[-1])
+np.savez(out, **{f.name: np.asarray(getattr(schedule, f.name)) for f in dataclasses.fields(schedule)})
+"""
+
+AFTER = """
+import json, resource, sys, tempfile, time
+from pathlib import Path
+import numpy as np
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.lowering import all_gather_algorithm
+from chakra_collectives.synth.schedule import Schedule
+from chakra_collectives.topology import load_topology
+
+def status(key):
+    return next(int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+spec, cached = sys.argv[1], sys.argv[2]
+topology = load_topology(spec)
+with np.load(cached) as saved:
+    fields = {name: saved[name] for name in saved.files}
+schedule = Schedule(**{name: (value.item() if value.ndim == 0 else value) for name, value in fields.items()})
+del fields
+rows = {}
+mark = [time.perf_counter(), time.process_time()]
+
+def phase(name):
+    rows[name] = (time.perf_counter() - mark[0], time.process_time() - mark[1], status("VmHWM"), status("VmRSS"))
+    Path("/proc/self/clear_refs").write_text("5")
+    mark[:] = [time.perf_counter(), time.process_time()]
+
+phase("load")
+algo = all_gather_algorithm(schedule, size_bytes=64 * 2**20)
+phase("lowering")
+channels = build_channels(topology, chunk_bytes=algo.chunk_bytes())
+try:  # the code of this change: a large schedule is its own prediction
+    from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
+except ImportError:  # the code before
+    predicts_itself = lambda channels, k: False
+if predicts_itself(channels, 1):
+    predicted, limit = schedule_prediction([schedule], channels)
+    how = "schedule"
+else:  # the network model's run
+    from chakra_collectives.network.bottleneck import busiest_link
+    from chakra_collectives.network.collective import simulate_collective
+    timing = simulate_collective(algo, topology)
+    predicted, limit = timing.time_ns, busiest_link(timing)
+    del timing
+    how = "model"
+del schedule, channels
+phase("prediction")
+with tempfile.TemporaryDirectory(dir=sys.argv[3]) as tmp:
+    write_algorithm(algo, Path(tmp) / "ag")
+    files = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
+    phase("write")
+print(json.dumps({"rows": rows, "ops": algo.num_ops, "predicted": predicted, "link": [limit.src, limit.dst, limit.messages], "how": how,
+                  "files": files, "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> None:
+    """What follows TACOS's matching, alone: one matched All-Gather schedule (64 MiB, K=1, the
+    large phases' last merge variant, seed 0) saved once in ``cache`` (matching it takes most of
+    a 16,384-NPU run), then lowered, predicted and written in a fresh process -- by this
+    checkout and, with ``before``, by another one (a folder holding its ``chakra_collectives``,
+    e.g. ``git archive main``) from the same schedule: seconds, CPU seconds, and each phase's
+    peak RSS (the kernel's mark reset between phases) and what it holds at its end."""
+    print("\nafter the matching: lower, predict, write one saved schedule (s / CPU s / MiB peak in the phase / held at its end)")
+    cache.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        saved = cache / f"{spec.replace(':', '-')}-ag.npz"
+        if not saved.exists():
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", MATCH_ONCE, spec, saved], check=True)
+            print(f"{spec}: matched once in {time.perf_counter() - started:.0f} s -> {saved}", flush=True)
+        for label, code in (("before", before), ("this", None)):
+            if label == "before" and before is None:
+                continue
+            r = measured([sys.executable, "-c", AFTER, spec, saved, tempfile.gettempdir()], cwd=code)
+            p = json.loads(r["stdout"])
+            cells = "  ".join(f"{name} {s:.1f}/{c:.1f} s {peak:.0f}/{held:.0f}" for name, (s, c, peak, held) in p["rows"].items() if name != "load")
+            peak = max(row[2] for row in p["rows"].values())  # the phases' marks (each reset the process's)
+            print(f"{spec:<16} {label:<6} {p['ops']:>11,} ops, wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, peak {peak:.0f} "
+                  f"(writers {p['children']:.0f}), files {p['files']:.0f}; predicted {p['predicted']:.0f} ns by the {p['how']}, busiest "
+                  f"{p['link']}; {cells}", flush=True)
+
+
 PROBE = """
 import json, sys, time
 from chakra_collectives import progress
@@ -362,11 +462,14 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile, probe)")
+    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile, probe, after)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
     parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the profile table")
     parser.add_argument("--probe", default="torus3d:34x34x34", help="topologies of the probe table (comma-separated)")
     parser.add_argument("--probe-budget", type=float, default=1200.0, help="seconds each probe matching may run")
+    parser.add_argument("--after", default="torus2d:128x128", help="topologies of the after-matching table (comma-separated)")
+    parser.add_argument("--schedules", type=Path, default=Path(tempfile.gettempdir()) / "chakra-coll-schedules", help="where the after table keeps its matched schedules")
+    parser.add_argument("--before", type=Path, default=None, help="after table: also run the code in this folder (its chakra_collectives), same schedule")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     if args.full:
@@ -387,6 +490,8 @@ def main(argv: list[str]) -> None:
         profile_table(sizes, "all-gather", args.shapes.split(","))
     if "probe" in only:
         probe_table(args.probe.split(","), args.probe_budget)
+    if "after" in only:
+        after_matching_table(args.after.split(","), args.schedules, args.before)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
