@@ -53,3 +53,16 @@ def test_synthesize_reports_the_schedules_prediction_at_scale():
     timing = simulate_collective(result.algorithm, topology)
     assert result.predicted_ns == timing.time_ns == result.schedule_ns
     assert result.bottleneck == busiest_link(timing)
+
+
+def test_the_estimate_counts_a_task_graph_only_where_the_model_replays():
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.footprint import tacos_footprint
+    from chakra_collectives.synth.registry import SynthesisOptions
+
+    options = SynthesisOptions(size_bytes=2**26)
+    _, torus = tacos_footprint(load_topology("torus2d:128x128"), Collective.ALL_GATHER, 16384, options)
+    assert "prediction read from the schedule" in torus
+    assert "per-chunk indexes 112 MiB" in torus  # 64 MiB of delivery rows + a block of runs, not the whole 1 GiB index
+    _, switched = tacos_footprint(load_topology("switch:1024"), Collective.ALL_GATHER, 1024, options)
+    assert "timing" in switched and "read from the schedule" not in switched

@@ -181,12 +181,12 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
         "lowering": f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}",
-        "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule",
+        "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule, no task graph",
     }
     work = (
         f"{count(pairs)} (NPU, chunk) pairs, {count(phases(collective) * messages)} messages, {count(operations)} operations: "
         f"{peak} {format_size(stages[peak])} ({shares[peak]}); "
-        + ", ".join(f"{name} {format_size(nbytes)}" for name, nbytes in stages.items() if name != peak)
+        + ", ".join(f"{name} {format_size(nbytes) if nbytes else shares[name]}" for name, nbytes in stages.items() if name != peak)
     )
     return PAIR_BASE + stages[peak], work
 
