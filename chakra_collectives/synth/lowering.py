@@ -116,11 +116,10 @@ class _Deps:
         counts = np.zeros(self.size, dtype=_I32)
         for owners, _ in self.parts:
             counts[owners] += 1
-        dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
+        total = int(counts.sum(dtype=np.int64))
+        dep_ptr = np.zeros(self.size + 1, dtype=_I32 if total < 2**31 else np.int64)  # int32 where it fits, never both at once
         np.cumsum(counts, out=dep_ptr[1:])
-        dep_idx = np.empty(int(dep_ptr[-1]), dtype=_I32)
-        if dep_ptr[-1] < 2**31:
-            dep_ptr = dep_ptr.astype(_I32)
+        dep_idx = np.empty(total, dtype=_I32)
         counts[:] = 0
         while self.parts:
             owners, targets = self.parts.pop(0)
@@ -204,8 +203,9 @@ def _add_all_gather(
     k = schedule.chunks_per_npu
     c_total = schedule.num_chunks
     chunk, count, src, dst = schedule.chunk, schedule.count, schedule.src, schedule.dst
-    send_pos = body_start[src] + schedule.send_seq
-    recv_pos = body_start[dst] + schedule.recv_seq
+    body_start = body_start.astype(_I32)  # positions fit int32 (_Columns checks): 8 bytes a message less than int64
+    send_pos = body_start[src] + schedule.send_seq.astype(_I32, copy=False)
+    recv_pos = body_start[dst] + schedule.recv_seq.astype(_I32, copy=False)
     first, messages, on_channel = _by_channel(schedule)
     key = _channel_key(schedule)
     tags = schedule.tag if tag_offset is None else schedule.tag + tag_offset[key].astype(_I32)
