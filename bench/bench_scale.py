@@ -297,7 +297,7 @@ def profile_table(sizes: list[int], collective: str, shapes: list[str]) -> None:
 
 
 MATCH_ONCE = """
-import dataclasses, sys, numpy as np
+import dataclasses, json, sys, time, numpy as np
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.tacos import default_variants, _match
 from chakra_collectives.topology import load_topology
@@ -305,8 +305,11 @@ spec, out = sys.argv[1], sys.argv[2]
 topology = load_topology(spec)
 n = topology.num_npus
 channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // n))
+cpu = time.process_time()
 schedule = _match(channels, 1, 0, default_variants(n, 1)[-1])
+cpu = time.process_time() - cpu
 np.savez(out, **{f.name: np.asarray(getattr(schedule, f.name)) for f in dataclasses.fields(schedule)})
+print(json.dumps({"cpu_s": cpu, "messages": schedule.num_transfers, "pairs": n * (n - 1), "time_ns": schedule.time_ns}))
 """
 
 AFTER = """
@@ -377,9 +380,10 @@ def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> 
     for spec in specs:
         saved = cache / f"{spec.replace(':', '-')}-ag.npz"
         if not saved.exists():
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", MATCH_ONCE, spec, saved], check=True)
-            print(f"{spec}: matched once in {time.perf_counter() - started:.0f} s -> {saved}", flush=True)
+            r = measured([sys.executable, "-c", MATCH_ONCE, spec, saved])
+            m = json.loads(r["stdout"])
+            print(f"{spec}: one matching {r['wall_s']:.0f} s wall, {m['cpu_s']:.0f} CPU s ({m['pairs'] / m['cpu_s']:,.0f} pairs per CPU s), "
+                  f"peak {r['peak_mib']:.0f} MiB, {m['messages']:,} messages, {m['time_ns']:.0f} ns -> {saved}", flush=True)
         for label, code in (("before", before), ("this", None)):
             if label == "before" and before is None:
                 continue
