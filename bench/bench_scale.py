@@ -306,7 +306,7 @@ topology = load_topology(spec)
 n = topology.num_npus
 channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // n))
 cpu = time.process_time()
-schedule = _match(channels, 1, 0, default_variants(n, 1)[-1])
+schedule = _match(channels, 1, 0, default_variants(n, 1)[0])
 cpu = time.process_time() - cpu
 np.savez(out, **{f.name: np.asarray(getattr(schedule, f.name)) for f in dataclasses.fields(schedule)})
 print(json.dumps({"cpu_s": cpu, "messages": schedule.num_transfers, "pairs": n * (n - 1), "time_ns": schedule.time_ns}))
@@ -370,7 +370,7 @@ print(json.dumps({"rows": rows, "ops": algo.num_ops, "predicted": predicted, "li
 
 def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> None:
     """What follows TACOS's matching, alone: one matched All-Gather schedule (64 MiB, K=1, the
-    large phases' last merge variant, seed 0) saved once in ``cache`` (matching it takes most of
+    large phases' first merge variant, runs that extend held, the faster to match; seed 0) saved once in ``cache`` (matching it takes most of
     a 16,384-NPU run), then lowered, predicted and written in a fresh process -- by this
     checkout and, with ``before``, by another one (a folder holding its ``chakra_collectives``,
     e.g. ``git archive main``) from the same schedule: seconds, CPU seconds, and each phase's
