@@ -309,7 +309,8 @@ cpu = time.process_time()
 schedule = _match(channels, 1, 0, default_variants(n, 1)[0])
 cpu = time.process_time() - cpu
 np.savez(out, **{f.name: np.asarray(getattr(schedule, f.name)) for f in dataclasses.fields(schedule)})
-print(json.dumps({"cpu_s": cpu, "messages": schedule.num_transfers, "pairs": n * (n - 1), "time_ns": schedule.time_ns}))
+print(json.dumps({"cpu_s": cpu, "messages": schedule.num_transfers, "pairs": n * (n - 1), "time_ns": schedule.time_ns,
+                  "events": len(np.unique(schedule.end))}))  # the matcher steps from arrival time to arrival time
 """
 
 AFTER = """
@@ -383,7 +384,8 @@ def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> 
             r = measured([sys.executable, "-c", MATCH_ONCE, spec, saved])
             m = json.loads(r["stdout"])
             print(f"{spec}: one matching {r['wall_s']:.0f} s wall, {m['cpu_s']:.0f} CPU s ({m['pairs'] / m['cpu_s']:,.0f} pairs per CPU s), "
-                  f"peak {r['peak_mib']:.0f} MiB, {m['messages']:,} messages, {m['time_ns']:.0f} ns -> {saved}", flush=True)
+                  f"{m['events']:,} events ({m['events'] / m['cpu_s']:,.0f} per CPU s), peak {r['peak_mib']:.0f} MiB, {m['messages']:,} messages, "
+                  f"{m['time_ns']:.0f} ns -> {saved}", flush=True)
         for label, code in (("before", before), ("this", None)):
             if label == "before" and before is None:
                 continue
