@@ -25,7 +25,7 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
   (``--probe torus3d:34x34x34``, the TACOS paper's 40K), stopped after ``--probe-budget``
   seconds: the fraction of (NPU, chunk) pairs matched over time, and what the rest would take.
 * **after** (``--only after [--before DIR]``): lowering, prediction and write alone, from one
-  matched schedule saved once (``--after torus2d:128x128``), by this checkout and the code in
+  matched schedule saved once (``--after torus2d:64x64,torus2d:128x128``), by this checkout and the code in
   ``DIR``: seconds and each phase's peak memory, same schedule, same run.
 * **small**: TACOS on 64-NPU meshes in one process (median; target <= 10 ms) and ``synth -t
   mesh2d:8x8 -a tacos`` end to end (target <= 0.7 s).
@@ -473,7 +473,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the profile table")
     parser.add_argument("--probe", default="torus3d:34x34x34", help="topologies of the probe table (comma-separated)")
     parser.add_argument("--probe-budget", type=float, default=1200.0, help="seconds each probe matching may run")
-    parser.add_argument("--after", default="torus2d:128x128", help="topologies of the after-matching table (comma-separated)")
+    parser.add_argument("--after", default="torus2d:64x64,torus2d:128x128", help="topologies of the after-matching table (comma-separated)")
     parser.add_argument("--schedules", type=Path, default=Path(tempfile.gettempdir()) / "chakra-coll-schedules", help="where the after table keeps its matched schedules")
     parser.add_argument("--before", type=Path, default=None, help="after table: also run the code in this folder (its chakra_collectives), same schedule")
     args = parser.parse_args(argv)
