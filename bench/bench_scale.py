@@ -386,7 +386,7 @@ def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> 
             print(f"{spec}: one matching {r['wall_s']:.0f} s wall, {m['cpu_s']:.0f} CPU s ({m['pairs'] / m['cpu_s']:,.0f} pairs per CPU s), "
                   f"{m['events']:,} events ({m['events'] / m['cpu_s']:,.0f} per CPU s), peak {r['peak_mib']:.0f} MiB, {m['messages']:,} messages, "
                   f"{m['time_ns']:.0f} ns -> {saved}", flush=True)
-        for label, code in (("before", before), ("this", None)):
+        for label, code in (("this", None), ("before", before)):
             if label == "before" and before is None:
                 continue
             r = measured([sys.executable, "-c", AFTER, spec, saved, tempfile.gettempdir()], cwd=code)
