@@ -26,3 +26,28 @@ def test_range_by_range_lowering_is_the_whole_one(spec, collective, k, size, mon
     assert len(found.phases[-1].schedule.npu_ranges()) == -(-topology.num_npus // 2)
     assert found.algorithm.equals(whole)
     assert verify_algorithm(found.algorithm).ok
+
+
+COLUMNS = ("rank", "kind", "peer", "tag", "src_buf", "src_off", "dst_buf", "dst_off", "count", "node_id", "route")
+
+
+@pytest.mark.parametrize("spec, k, size", [("mesh2d:5x5", 2, 2**22), ("torus2d:6x6", 1, 2**26), ("switch:6", 2, 2**20)])
+def test_a_range_of_ranks_is_lowered_as_the_whole_has_it(spec, k, size, monkeypatch):
+    """Every range of ranks, lowered alone (its own delivery rows, two NPUs' at a time), holds
+    exactly the whole All-Gather's operations of those ranks: columns and dependencies."""
+    from chakra_collectives.synth.lowering import all_gather_algorithm
+
+    topology = load_topology(spec)
+    schedule = tacos(topology, "all-gather", size, chunks_per_npu=k).phases[0].schedule
+    whole = all_gather_algorithm(schedule, size_bytes=size)
+    bounds = whole.rank_bounds()
+    monkeypatch.setattr(schedule_module, "DELIVERY_BYTES", 4 * topology.num_npus * k * 2)
+    n = topology.num_npus
+    for ranks in (range(0, 1), range(1, n // 2), range(n // 2, n), range(n - 1, n)):
+        part = all_gather_algorithm(schedule, size_bytes=size, ranks=ranks)
+        lo, hi = int(bounds[ranks.start]), int(bounds[ranks.stop])
+        assert part.num_ops == hi - lo and part.num_ranks == n
+        for name in COLUMNS:
+            assert (getattr(part.ops, name) == getattr(whole.ops, name)[lo:hi]).all(), name
+        assert (part.ops.dep_ptr == whole.ops.dep_ptr[lo : hi + 1] - whole.ops.dep_ptr[lo]).all()
+        assert (part.ops.dep_idx == whole.ops.dep_idx[whole.ops.dep_ptr[lo] : whole.ops.dep_ptr[hi]] - lo).all()
