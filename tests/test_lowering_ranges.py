@@ -3,6 +3,7 @@ the same operations, dependencies and files as with the whole index at once."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from chakra_collectives.synth import schedule as schedule_module
@@ -51,3 +52,43 @@ def test_a_range_of_ranks_is_lowered_as_the_whole_has_it(spec, k, size, monkeypa
             assert (getattr(part.ops, name) == getattr(whole.ops, name)[lo:hi]).all(), name
         assert (part.ops.dep_ptr == whole.ops.dep_ptr[lo : hi + 1] - whole.ops.dep_ptr[lo]).all()
         assert (part.ops.dep_idx == whole.ops.dep_idx[whole.ops.dep_ptr[lo] : whole.ops.dep_ptr[hi]] - lo).all()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_writing_range_by_range_gives_the_same_files(tmp_path, workers):
+    """write_parts lowering a few ranks at a time (in one process or two) writes the bytes
+    write_algorithm writes from the whole algorithm."""
+    from chakra_collectives.converters.chakra_et import write_algorithm, write_parts
+    from chakra_collectives.synth.lowering import all_gather_algorithm
+
+    schedule = tacos(load_topology("mesh2d:5x5"), "all-gather", 2**22, chunks_per_npu=2).phases[0].schedule
+    whole = all_gather_algorithm(schedule, size_bytes=2**22)
+    expected = write_algorithm(whole, tmp_path / "whole" / "ag")
+    lowered = []
+
+    def lower(ranks):
+        lowered.append(ranks)
+        return all_gather_algorithm(schedule, size_bytes=2**22, ranks=ranks)
+
+    written = write_parts(lower, np.diff(whole.rank_bounds()), tmp_path / "parts" / "ag", size_bytes=2**22, workers=workers, part_ops=100)
+    assert [p.read_bytes() for p in written] == [p.read_bytes() for p in expected]
+    if workers == 1:  # parts of at most 100 operations (or one rank): never the whole
+        assert len(lowered) > 5 and all(len(r) < 25 for r in lowered)
+
+
+def test_a_part_that_breaks_a_rule_leaves_nothing_written(tmp_path):
+    """A part with a rank that has no operations (ASTRA-sim cannot load an empty file): the
+    error names that rank's file and no rank file is left, not even the earlier parts'."""
+    from chakra_collectives.converters.chakra_et import write_parts
+    from chakra_collectives.errors import AlgorithmError
+    from chakra_collectives.synth.lowering import all_gather_algorithm
+
+    schedule = tacos(load_topology("mesh2d:3x3"), "all-gather", 2**20).phases[0].schedule
+    lengths = 1 + schedule.program_lengths()
+
+    def lower(ranks):
+        return all_gather_algorithm(schedule, size_bytes=2**20, ranks=range(ranks.start, min(ranks.stop, 7)))  # ranks 7 and 8 come out empty
+
+    with pytest.raises(AlgorithmError, match=r"ag\.7\.et.*no operations"):
+        write_parts(lower, lengths, tmp_path / "ag", size_bytes=2**20, workers=1, part_ops=30)
+    assert list(tmp_path.iterdir()) == []
