@@ -341,9 +341,10 @@ def phase(name):
     mark[:] = [time.perf_counter(), time.process_time()]
 
 phase("load")
-algo = all_gather_algorithm(schedule, size_bytes=64 * 2**20)
+by_parts = sys.argv[4] == "parts"  # lowered range by range as the files are written (write_parts): never whole
+algo = None if by_parts else all_gather_algorithm(schedule, size_bytes=64 * 2**20)
 phase("lowering")
-channels = build_channels(topology, chunk_bytes=algo.chunk_bytes())
+channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // schedule.num_chunks))
 try:  # the code of this change: a large schedule is its own prediction
     from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
 except ImportError:  # the code before
@@ -358,13 +359,21 @@ else:  # the network model's run
     predicted, limit = timing.time_ns, busiest_link(timing)
     del timing
     how = "model"
-del schedule, channels
+del channels
 phase("prediction")
 with tempfile.TemporaryDirectory(dir=sys.argv[3]) as tmp:
-    write_algorithm(algo, Path(tmp) / "ag")
+    if by_parts:
+        from chakra_collectives.converters.chakra_et import write_parts
+        lengths = 1 + schedule.program_lengths()
+        write_parts(lambda ranks: all_gather_algorithm(schedule, size_bytes=64 * 2**20, ranks=ranks), lengths, Path(tmp) / "ag", size_bytes=64 * 2**20)
+        operations = int(lengths.sum())
+    else:
+        del schedule
+        write_algorithm(algo, Path(tmp) / "ag")
+        operations = algo.num_ops
     files = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
     phase("write")
-print(json.dumps({"rows": rows, "ops": algo.num_ops, "predicted": predicted, "link": [limit.src, limit.dst, limit.messages], "how": how,
+print(json.dumps({"rows": rows, "ops": operations, "predicted": predicted, "link": [limit.src, limit.dst, limit.messages], "how": how,
                   "files": files, "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
@@ -373,7 +382,8 @@ def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> 
     """What follows TACOS's matching, alone: one matched All-Gather schedule (64 MiB, K=1, the
     large phases' first merge variant, runs that extend held, the faster to match; seed 0) saved once in ``cache`` (matching it takes most of
     a 16,384-NPU run), then lowered, predicted and written in a fresh process -- by this
-    checkout and, with ``before``, by another one (a folder holding its ``chakra_collectives``,
+    checkout (``this``; ``parts``: lowered a range of ranks at a time as the files are written,
+    ``write_parts``, never whole) and, with ``before``, by another one (a folder holding its ``chakra_collectives``,
     e.g. ``git archive main``) from the same schedule: seconds, CPU seconds, and each phase's
     peak RSS (the kernel's mark reset between phases) and what it holds at its end."""
     print("\nafter the matching: lower, predict, write one saved schedule (s / CPU s / MiB peak in the phase / held at its end)")
@@ -386,10 +396,10 @@ def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> 
             print(f"{spec}: one matching {r['wall_s']:.0f} s wall, {m['cpu_s']:.0f} CPU s ({m['pairs'] / m['cpu_s']:,.0f} pairs per CPU s), "
                   f"{m['events']:,} events ({m['events'] / m['cpu_s']:,.0f} per CPU s), peak {r['peak_mib']:.0f} MiB, {m['messages']:,} messages, "
                   f"{m['time_ns']:.0f} ns -> {saved}", flush=True)
-        for label, code in (("this", None), ("before", before)):
+        for label, code in (("this", None), ("parts", None), ("before", before)):
             if label == "before" and before is None:
                 continue
-            r = measured([sys.executable, "-c", AFTER, spec, saved, tempfile.gettempdir()], cwd=code)
+            r = measured([sys.executable, "-c", AFTER, spec, saved, tempfile.gettempdir(), label], cwd=code)
             p = json.loads(r["stdout"])
             cells = "  ".join(f"{name} {s:.1f}/{c:.1f} s {peak:.0f}/{held:.0f}" for name, (s, c, peak, held) in p["rows"].items() if name != "load")
             peak = max(row[2] for row in p["rows"].values())  # the phases' marks (each reset the process's)
