@@ -92,3 +92,15 @@ def test_a_part_that_breaks_a_rule_leaves_nothing_written(tmp_path):
     with pytest.raises(AlgorithmError, match=r"ag\.7\.et.*no operations"):
         write_parts(lower, lengths, tmp_path / "ag", size_bytes=2**20, workers=1, part_ops=30)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_parts_that_would_not_fit_the_disk_are_refused_before_any_is_lowered(tmp_path, monkeypatch):
+    from chakra_collectives import resources
+    from chakra_collectives.converters.chakra_et import write_parts
+    from chakra_collectives.errors import LimitError
+
+    monkeypatch.setattr(resources, "free_disk_bytes", lambda folder: 10 * 2**10)  # 10 KiB left; 2,000 operations need 120 B each + 1 KiB a file
+    lowered = []
+    with pytest.raises(LimitError, match=r"needs about 238.4 KiB on disk \(2k operations in 4 files\), above the 10 KiB free"):
+        write_parts(lowered.append, np.full(4, 500), tmp_path / "ag", size_bytes=2**20)
+    assert lowered == [] and list(tmp_path.iterdir()) == []
