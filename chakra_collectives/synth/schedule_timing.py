@@ -57,13 +57,13 @@ def schedule_link_use(schedules: Sequence[Schedule], channels: Channels) -> Link
     channels only), added up per link as the model's run adds them: every distinct message size
     once, smallest first."""
     model = channels.model
-    links = np.concatenate([channels.direct_link[s.channel] for s in schedules]).astype(np.int64)
-    count = np.concatenate([s.count for s in schedules]).astype(np.int64)
-    if len(links) and int(min(s.channel.min(initial=0) for s in schedules)) < 0:
+    if any(int(s.channel.min(initial=0)) < 0 for s in schedules):
         raise ValueError("a schedule over routed channels does not predict itself")
-    stride = int(count.max(initial=0)) + 1
-    kinds, per_kind = np.unique(links * stride + count, return_counts=True)
-    del links, count
+    stride = max(int(s.count.max(initial=0)) for s in schedules) + 1
+    # messages per (link, chunks) kind, counted one schedule at a time: a key per message, no sort
+    per_kind = sum(np.bincount(channels.direct_link[s.channel].astype(np.int64) * stride + s.count, minlength=model.num_links * stride) for s in schedules)
+    kinds = np.flatnonzero(per_kind)
+    per_kind = per_kind[kinds]
     link, nbytes = kinds // stride, kinds % stride * channels.chunk_bytes
     hop_busy, _ = model.hop_times(link, nbytes)
     busy = np.zeros(model.num_links)
