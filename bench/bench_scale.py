@@ -24,6 +24,9 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
 * **probe** (``--only probe``): one TACOS matching at a size too large to finish
   (``--probe torus3d:34x34x34``, the TACOS paper's 40K), stopped after ``--probe-budget``
   seconds: the fraction of (NPU, chunk) pairs matched over time, and what the rest would take.
+* **after** (``--only after [--before DIR]``): lowering, prediction and write alone, from one
+  matched schedule saved once (``--after torus2d:64x64,torus2d:128x128``), by this checkout and the code in
+  ``DIR``: seconds and each phase's peak memory, same schedule, same run.
 * **small**: TACOS on 64-NPU meshes in one process (median; target <= 10 ms) and ``synth -t
   mesh2d:8x8 -a tacos`` end to end (target <= 0.7 s).
 
@@ -62,14 +65,16 @@ print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime
 """
 
 
-def measured(args: list, *, repeat: int = 1, env: dict | None = None, lock: str | None = None) -> dict:
+def measured(args: list, *, repeat: int = 1, env: dict | None = None, lock: str | None = None, cwd: Path | None = None) -> dict:
     """``args`` run ``repeat`` times, each under a fresh monitor process (so ``ru_maxrss`` is this
     command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout.
-    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed), at most 900 s."""
+    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed), at most 900 s.
+    ``cwd``: the folder they run in, whose ``chakra_collectives`` a ``python -c`` or ``-m`` imports
+    first (ahead of ``PYTHONPATH``)."""
     results = []
     wait = ["flock", lock, "nice", "-n", "10", "timeout", "900"] if lock else []
     for _ in range(repeat):
-        done = subprocess.run([*wait, sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True, env=env)
+        done = subprocess.run([*wait, sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True, env=env, cwd=cwd)
         result = json.loads(done.stdout)
         if result["rc"] != 0:
             raise RuntimeError(f"{' '.join(map(str, args))} failed ({result['rc']}):\n{result['stderr']}")
@@ -88,8 +93,9 @@ def disk_mib(folder: Path) -> float:
 
 # ---------------------------------------------------------------------------- tables
 def synth_table(sizes: list[int], repeat: int, shapes: list[str], before: str | None = None, lock: str | None = None) -> None:
-    """The synth rows; ``before``: each command also run from that checkout (``PYTHONPATH``), the
-    two alternating run by run, with the CPU ratio (this code / before)."""
+    """The synth rows; ``before``: each command also run from that checkout (run in it, so that
+    ``python -m`` imports its code), the two alternating run by run, with the CPU ratio (this
+    code / before)."""
     print("\nsynth -c all-gather -s 64MiB -a tacos -o DIR (whole command; seconds; MiB)")
     header = f"{'topology':<16} {'NPUs':>6} {'wall':>7} {'cpu':>7} {'synth':>7} {'predict':>7} {'bounds':>7} {'write':>7} {'ops':>11} {'files':>7} {'peak':>7} {'eff':>6} {'bounds':>6}"
     print(header)
@@ -106,7 +112,8 @@ def synth_table(sizes: list[int], repeat: int, shapes: list[str], before: str | 
                     command = [sys.executable, "-m", "chakra_collectives"] if before else [BIN]  # the same start-up both sides
                     with tempfile.TemporaryDirectory() as tmp:
                         out = Path(tmp) / "ag"
-                        r = measured([*command, "synth", "-t", spec, "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", out, "--json"], env=env, lock=lock)
+                        r = measured([*command, "synth", "-t", spec, "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", out, "--json"],
+                                     env=env, lock=lock, cwd=Path(before).resolve() if label == "before" else None)
                         r["files"] = disk_mib(Path(tmp))
                     runs[label].append(r)
             for label in ("before", "this") if before else ("this",):
@@ -313,6 +320,118 @@ def profile_table(sizes: list[int], collective: str, shapes: list[str]) -> None:
                   f"(children {p['children']:.0f}): {cells}", flush=True)
 
 
+MATCH_ONCE = """
+import dataclasses, json, sys, time, numpy as np
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.tacos import default_variants, _match
+from chakra_collectives.topology import load_topology
+spec, out = sys.argv[1], sys.argv[2]
+topology = load_topology(spec)
+n = topology.num_npus
+channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // n))
+cpu = time.process_time()
+schedule = _match(channels, 1, 0, default_variants(n, 1)[0])
+cpu = time.process_time() - cpu
+np.savez(out, **{f.name: np.asarray(getattr(schedule, f.name)) for f in dataclasses.fields(schedule)})
+print(json.dumps({"cpu_s": cpu, "messages": schedule.num_transfers, "pairs": n * (n - 1), "time_ns": schedule.time_ns,
+                  "events": len(np.unique(schedule.end))}))  # the matcher steps from arrival time to arrival time
+"""
+
+AFTER = """
+import json, resource, sys, tempfile, time
+from pathlib import Path
+import numpy as np
+from chakra_collectives.converters.chakra_et import write_algorithm
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.lowering import all_gather_algorithm
+from chakra_collectives.synth.schedule import Schedule
+from chakra_collectives.topology import load_topology
+
+def status(key):
+    return next(int(line.split()[1]) / 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+spec, cached = sys.argv[1], sys.argv[2]
+topology = load_topology(spec)
+with np.load(cached) as saved:
+    fields = {name: saved[name] for name in saved.files}
+schedule = Schedule(**{name: (value.item() if value.ndim == 0 else value) for name, value in fields.items()})
+del fields
+rows = {}
+mark = [time.perf_counter(), time.process_time()]
+
+def phase(name):
+    rows[name] = (time.perf_counter() - mark[0], time.process_time() - mark[1], status("VmHWM"), status("VmRSS"))
+    Path("/proc/self/clear_refs").write_text("5")
+    mark[:] = [time.perf_counter(), time.process_time()]
+
+phase("load")
+by_parts = sys.argv[4] == "parts"  # lowered range by range as the files are written (write_parts): never whole
+algo = None if by_parts else all_gather_algorithm(schedule, size_bytes=64 * 2**20)
+phase("lowering")
+channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // schedule.num_chunks))
+try:  # the code of this change: a large schedule is its own prediction
+    from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
+except ImportError:  # the code before
+    predicts_itself = lambda channels, k: False
+if predicts_itself(channels, 1):
+    predicted, limit = schedule_prediction([schedule], channels)
+    how = "schedule"
+else:  # the network model's run
+    from chakra_collectives.network.bottleneck import busiest_link
+    from chakra_collectives.network.collective import simulate_collective
+    timing = simulate_collective(algo, topology)
+    predicted, limit = timing.time_ns, busiest_link(timing)
+    del timing
+    how = "model"
+del channels
+phase("prediction")
+with tempfile.TemporaryDirectory(dir=sys.argv[3]) as tmp:
+    if by_parts:
+        from chakra_collectives.converters.chakra_et import write_parts
+        lengths = 1 + schedule.program_lengths()
+        write_parts(lambda ranks: all_gather_algorithm(schedule, size_bytes=64 * 2**20, ranks=ranks), lengths, Path(tmp) / "ag", size_bytes=64 * 2**20)
+        operations = int(lengths.sum())
+    else:
+        del schedule
+        write_algorithm(algo, Path(tmp) / "ag")
+        operations = algo.num_ops
+    files = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 2**20
+    phase("write")
+print(json.dumps({"rows": rows, "ops": operations, "predicted": predicted, "link": [limit.src, limit.dst, limit.messages], "how": how,
+                  "files": files, "children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> None:
+    """What follows TACOS's matching, alone: one matched All-Gather schedule (64 MiB, K=1, the
+    large phases' first merge variant, runs that extend held, the faster to match; seed 0) saved once in ``cache`` (matching it takes most of
+    a 16,384-NPU run), then lowered, predicted and written in a fresh process -- by this
+    checkout (``this``; ``parts``: lowered a range of ranks at a time as the files are written,
+    ``write_parts``, never whole) and, with ``before``, by another one (a folder holding its ``chakra_collectives``,
+    e.g. ``git archive main``) from the same schedule: seconds, CPU seconds, and each phase's
+    peak RSS (the kernel's mark reset between phases) and what it holds at its end."""
+    print("\nafter the matching: lower, predict, write one saved schedule (s / CPU s / MiB peak in the phase / held at its end)")
+    cache.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        saved = cache / f"{spec.replace(':', '-')}-ag.npz"
+        if not saved.exists():
+            r = measured([sys.executable, "-c", MATCH_ONCE, spec, saved])
+            m = json.loads(r["stdout"])
+            print(f"{spec}: one matching {r['wall_s']:.0f} s wall, {m['cpu_s']:.0f} CPU s ({m['pairs'] / m['cpu_s']:,.0f} pairs per CPU s), "
+                  f"{m['events']:,} events ({m['events'] / m['cpu_s']:,.0f} per CPU s), peak {r['peak_mib']:.0f} MiB, {m['messages']:,} messages, "
+                  f"{m['time_ns']:.0f} ns -> {saved}", flush=True)
+        for label, code in (("this", None), ("parts", None), ("before", before)):
+            if label == "before" and before is None:
+                continue
+            r = measured([sys.executable, "-c", AFTER, spec, saved, tempfile.gettempdir(), label], cwd=code)
+            p = json.loads(r["stdout"])
+            cells = "  ".join(f"{name} {s:.1f}/{c:.1f} s {peak:.0f}/{held:.0f}" for name, (s, c, peak, held) in p["rows"].items() if name != "load")
+            peak = max(row[2] for row in p["rows"].values())  # the phases' marks (each reset the process's)
+            print(f"{spec:<16} {label:<6} {p['ops']:>11,} ops, wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, peak {peak:.0f} "
+                  f"(writers {p['children']:.0f}), files {p['files']:.0f}; predicted {p['predicted']:.0f} ns by the {p['how']}, busiest "
+                  f"{p['link']}; {cells}", flush=True)
+
+
 PROBE = """
 import json, sys, time
 from chakra_collectives import progress
@@ -383,13 +502,15 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 4,096 and 16,384 NPUs, and the replay")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile, probe)")
+    parser.add_argument("--only", default="synth,baselines,write,read,small", help="tables to print (synth, baselines, write, read, replay, small, profile, probe, after)")
     parser.add_argument("--sizes", default=None, help="NPU counts of the synth table (default 256,1024; --full adds 4096,16384)")
     parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the synth and profile tables")
-    parser.add_argument("--before", default=None, help="synth table: also run each command from this checkout (a worktree of the code before), alternating, with CPU ratios")
+    parser.add_argument("--before", default=None, help="synth table: also run each command from this checkout (a worktree of the code before), alternating, with CPU ratios; after table: also the code in this folder, same schedule")
     parser.add_argument("--lock", default=None, help="synth table: run each command under `flock LOCK` (a shared machine's big-run lock)")
     parser.add_argument("--probe", default="torus3d:34x34x34", help="topologies of the probe table (comma-separated)")
     parser.add_argument("--probe-budget", type=float, default=1200.0, help="seconds each probe matching may run")
+    parser.add_argument("--after", default="torus2d:64x64,torus2d:128x128", help="topologies of the after-matching table (comma-separated)")
+    parser.add_argument("--schedules", type=Path, default=Path(tempfile.gettempdir()) / "chakra-coll-schedules", help="where the after table keeps its matched schedules")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     if args.full:
@@ -410,6 +531,8 @@ def main(argv: list[str]) -> None:
         profile_table(sizes, "all-gather", args.shapes.split(","))
     if "probe" in only:
         probe_table(args.probe.split(","), args.probe_budget)
+    if "after" in only:
+        after_matching_table(args.after.split(","), args.schedules, Path(args.before) if args.before else None)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

@@ -29,6 +29,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from chakra_collectives.network.collective import CollectiveTiming
+    from chakra_collectives.network.engine import LinkUse
+    from chakra_collectives.network.model import NetworkModel
 
 LATENCY_BOUND = 0.2
 """Share of a link's message time spent on latency from which a run is called latency-bound."""
@@ -86,8 +88,14 @@ class Bottleneck:
 
 def busiest_link(timing: "CollectiveTiming") -> Bottleneck | None:
     """The :class:`Bottleneck` of a timed run (``None`` when no message crossed a link)."""
-    links, model = timing.links, timing.model
-    if not len(links.busy_ns) or not np.any(links.messages) or timing.time_ns <= 0:
+    return busiest_of(timing.links, timing.model, timing.time_ns)
+
+
+def busiest_of(links: "LinkUse", model: "NetworkModel", time_ns: float) -> Bottleneck | None:
+    """The :class:`Bottleneck` of a run of ``time_ns`` whose links were used as ``links`` says
+    (``None`` when no message crossed a link): what :func:`busiest_link` reads from a timed run,
+    for callers that know the link use without one."""
+    if not len(links.busy_ns) or not np.any(links.messages) or time_ns <= 0:
         return None
     link = int(np.argmax(links.busy_ns))
     messages = int(links.messages[link])
@@ -98,11 +106,11 @@ def busiest_link(timing: "CollectiveTiming") -> Bottleneck | None:
     return Bottleneck(
         src=endpoint.src,
         dst=endpoint.dst,
-        busy_fraction=min(float(links.busy_ns[link]) / timing.time_ns, 1.0),
+        busy_fraction=min(float(links.busy_ns[link]) / time_ns, 1.0),
         latency_fraction=latency / (latency + serialization) if latency + serialization > 0 else 0.0,
         messages=messages,
         bytes_per_message=nbytes / messages,
     )
 
 
-__all__ = ["Bottleneck", "busiest_link"]
+__all__ = ["Bottleneck", "busiest_link", "busiest_of"]

@@ -41,7 +41,8 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
-from chakra_collectives.synth.schedule import RUN_BLOCK_CHUNKS
+from chakra_collectives.synth.schedule import DELIVERY_BYTES, RUN_BLOCK_CHUNKS
+from chakra_collectives.synth.schedule_timing import SCHEDULE_PREDICTS_PAIRS
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.distances import hop_distances
 
@@ -78,10 +79,11 @@ PER_PREDICTED_OP = 100
 """Bytes per operation the prediction holds besides the table (task graph, messages, the
 level-by-level timing; measured 78 at 1,024 NPUs with 32k-edge blocks; 804 MiB peak in all for
 4.68M operations at 4,096)."""
-PER_LOWERED_PAIR = {Collective.ALL_GATHER: 4, Collective.REDUCE_SCATTER: 72, Collective.ALL_REDUCE: 76}
-"""Bytes per ``(NPU, chunk)`` pair of the lowering's per-chunk indexes: the All-Gather's
-delivery index (4); a Reduce-Scatter's delivery, first- and last-writer indexes and its
-per-chunk entries (counted from the arrays it allocates)."""
+PER_LOWERED_PAIR = {Collective.ALL_GATHER: 0, Collective.REDUCE_SCATTER: 72, Collective.ALL_REDUCE: 72}
+"""Bytes per ``(NPU, chunk)`` pair of the lowering's per-chunk indexes held whole: a
+Reduce-Scatter's delivery, first- and last-writer indexes and its per-chunk entries (counted
+from the arrays it allocates). The All-Gather's delivery index (4 bytes a pair) is laid out a
+range of NPUs at a time: at most :data:`~chakra_collectives.synth.schedule.DELIVERY_BYTES`."""
 PER_BLOCK_CHUNK = 48
 """Bytes per chunk of the lowering's block of runs (:data:`~chakra_collectives.synth.schedule.RUN_BLOCK_CHUNKS`
 expanded at once; measured ~30 MiB a block)."""
@@ -157,7 +159,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     >>> work.split(": ")[0]
     '3.09G (NPU, chunk) pairs, 154M messages, 385M operations'
     >>> work.split(": ")[1].split(" (")[0], round(nbytes / 2**30)     # the lowering's per-chunk indexes: far beyond 16 GB
-    ('lowering 140.4 GiB', 140)
+    ('lowering 134.7 GiB', 135)
     """
     if collective not in OPS_PER_MESSAGE:
         return pair_footprint(topology, collective, num_ranks, options)
@@ -169,22 +171,38 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
     matching = bitsets + PER_MESSAGE * messages
     table = PER_TABLE_OP * operations
-    indexes = PER_LOWERED_PAIR[collective] * per_phase + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
+    delivery = 0.0 if collective is Collective.REDUCE_SCATTER else min(4 * per_phase, DELIVERY_BYTES)
+    indexes = PER_LOWERED_PAIR[collective] * per_phase + delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
     lowering = table + PER_MESSAGE * messages * phases(collective) + indexes
-    prediction = table + PER_PREDICTED_OP * operations
+    # a large phase on a network without switches is its own prediction (schedule_timing): no task graph
+    prediction = 0.0 if self_predicted(topology, num_ranks, options) else table + PER_PREDICTED_OP * operations
     stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
         "lowering": f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}",
-        "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}",
+        "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule, no task graph",
     }
     work = (
         f"{count(pairs)} (NPU, chunk) pairs, {count(phases(collective) * messages)} messages, {count(operations)} operations: "
         f"{peak} {format_size(stages[peak])} ({shares[peak]}); "
-        + ", ".join(f"{name} {format_size(nbytes)}" for name, nbytes in stages.items() if name != peak)
+        + ", ".join(f"{name} {format_size(nbytes) if nbytes else shares[name]}" for name, nbytes in stages.items() if name != peak)
     )
     return PAIR_BASE + stages[peak], work
+
+
+def self_predicted(topology: Topology, num_ranks: int, options: SynthesisOptions) -> bool:
+    """Whether TACOS takes its prediction from its schedule here (no switches, whole topology, at
+    least :data:`~chakra_collectives.synth.schedule_timing.SCHEDULE_PREDICTS_PAIRS` pairs per phase),
+    as :func:`~chakra_collectives.synth.schedule_timing.predicts_itself` decides on the channels.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> self_predicted(load_topology("torus2d:64x64"), 4096, SynthesisOptions(size_bytes=2**26))
+    True
+    >>> self_predicted(load_topology("switch:1024"), 1024, SynthesisOptions(size_bytes=2**26))
+    False
+    """
+    return not topology.num_switches and options.group is None and float(num_ranks) * num_ranks * options.chunks_per_npu >= SCHEDULE_PREDICTS_PAIRS
 
 
 def message_footprint(messages: Callable[[Collective, int, int], float], pattern: str, *, per_slot: float = 0.0) -> Footprint:

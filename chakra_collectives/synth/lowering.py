@@ -56,7 +56,8 @@ class _Columns:
 
     _TYPES = {"kind": np.int8, "peer": _I32, "tag": _I32, "src_buf": np.int8, "src_off": _I32, "dst_buf": np.int8, "dst_off": _I32, "count": _I32}
 
-    def __init__(self, ops_per_rank: np.ndarray, *, routed: bool = False) -> None:
+    def __init__(self, ops_per_rank: np.ndarray, *, routed: bool = False, first_rank: int = 0) -> None:
+        self.first_rank = first_rank
         self.starts = np.zeros(len(ops_per_rank) + 1, dtype=np.int64)
         np.cumsum(ops_per_rank, out=self.starts[1:])
         self.size = int(self.starts[-1])
@@ -73,7 +74,7 @@ class _Columns:
 
     def table(self, deps: "_Deps") -> OpTable:
         n = len(self.ops_per_rank)
-        rank = np.repeat(np.arange(n, dtype=_I32), self.ops_per_rank)
+        rank = np.repeat(np.arange(self.first_rank, self.first_rank + n, dtype=_I32), self.ops_per_rank)
         node_id = np.arange(self.size, dtype=_I32)
         node_id -= np.repeat(self.starts[:-1].astype(_I32), self.ops_per_rank)
         dep_ptr, dep_idx = deps.build()
@@ -116,11 +117,10 @@ class _Deps:
         counts = np.zeros(self.size, dtype=_I32)
         for owners, _ in self.parts:
             counts[owners] += 1
-        dep_ptr = np.zeros(self.size + 1, dtype=np.int64)
+        total = int(counts.sum(dtype=np.int64))
+        dep_ptr = np.zeros(self.size + 1, dtype=_I32 if total < 2**31 else np.int64)  # int32 where it fits, never both at once
         np.cumsum(counts, out=dep_ptr[1:])
-        dep_idx = np.empty(int(dep_ptr[-1]), dtype=_I32)
-        if dep_ptr[-1] < 2**31:
-            dep_ptr = dep_ptr.astype(_I32)
+        dep_idx = np.empty(total, dtype=_I32)
         counts[:] = 0
         while self.parts:
             owners, targets = self.parts.pop(0)
@@ -193,8 +193,10 @@ def _add_all_gather(
     owner_ready: np.ndarray | None = None,
     channel_after: np.ndarray | None = None,
     routes: _Routes | None = None,
+    ranks: range | None = None,
 ) -> None:
-    """Add the SEND/RECV pairs of ``schedule``; rank ``r``'s program starts at ``body_start[r]``.
+    """Add the SEND/RECV pairs of ``schedule``; rank ``r``'s program starts at ``body_start[r]``
+    (``ranks``: only the operations of these ranks; ``body_start`` of the others is not read).
 
     ``from_input``: owners send their chunks from the input (All-Gather), else from the output
     (All-Reduce). ``owner_ready[chunk]``: the op an owner's send of the chunk waits for;
@@ -204,8 +206,19 @@ def _add_all_gather(
     k = schedule.chunks_per_npu
     c_total = schedule.num_chunks
     chunk, count, src, dst = schedule.chunk, schedule.count, schedule.src, schedule.dst
-    send_pos = body_start[src] + schedule.send_seq
-    recv_pos = body_start[dst] + schedule.recv_seq
+    whole = ranks is None or len(ranks) == schedule.num_npus
+    ranks = range(schedule.num_npus) if ranks is None else ranks
+
+    def sent_here(ids: np.ndarray) -> np.ndarray:
+        """The messages of ``ids`` whose SEND is one of ``ranks``' operations (every dependency
+        of a SEND is an operation of its own rank)."""
+        return ids if whole else ids[(src[ids] >= ranks.start) & (src[ids] < ranks.stop)]
+
+    sending = slice(None) if whole else sent_here(np.arange(schedule.num_transfers))
+    receiving = slice(None) if whole else np.flatnonzero((dst >= ranks.start) & (dst < ranks.stop))
+    body_start = body_start.astype(_I32)  # positions fit int32 (_Columns checks): 8 bytes a message less than int64
+    send_pos = body_start[src] + schedule.send_seq.astype(_I32, copy=False)
+    recv_pos = body_start[dst] + schedule.recv_seq.astype(_I32, copy=False)
     first, messages, on_channel = _by_channel(schedule)
     key = _channel_key(schedule)
     tags = schedule.tag if tag_offset is None else schedule.tag + tag_offset[key].astype(_I32)
@@ -217,63 +230,84 @@ def _add_all_gather(
         send_buf, send_off = np.int8(Buffer.OUTPUT), chunk
     if routes is not None:
         tags = tags + routes.tag_base[key].astype(_I32)
-        ops.put(send_pos, route=routes.route[key].astype(_I32))
-    ops.put(send_pos, kind=np.int8(OpKind.SEND), peer=dst, tag=tags, src_buf=send_buf, src_off=send_off, count=count)
-    ops.put(recv_pos, kind=np.int8(OpKind.RECV), peer=src, tag=tags, dst_buf=np.int8(Buffer.OUTPUT), dst_off=chunk, count=count)
-    del send_buf, send_off
-    # forwarding: a send waits for the RECVs that brought its chunks
-    delivery = schedule.delivery()
-    forwarded = np.flatnonzero(~owned)
-    if schedule.max_chunks == 1:
-        via = delivery[src[forwarded].astype(np.int64) * c_total + chunk[forwarded]]
-        deps.add(send_pos[forwarded], recv_pos[via])
-    else:
-        for block in run_blocks(count[forwarded]):  # per chunk, a block of messages at a time
-            message, offset = expand_runs(count[forwarded[block]])
-            ids = forwarded[block][message]
-            via = delivery[src[ids].astype(np.int64) * c_total + (chunk[ids] + offset)]
-            owners, targets, slot = _consecutive_slots(ids, via)
-            deps.add_slots(send_pos[owners], recv_pos[targets], slot)
+        ops.put(send_pos[sending], route=routes.route[key[sending]].astype(_I32))
+    if not np.isscalar(send_buf):
+        send_buf = send_buf[sending]
+    ops.put(send_pos[sending], kind=np.int8(OpKind.SEND), peer=dst[sending], tag=tags[sending], src_buf=send_buf, src_off=send_off[sending], count=count[sending])
+    ops.put(recv_pos[receiving], kind=np.int8(OpKind.RECV), peer=src[receiving], tag=tags[receiving], dst_buf=np.int8(Buffer.OUTPUT), dst_off=chunk[receiving], count=count[receiving])
+    del send_buf, send_off, sending, receiving
+    # forwarding: a send waits for the RECVs that brought its chunks, looked up in the delivery
+    # index of a range of senders at a time (the whole index is N x C entries)
+    forwarded = sent_here(np.flatnonzero(~owned))
+    anchored = sent_here(np.flatnonzero(schedule.anchor != NO_ANCHOR))
+    duplicate = np.zeros(len(anchored), dtype=bool)  # routed sends whose anchor is one of their forwarding RECVs
+    ranges = [r for r in (range(max(r.start, ranks.start), min(r.stop, ranks.stop)) for r in schedule.npu_ranges()) if len(r)]
+    for npus in ranges:
+        delivery = schedule.delivery(npus)
+        sending = forwarded if whole and len(ranges) == 1 else forwarded[(src[forwarded] >= npus.start) & (src[forwarded] < npus.stop)]
+        if schedule.max_chunks == 1:
+            via = delivery[(src[sending].astype(np.int64) - npus.start) * c_total + chunk[sending]]
+            deps.add(send_pos[sending], recv_pos[via])
+        else:
+            for block in run_blocks(count[sending]):  # per chunk, a block of messages at a time
+                message, offset = expand_runs(count[sending[block]])
+                ids = sending[block][message]
+                via = delivery[(src[ids].astype(np.int64) - npus.start) * c_total + (chunk[ids] + offset)]
+                owners, targets, slot = _consecutive_slots(ids, via)
+                deps.add_slots(send_pos[owners], recv_pos[targets], slot)
+        if len(anchored):
+            here = np.flatnonzero((src[anchored] >= npus.start) & (src[anchored] < npus.stop))
+            ids, offset = expand_runs(count[anchored[here]])
+            brought = delivery[(src[anchored[here][ids]].astype(np.int64) - npus.start) * c_total + chunk[anchored[here][ids]] + offset]
+            np.logical_or.at(duplicate, here[ids], (brought == schedule.anchor[anchored[here][ids]]) & ~schedule.anchor_is_send[anchored[here][ids]])
+        del delivery
     if owner_ready is not None:  # an owner's send waits until its chunks are final
-        own = np.flatnonzero(owned)
+        own = sent_here(np.flatnonzero(owned))
         message, offset = expand_runs(count[own])
         ids = own[message]
         deps.add_many(send_pos[ids], owner_ready[chunk[ids] + offset])
     # one message at a time per direct channel, in the schedule's order
-    direct = np.flatnonzero((schedule.channel >= 0) & (schedule.tag > 0))
+    direct = sent_here(np.flatnonzero((schedule.channel >= 0) & (schedule.tag > 0)))
     previous = on_channel[first[key[direct]] + schedule.tag[direct] - 1]
     deps.add(send_pos[direct], send_pos[previous])
     if channel_after is not None:
-        opening = np.flatnonzero((schedule.channel >= 0) & (schedule.tag == 0))
+        opening = sent_here(np.flatnonzero((schedule.channel >= 0) & (schedule.tag == 0)))
         deps.add(send_pos[opening], channel_after[schedule.channel[opening]])
-    # routed messages: released exactly when the matcher released them
-    anchored = np.flatnonzero(schedule.anchor != NO_ANCHOR)
+    # routed messages: released exactly when the matcher released them (unless the anchor
+    # is one of the send's forwarding RECVs already)
     if len(anchored):
         anchor = schedule.anchor[anchored]
         target = np.where(schedule.anchor_is_send[anchored], send_pos[anchor], recv_pos[anchor])
-        # the anchor may already be one of the send's forwarding RECVs
-        ids, offset = expand_runs(count[anchored])
-        brought = delivery[src[anchored[ids]].astype(np.int64) * c_total + chunk[anchored[ids]] + offset]
-        duplicate = np.zeros(len(anchored), dtype=bool)
-        np.logical_or.at(duplicate, ids, (brought == anchor[ids]) & ~schedule.anchor_is_send[anchored[ids]])
         deps.add(send_pos[anchored[~duplicate]], target[~duplicate])
 
 
 def all_gather_algorithm(
-    schedule: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, routing: ChannelRouting | None = None
+    schedule: Schedule, *, size_bytes: int, name: str = "tacos", provenance: dict[str, str] | None = None, routing: ChannelRouting | None = None,
+    ranks: range | None = None,
 ) -> CollectiveAlgorithm:
     """The All-Gather ``schedule`` describes, as an IR algorithm (own chunks sent from the input;
-    ``routing``: the channels' routes, when pairs share channels)."""
+    ``routing``: the channels' routes, when pairs share channels).
+
+    ``ranks``: only these ranks' operations, exactly as the whole algorithm has them (a part:
+    every dependency is an operation of its own rank, so a range of ranks is lowered from the
+    schedule and the delivery index of its own NPUs; what
+    :func:`~chakra_collectives.converters.chakra_et.write_parts` writes a range at a time).
+    """
     n, k = schedule.num_npus, schedule.chunks_per_npu
+    ranks = range(n) if ranks is None else ranks
     routes = _Routes.of(routing, schedule)
-    ops = _Columns(1 + schedule.program_lengths(), routed=routes is not None)  # a COPY of the own chunks, then the program
-    ranks = np.arange(n, dtype=_I32)
+    lengths = 1 + schedule.program_lengths()  # a COPY of the own chunks, then the program
+    ops = _Columns(lengths[ranks.start : ranks.stop], routed=routes is not None, first_rank=ranks.start)
     ops.put(
         ops.starts[:-1], kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=_I32(0),
-        dst_buf=np.int8(Buffer.OUTPUT), dst_off=ranks * k, count=_I32(k),
+        dst_buf=np.int8(Buffer.OUTPUT), dst_off=np.arange(ranks.start, ranks.stop, dtype=_I32) * k, count=_I32(k),
     )
     deps = _Deps(ops.size)
-    _add_all_gather(ops, deps, schedule, ops.starts[:-1] + 1, from_input=True, routes=routes)
+    body_start = ops.starts[:-1] + 1
+    if len(ranks) < n:
+        body_start = np.zeros(n, dtype=np.int64)
+        body_start[ranks.start : ranks.stop] = ops.starts[:-1] + 1
+    _add_all_gather(ops, deps, schedule, body_start, from_input=True, routes=routes, ranks=ranks)
     return _algorithm(Collective.ALL_GATHER, schedule, ops.table(deps), size_bytes, name, provenance, scratch=np.zeros(n, np.int64), routing=routing)
 
 

@@ -70,15 +70,34 @@ class Schedule:
         n = self.num_npus
         return np.bincount(self.src, minlength=n) + np.bincount(self.dst, minlength=n)
 
-    def delivery(self) -> np.ndarray:
-        """``index[npu * C + chunk]``: the transfer that delivered ``chunk`` to ``npu`` (-1: its owner)."""
+    def delivery(self, npus: range | None = None) -> np.ndarray:
+        """``index[(npu - npus.start) * C + chunk]``: the transfer that delivered ``chunk`` to
+        ``npu`` (-1: its owner), for the NPUs ``npus`` (default: all of them; a range of rows
+        needs ``len(npus) * C`` entries, not ``N * C``)."""
         c = self.num_chunks
-        index = np.full(self.num_npus * c, -1, dtype=np.int32)
-        for block in run_blocks(self.count):  # a block's chunks at a time: temporaries stay small
-            ids, offset = expand_runs(self.count[block])
-            ids += block.start
-            index[self.dst[ids].astype(np.int64) * c + (self.chunk[ids] + offset)] = ids
+        npus = range(self.num_npus) if npus is None else npus
+        index = np.full(len(npus) * c, -1, dtype=np.int32)
+        into = np.arange(self.num_transfers, dtype=np.int32) if len(npus) == self.num_npus else np.flatnonzero((self.dst >= npus.start) & (self.dst < npus.stop)).astype(np.int32)
+        for block in run_blocks(self.count[into]):  # a block's chunks at a time: temporaries stay small
+            ids, offset = expand_runs(self.count[into[block]])
+            ids = into[block][ids]
+            index[(self.dst[ids].astype(np.int64) - npus.start) * c + (self.chunk[ids] + offset)] = ids
         return index
+
+    def npu_ranges(self, budget_bytes: int | None = None) -> list[range]:
+        """Consecutive ranges of NPUs whose :meth:`delivery` rows take at most ``budget_bytes``
+        (default :data:`DELIVERY_BYTES`; at least one NPU each).
+
+        >>> Schedule(3, 2, *[np.zeros(0, np.int32)] * 12).npu_ranges(budget_bytes=48)   # 6 chunks: 24 bytes a row
+        [range(0, 2), range(2, 3)]
+        """
+        rows = max(1, (DELIVERY_BYTES if budget_bytes is None else budget_bytes) // (4 * self.num_chunks))
+        return [range(start, min(start + rows, self.num_npus)) for start in range(0, self.num_npus, rows)]
+
+
+DELIVERY_BYTES = 64 * 2**20
+"""Bytes of delivery index (:meth:`Schedule.delivery`) the lowering lays out at once: the rows of
+1,024 NPUs at 16,384 chunks (a whole 16,384-NPU index is 1 GiB)."""
 
 
 def expand_runs(count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,4 +140,4 @@ def run_blocks(count: np.ndarray, max_chunks: int | None = None) -> list[slice]:
     return blocks
 
 
-__all__ = ["NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "run_blocks"]
+__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "run_blocks"]

@@ -50,6 +50,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.processes import can_fork, can_start_processes
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
+from chakra_collectives.network.bottleneck import Bottleneck
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import ChannelRouting, Channels, build_channels
@@ -63,6 +64,7 @@ from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_a
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
+from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import group_view
@@ -150,6 +152,11 @@ class TacosResult:
     """Seeds tried per phase and merge variant."""
     forwarding_seed: int | None = None
     """The seed of the kept matching of a :data:`FORWARDED` collective (which has no phases)."""
+    predicted_ns: float | None = None
+    """The network model's time, when the schedule is its own prediction
+    (:func:`~chakra_collectives.synth.schedule_timing.predicts_itself`; ``None``: not read from it)."""
+    bottleneck: Bottleneck | None = None
+    """... and the busiest link of that prediction."""
 
     @property
     def seed(self) -> int:
@@ -259,9 +266,12 @@ def tacos(
             else:
                 phases = (reversed_phase,)
         steps.update(searches)
+    predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels, chunks_per_npu) else (None, None)
     with progress.task("lower to operations"):
         algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
-    return TacosResult(algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials)
+    return TacosResult(
+        algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials, predicted_ns=predicted_ns, bottleneck=limit,
+    )
 
 
 DETOUR_TRIALS = 4
@@ -567,7 +577,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
         "phase_latency_ratios": tuple(p.latency_ratio for p in found.phases),
         "phase_merge_variants": tuple(str(p.variant) for p in found.phases),
     }
-    return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, details=details)
+    return Synthesized(found.algorithm, schedule_ns=found.schedule_ns, predicted_ns=found.predicted_ns, bottleneck=found.bottleneck, details=details)
 
 
 def tacos_for_group(topology: Topology, group: tuple[int, ...], collective: Collective | str, size_bytes: int, **options) -> TacosResult:

@@ -13,7 +13,7 @@
 from chakra_collectives.converters.chakra_et.reader import GROUP_FIELD, group_prefixes, rank_files, read_algorithm
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder, single_collective_workload
-from chakra_collectives.converters.chakra_et.writer import rank_path, write_algorithm
+from chakra_collectives.converters.chakra_et.writer import rank_path, write_algorithm, write_parts
 
 __all__ = [
     "GROUP_FIELD",
@@ -25,4 +25,5 @@ __all__ = [
     "read_workload",
     "single_collective_workload",
     "write_algorithm",
+    "write_parts",
 ]

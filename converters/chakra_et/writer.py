@@ -163,6 +163,93 @@ def write_algorithm(
     return paths
 
 
+PART_OPS = 2**22
+"""Operations :func:`write_parts` lowers at once in each writing process (a part's operation
+table: about 200 MiB)."""
+
+
+def write_parts(
+    lower: Callable[[range], CollectiveAlgorithm],
+    ops_per_rank: np.ndarray,
+    prefix: str | Path,
+    *,
+    size_bytes: int,
+    compress: bool = False,
+    workers: int | None = None,
+    part_ops: int | None = None,
+) -> list[Path]:
+    """Write an algorithm that is never whole in memory: ``lower(ranks)`` gives it holding only
+    the operations of the range ``ranks`` (as the whole algorithm has them, e.g.
+    :func:`~chakra_collectives.synth.lowering.all_gather_algorithm` with ``ranks``), and
+    ``ops_per_rank[r]`` is how many rank ``r`` has. The same files as :func:`write_algorithm`
+    of the whole: each writing process (as many as there, sharing the ranks) lowers ranges
+    of at most ``part_ops`` operations (default :data:`PART_OPS`) one after another, encodes and
+    writes their rank files, and frees them; all or nothing, refused up front when the files
+    would not fit the disk, and a part that breaks an ASTRA-sim rule (:func:`write_algorithm`)
+    stops the write with nothing written.
+    """
+    if size_bytes <= 0:
+        raise InputError(f"collective size must be positive, got {size_bytes}")
+    check_size(size_bytes, "collective size")
+    ops_per_rank = np.asarray(ops_per_rank, dtype=np.int64)
+    num_ranks = len(ops_per_rank)
+    bounds = np.zeros(num_ranks + 1, dtype=np.int64)
+    np.cumsum(ops_per_rank, out=bounds[1:])
+    num_ops = int(bounds[-1])
+    require_disk(Path(prefix).parent, Estimate(
+        f"writing {prefix}.{{rank}}.et", file_bytes(num_ops, num_ranks, compress=compress),
+        f"{count(num_ops)} operations in {num_ranks} files", "write them to another disk (-o) or free space",
+    ))
+    paths = [rank_path(prefix, rank, compress=compress) for rank in range(num_ranks)]
+    if workers is None:
+        workers = (os.cpu_count() or 1) if num_ops >= PARALLEL_OPS else 1
+    workers = min(workers, num_ranks) if can_fork() else 1
+    shares = balanced_rank_shares(bounds, workers)
+    unit = "files" if len(shares) == 1 else f"files (1/{len(shares)} share)"
+    limit = PART_OPS if part_ops is None else part_ops
+
+    def stage(staging: Path) -> None:
+        def writer_of(share: range) -> Callable[[], None]:
+            def write_share() -> None:
+                encoder = _NodeEncoder()
+                with progress.task("lower and encode rank files", total=len(share), unit=unit) as done:
+                    for part in rank_parts(bounds, share, limit):
+                        algo = lower(part)
+                        nbytes = algo.op_bytes(size_bytes)
+                        durations = algo.local_durations(nbytes)
+                        _check_astra_sim_constraints(algo, nbytes, prefix, ranks=part)
+                        local = algo.rank_bounds()
+                        for rank in part:
+                            data = encoder.encode_rank(algo, rank, int(local[rank]), int(local[rank + 1]), nbytes, durations, size_bytes)
+                            encoder.trim()
+                            (staging / paths[rank].name).write_bytes(gzip.compress(data, mtime=0) if compress else data)
+                            done.advance()
+                        del algo, nbytes, durations, local
+
+            return write_share
+
+        run_forked([writer_of(share) for share in shares])
+
+    commit_staged(paths, stage, name=Path(prefix).name, after=lambda: _remove_stale_rank_files(prefix, paths))
+    return paths
+
+
+def rank_parts(bounds: np.ndarray, ranks: range, max_ops: int) -> list[range]:
+    """``ranks`` cut into consecutive ranges of at most ``max_ops`` operations each (at least one
+    rank), from the ranks' operation bounds (rank ``r`` holds ``bounds[r]:bounds[r + 1]``).
+
+    >>> rank_parts(np.array([0, 4, 8, 9, 20]), range(0, 4), 8)
+    [range(0, 2), range(2, 3), range(3, 4)]
+    """
+    parts, start = [], ranks.start
+    while start < ranks.stop:
+        stop = int(np.searchsorted(bounds, bounds[start] + max_ops, side="right")) - 1
+        stop = min(max(stop, start + 1), ranks.stop)
+        parts.append(range(start, stop))
+        start = stop
+    return parts
+
+
 def balanced_rank_shares(bounds: np.ndarray, shares: int) -> list[range]:
     """``shares`` contiguous ranges of ranks with about equal operations each, from the ranks'
     operation bounds (rank ``r`` holds operations ``bounds[r]:bounds[r + 1]``).
@@ -206,12 +293,15 @@ def write_files_atomically(paths: list[Path], contents: Iterable[bytes]) -> None
     commit_files(paths, contents)
 
 
-def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path) -> None:
-    """Refuse what would make ASTRA-sim abort or silently misbehave (docs/et-conventions.md)."""
+def _check_astra_sim_constraints(algo: CollectiveAlgorithm, nbytes: np.ndarray, prefix: str | Path, *, ranks: range | None = None) -> None:
+    """Refuse what would make ASTRA-sim abort or silently misbehave (docs/et-conventions.md);
+    ``ranks``: the algorithm holds only these ranks' operations."""
     ops = algo.ops
     comm = ops.kind <= OpKind.RECV
     counts = np.bincount(ops.rank, minlength=algo.num_ranks)
-    for rank in np.flatnonzero(counts == 0):
+    if ranks is not None:
+        counts = counts[ranks.start : ranks.stop]
+    for rank in np.flatnonzero(counts == 0) + (0 if ranks is None else ranks.start):
         raise AlgorithmError("rank has no operations (ASTRA-sim cannot load an empty rank file)", path=rank_path(prefix, int(rank)), rank=int(rank))
     checks = (
         (comm & (nbytes <= 0), "message of 0 bytes (ASTRA-sim aborts on comm_size 0); use a larger size"),
@@ -430,4 +520,4 @@ def _metadata_record(algo: CollectiveAlgorithm, rank: int, size: int) -> bytes:
     return sink.getvalue()
 
 
-__all__ = ["BYTES_PER_OP", "file_bytes", "rank_path", "write_algorithm", "write_files_atomically"]
+__all__ = ["BYTES_PER_OP", "PART_OPS", "file_bytes", "rank_parts", "rank_path", "write_algorithm", "write_files_atomically", "write_parts"]
