@@ -472,6 +472,7 @@ class _Search:
                     best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged)
                 del schedule
                 if best.time_ns <= min(floors.values()):
+                    done.update(len(jobs))  # the trials left cannot win: settled
                     break
         assert best is not None
         return self.pinned(best) if judge_by_model else best
