@@ -74,7 +74,6 @@ each hop to whole nanoseconds (which can undercut them by less than 1 ns per hop
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -89,6 +88,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.ir.demand import ChunkDemand, chunk_demand
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
+from chakra_collectives.topology.distances import dijkstra_in_python
 from chakra_collectives.topology.groups import group_view
 from chakra_collectives.units import bytes_per_ns, parse_size
 
@@ -337,27 +337,10 @@ def _latency_bound(topology: Topology) -> float:
 
 
 def _farthest(topology: Topology, sources: Iterable[int]) -> float:
-    """The least latency from ``sources`` to the farthest NPU (ns): Dijkstra with a heap in Python."""
+    """The least latency from ``sources`` to the farthest NPU (ns): Dijkstra in Python."""
     arrays = topology.link_arrays
-    out: list[list[tuple[int, float]]] = [[] for _ in range(topology.num_nodes)]
-    for u, v, latency in zip(arrays["src"].tolist(), arrays["dst"].tolist(), arrays["latency_ns"].astype(np.float64).tolist()):
-        out[u].append((v, latency))
-    n = topology.num_npus
-    worst = 0.0
-    for source in sources:
-        distance = [math.inf] * topology.num_nodes
-        distance[source] = 0.0
-        heap = [(0.0, source)]
-        while heap:
-            d, u = heapq.heappop(heap)
-            if d > distance[u]:
-                continue
-            for v, latency in out[u]:
-                if d + latency < distance[v]:
-                    distance[v] = d + latency
-                    heapq.heappush(heap, (d + latency, v))
-        worst = max(worst, max(distance[:n]))
-    return worst
+    rows = dijkstra_in_python(topology.num_nodes, arrays["src"], arrays["dst"], arrays["latency_ns"], list(sources))
+    return max((max(row[: topology.num_npus]) for row in rows), default=0.0)
 
 
 def _latency_sweep(topology: Topology) -> float:
