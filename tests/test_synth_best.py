@@ -267,6 +267,35 @@ def test_search_on_two_cores_speculates_on_what_the_first_result_may_rule_out(es
     assert found.candidates[0].tried == {1: 5.0, 2: 5.0}
 
 
+@pytest.mark.parametrize("realised, built", [(100.5, [("f", 1)]), (101.5, [("f", 1), ("t", 1)])])
+def test_search_tries_first_the_producer_whose_estimate_would_rule_out_the_rest(realised, built):
+    # t has only the floor (100) as its bound, f an estimate 0.5% above it: realised within 1%
+    # of the floor, f leaves t nothing to gain, so f goes first and t is never built; realised
+    # further off, t is built after it (its K=2 then within 1% of t's K=1), the winner within 1% of the exhaustive search's
+    times = {("t", 1): 101.0, ("t", 2): 101.2, ("f", 1): realised}
+    made, produce = _recorder(times)
+    found = search(["t", "f"], [1, 2], produce=produce, bound=lambda n, k: 100.0, chunked=lambda n: n == "t",
+                   estimate=lambda n, k: 100.5 if n == "f" else 0.0, within=0.01)
+    exhaustive = search(["t", "f"], [1, 2], produce=lambda n, k: times[n, k], bound=lambda n, k: 100.0, chunked=lambda n: n == "t", exhaustive=True)
+    assert made == built and found.predicted_ns <= exhaustive.predicted_ns * 1.01
+    # an estimate 2% above the floor would not rule t out: the order is the bounds' (t first)
+    made.clear()
+    search(["t", "f"], [1, 2], produce=produce, bound=lambda n, k: 100.0, chunked=lambda n: n == "t",
+           estimate=lambda n, k: 102.0 if n == "f" else 0.0, within=0.01)
+    assert made[0] == ("t", 1)
+
+
+def test_switch_all_reduce_default_builds_only_forestcoll(cli):
+    """A 64-NPU switch, All-Reduce of 1 GiB: ForestColl's estimate is 0.2% above the cut bound, so
+    it goes first; it realises 0.7% above it, within 1% of every other candidate's bound, and
+    TACOS's routed matchings (about 15 s of CPU at three K) are not built."""
+    summary = json.loads(cli("synth", "-t", "switch:64", "-c", "all-reduce", "-s", "1GiB", "--json").stdout)
+    assert summary["algorithm"] == "forestcoll"
+    others = {name: c for name, c in summary["candidates"].items() if name != "forestcoll"}
+    assert others and all(c["predicted_ns"] is None for c in others.values())
+    assert all(summary["predicted_ns"] <= c["at_least_ns"] * (1 + BEST_WITHIN) for c in others.values())
+
+
 def test_search_time_budget_lists_what_was_not_tried():
     clock = iter([0.0, 5.0, 5.0, 5.0, 5.0, 5.0])
     made, produce = _recorder({("a", 1): 4.0, ("b", 1): 3.0, ("c", 1): 2.0})

@@ -153,7 +153,10 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     release = graph.release.tolist() if has_units else None
     partner = graph.partner.tolist()
     successors = _successors(graph)
-    pending = np.diff(graph.dep_ptr).tolist()
+    waits = np.diff(graph.dep_ptr)
+    pending = waits.tolist()
+    first_ready = np.flatnonzero(waits == 0).tolist()
+    del waits
     messages = _Messages(graph, model)
     hops_of = messages.hops_of
     del graph  # the lists above are all the run needs
@@ -184,7 +187,8 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     bucket: list = []  # the instant ``now``'s events, read up to ``position``
     position = 0
     drained = False
-    ready: deque[int] = deque(i for i in range(size) if pending[i] == 0)
+    ready: deque[int] = deque(first_ready)
+    del first_ready
     pop_ready = ready.popleft
     push_ready = ready.append
 
