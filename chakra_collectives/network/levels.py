@@ -92,17 +92,17 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     total_hops = int(route_length[costs.kind_of_send].sum())
     if total_hops > MAX_HOPS_PER_TASK * size + 2**20:
         return None  # long routes (all-pairs over a ring): the event engine shares them, this would not
-    succ_ptr, succ = _successors(graph, task_id)
     pending = np.diff(graph.dep_ptr).astype(task_id)
     pending[kind == RECV] += 1  # a RECV also waits for its SEND (its message)
+    frontier = np.flatnonzero(pending == 0).astype(task_id)
+    if _first_hops_collide(frontier[kind[frontier] == SEND], sends, costs):
+        return None  # known before the successors are laid out (a forest's trees share links at once)
+    succ_ptr, succ = _successors(graph, task_id)
     time_type = np.result_type(graph.duration.dtype, costs.hop_delivered.dtype)
     end = np.full(size, np.nan)  # a RECV's message arrival, until the RECV itself ends
     ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
     partner = graph.partner
     stamp = np.zeros(size, dtype=task_id)
-    frontier = np.flatnonzero(pending == 0).astype(task_id)
-    if _first_hops_collide(frontier[kind[frontier] == SEND], sends, costs):
-        return None
     done = 0
     checkpoints = [size * share for share in EARLY_CHECKS]
     with progress.task("time level by level", total=size, unit="tasks") as timed:
