@@ -31,6 +31,7 @@ it -- exactly the queueing discipline, with one event per hop.
 from __future__ import annotations
 
 from collections import deque
+from copy import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from heapq import heappop, heappush
@@ -118,9 +119,9 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     if fast is not None:
         hops = Hops(fast.hop_link, fast.hop_begin, fast.hop_free, fast.hop_send.astype(np.int64)) if record_links else Hops.empty()
         return Timing(start=fast.start, end=fast.end, links=messages.link_use(messages.sends, hops), stuck=np.zeros(0, dtype=np.int64))
-    del messages, costs, fast
+    del costs, fast
     order = locality_order(graph)
-    timing = _run(permuted(graph, order), model, record_links=record_links)
+    timing = _run(permuted(graph, order), model, record_links=record_links, messages=messages.permuted(order))
     start = np.empty_like(timing.start)
     end = np.empty_like(timing.end)
     start[order] = timing.start
@@ -143,7 +144,8 @@ def _successors(graph: TaskGraph) -> list:
     return successors
 
 
-def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing:
+def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages: "_Messages | None" = None) -> Timing:
+    """The event loop on ``graph`` (``messages``: its :class:`_Messages`, when known already)."""
     size = len(graph)
     kind = graph.kind.tolist()
     timed = np.flatnonzero((graph.kind == LOCAL) & (graph.duration != 0))
@@ -157,7 +159,7 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool) -> Timing
     pending = waits.tolist()
     first_ready = np.flatnonzero(waits == 0).tolist()
     del waits
-    messages = _Messages(graph, model)
+    messages = _Messages(graph, model) if messages is None else messages
     hops_of = messages.hops_of
     del graph  # the lists above are all the run needs
 
@@ -362,6 +364,19 @@ class _Messages:
         self.hop_busy, self.hop_delivered = model.hop_times(self.hop_link, np.repeat(unique[:, 2], lengths))
         self.unique = unique
         self.num_links = model.num_links
+
+    def permuted(self, order: np.ndarray) -> "_Messages":
+        """The same messages for the graph :func:`~chakra_collectives.network.graph.permuted` by
+        ``order`` (its task ``j`` is task ``order[j]`` here): only the SENDs' places change --
+        what :meth:`__init__` would find on that graph, without routing every message again."""
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        moved = position[self.sends]
+        by = np.argsort(moved, kind="stable")
+        other = copy(self)
+        other.__dict__.pop("hops_of", None)
+        other.sends, other.kind_of_send = moved[by], self.kind_of_send[by]
+        return other
 
     @cached_property
     def hops_of(self) -> list:
