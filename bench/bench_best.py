@@ -5,7 +5,9 @@ Three parts (``--part``; default: all):
 * ``commands``: the issue's default commands as whole processes (fresh interpreter each; median
   of ``--repeat``), wall seconds and peak RSS, beside ``-a tacos`` of the same case in the same run
   (a ratio that survives the machine's load).
-* ``forestcoll``: ForestColl alone on ``mi250:2`` and ``a100:16`` (median of ``--repeat``, in process).
+* ``forestcoll``: ForestColl alone on ``mi250:2`` and ``a100:16`` (median of ``--repeat``, in process),
+  then as the whole commands of :data:`FORESTCOLL_COMMANDS` (fresh processes; ``--against`` runs
+  them too).
 * ``table``: on every suite topology x All-Gather / Reduce-Scatter / All-Reduce x 1 MiB / 64 MiB /
   1 GiB, the default search's predicted time and choice against ``--exhaustive``'s (every producer
   at every ``K``); the target is default <= 1.01 x exhaustive. Rows are appended to ``--out`` as JSON
@@ -59,6 +61,11 @@ SMALL = [
     ("mesh2d:8x8 all-gather (best)", ["-t", "mesh2d:8x8", "-c", "all-gather", "-s", "64MiB"], 0.8, False),
 ]
 """Besides the defaults (``--against``): the small case the issue wants at 0.3 s whole process."""
+FORESTCOLL_COMMANDS = [
+    ("mi250:2 all-gather -a forestcoll", ["-t", "mi250:2", "-a", "forestcoll", "-c", "all-gather", "-s", "64MiB"], 1.0, False),
+    ("a100:16 all-gather -a forestcoll", ["-t", "a100:16", "-a", "forestcoll", "-c", "all-gather"], 0.5, False),
+]
+"""ForestColl alone as whole commands (issue 25's targets; ``forestcoll`` and ``--against``)."""
 CLI = [sys.executable, "-m", "chakra_collectives"]
 BYTECODE = Path(tempfile.gettempdir()) / "bench_best_pycache"
 """Where the children keep their compiled modules: an installed package carries its bytecode, and
@@ -103,7 +110,7 @@ def against(source: Path, repeat: int, large: bool) -> None:
     for path in (None, source):
         subprocess.run([*cli(path), "synth", "-t", "ring:4", "-a", "ring"], env=CHILD_ENV, capture_output=True, check=True)
     print(f"{'command':40} {'this s':>7} {'cpu':>6} {'other s':>8} {'cpu':>6} {'ratio':>6}  predicted (this / other)")
-    for label, arguments, _, writes in COMMANDS + SMALL:
+    for label, arguments, _, writes in COMMANDS + SMALL + FORESTCOLL_COMMANDS:
         if not large and ("32x32" in label or "64x64" in label):
             continue
         samples: dict[Path | None, list[tuple[float, float]]] = {None: [], source: []}
@@ -231,6 +238,16 @@ def forestcoll(repeat: int) -> list[str]:
         print(f"ForestColl all-gather {spec:10} {median:6.2f} s median of {repeat} (target <= {target} s)")
         if median > target:
             misses.append(f"ForestColl {spec}: {median:.2f} s > {target} s")
+    subprocess.run([*CLI, "synth", "-t", "ring:4", "-a", "ring"], env=CHILD_ENV, capture_output=True, check=True)  # compiles the modules
+    for label, arguments, target, _ in FORESTCOLL_COMMANDS:
+        walls, cpus = [], []
+        for _ in range(repeat):
+            walls.append(whole_process(arguments)[0])
+            cpus.append(whole_process.cpu)  # type: ignore[attr-defined]
+        median = statistics.median(walls)
+        print(f"{label:40} {median:6.2f} s wall, {statistics.median(cpus):5.2f} s CPU, median of {repeat} whole commands (target <= {target} s)")
+        if median > target:
+            misses.append(f"{label}: {median:.2f} s > {target} s")
     return misses
 
 
