@@ -291,3 +291,23 @@ def test_the_old_mode_keyword_still_works_for_one_release_and_warns():
     assert bound == baseline_bound_ns("ring", topo, Collective.ALL_GATHER, MIB, 1, network_model="astra-sim") > 0
     with pytest.raises(TypeError, match="not both"):
         predict_time(algo, topo, mode="astra-sim", network_model="default")
+
+
+def test_messages_reaching_a_link_at_one_instant_take_it_in_the_order_they_were_scheduled():
+    """NPUs 0 and 1 send to NPU 2 through a switch; their first hops end at the same instant
+    (1,000 bytes + 100 ns, 500 bytes + 600 ns), so both offer the switch's link to NPU 2 at
+    1,100 ns. NPU 0's message was scheduled first (its SEND started first) and goes first:
+    1,100 + 1,100 = 2,200 ns, then NPU 1's waits and ends at 2,200 + 600 = 2,800 ns (the other
+    order would end them at 2,800 and 1,700)."""
+    from chakra_collectives.network.engine import run
+    from chakra_collectives.network.graph import RECV, SEND, TaskGraph
+
+    t = Topology(3, num_switches=1)
+    t.add_link(0, 3, ONE_BYTE_PER_NS, 100.0)
+    t.add_link(1, 3, ONE_BYTE_PER_NS, 600.0)
+    t.add_link(3, 2, ONE_BYTE_PER_NS, 100.0)
+    for a, b in ((2, 3), (3, 0), (3, 1)):  # the way back (unused)
+        t.add_link(a, b, ONE_BYTE_PER_NS, 100.0)
+    graph = TaskGraph.build(kind=[SEND, SEND, RECV, RECV], npu=[0, 1, 2, 2], partner=[2, 3, 0, 1], nbytes=[1000, 500, 1000, 500],
+                            duration=[0.0] * 4, dep_ptr=[0] * 5, dep_idx=[])
+    assert run(graph, NetworkModel(t)).end.tolist() == [2200.0, 2800.0, 2200.0, 2800.0]
