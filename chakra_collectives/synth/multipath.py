@@ -48,11 +48,17 @@ class SpreadPaths:
     paths: dict[int, list[int]]
 
 
-def spread_paths(channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None) -> SpreadPaths | None:
+def spread_paths(
+    channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None, *, direct: bool = True, timed: bool = False
+) -> SpreadPaths | None:
     """Paths for ``demand``'s unicast pieces from the multicommodity-flow optimum on ``channels``'
     topology (see the module docstring); ``None`` when the LP is too large or no piece is unicast.
     ``flows``: the chunks each source NPU sends over each link, solved elsewhere (:func:`joint_flows`:
-    every concurrent group's demands at once) instead of this demand's own LP."""
+    every concurrent group's demands at once) instead of this demand's own LP. ``direct=False``: a
+    member-to-member link is a routed channel of one link too (no direct channel is used: what
+    :func:`~chakra_collectives.synth.flowpipe.pipeline_demand` schedules). ``timed``: the LP plans
+    with each chunk a message (latency and bytes) and each link's fill and drain
+    (:func:`fill_and_drain_ns`) kept free, so that links the first pieces reach late carry less."""
     n = channels.num_npus
     model = channels.model
     counts = np.diff(demand.dest_ptr)
@@ -65,11 +71,15 @@ def spread_paths(channels: Channels, demand: Demand, flows: Mapping[int, np.ndar
     if flows is None:
         need = np.zeros((len(sources), model.topology.num_nodes))
         np.add.at(need, (source_index, target), 1.0)
-        solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True)
+        timing = {}
+        if timed:
+            hold = model.hop_ns(np.arange(model.num_links), channels.chunk_bytes)
+            timing = {"hold_ns": hold, "unusable_ns": fill_and_drain_ns(model.link_src, model.link_dst, hold, n, model.topology.num_nodes)}
+        solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True, **timing)
         if solved is None:
             return None
         flows = dict(zip(sources.tolist(), solved[1]))
-    direct_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))}
+    direct_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))} if direct else {}
     routed_of: dict[tuple[int, ...], int] = {}
     extra: list[RoutedChannel] = []
     paths: dict[int, list[int]] = {}
@@ -145,6 +155,26 @@ def joint_flows(
     return solved[0], found
 
 
+def fill_and_drain_ns(link_src: np.ndarray, link_dst: np.ndarray, hop_ns: np.ndarray, num_members: int, num_nodes: int) -> np.ndarray:
+    """Per link, the least time a piece needs from a member (nodes ``0 .. num_members - 1``) to
+    the link, plus from the link on to a member, each hop taking ``hop_ns``: a link out of a
+    member into a member needs none, one a hop away from the members twice a hop.
+
+    >>> from chakra_collectives.topology import ring
+    >>> a = ring(4).link_arrays                       # members 0, 1; links 0->1 1->2 2->3 3->0, then 1->0 2->1 3->2 0->3
+    >>> fill_and_drain_ns(a["src"], a["dst"], np.ones(8), 2, 4).tolist()   # 2->3 and 3->2: a hop from both
+    [0.0, 1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0]
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    graph = coo_matrix((np.asarray(hop_ns, dtype=np.float64), (link_src, link_dst)), shape=(num_nodes, num_nodes)).tocsr()
+    members = np.arange(num_members)
+    fill = dijkstra(graph, indices=members, min_only=True)
+    drain = dijkstra(graph.T.tocsr(), indices=members, min_only=True)
+    return fill[link_src] + drain[link_dst]
+
+
 def _take_paths(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int, amount: float) -> list[tuple[list[int], float]]:
     """Up to ``amount`` chunks of ``flow`` from ``s`` to ``w`` as paths (fewest hops first, each as
     much as its thinnest link carries), taken out of ``flow``."""
@@ -210,4 +240,4 @@ def _channels_of(
     return hops
 
 
-__all__ = ["SpreadPaths", "joint_flows", "spread_paths"]
+__all__ = ["SpreadPaths", "fill_and_drain_ns", "joint_flows", "spread_paths"]
