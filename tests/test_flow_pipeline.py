@@ -97,15 +97,19 @@ def test_bad_input_to_the_pipeline_is_refused():
             pipeline_demand(direct.channels, demand, direct.paths)
 
 
-def test_fill_and_drain_counts_hops_from_and_to_the_nearest_member():
-    """Row 0 of a 3x3 mesh: a link inside the row needs none, a link from row 1 down to row 2 one
-    hop to reach and two to come back."""
+def test_fill_and_drain_counts_the_hops_of_the_shortest_member_to_member_trip_through_a_link():
+    """Row 0 of a 3x3 mesh, against networkx's hop counts: a link inside the row needs none; every
+    other link the fewest hops a piece from one member to another crosses besides it."""
+    import networkx as nx
+
     fabric = mesh2d(3, 3)
     arrays = fabric.link_arrays
     times = fill_and_drain_ns(arrays["src"], arrays["dst"], np.ones(len(arrays["src"])), 3, 9)
+    hops = dict(nx.all_pairs_shortest_path_length(fabric.graph))
     for link, (a, b) in enumerate(zip(arrays["src"].tolist(), arrays["dst"].tolist())):
-        expected = a // 3 + b // 3
+        expected = min(hops[s][a] + hops[b][w] for s in range(3) for w in range(3) if s != w)
         assert times[link] == expected
+    assert times[(arrays["src"] == 0) & (arrays["dst"] == 1)] == 0 and times[(arrays["src"] == 4) & (arrays["dst"] == 7)] == 4  # 0 -> 1 -> 4, 7 -> 4 -> 1
 
 
 @pytest.mark.parametrize("spec, group", [("torus2d:8x8", tuple(range(8))), ("dgx:4x8", (0, 8, 16, 24))])

@@ -156,23 +156,26 @@ def joint_flows(
 
 
 def fill_and_drain_ns(link_src: np.ndarray, link_dst: np.ndarray, hop_ns: np.ndarray, num_members: int, num_nodes: int) -> np.ndarray:
-    """Per link, the least time a piece needs from a member (nodes ``0 .. num_members - 1``) to
-    the link, plus from the link on to a member, each hop taking ``hop_ns``: a link out of a
-    member into a member needs none, one a hop away from the members twice a hop.
+    """Per link, the least time a piece from one member (nodes ``0 .. num_members - 1``) to another
+    spends before the link plus after it, each hop taking ``hop_ns``: none for a link between
+    members, two hops for a link that leaves a member for a non-member a hop from another member
+    (a piece that came back to where it started would not have left).
 
     >>> from chakra_collectives.topology import ring
     >>> a = ring(4).link_arrays                       # members 0, 1; links 0->1 1->2 2->3 3->0, then 1->0 2->1 3->2 0->3
-    >>> fill_and_drain_ns(a["src"], a["dst"], np.ones(8), 2, 4).tolist()   # 2->3 and 3->2: a hop from both
-    [0.0, 1.0, 2.0, 1.0, 0.0, 1.0, 2.0, 1.0]
+    >>> fill_and_drain_ns(a["src"], a["dst"], np.ones(8), 2, 4).tolist()   # 1 -> 2 -> 3 -> 0: 2 hops besides 2 -> 3
+    [0.0, 2.0, 2.0, 2.0, 0.0, 2.0, 2.0, 2.0]
     """
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import dijkstra
 
     graph = coo_matrix((np.asarray(hop_ns, dtype=np.float64), (link_src, link_dst)), shape=(num_nodes, num_nodes)).tocsr()
     members = np.arange(num_members)
-    fill = dijkstra(graph, indices=members, min_only=True)
-    drain = dijkstra(graph.T.tocsr(), indices=members, min_only=True)
-    return fill[link_src] + drain[link_dst]
+    fill = dijkstra(graph, indices=members)[:, link_src]  # (member s, link): from s to the link
+    drain = dijkstra(graph.T.tocsr(), indices=members)[:, link_dst]  # (member w, link): from the link on to w
+    total = fill[:, None, :] + drain[None, :, :]
+    total[members, members, :] = np.inf
+    return total.min(axis=(0, 1))
 
 
 def _take_paths(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int, amount: float) -> list[tuple[list[int], float]]:
