@@ -101,14 +101,19 @@ def pipeline_demand(channels: Channels, demand: Demand, paths: dict[int, list[in
     return _as_forwarding(channels, demand, paths, begin, end)
 
 
-def pipelined_schedules(channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None) -> Iterator[tuple[Forwarding, Channels]]:
+def pipelined_schedules(
+    channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None, *, timed: bool = True
+) -> Iterator[tuple[Forwarding, Channels]]:
     """:func:`pipeline_demand`'s schedules of ``demand`` (every piece unicast) along the flow
-    optimum's paths on ``channels``, each with the channels it runs over: the bandwidth LP's paths
-    and, unless ``flows`` are given (:func:`~chakra_collectives.synth.multipath.spread_paths`), the
-    LP's that keep each link's fill and drain free, each in every order of :data:`ORDERS`. Paths
-    over a link the network would not take between its nodes (:func:`routes_as_named`) are left out."""
-    for timed in (False, True) if flows is None else (False,):
-        plan = spread_paths(channels, demand, flows, direct=False, timed=timed)
+    optimum's paths on ``channels``, each with the channels it runs over: ``flows``' paths (default:
+    the bandwidth LP's, :func:`~chakra_collectives.synth.multipath.demand_flows`) and, with
+    ``timed``, the paths of the LP that keeps each link's fill and drain free, each in every
+    order of :data:`ORDERS`. Paths over a link the network would not take between its nodes
+    (:func:`routes_as_named`) are left out."""
+    plans = [spread_paths(channels, demand, flows, direct=False)]
+    if timed:
+        plans.append(spread_paths(channels, demand, direct=False, timed=True))
+    for plan in plans:
         if plan is None or len(plan.paths) != demand.num_pieces or not routes_as_named(plan.channels, plan.paths):
             continue
         for order in ORDERS:

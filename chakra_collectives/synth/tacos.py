@@ -60,7 +60,7 @@ from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.footprint import tacos_footprint
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
 from chakra_collectives.synth.flowpipe import pipelined_schedules
-from chakra_collectives.synth.multipath import spread_paths
+from chakra_collectives.synth.multipath import demand_flows, spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, mirrored_release, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
@@ -310,7 +310,8 @@ def _forwarded(
     distance = ChannelGraph.of(channels).dist
     demand = demand_for(collective, num_npus=n, chunks_per_npu=k, root=root, pattern=pattern, distance=distance)
     plans: list[tuple[Channels, dict[int, list[int]] | None]] = [(channels, None)]
-    spread = spread_paths(channels, demand, flows) if multipath else None
+    planned = flows if flows is not None or not multipath else demand_flows(channels, demand)
+    spread = spread_paths(channels, demand, planned) if planned is not None else None
     if spread is not None:
         plans.append((spread.channels, spread.paths))
     best: Forwarding | None = None
@@ -324,7 +325,7 @@ def _forwarded(
                 done.advance()
     assert best is not None
     if spread is not None and len(spread.paths) == demand.num_pieces:
-        for piped, piped_channels in pipelined_schedules(channels, demand, flows):
+        for piped, piped_channels in pipelined_schedules(channels, demand, planned, timed=flows is None):
             if piped.time_ns < best.time_ns:
                 best, best_channels, matching = piped, piped_channels, "flow-pipeline"
     provenance = {
