@@ -155,10 +155,11 @@ A2A_TARGET = 0.90
 
 
 def group_all_to_all_table(fabrics: list[str]) -> list[float]:
-    """TACOS's all-to-all over each suite group (several routes per pair, :mod:`chakra_collectives.synth.multipath`)
+    """TACOS's all-to-all over each suite group (several routes per pair, :mod:`chakra_collectives.synth.multipath`,
+    matched or pipelined along them, :mod:`chakra_collectives.synth.flowpipe`: ``plan`` says which)
     against the group's exact flow bound; returns the efficiencies."""
     print(f"\ngroup all-to-all, {SIZE // 2**20} MiB: TACOS against the group's exact flow bound")
-    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'K':>3} {'TACOS us':>9} {'flow us':>9} {'eff':>6} {'synth s':>8}")
+    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'K':>3} {'TACOS us':>9} {'flow us':>9} {'eff':>6} {'plan':>13} {'synth s':>8}")
     found = []
     for spec in fabrics:
         fabric = load_topology(spec)
@@ -170,7 +171,7 @@ def group_all_to_all_table(fabrics: list[str]) -> list[float]:
             found.append(bound / result.predicted_ns)
             print(
                 f"{spec:<14} {label:<8} {len(group):>5} {result.chunks_per_npu:>3} {result.predicted_ns / 1e3:>9.1f} {bound / 1e3:>9.1f} "
-                f"{found[-1]:>6.3f} {time.perf_counter() - started:>8.1f}"
+                f"{found[-1]:>6.3f} {result.algorithm.provenance.get('matching', '-'):>13} {time.perf_counter() - started:>8.1f}"
             )
     if found:
         print(f"median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")

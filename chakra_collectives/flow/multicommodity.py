@@ -45,7 +45,14 @@ def flow_bound(topology: Topology, demand: ChunkDemand) -> float | None:
 
 
 def commodity_flows(
-    topology: Topology, sources: np.ndarray, need: np.ndarray, chunk_bytes: float, *, fewest_hops: bool = False
+    topology: Topology,
+    sources: np.ndarray,
+    need: np.ndarray,
+    chunk_bytes: float,
+    *,
+    fewest_hops: bool = False,
+    hold_ns: np.ndarray | None = None,
+    unusable_ns: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray] | None:
     """The multicommodity-flow LP's optimum: the least ``T`` (ns) and, per commodity, the chunks it
     sends over each link (``(commodities, links)``), when commodity ``i`` starts at node
@@ -53,6 +60,10 @@ def commodity_flows(
     ``None`` past :data:`EXACT_FLOW_VARIABLES` variables or when some node cannot be reached.
     ``fewest_hops``: of the flows that reach ``T`` (within :data:`FLOW_TOLERANCE`), one that crosses
     the fewest links in all (a second LP), so that no chunk goes further than the bound needs.
+    For planning rather than bounding: ``hold_ns`` (per link) is how long a chunk holds it
+    (default ``chunk_bytes`` over its bandwidth; with the latency, a message per chunk), and
+    ``unusable_ns`` (per link) the part of ``T`` it cannot carry anything (the fill before the
+    first chunk can reach it, the drain after): link ``l`` carries at most ``(T - unusable_ns[l]) / hold_ns[l]`` chunks.
 
     >>> from chakra_collectives.topology import ring
     >>> t, flows = commodity_flows(ring(4, bandwidth_gbps=1.0), np.array([0]), np.array([[0.0, 0.0, 2.0, 0.0]]), 2**30 / 1e9)
@@ -80,13 +91,14 @@ def commodity_flows(
     keep[np.arange(k) * nodes + sources] = False
     a_eq, b_eq = equality[keep], need.reshape(-1)[keep]
     # capacity: chunks over a link <= T x its rate in chunks per ns
-    rate = bytes_per_ns(arrays["bandwidth_gbps"].astype(np.float64)) / chunk_bytes
+    rate = bytes_per_ns(arrays["bandwidth_gbps"].astype(np.float64)) / chunk_bytes if hold_ns is None else 1.0 / np.asarray(hold_ns, dtype=np.float64)
+    b_ub = np.zeros(num_links) if unusable_ns is None else -rate * np.asarray(unusable_ns, dtype=np.float64)
     capacity = coo_matrix((np.ones(len(column)), (link, column)), shape=(num_links, k * num_links + 1))
     time_column = coo_matrix((-rate, (np.arange(num_links), np.full(num_links, k * num_links))), shape=(num_links, k * num_links + 1))
     a_ub = (capacity + time_column).tocsr()
     cost = np.zeros(k * num_links + 1)
     cost[-1] = 1.0
-    result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     if result.status != 0:
         return None
     best = float(result.x[-1])
@@ -94,7 +106,7 @@ def commodity_flows(
         cost = np.ones(k * num_links + 1)
         cost[-1] = 0.0
         bounds = [(0, None)] * (k * num_links) + [(0, best * (1 + FLOW_TOLERANCE))]
-        shorter = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+        shorter = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
         if shorter.status == 0:
             result = shorter
     return best, result.x[:-1].reshape(k, num_links)

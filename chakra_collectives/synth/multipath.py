@@ -48,28 +48,29 @@ class SpreadPaths:
     paths: dict[int, list[int]]
 
 
-def spread_paths(channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None) -> SpreadPaths | None:
+def spread_paths(
+    channels: Channels, demand: Demand, flows: Mapping[int, np.ndarray] | None = None, *, direct: bool = True, timed: bool = False
+) -> SpreadPaths | None:
     """Paths for ``demand``'s unicast pieces from the multicommodity-flow optimum on ``channels``'
     topology (see the module docstring); ``None`` when the LP is too large or no piece is unicast.
-    ``flows``: the chunks each source NPU sends over each link, solved elsewhere (:func:`joint_flows`:
-    every concurrent group's demands at once) instead of this demand's own LP."""
-    n = channels.num_npus
+    ``flows``: the chunks each source NPU sends over each link, solved elsewhere (:func:`demand_flows`,
+    or :func:`joint_flows`: every concurrent group's demands at once) instead of this demand's own
+    LP (``timed``: see :func:`demand_flows`). ``direct=False``: a member-to-member link is a routed
+    channel of one link too (no direct channel is used: what
+    :func:`~chakra_collectives.synth.flowpipe.pipeline_demand` schedules)."""
     model = channels.model
-    counts = np.diff(demand.dest_ptr)
-    unicast = np.flatnonzero(counts == 1)
+    unicast = np.flatnonzero(np.diff(demand.dest_ptr) == 1)
     if not len(unicast):
         return None
     origin = demand.origin[unicast].astype(np.int64)
     target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
     sources, source_index = np.unique(origin, return_inverse=True)
     if flows is None:
-        need = np.zeros((len(sources), model.topology.num_nodes))
-        np.add.at(need, (source_index, target), 1.0)
-        solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True)
-        if solved is None:
+        flows = demand_flows(channels, demand, timed=timed)
+        if flows is None:
             return None
-        flows = dict(zip(sources.tolist(), solved[1]))
-    direct_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))}
+    n = channels.num_npus
+    direct_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(channels.direct_src.tolist(), channels.direct_dst.tolist()))} if direct else {}
     routed_of: dict[tuple[int, ...], int] = {}
     extra: list[RoutedChannel] = []
     paths: dict[int, list[int]] = {}
@@ -96,6 +97,38 @@ def spread_paths(channels: Channels, demand: Demand, flows: Mapping[int, np.ndar
             quota[j] -= 1
             paths[piece] = hops[j]
     return SpreadPaths(replace(channels, routed=[*channels.routed, *extra]), paths)
+
+
+def demand_flows(channels: Channels, demand: Demand, *, timed: bool = False) -> dict[int, np.ndarray] | None:
+    """The multicommodity-flow optimum of ``demand``'s unicast pieces on ``channels``' topology, of
+    its optimal flows one crossing the fewest links: per source NPU, the chunks it sends over each
+    link; ``None`` when the LP is too large or no piece is unicast. ``timed``: the LP plans with
+    each chunk a message (latency and bytes) and each link's fill and drain
+    (:func:`fill_and_drain_ns`) kept free, so that links the first pieces reach late carry less.
+
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.ir.demand import demand_for
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> from chakra_collectives.topology import ring
+    >>> flows = demand_flows(build_channels(ring(4), chunk_bytes=2**20), demand_for(Collective.SCATTER, num_npus=4))
+    >>> sorted(flows), round(float(flows[0].sum()), 6)   # from the root: 1 + 2 + 1 hops
+    ([0], 4.0)
+    """
+    model = channels.model
+    unicast = np.flatnonzero(np.diff(demand.dest_ptr) == 1)
+    if not len(unicast):
+        return None
+    origin = demand.origin[unicast].astype(np.int64)
+    target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
+    sources, source_index = np.unique(origin, return_inverse=True)
+    need = np.zeros((len(sources), model.topology.num_nodes))
+    np.add.at(need, (source_index, target), 1.0)
+    timing = {}
+    if timed:
+        hold = model.hop_ns(np.arange(model.num_links), channels.chunk_bytes)
+        timing = {"hold_ns": hold, "unusable_ns": fill_and_drain_ns(model.link_src, model.link_dst, hold, channels.num_npus, model.topology.num_nodes)}
+    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True, **timing)
+    return None if solved is None else dict(zip(sources.tolist(), solved[1]))
 
 
 def joint_flows(
@@ -143,6 +176,29 @@ def joint_flows(
     for (g, s), flow in zip(owner, solved[1]):
         found[g][s] = flow * (reference / chunk_bytes[g])
     return solved[0], found
+
+
+def fill_and_drain_ns(link_src: np.ndarray, link_dst: np.ndarray, hop_ns: np.ndarray, num_members: int, num_nodes: int) -> np.ndarray:
+    """Per link, the least time a piece from one member (nodes ``0 .. num_members - 1``) to another
+    spends before the link plus after it, each hop taking ``hop_ns``: none for a link between
+    members, two hops for a link that leaves a member for a non-member a hop from another member
+    (a piece that came back to where it started would not have left).
+
+    >>> from chakra_collectives.topology import ring
+    >>> a = ring(4).link_arrays                       # members 0, 1; links 0->1 1->2 2->3 3->0, then 1->0 2->1 3->2 0->3
+    >>> fill_and_drain_ns(a["src"], a["dst"], np.ones(8), 2, 4).tolist()   # 1 -> 2 -> 3 -> 0: 2 hops besides 2 -> 3
+    [0.0, 2.0, 2.0, 2.0, 0.0, 2.0, 2.0, 2.0]
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    graph = coo_matrix((np.asarray(hop_ns, dtype=np.float64), (link_src, link_dst)), shape=(num_nodes, num_nodes)).tocsr()
+    members = np.arange(num_members)
+    fill = dijkstra(graph, indices=members)[:, link_src]  # (member s, link): from s to the link
+    drain = dijkstra(graph.T.tocsr(), indices=members)[:, link_dst]  # (member w, link): from the link on to w
+    total = fill[:, None, :] + drain[None, :, :]
+    total[members, members, :] = np.inf
+    return total.min(axis=(0, 1))
 
 
 def _take_paths(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int, amount: float) -> list[tuple[list[int], float]]:
@@ -210,4 +266,4 @@ def _channels_of(
     return hops
 
 
-__all__ = ["SpreadPaths", "joint_flows", "spread_paths"]
+__all__ = ["SpreadPaths", "demand_flows", "fill_and_drain_ns", "joint_flows", "spread_paths"]

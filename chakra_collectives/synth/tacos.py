@@ -54,12 +54,13 @@ from chakra_collectives.network.bottleneck import Bottleneck
 from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import ChannelRouting, Channels, build_channels
-from chakra_collectives.ir.demand import demand_for
+from chakra_collectives.ir.demand import Demand, demand_for
 from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
 from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.footprint import tacos_footprint
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
-from chakra_collectives.synth.multipath import spread_paths
+from chakra_collectives.synth.flowpipe import pipelined_schedules
+from chakra_collectives.synth.multipath import demand_flows, spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, mirrored_release, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
@@ -309,26 +310,31 @@ def _forwarded(
     distance = ChannelGraph.of(channels).dist
     demand = demand_for(collective, num_npus=n, chunks_per_npu=k, root=root, pattern=pattern, distance=distance)
     plans: list[tuple[Channels, dict[int, list[int]] | None]] = [(channels, None)]
-    spread = spread_paths(channels, demand, flows) if multipath else None
+    planned = flows if flows is not None or not multipath else demand_flows(channels, demand)
+    spread = spread_paths(channels, demand, planned) if planned is not None else None
     if spread is not None:
         plans.append((spread.channels, spread.paths))
     best: Forwarding | None = None
-    best_seed, best_plan = seed, 0
+    best_seed, best_channels, matching = seed, channels, "forwarding"
     with progress.task(collective.value, total=trials * len(plans), unit="trials") as done:
-        for plan, (plan_channels, paths) in enumerate(plans):
+        for plan_channels, paths in plans:
             for trial in range(trials):
                 found = match_demand(plan_channels, demand, seed=seed + trial, latency_ratio=latency_ratio, paths=paths)
                 if best is None or found.time_ns < best.time_ns:
-                    best, best_seed, best_plan = found, seed + trial, plan
+                    best, best_seed, best_channels = found, seed + trial, plan_channels
                 done.advance()
     assert best is not None
+    if spread is not None and len(spread.paths) == demand.num_pieces:
+        for piped, piped_channels in pipelined_schedules(channels, demand, planned, timed=flows is None):
+            if piped.time_ns < best.time_ns:
+                best, best_channels, matching = piped, piped_channels, "flow-pipeline"
     provenance = {
         "algorithm": "tacos",
         "topology": topology.name,
         "chunks_per_npu": str(k),
         "seed": str(best_seed),
         "trials": str(trials),
-        "matching": "forwarding",
+        "matching": matching,
         "switches": "routed" if topology.num_switches else "none",
     }
     with progress.task("lower to operations"):
@@ -336,8 +342,8 @@ def _forwarded(
             best, demand, collective=collective, chunk_count=chunk_count, size_bytes=size_bytes,
             root=root if collective.has_root else None, pattern=pattern, provenance=provenance,
         )
-        if best_plan:  # several routes per pair: every SEND names its own
-            algo = _name_routes(algo, best, plans[best_plan][0])
+        if best_channels is not channels:  # several routes per pair: every SEND names its own
+            algo = _name_routes(algo, best, best_channels)
     return TacosResult(algorithm=algo, schedule_ns=best.time_ns, phases=(), trials=trials, forwarding_seed=best_seed)
 
 
