@@ -157,6 +157,11 @@ class DefaultAlgorithms:
         fitting = tuple(n for n in self.user.get(None, ()) if collective in get(n).collectives)
         if fitting:
             return fitting
+        return self.builtin_chain(collective)
+
+    def builtin_chain(self, collective: Collective) -> tuple[str, ...]:
+        """The producers :data:`DEFAULT_ALGORITHMS` names for ``collective`` (what a call falls back
+        to when the user's producer is not faster in the step)."""
         if collective in self.builtin:
             return self.builtin[collective]
         return tuple(n for n in self.builtin[None] if collective in get(n).collectives)
@@ -177,6 +182,10 @@ def concurrent_family(members: tuple[int, ...], groups: Mapping[str, tuple[int, 
             family.append(group)
             taken.update(group)
     return tuple(sorted(family))
+
+
+CallKind = tuple[Collective, tuple[tuple[int, ...], ...], "int | None"]
+"""A kind of call (:meth:`AlgorithmCatalog.kind_of`): collective, concurrent groups, size."""
 
 
 class AlgorithmCatalog:
@@ -200,6 +209,17 @@ class AlgorithmCatalog:
         the disjoint groups of its size (the other groups of its parallel dimension, which run the
         same collectives at the same time; :func:`concurrent_family`)."""
         self._joint: dict[tuple[str, Collective, tuple[tuple[int, ...], ...], int], dict[tuple[int, ...], CollectiveAlgorithm]] = {}
+        self._ring_plans: set[tuple] = set()
+        self.candidates: dict[CallKind, str] = {}
+        """The kinds of call a default producer other than the built-in's served (kind -> producer):
+        what :mod:`~chakra_collectives.replay.step_choice` times against the built-in in the step."""
+        self.fallen_back: dict[CallKind, str] = {}
+        """Kinds that run the built-in default instead (kind -> the producer it replaced)."""
+
+    def kind_of(self, collective: Collective, members: tuple[int, ...], size_bytes: int | None) -> CallKind:
+        """The kind of a call: its collective, its group's :func:`concurrent_family` and its size
+        (every call of one kind runs one plan)."""
+        return collective, concurrent_family(tuple(members), self.groups), size_bytes
 
     def get(
         self, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None = None,
@@ -222,7 +242,9 @@ class AlgorithmCatalog:
             return algo, algo.name or "given"
         if self.default is None:
             raise InputError(f"no algorithm for {collective.value}: give --algorithm {collective.value}=PREFIX or --default-algorithm")
-        chain = self.default.chain(collective)
+        kind = self.kind_of(collective, members, size_bytes)
+        replaced = self.fallen_back.get(kind)
+        chain = self.default.chain(collective) if replaced is None else self.default.builtin_chain(collective)
         if not chain:
             raise InputError(
                 f"no built-in algorithm implements {collective.value}: give --algorithm {collective.value}=PREFIX"
@@ -238,7 +260,11 @@ class AlgorithmCatalog:
                 note = f"{name} used for {collective.value} over {group_size} ranks ({'; '.join(reasons)})"
                 if note not in self.warnings:
                     self.warnings.append(note)
+            if replaced is not None:
+                return built, f"{name} (built-in; {replaced}'s not faster in the step)"
             plan = built.provenance.get("concurrent_plan")
+            if name not in self.default.builtin_chain(collective) and (name, *kind) not in self._ring_plans:
+                self.candidates.setdefault(kind, name)
             return built, f"{name} (built-in)" if plan is None else f"{name} (built-in; {plan})"
         if len(chain) == 1:
             raise InputError(
@@ -293,6 +319,8 @@ class AlgorithmCatalog:
         if key not in self._joint:
             result = synthesize_concurrent(topology, {str(i): g for i, g in enumerate(family)}, collective, size_bytes, algorithm=name, bounds=False)
             joint = result.joint
+            if joint.name == "ring":  # nothing to time against the built-in ring in the step
+                self._ring_plans.add(key)
             note = f"{joint.name} plan of {len(family)} concurrent groups"
             self._joint[key] = {
                 g: replace(joint.algorithms[str(i)], provenance={**joint.algorithms[str(i)].provenance, "concurrent_plan": note})

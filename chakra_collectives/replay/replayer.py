@@ -31,6 +31,7 @@ from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog, GroupAlgorithms
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
+from chakra_collectives.replay.step_choice import StepChoice, keep_faster_in_step
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import gbps_from_bytes_per_ns
@@ -145,6 +146,9 @@ class ReplayResult:
     warnings: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     """What reading the workload repaired (:meth:`ReadingNotes.describe`)."""
+    choices: list[StepChoice] = field(default_factory=list)
+    """Each kind of call a default producer served, timed against the built-in in the step
+    (:mod:`~chakra_collectives.replay.step_choice`)."""
     expanded: ExpandedWorkload | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
@@ -164,6 +168,7 @@ class ReplayResult:
             "collectives": [c.as_dict() for c in self.collectives],
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
+            "step_choices": [c.as_dict() for c in self.choices],
             "mode": self.network_model,  # deprecated spelling of network_model, kept for one release
             "deprecated": {"mode": "network_model"},
         }
@@ -187,6 +192,7 @@ def replay(
     concurrency: str = "unlimited",
     record_links: bool = False,
     rescale: bool | None = None,
+    in_step_choice: bool = True,
     **old_names: Any,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
@@ -212,6 +218,11 @@ def replay(
         Scale given ``algorithms`` to each call's size (default: yes, except in ``astra-sim``
         mode, where they run at the size their files were written for, as ASTRA-sim runs a
         custom collective, with a warning where a call differs).
+    in_step_choice:
+        Time every kind of call a ``default_algorithm`` producer other than the built-in serves
+        against the built-in (ring, direct...) in the step, and run the built-in where the
+        producer's is not faster (:mod:`~chakra_collectives.replay.step_choice`; the result's
+        ``choices``).
 
     Raises
     ------
@@ -228,14 +239,33 @@ def replay(
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
     catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
-    with progress.task("expand the collectives"):
-        expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
-    del algorithms, catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run
-    with progress.task(f"simulate {len(expanded.graph):,} tasks"):
-        timing = run(expanded.graph, model, record_links=record_links)
-    if not timing.finished:
-        raise _deadlock(expanded, timing)
-    return _summarize(expanded, timing, model, concurrency)
+    del algorithms  # the catalog holds them until they are expanded into tasks
+
+    def attempt(links: bool = False) -> tuple[ExpandedWorkload, Timing]:
+        with progress.task("expand the collectives"):
+            expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+        with progress.task(f"simulate {len(expanded.graph):,} tasks"):
+            timing = run(expanded.graph, model, record_links=links)
+        if not timing.finished:
+            raise _deadlock(expanded, timing)
+        return expanded, timing
+
+    if not in_step_choice:
+        expanded, timing = attempt(record_links)
+        del catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run
+        return _summarize(expanded, timing, model, concurrency)
+    first = attempt(record_links)
+    if not catalog.candidates:
+        del catalog
+        return _summarize(*first, model, concurrency)
+    expanded, timing, choices = keep_faster_in_step(catalog, attempt, first)
+    if record_links and timing is not first[1]:
+        expanded, timing = attempt(True)
+    del catalog
+    result = _summarize(expanded, timing, model, concurrency)
+    result.choices = choices
+    result.warnings.extend(c.describe() for c in choices if c.builtin_ns < c.producer_ns)
+    return result
 
 
 # ---------------------------------------------------------------------------- results

@@ -1,0 +1,76 @@
+"""A producer's algorithm runs in a step only where it is faster there than the built-in (issue 24:
+no group collective slower than its ring)."""
+
+import json
+import statistics
+
+import jsonschema
+import pytest
+from schema_helpers import schema
+
+from chakra_collectives.replay import ProcessGroups, replay
+from chakra_collectives.topology import load_topology
+from chakra_collectives.workload import mixture_of_experts, uniform_model
+
+
+def moe_step(tmp_path, gradient):
+    """An MoE step on dgx:4x4 (4 expert groups of 4 GPUs, one per server; 4 data-parallel groups
+    across the servers): the data-parallel all-reduces of the two layers overlap on the NICs."""
+    workload = mixture_of_experts(uniform_model(layers=2, forward="80us", gradient=gradient, activation="1MiB", optimizer="40us"), 4, 4)
+    workload.write(tmp_path / "moe")
+    return tmp_path / "moe", ProcessGroups.from_mapping(workload.groups, num_ranks=workload.num_ranks)
+
+
+def data_parallel_mean(result):
+    return statistics.mean(c.time_ns for c in result.collectives if c.collective == "all-reduce")
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    return load_topology("dgx:4x4")
+
+
+def test_the_ring_runs_where_the_producer_is_slower_in_the_step(tmp_path, dgx):
+    prefix, groups = moe_step(tmp_path, "16MiB")
+    ring = replay(prefix, dgx, default_algorithm="*=ring", groups=groups)
+    alone = replay(prefix, dgx, default_algorithm="*=forestcoll", groups=groups, in_step_choice=False)
+    chosen = replay(prefix, dgx, default_algorithm="*=forestcoll", groups=groups)
+    # planned for one call, ForestColl's all-reduces are slower than the rings when the layers' calls overlap
+    assert data_parallel_mean(alone) > data_parallel_mean(ring)
+    # chosen in the step: the rings run, and the step is the all-ring step (the all-to-alls run direct in both)
+    assert data_parallel_mean(chosen) <= data_parallel_mean(ring)
+    assert chosen.total_ns == ring.total_ns
+    assert {c.algorithm for c in chosen.collectives if c.collective == "all-reduce"} == {"ring (built-in; forestcoll's not faster in the step)"}
+    (choice,) = [c for c in chosen.choices if c.collective == "all-reduce"]
+    assert choice.kept == "ring" and choice.producer_ns == pytest.approx(data_parallel_mean(alone))
+    assert choice.builtin_ns == pytest.approx(data_parallel_mean(ring)) and choice.builtin_ns < choice.producer_ns
+    assert len(choice.groups) == 4 and all(len(g) == 4 for g in choice.groups)
+    assert choice.size_bytes == 16 * 2**20  # a layer's whole gradient: expert parallelism does not shard it
+    assert any("forestcoll's all-reduce of 16,777,216 bytes over the 4 groups of 4 ranks is not faster in the step" in w for w in chosen.warnings)
+
+
+def test_the_producer_runs_where_it_is_faster_in_the_step(tmp_path, dgx):
+    prefix, groups = moe_step(tmp_path, "4MiB")
+    ring = replay(prefix, dgx, default_algorithm="*=ring", groups=groups)
+    chosen = replay(prefix, dgx, default_algorithm="*=forestcoll", groups=groups)
+    (choice,) = [c for c in chosen.choices if c.collective == "all-reduce"]
+    assert choice.kept == "forestcoll"
+    # both timed in this very step: the producer's is what ran, the ring's what the all-ring step measures
+    assert choice.producer_ns == pytest.approx(data_parallel_mean(chosen)) and choice.builtin_ns == pytest.approx(data_parallel_mean(ring))
+    assert choice.producer_ns < choice.builtin_ns
+    assert all("forestcoll (built-in; " in c.algorithm for c in chosen.collectives if c.collective == "all-reduce")
+    assert not any("not faster in the step" in w for w in chosen.warnings)
+
+
+def test_cli_step_choices_in_json_and_off(cli, tmp_path):
+    prefix, _ = moe_step(tmp_path, "16MiB")
+    documents = {}
+    for flag in ("--in-step-choice", "--no-in-step-choice"):
+        result = cli("replay", prefix, "-t", "dgx:4x4", "--default-algorithm", "*=forestcoll", flag, "--json")
+        assert result.exit_code == 0, result.output
+        documents[flag] = json.loads(result.stdout)
+        jsonschema.validate(documents[flag], schema("replay"))
+    kept = {c["collective"]: c["kept"] for c in documents["--in-step-choice"]["step_choices"]}
+    assert kept["all-reduce"] == "ring"
+    assert documents["--no-in-step-choice"]["step_choices"] == []
+    assert documents["--in-step-choice"]["total_ns"] < documents["--no-in-step-choice"]["total_ns"]
