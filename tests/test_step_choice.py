@@ -74,3 +74,31 @@ def test_cli_step_choices_in_json_and_off(cli, tmp_path):
     assert kept["all-reduce"] == "ring"
     assert documents["--no-in-step-choice"]["step_choices"] == []
     assert documents["--in-step-choice"]["total_ns"] < documents["--no-in-step-choice"]["total_ns"]
+
+
+def test_a_family_the_fabric_carries_onto_a_planned_one_is_not_planned_again(monkeypatch):
+    import chakra_collectives.synth.concurrent as concurrent
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.replay import AlgorithmCatalog
+    from chakra_collectives.verify import verify_algorithm
+
+    planned = []
+    real = concurrent.synthesize_concurrent
+
+    def counting(topology, groups, *args, **kwargs):
+        planned.append(sorted(groups.values()))
+        return real(topology, groups, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent, "synthesize_concurrent", counting)
+    torus = load_topology("torus2d:4x4")
+    rows = {str(r + 1): tuple(range(4 * r, 4 * r + 4)) for r in range(4)}
+    columns = {str(c + 5): tuple(range(c, 16, 4)) for c in range(4)}
+    catalog = AlgorithmCatalog({}, default="*=forestcoll", groups={**rows, **columns})
+    row, _ = catalog.get(Collective.ALL_REDUCE, rows["2"], torus, 2**20)
+    column, label = catalog.get(Collective.ALL_REDUCE, columns["6"], torus, 2**20)
+    assert len(planned) == 1   # the rows; the transposition carries their plan onto the columns
+    assert "plan of 4 concurrent groups" in label
+    assert column.placement == columns["6"] and verify_algorithm(column).ok
+    assert len(column.ops) == len(row.ops)
+    catalog.get(Collective.ALL_REDUCE, columns["6"], torus, 2**21)   # another size is planned
+    assert len(planned) == 2

@@ -41,7 +41,8 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.registry import SynthesisOptions, get, names
 from chakra_collectives.topology import Topology
-from chakra_collectives.topology.groups import describe_group
+from chakra_collectives.synth.embedding import carried
+from chakra_collectives.topology.groups import describe_group, family_isomorphism
 
 
 def parse_collective_option(text: str) -> tuple[Collective | None, str]:
@@ -317,6 +318,10 @@ class AlgorithmCatalog:
 
         key = (name, collective, family, size_bytes)
         if key not in self._joint:
+            carried_plan = self._carried_jointly(key, topology)
+            if carried_plan is not None:
+                self._joint[key] = carried_plan
+                return carried_plan
             result = synthesize_concurrent(topology, {str(i): g for i, g in enumerate(family)}, collective, size_bytes, algorithm=name, bounds=False)
             joint = result.joint
             if joint.name == "ring":  # nothing to time against the built-in ring in the step
@@ -327,6 +332,23 @@ class AlgorithmCatalog:
                 for i, g in enumerate(family)
             }
         return self._joint[key]
+
+    def _carried_jointly(self, key: tuple, topology: Topology) -> dict[tuple[int, ...], CollectiveAlgorithm] | None:
+        """The plan of an earlier family of the same producer, collective and size carried onto the
+        family of ``key`` by an automorphism of the fabric
+        (:func:`~chakra_collectives.topology.groups.family_isomorphism`: a hybrid step's tensor-parallel
+        rows and data-parallel columns of a square torus), or ``None``: no such family planned."""
+        name, collective, family, size_bytes = key
+        for (other_name, other_collective, other, other_size), plans in self._joint.items():
+            if (other_name, other_collective, other_size) != (name, collective, size_bytes):
+                continue
+            perm = family_isomorphism(topology, other, family)
+            if perm is None:
+                continue
+            if (other_name, other_collective, other, other_size) in self._ring_plans:
+                self._ring_plans.add(key)
+            return {g: replace(carried(plans[source], perm, topology), name=plans[source].name) for source, g in zip(other, family)}
+        return None
 
     def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
         """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.
