@@ -216,6 +216,8 @@ class AlgorithmCatalog:
         what :mod:`~chakra_collectives.replay.step_choice` times against the built-in in the step."""
         self.fallen_back: dict[CallKind, str] = {}
         """Kinds that run the built-in default instead (kind -> the producer it replaced)."""
+        self.untried: list[CallKind] = []
+        """Kinds whose built-in was not timed: the step with it would not fit the memory limit."""
 
     def kind_of(self, collective: Collective, members: tuple[int, ...], size_bytes: int | None) -> CallKind:
         """The kind of a call: its collective, its group's :func:`concurrent_family` and its size

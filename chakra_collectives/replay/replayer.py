@@ -261,10 +261,16 @@ def replay(
     expanded, timing, choices = keep_faster_in_step(catalog, attempt, first)
     if record_links and timing is not first[1]:
         expanded, timing = attempt(True)
+    catalog_untried = catalog.untried
     del catalog
     result = _summarize(expanded, timing, model, concurrency)
     result.choices = choices
     result.warnings.extend(c.describe() for c in choices if c.builtin_ns < c.producer_ns)
+    if catalog_untried:
+        result.warnings.append(
+            f"{len(catalog_untried)} kind{'s' if len(catalog_untried) > 1 else ''} of call kept the --default-algorithm's without the in-step "
+            "choice: the step with the built-in would not fit the memory limit (--max-memory)"
+        )
     return result
 
 

@@ -13,7 +13,8 @@ groups, size) that a user's producer served switched to the built-in default (ri
 all-reduce, direct for all-to-all...; the rest of the step as chosen so far), and keeps the
 built-in where the kind's calls are not slower with it. It repeats until a pass switches
 nothing, so in the final step every kind still running the producer's algorithm is faster than
-the built-in in that very step (:class:`StepChoice` records both times).
+the built-in in that very step (:class:`StepChoice` records both times) -- except a kind whose
+built-in would not fit the memory limit (``--max-memory``): it keeps the producer's, untimed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from chakra_collectives import progress
+from chakra_collectives.errors import LimitError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network.engine import Timing
 from chakra_collectives.replay.algorithms import AlgorithmCatalog, CallKind
@@ -87,10 +89,15 @@ def keep_faster_in_step(catalog: AlgorithmCatalog, attempt: Attempt, first: tupl
         while changed:
             changed = False
             for kind, producer in list(catalog.candidates.items()):
-                if kind in catalog.fallen_back or kind not in times:
+                if kind in catalog.fallen_back or kind in catalog.untried or kind not in times:
                     continue
                 catalog.fallen_back[kind] = producer
-                trial = attempt()
+                try:
+                    trial = attempt()
+                except LimitError:  # the built-in's operations do not fit the memory limit: the producer's run
+                    del catalog.fallen_back[kind]
+                    catalog.untried.append(kind)
+                    continue
                 trial_times = call_times(*trial, catalog)
                 collective, family, size = kind
                 choice = StepChoice(collective.value, [list(g) for g in family], size, producer, times[kind],
