@@ -102,3 +102,17 @@ def test_a_family_the_fabric_carries_onto_a_planned_one_is_not_planned_again(mon
     assert len(column.ops) == len(row.ops)
     catalog.get(Collective.ALL_REDUCE, columns["6"], torus, 2**21)   # another size is planned
     assert len(planned) == 2
+
+
+@pytest.mark.parametrize(("gradient", "written"), [("16MiB", "ring"), ("4MiB", "forestcoll")])
+def test_workload_astra_sim_writes_what_the_step_chose(cli, tmp_path, gradient, written):
+    from chakra_collectives.converters.chakra_et import read_algorithm
+
+    result = cli("workload", "moe", "--ep", "4", "--dp", "4", "--layers", "2", "--forward", "80us", "--gradient", gradient, "--activation", "1MiB",
+                 "-o", tmp_path / "moe", "--astra-sim", tmp_path / "astra", "-t", "dgx:4x4")
+    assert result.exit_code == 0, result.output
+    data_parallel = sorted((tmp_path / "astra" / "collectives").glob("all_reduce_g*.0.et"))
+    assert len(data_parallel) == 4   # the 4 data-parallel groups, one call size
+    for first in data_parallel:
+        algo = read_algorithm(str(first)[: -len(".0.et")])
+        assert (algo.name or "").startswith(written)

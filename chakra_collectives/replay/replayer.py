@@ -193,6 +193,7 @@ def replay(
     record_links: bool = False,
     rescale: bool | None = None,
     in_step_choice: bool = True,
+    catalog: AlgorithmCatalog | None = None,
     **old_names: Any,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
@@ -223,6 +224,10 @@ def replay(
         against the built-in (ring, direct...) in the step, and run the built-in where the
         producer's is not faster (:mod:`~chakra_collectives.replay.step_choice`; the result's
         ``choices``).
+    catalog:
+        The :class:`~chakra_collectives.replay.algorithms.AlgorithmCatalog` to take algorithms from
+        instead of one made of ``algorithms``, ``default_algorithm`` and ``groups``: the caller keeps
+        its syntheses and in-step choices (``workload --astra-sim`` writes what the step chose).
 
     Raises
     ------
@@ -238,7 +243,8 @@ def replay(
     model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
-    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
+    if catalog is None:
+        catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
     del algorithms  # the catalog holds them until they are expanded into tasks
 
     def attempt(links: bool = False) -> tuple[ExpandedWorkload, Timing]:
