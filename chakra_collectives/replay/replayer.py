@@ -271,7 +271,7 @@ def replay(
     del catalog
     result = _summarize(expanded, timing, model, concurrency)
     result.choices = choices
-    result.warnings.extend(c.describe() for c in choices if c.builtin_ns < c.producer_ns)
+    result.warnings.extend(c.describe() for c in choices if c.builtin_ns < c.producer_ns or c.builtin_step_ns < c.producer_step_ns)
     if catalog_untried:
         result.warnings.append(
             f"{len(catalog_untried)} kind{'s' if len(catalog_untried) > 1 else ''} of call kept the --default-algorithm's without the in-step "

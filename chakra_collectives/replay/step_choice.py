@@ -11,9 +11,10 @@ there than the ring -- TACOS's plan for dgx:4x8's groups of four loads the NIC l
 (:meth:`~chakra_collectives.replay.algorithms.AlgorithmCatalog.kind_of`: collective, concurrent
 groups, size) that a user's producer served switched to the built-in default (ring for
 all-reduce, direct for all-to-all...; the rest of the step as chosen so far), and keeps the
-built-in where the kind's calls are not slower with it. It repeats until a pass switches
-nothing, so in the final step every kind still running the producer's algorithm is faster than
-the built-in in that very step (:class:`StepChoice` records both times) -- except a kind whose
+built-in where the kind's calls are not slower with it, or the step is faster with it. It
+repeats until a pass switches nothing, so in the final step every kind still running the
+producer's algorithm is faster than the built-in in that very step, and the step no slower for
+it (:class:`StepChoice` records both times of each) -- except a kind whose
 built-in would not fit the memory limit (``--max-memory``): it keeps the producer's, untimed.
 """
 
@@ -47,13 +48,18 @@ class StepChoice:
     builtin: str
     builtin_ns: float
     kept: str
+    producer_step_ns: float = 0.0
+    """The step's time with the producer's algorithm for this kind."""
+    builtin_step_ns: float = 0.0
+    """The step's time with the built-in for this kind."""
 
     def describe(self) -> str:
         """One line for a warning when the built-in is kept."""
         groups = f"the {len(self.groups)} groups of {len(self.groups[0])} ranks" if len(self.groups) > 1 else f"ranks {describe_group(tuple(self.groups[0]))}"
         size = "" if self.size_bytes is None else f" of {self.size_bytes:,} bytes"
-        return (f"{self.producer}'s {self.collective}{size} over {groups} is not faster in the step than the built-in "
-                f"{self.builtin}'s ({self.producer_ns / 1e3:,.1f} vs {self.builtin_ns / 1e3:,.1f} us per call): {self.builtin} runs there")
+        return (f"{self.producer}'s {self.collective}{size} over {groups} does not make the step faster than the built-in "
+                f"{self.builtin}'s ({self.producer_ns / 1e3:,.1f} vs {self.builtin_ns / 1e3:,.1f} us per call, step "
+                f"{self.producer_step_ns / 1e3:,.1f} vs {self.builtin_step_ns / 1e3:,.1f} us): {self.builtin} runs there")
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,7 +85,8 @@ def call_times(expanded: ExpandedWorkload, timing: Timing, catalog: AlgorithmCat
 
 def keep_faster_in_step(catalog: AlgorithmCatalog, attempt: Attempt, first: tuple[ExpandedWorkload, Timing]) -> tuple[ExpandedWorkload, Timing, list[StepChoice]]:
     """Switch to the built-in every kind of call of ``catalog.candidates`` that is not faster with
-    its producer in the step (see the module docstring); ``first``: the run with every producer.
+    its producer in the step, or whose built-in makes the step faster (see the module docstring);
+    ``first``: the run with every producer.
     Returns the final run and a choice per candidate kind."""
     current = first
     times = call_times(*current, catalog)
@@ -101,8 +108,9 @@ def keep_faster_in_step(catalog: AlgorithmCatalog, attempt: Attempt, first: tupl
                 trial_times = call_times(*trial, catalog)
                 collective, family, size = kind
                 choice = StepChoice(collective.value, [list(g) for g in family], size, producer, times[kind],
-                                    catalog.default.builtin_chain(collective)[0], trial_times[kind], producer)
-                if trial_times[kind] <= times[kind]:
+                                    catalog.default.builtin_chain(collective)[0], trial_times[kind], producer,
+                                    current[1].makespan, trial[1].makespan)
+                if trial_times[kind] <= times[kind] or trial[1].makespan < current[1].makespan:
                     choice.kept = choice.builtin
                     current, times, changed = trial, trial_times, True
                 else:
