@@ -247,26 +247,26 @@ def replay(
         catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
     del algorithms  # the catalog holds them until they are expanded into tasks
 
-    def attempt(links: bool = False) -> tuple[ExpandedWorkload, Timing]:
+    def expand(chosen: AlgorithmCatalog) -> ExpandedWorkload:
         with progress.task("expand the collectives"):
-            expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+            return expand_workload(workload, model, chosen, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+
+    def simulate(expanded: ExpandedWorkload, links: bool) -> tuple[ExpandedWorkload, Timing]:
         with progress.task(f"simulate {len(expanded.graph):,} tasks"):
             timing = run(expanded.graph, model, record_links=links)
         if not timing.finished:
             raise _deadlock(expanded, timing)
         return expanded, timing
 
-    if not in_step_choice:
-        expanded, timing = attempt(record_links)
+    expanded = expand(catalog)
+    if not in_step_choice or not catalog.candidates:
         del catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run
-        return _summarize(expanded, timing, model, concurrency)
-    first = attempt(record_links)
-    if not catalog.candidates:
-        del catalog
-        return _summarize(*first, model, concurrency)
-    expanded, timing, choices = keep_faster_in_step(catalog, attempt, first)
+        return _summarize(*simulate(expanded, record_links), model, concurrency)
+    first = simulate(expanded, record_links)
+    del expanded
+    expanded, timing, choices = keep_faster_in_step(catalog, lambda: simulate(expand(catalog), False), first)
     if record_links and timing is not first[1]:
-        expanded, timing = attempt(True)
+        expanded, timing = simulate(expand(catalog), True)
     catalog_untried = catalog.untried
     del catalog
     result = _summarize(expanded, timing, model, concurrency)

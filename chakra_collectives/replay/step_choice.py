@@ -21,7 +21,8 @@ built-in would not fit the memory limit (``--max-memory``): it keeps the produce
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.network.engine import Timing
 from chakra_collectives.replay.algorithms import AlgorithmCatalog, CallKind
 from chakra_collectives.replay.expand import ExpandedWorkload
+from chakra_collectives.topology import Topology
 from chakra_collectives.topology.groups import describe_group
 
 
@@ -120,4 +122,16 @@ def keep_faster_in_step(catalog: AlgorithmCatalog, attempt: Attempt, first: tupl
     return current[0], current[1], [choices[kind] for kind in catalog.candidates if kind in choices]
 
 
-__all__ = ["StepChoice", "call_times", "keep_faster_in_step"]
+def chosen_in_step(workload: str | Path, topology: Topology, groups: Mapping[str, tuple[int, ...]], default_algorithm: str) -> AlgorithmCatalog:
+    """The catalog of ``default_algorithm`` after the step ``workload`` (an ET prefix whose process
+    groups are ``groups``) is replayed on ``topology`` with the in-step choice: its algorithms are
+    the ones the step kept (what ``workload --astra-sim`` writes for each group)."""
+    from chakra_collectives.replay.groups import ProcessGroups
+    from chakra_collectives.replay.replayer import replay
+
+    catalog = AlgorithmCatalog({}, default=default_algorithm, groups=groups)
+    replay(workload, topology, groups=ProcessGroups.from_mapping({n: list(m) for n, m in groups.items()}, num_ranks=topology.num_npus), catalog=catalog)
+    return catalog
+
+
+__all__ = ["StepChoice", "call_times", "chosen_in_step", "keep_faster_in_step"]
