@@ -46,8 +46,6 @@ from pathlib import Path
 from bench_scale import BIN, measured
 
 from chakra_collectives.ir import Collective
-from chakra_collectives.replay import replay
-from chakra_collectives.replay.groups import ProcessGroups
 from chakra_collectives.synth import synthesize
 from chakra_collectives.synth.concurrent import synthesize_concurrent
 from chakra_collectives.synth.registry import get
@@ -121,31 +119,39 @@ def concurrent_table(cases: list[tuple[str, int]], collective: str = "all-reduce
         print(f"{spec:<14} {f'{tp}x{dp}':<8} " + " ".join(f"{c:>22}" for c in cells) + f" {result.joint.name:>9} {ratio:>9.3f} {bound:>9}")
 
 
-def step_table(cases: list[tuple[str, str, int, int]]) -> None:
-    """Hybrid and MoE steps (``(kind, fabric, inner, dp)``) with each producer against ``*=ring``."""
+def step_table(cases: list[tuple[str, str, int, int]], before: str | None = None) -> None:
+    """Hybrid and MoE steps (``(kind, fabric, inner, dp)``) with each producer against ``*=ring``:
+    each a whole ``chakra-coll replay`` command (wall and CPU seconds, peak RSS); ``before``: also
+    run from that checkout (the code before), the two alternating. The step choices (this code:
+    each producer's kind of call against the built-in in the same step) are printed under each row."""
     producers = ["ring", *group_producers()]
     model = uniform_model(layers=4, forward="80us", gradient="32MiB", activation="4MiB", optimizer="40us")
-    print("\ntraining steps: iteration time, and mean time of each kind of group collective (us)")
+    print(f"\ntraining steps: iteration time, and mean time of each kind of group collective (us); load {os.getloadavg()[0]:.1f}")
     for kind, spec, inner, dp in cases:
-        fabric = load_topology(spec)
         workload = hybrid_parallel(model, inner, dp) if kind == "hybrid" else mixture_of_experts(model, inner, dp)
-        groups = ProcessGroups.from_mapping(workload.groups, num_ranks=workload.num_ranks)
-        prefix = f"/tmp/bench_groups_{kind}_{spec.replace(':', '_')}"
+        prefix = Path(tempfile.gettempdir()) / f"bench_groups_{kind}_{spec.replace(':', '_')}"
         workload.write(prefix)
-        rows = {}
+        roles: list[str] = []
+        print(f"{kind} {inner}x{dp} on {spec}")
+        ring_total = None
         for name in producers:
-            started = time.perf_counter()
-            result = replay(prefix, fabric, default_algorithm=f"*={name}", groups=groups)
-            by_role: dict[str, list[float]] = defaultdict(list)
-            for call in result.collectives:
-                by_role[f"{call.collective} {workload.group_roles.get(call.group, 'world')}"].append(call.time_ns)
-            rows[name] = (result.total_ns, {role: statistics.mean(t) for role, t in by_role.items()}, time.perf_counter() - started)
-        roles = sorted(rows["ring"][1])
-        print(f"{kind} {inner}x{dp} on {spec}: " + ", ".join(roles))
-        for name, (total, per_role, spent) in rows.items():
-            ratio = total / rows["ring"][0]
-            cells = ", ".join(f"{per_role[r] / 1e3:.0f}" for r in roles)
-            print(f"  *={name:<11} iteration {total / 1e3:>8.0f} us ({ratio:.3f} of ring's); per kind: {cells}  [{spent:.1f} s]")
+            for label in ("before", "this") if before else ("this",):
+                command = [sys.executable, "-m", "chakra_collectives", "replay", prefix, "-t", spec, "--comm-groups", f"{prefix}.json",
+                           "--default-algorithm", f"*={name}", "--json"]
+                run = measured(command, cwd=Path(before).resolve() if label == "before" else None)
+                document = json.loads(run["stdout"])
+                by_role: dict[str, list[float]] = defaultdict(list)
+                for call in document["collectives"]:
+                    by_role[f"{call['collective']} {workload.group_roles.get(call['group'], 'world')}"].append(call["time_ns"])
+                roles = roles or sorted(by_role)
+                total = document["total_ns"]
+                ring_total = ring_total or total
+                cells = ", ".join(f"{r} {statistics.mean(by_role[r]) / 1e3:.0f}" for r in roles)
+                print(f"  *={name:<11}{' before' if label == 'before' else '':<7} iteration {total / 1e3:>7.0f} us ({total / ring_total:.3f} of ring's); "
+                      f"{cells}  [{run['wall_s']:.1f} s wall, {run['cpu_s']:.1f} s CPU, {run['peak_mib']:.0f} MiB]", flush=True)
+                for choice in document.get("step_choices", []) if label == "this" else []:
+                    print(f"      in the step: {choice['collective']} over {len(choice['groups'])} x {len(choice['groups'][0])} ranks, "
+                          f"{name} {choice['producer_ns'] / 1e3:.0f} us vs {choice['builtin']} {choice['builtin_ns'] / 1e3:.0f} us: {choice['kept']} runs")
 
 
 A2A_SUITE = ["ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "torus2d:4x4", "torus2d:8x8", "torus3d:4x4x4", "hypercube:4x4x4",
@@ -231,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small fabrics only, no 512-NPU all-to-all (a few minutes)")
     parser.add_argument("--tables", default="efficiency,concurrent,steps,all-to-all,group-a2a,a2a-512", help="which tables, comma-separated")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the 512-NPU all-to-all command (median)")
+    parser.add_argument("--before", default=None, help="steps table: also run each replay from this checkout of the code before (git archive REV | tar -x -C DIR)")
     args = parser.parse_args(argv)
     tables = set(args.tables.split(","))
     fabrics = QUICK_FABRICS if args.quick else FABRICS
@@ -243,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = [("hybrid", "torus2d:4x4", 4, 4), ("moe", "torus2d:4x4", 4, 4)]
         if not args.quick:
             steps += [("hybrid", "torus2d:8x8", 8, 8), ("moe", "torus2d:8x8", 8, 8), ("hybrid", "dgx:4x8", 8, 4), ("moe", "dgx:4x8", 8, 4)]
-        step_table(steps)
+        step_table(steps, before=args.before)
     if "all-to-all" in tables:
         all_to_all_suite_table()
     if "group-a2a" in tables:

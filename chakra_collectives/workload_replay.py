@@ -63,6 +63,7 @@ def replay_workload(
     algorithms: Sequence[str] = (),
     override_collective: bool = False,
     default_algorithm: str = DEFAULT_ALGORITHMS,
+    in_step_choice: bool = True,
     comm_groups: str | Path | None = None,
     concurrency: str = "unlimited",
     reduce_bandwidth_gbps: float | None = None,
@@ -81,7 +82,7 @@ def replay_workload(
     algorithms:
         ``TYPE=PREFIX`` (or ``PREFIX``) algorithm files; under ``system`` they become custom
         collectives. Files that implement another type are refused unless ``override_collective``.
-    default_algorithm, concurrency, reduce_bandwidth_gbps, record_links:
+    default_algorithm, in_step_choice, concurrency, reduce_bandwidth_gbps, record_links:
         The network model's replay only (:func:`chakra_collectives.replay.replay`).
     comm_groups:
         The communicator-group file (default: none, every collective over all ranks).
@@ -105,6 +106,7 @@ def replay_workload(
         topology,
         algorithms=loaded.pop(),  # replay holds the only reference: it lets go of them once they are expanded
         default_algorithm=default_algorithm,
+        in_step_choice=in_step_choice,
         groups=groups,
         network_model=network_model,
         reduce_bandwidth_gbps=reduce_bandwidth_gbps,

@@ -289,4 +289,6 @@ def test_search_plans_process_groups_with_a_producer_that_serves_them(tmp_path):
     (row,) = table.rows()
     assert row["status"] == "ok", row["error"]
     labels = {c["algorithm"] for c in json.loads(row["collectives"]) if c["members"] < 8}
-    assert labels and all(label.startswith("forestcoll (built-in") for label in labels)
+    # every group kind runs ForestColl's plan, or the ring where that is not faster in the step
+    assert any(label.startswith("forestcoll (built-in") for label in labels)
+    assert all(label.startswith("forestcoll (built-in") or label == "ring (built-in; forestcoll's not faster in the step)" for label in labels)

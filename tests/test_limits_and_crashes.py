@@ -188,6 +188,8 @@ def test_a_replay_that_fits_runs_and_the_same_with_more_operations_is_refused(cl
     one_line_error(refused, 4, "tasks for 50 collective calls", "above the memory limit of 400 MiB")
     fits = capped("replay", str(tmp_path / "step"), "-t", "torus2d:8x8", "--max-memory", "400MiB", "--default-algorithm", "rhd", memory=3 * 2**30)
     assert fits.returncode == 0, fits.stderr
+    # the step with the built-in ring (refused above) is not tried against rhd in the step either
+    assert "1 kind of call kept the --default-algorithm's without the in-step choice" in " ".join(fits.stderr.split())
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "replay"])

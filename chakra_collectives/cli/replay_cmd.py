@@ -48,6 +48,11 @@ def replay_command(
         "or a fallback chain tacos|ring, made for each group size; over the default, and *=NAME serves only the types NAME implements. "
         f"Default: {DEFAULT_ALGORITHMS.replace(',', ', ')}.",
     ),
+    in_step_choice: bool = typer.Option(
+        True, "--in-step-choice/--no-in-step-choice",
+        help="Time each kind of call (collective, concurrent groups, size) a --default-algorithm producer other than the built-in serves "
+        "against the built-in (ring, direct...) in the step, and run the built-in where the producer's is not faster (--json: step_choices).",
+    ),
     comm_groups: Optional[Path] = typer.Option(
         None, "--comm-groups", metavar="FILE",
         help="ASTRA-sim's communicator-group JSON: {\"pg_name\": [ranks, ...], ...}. Default: PREFIX.json beside the ETs when there is one.",
@@ -142,6 +147,7 @@ def replay_command(
             algorithms=given,
             override_collective=override_collective,
             default_algorithm=default_algorithm,
+            in_step_choice=in_step_choice,
             comm_groups=_groups_file(workload, comm_groups, uses_groups=any(name is not None for name in work.pg_name)),
             concurrency=concurrency,
             reduce_bandwidth_gbps=reduce_gbps,

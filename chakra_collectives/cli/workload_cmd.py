@@ -214,9 +214,13 @@ def _finish(
 
 
 def _grouped_astra_sim_dir(workload: Any, directory: Path, topology: Optional[str], group_algorithm: str) -> Any:
-    """``--astra-sim DIR``: every group's algorithm, synthesized on ``topology``, run per collective node."""
+    """``--astra-sim DIR``: every group's algorithm, synthesized on ``topology``, run per collective
+    node -- where the step replayed on ``topology`` finds it faster than the built-in (replay's
+    in-step choice), else the built-in ring (or direct)."""
+    import tempfile
+
     from chakra_collectives.astra_sim import write_grouped_astra_sim_dir
-    from chakra_collectives.replay.algorithms import AlgorithmCatalog
+    from chakra_collectives.replay.step_choice import chosen_in_step
     from chakra_collectives.topology import load_topology
 
     if topology is None:
@@ -224,5 +228,7 @@ def _grouped_astra_sim_dir(workload: Any, directory: Path, topology: Optional[st
     fabric = load_topology(topology)
     if fabric.num_npus != workload.num_ranks:
         raise InputError(f"{fabric.name} has {fabric.num_npus} NPUs but the workload has {workload.num_ranks} ranks")
-    catalog = AlgorithmCatalog({}, default=f"*={group_algorithm}", groups={name: tuple(m) for name, m in workload.groups.items()})
+    with tempfile.TemporaryDirectory() as scratch:
+        workload.write(Path(scratch) / "step")
+        catalog = chosen_in_step(Path(scratch) / "step", fabric, {name: tuple(m) for name, m in workload.groups.items()}, f"*={group_algorithm}")
     return write_grouped_astra_sim_dir(directory, fabric, workload, lambda c, members, size: catalog.get(c, members, fabric, size)[0])

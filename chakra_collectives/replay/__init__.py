@@ -7,6 +7,8 @@
   a workload and its collectives' algorithms as one engine TaskGraph (each algorithm lowered by
   the network model's :func:`~chakra_collectives.network.collective.collective_task_graph`);
 * :mod:`~chakra_collectives.replay.replayer` -- :func:`replay` and its statistics;
+* :mod:`~chakra_collectives.replay.step_choice` -- each producer's kind of call timed against the
+  built-in in the step, the built-in kept where it is not beaten;
 * :mod:`~chakra_collectives.replay.trace` / :mod:`~chakra_collectives.replay.timeline` --
   Chrome-trace / Perfetto output, the timeline ``chakra-coll plot`` draws.
 

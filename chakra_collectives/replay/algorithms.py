@@ -41,7 +41,8 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.synth.registry import SynthesisOptions, get, names
 from chakra_collectives.topology import Topology
-from chakra_collectives.topology.groups import describe_group
+from chakra_collectives.synth.embedding import carried
+from chakra_collectives.topology.groups import describe_group, family_isomorphism
 
 
 def parse_collective_option(text: str) -> tuple[Collective | None, str]:
@@ -157,6 +158,11 @@ class DefaultAlgorithms:
         fitting = tuple(n for n in self.user.get(None, ()) if collective in get(n).collectives)
         if fitting:
             return fitting
+        return self.builtin_chain(collective)
+
+    def builtin_chain(self, collective: Collective) -> tuple[str, ...]:
+        """The producers :data:`DEFAULT_ALGORITHMS` names for ``collective`` (what a call falls back
+        to when the user's producer is not faster in the step)."""
         if collective in self.builtin:
             return self.builtin[collective]
         return tuple(n for n in self.builtin[None] if collective in get(n).collectives)
@@ -177,6 +183,10 @@ def concurrent_family(members: tuple[int, ...], groups: Mapping[str, tuple[int, 
             family.append(group)
             taken.update(group)
     return tuple(sorted(family))
+
+
+CallKind = tuple[Collective, tuple[tuple[int, ...], ...], "int | None"]
+"""A kind of call (:meth:`AlgorithmCatalog.kind_of`): collective, concurrent groups, size."""
 
 
 class AlgorithmCatalog:
@@ -200,6 +210,19 @@ class AlgorithmCatalog:
         the disjoint groups of its size (the other groups of its parallel dimension, which run the
         same collectives at the same time; :func:`concurrent_family`)."""
         self._joint: dict[tuple[str, Collective, tuple[tuple[int, ...], ...], int], dict[tuple[int, ...], CollectiveAlgorithm]] = {}
+        self._ring_plans: set[tuple] = set()
+        self.candidates: dict[CallKind, str] = {}
+        """The kinds of call a default producer other than the built-in's served (kind -> producer):
+        what :mod:`~chakra_collectives.replay.step_choice` times against the built-in in the step."""
+        self.fallen_back: dict[CallKind, str] = {}
+        """Kinds that run the built-in default instead (kind -> the producer it replaced)."""
+        self.untried: list[CallKind] = []
+        """Kinds whose built-in was not timed: the step with it would not fit the memory limit."""
+
+    def kind_of(self, collective: Collective, members: tuple[int, ...], size_bytes: int | None) -> CallKind:
+        """The kind of a call: its collective, its group's :func:`concurrent_family` and its size
+        (every call of one kind runs one plan)."""
+        return collective, concurrent_family(tuple(members), self.groups), size_bytes
 
     def get(
         self, collective: Collective, members: tuple[int, ...], topology: Topology, size_bytes: int | None = None,
@@ -222,7 +245,9 @@ class AlgorithmCatalog:
             return algo, algo.name or "given"
         if self.default is None:
             raise InputError(f"no algorithm for {collective.value}: give --algorithm {collective.value}=PREFIX or --default-algorithm")
-        chain = self.default.chain(collective)
+        kind = self.kind_of(collective, members, size_bytes)
+        replaced = self.fallen_back.get(kind)
+        chain = self.default.chain(collective) if replaced is None else self.default.builtin_chain(collective)
         if not chain:
             raise InputError(
                 f"no built-in algorithm implements {collective.value}: give --algorithm {collective.value}=PREFIX"
@@ -238,7 +263,11 @@ class AlgorithmCatalog:
                 note = f"{name} used for {collective.value} over {group_size} ranks ({'; '.join(reasons)})"
                 if note not in self.warnings:
                     self.warnings.append(note)
+            if replaced is not None:
+                return built, f"{name} (built-in; {replaced}'s not faster in the step)"
             plan = built.provenance.get("concurrent_plan")
+            if name not in self.default.builtin_chain(collective) and (name, *kind) not in self._ring_plans:
+                self.candidates.setdefault(kind, name)
             return built, f"{name} (built-in)" if plan is None else f"{name} (built-in; {plan})"
         if len(chain) == 1:
             raise InputError(
@@ -291,14 +320,37 @@ class AlgorithmCatalog:
 
         key = (name, collective, family, size_bytes)
         if key not in self._joint:
+            carried_plan = self._carried_jointly(key, topology)
+            if carried_plan is not None:
+                self._joint[key] = carried_plan
+                return carried_plan
             result = synthesize_concurrent(topology, {str(i): g for i, g in enumerate(family)}, collective, size_bytes, algorithm=name, bounds=False)
             joint = result.joint
+            if joint.name == "ring":  # nothing to time against the built-in ring in the step
+                self._ring_plans.add(key)
             note = f"{joint.name} plan of {len(family)} concurrent groups"
             self._joint[key] = {
                 g: replace(joint.algorithms[str(i)], provenance={**joint.algorithms[str(i)].provenance, "concurrent_plan": note})
                 for i, g in enumerate(family)
             }
         return self._joint[key]
+
+    def _carried_jointly(self, key: tuple, topology: Topology) -> dict[tuple[int, ...], CollectiveAlgorithm] | None:
+        """The plan of an earlier family of the same producer, collective and size carried onto the
+        family of ``key`` by an automorphism of the fabric
+        (:func:`~chakra_collectives.topology.groups.family_isomorphism`: a hybrid step's tensor-parallel
+        rows and data-parallel columns of a square torus), or ``None``: no such family planned."""
+        name, collective, family, size_bytes = key
+        for (other_name, other_collective, other, other_size), plans in self._joint.items():
+            if (other_name, other_collective, other_size) != (name, collective, size_bytes):
+                continue
+            perm = family_isomorphism(topology, other, family)
+            if perm is None:
+                continue
+            if (other_name, other_collective, other, other_size) in self._ring_plans:
+                self._ring_plans.add(key)
+            return {g: replace(carried(plans[source], perm, topology), name=plans[source].name) for source, g in zip(other, family)}
+        return None
 
     def run_size(self, collective: Collective, call_size: int, algo: CollectiveAlgorithm, label: str) -> tuple[int, str | None]:
         """The size ``algo`` runs at for a call of ``call_size`` bytes, and a warning if that differs.

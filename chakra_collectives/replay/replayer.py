@@ -31,6 +31,7 @@ from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.replay.algorithms import DEFAULT_ALGORITHMS, AlgorithmCatalog, GroupAlgorithms
 from chakra_collectives.replay.expand import ExpandedWorkload, expand_workload
 from chakra_collectives.replay.groups import ProcessGroups
+from chakra_collectives.replay.step_choice import StepChoice, keep_faster_in_step
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import gbps_from_bytes_per_ns
@@ -145,6 +146,9 @@ class ReplayResult:
     warnings: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     """What reading the workload repaired (:meth:`ReadingNotes.describe`)."""
+    choices: list[StepChoice] = field(default_factory=list)
+    """Each kind of call a default producer served, timed against the built-in in the step
+    (:mod:`~chakra_collectives.replay.step_choice`)."""
     expanded: ExpandedWorkload | None = field(default=None, repr=False)
     timing: Timing | None = field(default=None, repr=False)
 
@@ -164,6 +168,7 @@ class ReplayResult:
             "collectives": [c.as_dict() for c in self.collectives],
             "busiest_links": [l.as_dict() for l in self.links[:top_links]],
             "warnings": self.warnings,
+            "step_choices": [c.as_dict() for c in self.choices],
             "mode": self.network_model,  # deprecated spelling of network_model, kept for one release
             "deprecated": {"mode": "network_model"},
         }
@@ -187,6 +192,8 @@ def replay(
     concurrency: str = "unlimited",
     record_links: bool = False,
     rescale: bool | None = None,
+    in_step_choice: bool = True,
+    catalog: AlgorithmCatalog | None = None,
     **old_names: Any,
 ) -> ReplayResult:
     """Time ``workload`` (a :class:`Workload` or an ET prefix) on ``topology``.
@@ -212,6 +219,15 @@ def replay(
         Scale given ``algorithms`` to each call's size (default: yes, except in ``astra-sim``
         mode, where they run at the size their files were written for, as ASTRA-sim runs a
         custom collective, with a warning where a call differs).
+    in_step_choice:
+        Time every kind of call a ``default_algorithm`` producer other than the built-in serves
+        against the built-in (ring, direct...) in the step, and run the built-in where the
+        producer's is not faster (:mod:`~chakra_collectives.replay.step_choice`; the result's
+        ``choices``).
+    catalog:
+        The :class:`~chakra_collectives.replay.algorithms.AlgorithmCatalog` to take algorithms from
+        instead of one made of ``algorithms``, ``default_algorithm`` and ``groups``: the caller keeps
+        its syntheses and in-step choices (``workload --astra-sim`` writes what the step chose).
 
     Raises
     ------
@@ -227,15 +243,41 @@ def replay(
     model = NetworkModel(topology, network_model=network_model, reduce_bandwidth_gbps=reduce_bandwidth_gbps)
     if rescale is None:
         rescale = model.mode is not Mode.ASTRA_SIM
-    catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
-    with progress.task("expand the collectives"):
-        expanded = expand_workload(workload, model, catalog, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
-    del algorithms, catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run
-    with progress.task(f"simulate {len(expanded.graph):,} tasks"):
-        timing = run(expanded.graph, model, record_links=record_links)
-    if not timing.finished:
-        raise _deadlock(expanded, timing)
-    return _summarize(expanded, timing, model, concurrency)
+    if catalog is None:
+        catalog = AlgorithmCatalog(algorithms or {}, default=default_algorithm, written_size=not rescale, groups=None if groups is None else groups.groups)
+    del algorithms  # the catalog holds them until they are expanded into tasks
+
+    def expand(chosen: AlgorithmCatalog) -> ExpandedWorkload:
+        with progress.task("expand the collectives"):
+            return expand_workload(workload, model, chosen, groups or ProcessGroups.world(workload.num_ranks), concurrency=concurrency)
+
+    def simulate(expanded: ExpandedWorkload, links: bool) -> tuple[ExpandedWorkload, Timing]:
+        with progress.task(f"simulate {len(expanded.graph):,} tasks"):
+            timing = run(expanded.graph, model, record_links=links)
+        if not timing.finished:
+            raise _deadlock(expanded, timing)
+        return expanded, timing
+
+    expanded = expand(catalog)
+    if not in_step_choice or not catalog.candidates:
+        del catalog  # expanded into tasks: an algorithm of millions of operations need not stay while they run
+        return _summarize(*simulate(expanded, record_links), model, concurrency)
+    first = simulate(expanded, record_links)
+    del expanded
+    expanded, timing, choices = keep_faster_in_step(catalog, lambda: simulate(expand(catalog), False), first)
+    if record_links and timing is not first[1]:
+        expanded, timing = simulate(expand(catalog), True)
+    catalog_untried = catalog.untried
+    del catalog
+    result = _summarize(expanded, timing, model, concurrency)
+    result.choices = choices
+    result.warnings.extend(c.describe() for c in choices if c.builtin_ns < c.producer_ns or c.builtin_step_ns < c.producer_step_ns)
+    if catalog_untried:
+        result.warnings.append(
+            f"{len(catalog_untried)} kind{'s' if len(catalog_untried) > 1 else ''} of call kept the --default-algorithm's without the in-step "
+            "choice: the step with the built-in would not fit the memory limit (--max-memory)"
+        )
+    return result
 
 
 # ---------------------------------------------------------------------------- results

@@ -17,8 +17,9 @@ plans jointly, keeping the plan whose slowest group finishes first:
     for collectives that only move data (all-to-all, gather, scatter) with TACOS: one
     multicommodity-flow LP over every group's demands at once
     (:func:`~chakra_collectives.synth.multipath.joint_flows`), each group matched along its share
-    of it (:func:`~chakra_collectives.synth.tacos.tacos_for_group`'s ``flows``), the chunks per rank
-    that make the groups fastest together;
+    of it (:func:`~chakra_collectives.synth.tacos.tacos_for_group`'s ``flows``; once per class of
+    groups the fabric's symmetries carry onto one another, whose shares they carry alike), the
+    chunks per rank that make the groups fastest together;
 ``ring``
     the ring baseline in each group's rank order (the network's routes).
 
@@ -238,6 +239,7 @@ def _joint_flow(
     root = int(options.get("root", 0))
     given = options.get("chunks_per_npu")
     views = {g: group_view(topology, members) for g, members in groups.items()}
+    names = {members: g for g, members in groups.items()}
     counts = [int(given)] if given else auto_chunk_counts(max(len(m) for m in groups.values()), group=True)
     best: GroupPlan | None = None
     bound_ns: float | None = None
@@ -251,10 +253,12 @@ def _joint_flow(
                 return best, bound_ns
             optimum, flows = solved
             bound_ns = optimum if bound_ns is None else min(bound_ns, optimum)
-            made = {
-                g: replace(tacos_for_group(topology, m, collective, nbytes, chunks_per_npu=k, root=root, seed=int(options.get("seed", 0)), flows=flows[g]).algorithm, name="tacos (joint flow)")
-                for g, m in groups.items()
-            }
+
+            def along_flow(members: tuple[int, ...], k: int = k, flows: dict = flows) -> CollectiveAlgorithm:
+                made = tacos_for_group(topology, members, collective, nbytes, chunks_per_npu=k, root=root, seed=int(options.get("seed", 0)), flows=flows[names[members]])
+                return replace(made.algorithm, name="tacos (joint flow)")
+
+            made = _by_symmetry(topology, groups, {}, along_flow)
             finish = simulate_together(list(made.values()), topology)
             plan = GroupPlan("flow", made, {g: predict_time(a, topology) for g, a in made.items()}, max(finish), dict(zip(made, finish)))
             if best is None or plan.together_ns < best.together_ns:

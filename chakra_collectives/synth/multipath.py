@@ -30,6 +30,7 @@ from typing import Mapping
 import numpy as np
 
 from chakra_collectives.flow.multicommodity import commodity_flows
+from chakra_collectives.flow.symmetric import symmetric_commodity_flows
 from chakra_collectives.ir.demand import Demand
 from chakra_collectives.synth.channels import Channels, RoutedChannel
 from chakra_collectives.topology.core import Topology
@@ -137,7 +138,9 @@ def joint_flows(
     """One multicommodity-flow LP for the unicast pieces of every concurrent group on ``topology``
     (group ``g``'s ``demands[g]`` over its view ``views[g]``, pieces of ``chunk_bytes[g]``): its
     optimum (ns: the least time in which the links carry every group's pieces at once) and per
-    group, per source (its view's node id), the chunks of that group it sends over each link.
+    group, per source (its view's node id), the chunks of that group it sends over each link
+    (one commodity per class of sources when the fabric's symmetries carry the groups' demands
+    onto one another: :func:`~chakra_collectives.flow.symmetric.symmetric_commodity_flows`).
     A group's view keeps the fabric's link ids, so the flows serve :func:`spread_paths` as they
     are. ``None`` when the LP is too large, or no group has a unicast piece.
 
@@ -169,7 +172,8 @@ def joint_flows(
             owner.append((g, s))
     if not sources:
         return None
-    solved = commodity_flows(topology, np.array(sources, dtype=np.int64), np.array(rows), reference, fewest_hops=True)
+    commodities = (topology, np.array(sources, dtype=np.int64), np.array(rows), reference)
+    solved = symmetric_commodity_flows(*commodities, fewest_hops=True) or commodity_flows(*commodities, fewest_hops=True)
     if solved is None:
         return None
     found: dict[str, dict[int, np.ndarray]] = {g: {} for g in demands}

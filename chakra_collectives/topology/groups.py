@@ -101,6 +101,36 @@ def carrying_symmetry(topology: Topology, source: Sequence[int], target: Sequenc
     return None
 
 
+def family_isomorphism(topology: Topology, source: Sequence[Sequence[int]], target: Sequence[Sequence[int]]) -> np.ndarray | None:
+    """A node permutation that carries every group of ``source`` onto the group of ``target`` at
+    the same position rank by rank, every other node onto itself, and is an automorphism of
+    ``topology`` (every link onto a link of the same bandwidth and latency); ``None`` when that
+    map is not one. Unlike :func:`carrying_symmetry` it needs no symmetry the builder declared:
+    a square torus's rows go onto its columns by the transposition.
+
+    >>> from chakra_collectives.topology import torus2d
+    >>> rows = [tuple(range(4 * r, 4 * r + 4)) for r in range(4)]
+    >>> columns = [tuple(range(c, 16, 4)) for c in range(4)]
+    >>> family_isomorphism(torus2d(4, 4), rows, columns)[:6].tolist()
+    [0, 4, 8, 12, 1, 5]
+    >>> family_isomorphism(torus2d(4, 4), rows, [(0, 5, 10, 15), (1, 6, 11, 12), (2, 7, 8, 13), (3, 4, 9, 14)]) is None
+    True
+    """
+    if len(source) != len(target) or any(len(a) != len(b) for a, b in zip(source, target)):
+        return None
+    perm = np.arange(topology.num_nodes, dtype=np.int64)
+    moved_from = np.concatenate([np.asarray(a, dtype=np.int64) for a in source]) if source else np.zeros(0, dtype=np.int64)
+    moved_to = np.concatenate([np.asarray(b, dtype=np.int64) for b in target]) if target else np.zeros(0, dtype=np.int64)
+    perm[moved_from] = moved_to
+    if len(np.unique(perm)) != len(perm):  # a node left in place is another's image
+        return None
+    arrays = topology.link_arrays
+    links = np.stack([arrays["src"], arrays["dst"], arrays["bandwidth_gbps"], arrays["latency_ns"]], axis=1)
+    images = np.stack([perm[arrays["src"]], perm[arrays["dst"]], arrays["bandwidth_gbps"], arrays["latency_ns"]], axis=1)
+    same = np.array_equal(links[np.lexsort(links.T[::-1])], images[np.lexsort(images.T[::-1])])
+    return perm if same else None
+
+
 @dataclass(frozen=True)
 class GroupView:
     """The fabric relabelled for one group (see the module docstring)."""
@@ -147,4 +177,4 @@ def describe_group(group: Sequence[int]) -> str:
     return ",".join(spans)
 
 
-__all__ = ["GroupView", "carrying_symmetry", "check_group", "describe_group", "disjoint_groups", "group_view", "parse_group"]
+__all__ = ["GroupView", "carrying_symmetry", "check_group", "describe_group", "disjoint_groups", "family_isomorphism", "group_view", "parse_group"]
