@@ -266,7 +266,7 @@ def tacos(
             else:
                 phases = (reversed_phase,)
         steps.update(searches)
-    predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels, chunks_per_npu) else (None, None)
+    predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
     with progress.task("lower to operations"):
         algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
     return TacosResult(
