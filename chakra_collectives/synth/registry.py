@@ -81,6 +81,11 @@ class SynthesisOptions:
     time_limit_s: float | None = None
     """Seconds an exact solver (``milp``) may search (``None``: its default); when they run out
     it returns the best schedule found and the gap it proved."""
+    to_beat_ns: float | None = None
+    """A time the caller keeps unless this production is faster (the ``K`` search's time at the
+    previous ``K``): a producer may skip work that cannot end below it (TACOS: the trials whose
+    matching floor is not below it). What it returns is the same whenever that is faster than
+    ``to_beat_ns``; otherwise it may be slower than without."""
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and not self.time_limit_s > 0:
