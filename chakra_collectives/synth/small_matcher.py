@@ -39,7 +39,8 @@ in CPU seconds, same run at load ~12: mesh2d:8x8 K=1 0.014 / 0.014, K=2 (ratio 4
 0.59 / 0.32. At 1,024 chunks it still won (mesh2d:32x32 9.3 / 5.0 s, torus2d:32x32 4.9 / 4.2 s)
 but from 1,024 NPUs the numpy matcher is the one tuned for scale."""
 
-_INF = float("inf")
+HOP_TABLE = 16
+"""Message sizes (chunks) whose hop time every channel keeps at hand."""
 
 
 def uses_small(channels: Channels, chunks_per_npu: int) -> bool:
@@ -119,8 +120,9 @@ class _SmallMatcher:
         self.direct_link, self.link_latency, self.link_rate = channels.direct_link, channels.link_latency, channels.link_rate
         links = channels.direct_link
         self.latency, self.rate, self.chunk_bytes = channels.link_latency[links].tolist(), channels.link_rate[links].tolist(), channels.chunk_bytes
-        self.hop = [lat + self.chunk_bytes / r for lat, r in zip(self.latency, self.rate)]
-        """A message of one chunk on each channel, ns (:meth:`Channels.hop_ns`, the same floats as :meth:`_hop_ns`)."""
+        self.hop = [[lat + (m * self.chunk_bytes) / r for m in range(min(top, HOP_TABLE) + 1)] for lat, r, top in zip(self.latency, self.rate, cap)]
+        """``hop[c][m]``: a message of ``m`` chunks on channel ``c``, ns, up to :data:`HOP_TABLE` chunks (:meth:`_hop_ns`)."""
+        self.one_cap = len(set(cap)) == 1
         self.num_direct = len(self.src)
         block = (1 << k) - 1
         self.own = [block << (npu * k) for npu in range(n)]
@@ -201,14 +203,14 @@ class _SmallMatcher:
         scarce: dict[int, tuple[int, int]] = {}  # per destination: the chunks exactly one / two of its in-neighbours hold
         in_neighbours, hop, log, k, own, span = self.in_neighbours, self.hop, self.log, self.k, self.own, self.span
         single = self.max_cap == 1
-        longest_cap = 1
+        longest_cap = self.max_cap if self.one_cap else 1
         sent = 0
         for j, sel in enumerate(rounds):
             if j:  # the destination's earlier rounds took some (held does not change within an instant)
                 sel = [(c, d, cand & wanted[d]) for c, d, cand in sel if cand & wanted[d]]
                 if not sel:
                     continue
-            if not single:
+            if not single and not self.one_cap:
                 longest_cap = max(cap[c] for c, _, _ in sel)
             # one draw per channel with candidates, in order (only one channel per destination in a round:
             # what one takes does not change another's candidates)
@@ -242,13 +244,15 @@ class _SmallMatcher:
                     s = src[c]
                     same = cand & own[s] if first // k == s else cand & ~own[s]
                     after = same >> first
-                    m = min((~after & (after + 1)).bit_length() - 1, cap[c])
+                    m = (~after & (after + 1)).bit_length() - 1  # the run of candidates from first, up to the cap
+                    if m > cap[c]:
+                        m = cap[c]
                     bits = ((1 << m) - 1) << first
-                    arrives = t + (hop[c] if m == 1 else self._hop_ns(c, m))
+                    arrives = t + (hop[c][m] if m <= HOP_TABLE else self._hop_ns(c, m))
                 else:
                     m = 1
                     bits = 1 << first
-                    arrives = t + hop[c]
+                    arrives = t + hop[c][1]
                 wanted[d] ^= bits  # (they were all wanted)
                 sent += m
                 # _record: busy on its channel until it arrives
@@ -265,7 +269,7 @@ class _SmallMatcher:
             self.instants.append((t, len(log)))
 
     def _hop_ns(self, c: int, m: int) -> float:
-        """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats)."""
+        """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats; :attr:`hop` holds the first)."""
         return self.latency[c] + (m * self.chunk_bytes) / self.rate[c]
 
     def _starts(self, pool: int, cand: int, d: int, longest_cap: int) -> int:
@@ -282,7 +286,8 @@ class _SmallMatcher:
             pool = reached
         starts = pool & ~(pool << 1)
         best, follows, length = starts, cand, 1
-        while length < min(16, longest_cap):
+        longest = min(16, longest_cap)
+        while length < longest:
             follows &= follows >> length
             length *= 2
             longer = starts & follows
