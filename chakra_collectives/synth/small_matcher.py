@@ -27,7 +27,6 @@ import heapq
 import numpy as np
 
 from chakra_collectives import progress
-from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 
@@ -140,6 +139,8 @@ class _SmallMatcher:
         """Every message as one number: ``(channel * span + first chunk) * span + chunks`` (:meth:`_schedule` splits them)."""
         self.instants: list[tuple[float, int]] = []
         """Every instant messages start at, and how many of the :attr:`log`'s do by then."""
+        self.events = [0.0]
+        """Every instant something happens (messages start or arrive), in order."""
 
     def run(self) -> Schedule:
         """``run``: from event to event (an instant some messages arrive), deliver them
@@ -159,6 +160,7 @@ class _SmallMatcher:
                 if not instants:
                     break
                 t = heapq.heappop(instants)
+                self.events.append(t)
                 # _arrive: deliver every message arriving at t; wake the channels freed and those out of the receivers
                 done = ending.pop(t)
                 receivers = set()
@@ -314,18 +316,31 @@ class _SmallMatcher:
         links = self.direct_link[channel]
         end = start + (self.link_latency[links] + (count * self.chunk_bytes) / self.link_rate[links])
         src, dst = self.direct_src[channel], self.direct_dst[channel]
-        npu = np.concatenate([src, dst])
-        instant = np.concatenate([start, end])
-        receive_first = np.repeat([1, 0], size)
-        transfer = np.tile(np.arange(size), 2)
-        order = np.lexsort((transfer, receive_first, instant, npu))
-        in_order = npu[order]
+        # programs: every NPU's receives (0) and sends (1) by (instant, receive first, transfer), one integer key each
+        events = np.array(self.events)
+        npu = np.concatenate([dst, src]).astype(np.int64)
+        instant = np.searchsorted(events, np.concatenate([end, start]))
+        kind = np.repeat(np.array([0, 1], dtype=np.int64), size)
+        order = np.argsort(((npu * len(events) + instant) * 2 + kind) * size + np.tile(np.arange(size), 2))
         position = np.empty(2 * size, dtype=np.int32)
-        position[order] = np.arange(2 * size) - np.searchsorted(in_order, in_order, side="left")
+        position[order] = np.arange(2 * size) - _group_starts(npu, self.n)[npu[order]]
+        by_channel = np.argsort(channel.astype(np.int32), kind="stable")
+        tag = np.empty(size, dtype=np.int64)
+        tag[by_channel] = np.arange(size) - _group_starts(channel, self.num_direct)[channel[by_channel]]
         as_int = {name: values.astype(np.int32) for name, values in
-                  (("chunk", chunk), ("count", count), ("src", src), ("dst", dst), ("channel", channel), ("tag", occurrence(channel)))}
+                  (("chunk", chunk), ("count", count), ("src", src), ("dst", dst), ("channel", channel), ("tag", tag))}
         return Schedule(
             num_npus=self.n, chunks_per_npu=self.k, max_chunks=self.max_cap, num_direct=self.num_direct, num_routed=0,
-            start=start, end=end, send_seq=position[:size], recv_seq=position[size:],
+            start=start, end=end, send_seq=position[size:], recv_seq=position[:size],
             anchor=np.broadcast_to(np.int32(NO_ANCHOR), (size,)), anchor_is_send=np.broadcast_to(False, (size,)), **as_int,
         )
+
+
+def _group_starts(keys: np.ndarray, groups: int) -> np.ndarray:
+    """Where each of ``groups`` keys (0 .. groups - 1) starts among ``keys`` sorted.
+
+    >>> _group_starts(np.array([2, 0, 2, 3]), 4).tolist()
+    [0, 1, 1, 3]
+    """
+    counts = np.bincount(keys, minlength=groups)
+    return np.cumsum(counts) - counts
