@@ -191,32 +191,35 @@ class _SmallMatcher:
             return
         # round j takes every destination's j-th channel, by (fewest candidates, a random draw)
         ordered = sorted([(d, cand.bit_count(), u, c, cand) for (d, cand, c), u in zip(found, rng.random(len(found)).tolist())])
-        rounds: list[list[tuple[int, int, int]]] = []
+        rounds: list[list[tuple[int, int, float, int, int]]] = []
         previous, j = -1, 0
-        for d, _, _, c, cand in ordered:
-            if d != previous:
-                previous, j = d, 0
+        for entry in ordered:
+            if entry[0] != previous:
+                previous, j = entry[0], 0
             else:
                 j += 1
             if j == len(rounds):
-                rounds.append([(c, d, cand)])
+                rounds.append([entry])
             else:
-                rounds[j].append((c, d, cand))
+                rounds[j].append(entry)
         scarce: dict[int, tuple[int, int]] = {}  # per destination: the chunks exactly one / two of its in-neighbours hold
         in_neighbours, hop, log, k, own, span = self.in_neighbours, self.hop, self.log, self.k, self.own, self.span
         single = self.max_cap == 1
         longest_cap = self.max_cap if self.one_cap else 1
         sent = 0
+        last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
         for j, sel in enumerate(rounds):
             if j:  # the destination's earlier rounds took some (held does not change within an instant)
-                sel = [(c, d, cand & wanted[d]) for c, d, cand in sel if cand & wanted[d]]
+                sel = [entry for entry in sel if entry[4] & wanted[entry[0]]]
                 if not sel:
                     continue
             if not single and not self.one_cap:
-                longest_cap = max(cap[c] for c, _, _ in sel)
+                longest_cap = max(cap[entry[3]] for entry in sel)
             # one draw per channel with candidates, in order (only one channel per destination in a round:
             # what one takes does not change another's candidates)
-            for (c, d, cand), u in zip(sel, rng.random(len(sel)).tolist()):
+            for (d, _, _, c, cand), u in zip(sel, rng.random(len(sel)).tolist()):
+                if j:
+                    cand &= wanted[d]
                 if cand & (cand - 1):  # several candidates: the scarcest
                     levels = scarce.get(d)
                     if levels is None:
@@ -260,12 +263,13 @@ class _SmallMatcher:
                 # _record: busy on its channel until it arrives
                 log.append((c * span + first) * span + m)
                 carrying[c] = bits
-                arriving = ending.get(arrives)
-                if arriving is None:
-                    ending[arrives] = [c]
-                    heapq.heappush(instants, arrives)
-                else:
-                    arriving.append(c)
+                if arrives != last:  # (most messages of an instant arrive together)
+                    last = arrives
+                    arriving = ending.get(arrives)
+                    if arriving is None:
+                        arriving = ending[arrives] = []
+                        heapq.heappush(instants, arrives)
+                arriving.append(c)
         self.remaining -= sent
         if sent:
             self.instants.append((t, len(log)))
