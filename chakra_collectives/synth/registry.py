@@ -85,9 +85,9 @@ class SynthesisOptions:
     it returns the best schedule found and the gap it proved."""
     to_beat_ns: float | None = None
     """A time the caller keeps unless this production is faster (the ``K`` search's time at the
-    previous ``K``): a producer may skip work that cannot end below it (TACOS: the trials whose
-    matching floor is not below it). What it returns is the same whenever that is faster than
-    ``to_beat_ns``; otherwise it may be slower than without."""
+    previous ``K``): a producer may put off work that cannot end below it, and skip it when what
+    it found without it shows it cannot matter (TACOS: the trials whose matching floor is not
+    below it, skipped when the others' best is below that floor). What it returns is the same."""
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and not self.time_limit_s > 0:

@@ -242,9 +242,9 @@ def synthesize(
     ``biring``; the number of pipelined pieces for ``tree``); ``None`` chooses it by predicted
     time: ``K`` = 1, 2, 4, ... (:func:`auto_chunk_counts`) until one is not faster than the
     fastest so far (:attr:`SynthesisResult.chunks_tried` lists the times; a ``K`` after the first
-    skips the work that cannot end below the previous ``K``'s time,
-    :attr:`~chakra_collectives.synth.registry.SynthesisOptions.to_beat_ns`, so the time listed for
-    the ``K`` that stops the search may be above what it gives alone). The size is cut into
+    is told the previous ``K``'s time,
+    :attr:`~chakra_collectives.synth.registry.SynthesisOptions.to_beat_ns`, and skips what cannot
+    change its result). The size is cut into
     chunks of ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works.
     ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
     ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``

@@ -206,11 +206,12 @@ def tacos(
     that optimum's flows given (per source NPU, chunks per link: several concurrent groups' joint
     LP, :func:`~chakra_collectives.synth.multipath.joint_flows`) instead of solved for this collective alone.
     ``to_beat_ns``: a time the caller keeps unless this result is faster; on a network without
-    switches, an All-Gather, Reduce-Scatter or (mirrored) All-Reduce runs no trial of a variant
-    whose floor (:func:`~chakra_collectives.synth.matching_floor.matching_floor_ns`) is not
-    below it (unless no variant's is): the result is the same whenever it is faster than
-    ``to_beat_ns`` (a mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two
-    ratio-20 trials, whose floor is 646.7 us, the slowest of its five).
+    switches, an All-Gather, Reduce-Scatter or (mirrored) All-Reduce puts off the trials of a
+    variant whose floor (:func:`~chakra_collectives.synth.matching_floor.matching_floor_ns`) is
+    not below it (unless no variant's is) and runs them only if the others' best is above that
+    floor: the result is the same, and when it is below their floor they are never run (a
+    mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
+    646.7 us, the slowest of its five).
 
     Raises
     ------
@@ -459,9 +460,11 @@ class _Search:
 
     def best(self, channels: Channels, *, judge_by_model: bool, name: str, beat_ns: float | None = None) -> Trial:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule);
-        ``beat_ns``: the variants whose floor is not below it are not tried (unless none's is):
-        the same trial whenever it is faster than ``beat_ns``."""
+        ``beat_ns``: the trials of variants whose floor is not below it are put off (unless every
+        variant's is), and run only if the best of the others is above their floor: the same
+        trial as without ``beat_ns``, without them whenever it is below their floor."""
         best: Trial | None = None
+        best_index = -1
         variants = distinct_variants(channels, self.variants)
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
         # no trial of a variant can finish before its floor: once the best trial is at or below a
@@ -477,19 +480,29 @@ class _Search:
         def may_win(seed: int, variant: MergeVariant) -> bool:
             return variant not in hopeless and (best is None or floors[variant] < best.time_ns)
 
+        put_off = []  # the hopeless variants' trials not run, by index in jobs
         with progress.task(name, total=len(jobs), unit="trials") as done:
-            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs, may_win)):
+            for index, ((seed, variant), schedule) in enumerate(zip(jobs, matchings(channels, self.k, jobs, may_win))):
                 done.advance()
                 if schedule is None:
+                    if variant in hopeless:
+                        put_off.append(index)
                     continue
                 judged = self.judge(schedule) if judge_by_model else schedule.time_ns
                 if best is None or judged < best.time_ns:
-                    best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged)
+                    best, best_index = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged), index
                 del schedule
                 if best.time_ns <= min(floors.values()):
                     done.update(len(jobs))  # the trials left cannot win: settled
                     break
-        assert best is not None
+            assert best is not None
+            # the trial all of them would keep is the first of the fastest: a put-off one can be it only from below its floor
+            for index in put_off:
+                seed, variant = jobs[index]
+                if (floors[variant], index) < (best.time_ns, best_index):
+                    schedule = _match(channels, self.k, seed, variant)
+                    if (schedule.time_ns, index) < (best.time_ns, best_index):
+                        best, best_index = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns), index
         return self.pinned(best) if judge_by_model else best
 
     def best_and_mirrored(self, channels: Channels, twins: np.ndarray) -> tuple[Trial, Trial]:
