@@ -137,7 +137,7 @@ class _SmallMatcher:
         self.span = n * k + 1
         self.log: list[int] = []
         """Every message as one number: ``(channel * span + first chunk) * span + chunks`` (:meth:`_schedule` splits them)."""
-        self.instants: list[tuple[float, int]] = []
+        self.started: list[tuple[float, int]] = []
         """Every instant messages start at, and how many of the :attr:`log`'s do by then."""
         self.events = [0.0]
         """Every instant something happens (messages start or arrive), in order."""
@@ -272,7 +272,7 @@ class _SmallMatcher:
                 arriving.append(c)
         self.remaining -= sent
         if sent:
-            self.instants.append((t, len(log)))
+            self.started.append((t, len(log)))
 
     def _hop_ns(self, c: int, m: int) -> float:
         """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats; :attr:`hop` holds the first)."""
@@ -315,7 +315,7 @@ class _SmallMatcher:
         key = np.array(self.log, dtype=np.int64)
         key, count = np.divmod(key, self.span)
         channel, chunk = np.divmod(key, self.span)
-        times, upto = zip(*self.instants) if self.instants else ((), ())
+        times, upto = zip(*self.started) if self.started else ((), ())
         start = np.repeat(np.array(times, dtype=np.float64), np.diff(np.array((0, *upto), dtype=np.int64)))
         links = self.direct_link[channel]
         end = start + (self.link_latency[links] + (count * self.chunk_bytes) / self.link_rate[links])
