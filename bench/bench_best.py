@@ -15,7 +15,8 @@ Three parts (``--part``; default: all):
 
 * ``small``: what a user meets first, against TACOS C++'s figures (issue 25: a 64-NPU trial
   <= 8 ms, 256-NPU synthesis <= 0.6 s, the whole ``-a tacos`` command <= 0.3 s): the whole
-  commands of :data:`SMALL` (median of ``--repeat`` fresh processes, wall and CPU), one TACOS
+  commands of :data:`SMALL` (median of ``--repeat`` fresh processes, wall and CPU), the
+  ``-a tacos`` command's parts (importing it, ``synthesize``, the bounds), one TACOS
   matching (median, CPU) and one ``tacos()`` synthesis at 64 and 256 NPUs; with ``--against DIR``
   the same from that copy, interleaved, and their ratios; ``--tacos 'CMD'`` also times a TACOS
   C++ binary as a whole process (it is not built here: give the command line that runs it on
@@ -178,6 +179,24 @@ synthesis at K=1 of All-Gather 64 MiB, CPU seconds, medians; ``argv``: the packa
 ('' for this checkout) and the repeat."""
 
 
+_PHASES = """
+import json, sys, time
+sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()] if sys.argv[1] else sys.meta_path
+sys.path.insert(0, sys.argv[1]) if sys.argv[1] else None
+started = time.process_time()
+import chakra_collectives.cli.synth_cmd
+from chakra_collectives.synth import synthesize
+from chakra_collectives.topology import load_topology
+imported = time.process_time()
+result = synthesize(load_topology("mesh2d:8x8"), "all-gather", "64MiB", algorithm="tacos")
+done = time.process_time()
+print(json.dumps([imported - started, done - imported, result.bounds_s]))
+"""
+"""The ``-a tacos`` command's parts in a fresh process, CPU seconds: importing the command (after
+Python's own start-up), ``synthesize`` (matchings, lowering, bounds) and of it the bounds
+(wall seconds); ``argv``: the package's folder ('' for this checkout)."""
+
+
 def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[str]:
     """The :data:`SMALL` commands, matchings and syntheses (see the module docstring)."""
     misses = []
@@ -198,6 +217,16 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
         print(f"{label:44}" + "".join(f" {medians[p][0]:>8.3f} {medians[p][1]:>6.3f}" for p in copies) + ratio + f"  <= {target} s")
         if medians[None][0] > target:
             misses.append(f"{label}: {medians[None][0]:.2f} s > {target} s")
+    parts: dict[Path | None, list[list[float]]] = {p: [] for p in copies}
+    for _ in range(repeat):
+        for path in copies:
+            done = subprocess.run([sys.executable, "-c", _PHASES, str(path or "")], capture_output=True, text=True, check=True, env=CHILD_ENV)
+            parts[path].append(json.loads(done.stdout))
+    print(f"{'-a tacos in parts, CPU s (bounds: wall)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else ""))
+    for i, what in enumerate(("importing the command", "synthesize()", "of it the lower bounds")):
+        medians = {p: statistics.median(x[i] for x in parts[p]) for p in copies}
+        ratio = f"  {medians[None] / medians[source]:5.2f}" if source else ""
+        print(f"{'  ' + what:44}" + "".join(f" {medians[p]:>8.4f}" for p in copies) + ratio)
     if tacos_command:
         walls = []
         for _ in range(repeat):

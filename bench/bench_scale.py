@@ -372,8 +372,8 @@ channels = build_channels(topology, chunk_bytes=-(-64 * 2**20 // schedule.num_ch
 try:  # the code of this change: a large schedule is its own prediction
     from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
 except ImportError:  # the code before
-    predicts_itself = lambda channels, k: False
-if predicts_itself(channels, 1):
+    predicts_itself = lambda channels: False
+if predicts_itself(channels):
     predicted, limit = schedule_prediction([schedule], channels)
     how = "schedule"
 else:  # the network model's run

@@ -99,6 +99,26 @@ def test_help_imports_no_library():
     assert "HEAVY []" in out
 
 
+def test_synth_with_one_producer_imports_only_what_it_runs():
+    """``synth -a tacos`` (the small case a user times first) imports TACOS alone of the producers,
+    no scipy, networkx or numpy.ma (np.median's), and writes nothing it would need protobuf for;
+    ``best`` still finds every producer."""
+    code = (
+        "import sys; from chakra_collectives.cli import main\n"
+        "sys.argv = ['chakra-coll', 'synth', '-t', 'mesh2d:4x4', '-c', 'all-gather', '-a', 'tacos', '--json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "loaded = {m for m in sys.modules}\n"
+        "others = ['forestcoll', 'bfb', 'milp', 'gridpipe', 'baselines']\n"
+        "print('LOADED', sorted(m for m in ['scipy', 'networkx', 'numpy.ma', 'google.protobuf', 'chakra', 'matplotlib', 'yaml'] if m in loaded),"
+        " sorted(p for p in others if 'chakra_collectives.synth.' + p in loaded))\n"
+        "from chakra_collectives.synth.registry import synthesizers\n"
+        "print('ALL', [s.name for s in synthesizers()])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert '"algorithm": "tacos"' in out and "LOADED [] []" in out
+    assert "ALL ['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'milp', 'gridpipe']" in out
+
+
 # ---------------------------------------------------------------------------- one vocabulary
 @pytest.fixture
 def replay_inputs(tmp_path):

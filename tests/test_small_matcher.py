@@ -103,3 +103,50 @@ def test_trials_skipped_at_their_floor_keep_the_best_of_all(spec, k, size):
     ]
     fastest = min(every, key=lambda row: row[0])  # the first of the fastest
     assert (found.schedule_ns, found.seed, found.phases[0].variant) == fastest
+
+
+@pytest.mark.parametrize("collective", [Collective.ALL_GATHER, Collective.ALL_REDUCE])
+def test_trials_that_cannot_beat_the_time_to_beat_are_not_run(monkeypatch, collective):
+    import chakra_collectives.synth.tacos as tacos_module
+    from chakra_collectives.synth.tacos import MERGE_VARIANTS, distinct_variants
+
+    topo, size, k = load_topology("mesh2d:8x8"), 64 * 2**20, 2
+    real, runs = tacos_module._match, []
+    monkeypatch.setattr(tacos_module, "_match", lambda channels, k, seed, variant: runs.append((seed, variant)) or real(channels, k, seed, variant))
+    alone = tacos(topo, collective, size, chunks_per_npu=k)
+    ran_alone = list(runs)
+    runs.clear()
+    to_beat = alone.predicted_ns + 1  # the result is faster: it must not change
+    beaten = tacos(topo, collective, size, chunks_per_npu=k, to_beat_ns=to_beat)
+    assert beaten.predicted_ns == alone.predicted_ns and beaten.seeds == alone.seeds
+    assert [p.variant for p in beaten.phases] == [p.variant for p in alone.phases]
+    assert all(np.array_equal(getattr(beaten.algorithm.ops, c), getattr(alone.algorithm.ops, c)) for c in ("rank", "kind", "peer", "tag", "count"))
+    # not run: exactly the trials of the variants whose floor (per phase: the All-Reduce is its All-Gather twice) is not below
+    channels = build_channels(topo, chunk_bytes=size // (64 * k))
+    phases = 2 if collective is Collective.ALL_REDUCE else 1
+    hopeless = {v for v in distinct_variants(channels, MERGE_VARIANTS) if phases * matching_floor_ns(channels, k, message_caps(channels, v.latency_ratio)[0]) >= to_beat}
+    assert hopeless and {run for run in ran_alone if run[1] in hopeless} and runs == [run for run in ran_alone if run[1] not in hopeless]
+    runs.clear()
+    # a time no variant can beat: every trial runs, as without one
+    tacos(topo, collective, size, chunks_per_npu=k, to_beat_ns=1.0)
+    assert runs == ran_alone
+
+
+def test_trials_put_off_run_when_the_others_end_above_their_floor(monkeypatch):
+    """torus3d:4x4x4 at K=4 after 215.6 us at K=2: the ratio-20 trial (floor 215.6 us) is put off,
+    the ratio-40 ones end at 220.3 us, above it: it runs last and is kept, as without a time to beat."""
+    import chakra_collectives.synth.tacos as tacos_module
+
+    topo, size, k = load_topology("torus3d:4x4x4"), 64 * 2**20, 4
+    real, runs = tacos_module._match, []
+    monkeypatch.setattr(tacos_module, "_match", lambda channels, k, seed, variant: runs.append(variant.latency_ratio) or real(channels, k, seed, variant))
+    alone = tacos(topo, Collective.ALL_GATHER, size, chunks_per_npu=k)
+    assert runs[0] == 20.0 and alone.phases[0].variant.latency_ratio == 20.0
+    channels = build_channels(topo, chunk_bytes=size // (64 * k))
+    floor = matching_floor_ns(channels, k, message_caps(channels, 20.0)[0])
+    assert alone.schedule_ns == floor  # the ratio-20 trial is at its floor: what the others must be above
+    runs.clear()
+    beaten = tacos(topo, Collective.ALL_GATHER, size, chunks_per_npu=k, to_beat_ns=floor)
+    assert runs[-1] == 20.0 and len(runs) >= 2 and all(ratio == 40.0 for ratio in runs[:-1])
+    assert (beaten.schedule_ns, beaten.seed, beaten.phases[0].variant) == (alone.schedule_ns, alone.seed, alone.phases[0].variant)
+    assert all(np.array_equal(getattr(beaten.algorithm.ops, c), getattr(alone.algorithm.ops, c)) for c in ("rank", "kind", "peer", "tag", "count"))

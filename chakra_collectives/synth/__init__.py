@@ -1,8 +1,8 @@
 """Producers of collective algorithms: TACOS synthesis and classic baselines, in one registry.
 
-Every producer registers itself by name in :mod:`~chakra_collectives.synth.registry` (this
-package imports each producer module, so the registry is complete once ``synth`` is
-imported). :func:`synthesize` (:mod:`~chakra_collectives.synth.synthesis`) is what
+Every producer registers itself by name in :mod:`~chakra_collectives.synth.registry`, which
+imports a producer's module when it is first asked for (``synth -a tacos`` imports TACOS
+alone). :func:`synthesize` (:mod:`~chakra_collectives.synth.synthesis`) is what
 ``chakra-coll synth`` runs: it produces the algorithm (one registered producer, or ``best`` of
 them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared network model
 (:func:`chakra_collectives.network.predict_time`), and puts it beside the lower bounds
@@ -30,13 +30,5 @@ from chakra_collectives.synth.synthesis import (
     group_bounds,
     synthesize,
 )
-
-# Every producer module registers itself when imported; best breaks ties in registration order.
-import chakra_collectives.synth.tacos  # noqa: E402,F401  (first)
-import chakra_collectives.synth.baselines  # noqa: E402,F401
-import chakra_collectives.synth.bfb  # noqa: E402,F401
-import chakra_collectives.synth.forestcoll  # noqa: E402,F401
-import chakra_collectives.synth.milp  # noqa: E402,F401  (not a candidate of best)
-import chakra_collectives.synth.gridpipe  # noqa: E402,F401  (2-D meshes and tori)
 
 __all__ = ["AUTO_CHUNKS", "BEST_WITHIN", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]

@@ -42,7 +42,6 @@ from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.schedule import DELIVERY_BYTES, RUN_BLOCK_CHUNKS
-from chakra_collectives.synth.schedule_timing import SCHEDULE_PREDICTS_PAIRS
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.distances import hop_distances
 
@@ -145,7 +144,9 @@ def tacos_messages(topology: Topology, num_ranks: int, options: SynthesisOptions
         return pairs
     chunk_bytes = -(-options.size_bytes // (num_ranks * options.chunks_per_npu))
     serial_ns = chunk_bytes / (links["bandwidth_gbps"][npu_links] * 2**30 / 1e9)
-    cap = float(np.median(np.maximum(1.0, np.floor(MERGE_RATIO * links["latency_ns"][npu_links] / serial_ns))))
+    caps = np.sort(np.maximum(1.0, np.floor(MERGE_RATIO * links["latency_ns"][npu_links] / serial_ns)))
+    middle = len(caps) // 2  # their median (np.median would import numpy.ma: 15 ms of a 64-NPU synth)
+    cap = float(caps[middle] if len(caps) % 2 else (caps[middle - 1] + caps[middle]) / 2)
     return pairs / max(1.0, MERGE_SHARE * cap**0.5)
 
 
@@ -174,7 +175,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     delivery = 0.0 if collective is Collective.REDUCE_SCATTER else min(4 * per_phase, DELIVERY_BYTES)
     indexes = PER_LOWERED_PAIR[collective] * per_phase + delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
     lowering = table + PER_MESSAGE * messages * phases(collective) + indexes
-    # a large phase on a network without switches is its own prediction (schedule_timing): no task graph
+    # a phase on a network without switches is its own prediction (schedule_timing): no task graph
     prediction = 0.0 if self_predicted(topology, num_ranks, options) else table + PER_PREDICTED_OP * operations
     stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
@@ -192,8 +193,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
 
 
 def self_predicted(topology: Topology, num_ranks: int, options: SynthesisOptions) -> bool:
-    """Whether TACOS takes its prediction from its schedule here (no switches, whole topology, at
-    least :data:`~chakra_collectives.synth.schedule_timing.SCHEDULE_PREDICTS_PAIRS` pairs per phase),
+    """Whether TACOS takes its prediction from its schedule here (no switches, whole topology),
     as :func:`~chakra_collectives.synth.schedule_timing.predicts_itself` decides on the channels.
 
     >>> from chakra_collectives.topology import load_topology
@@ -202,7 +202,7 @@ def self_predicted(topology: Topology, num_ranks: int, options: SynthesisOptions
     >>> self_predicted(load_topology("switch:1024"), 1024, SynthesisOptions(size_bytes=2**26))
     False
     """
-    return not topology.num_switches and options.group is None and float(num_ranks) * num_ranks * options.chunks_per_npu >= SCHEDULE_PREDICTS_PAIRS
+    return not topology.num_switches and options.group is None
 
 
 def message_footprint(messages: Callable[[Collective, int, int], float], pattern: str, *, per_slot: float = 0.0) -> Footprint:

@@ -9,10 +9,11 @@ messages it will send (a cheap lower bound on its time lets ``best`` skip it).
 ``best``, and the replayer's built-in defaults (``chakra-coll replay --default-algorithm``) all
 read this registry, so a producer registered once appears everywhere.
 
-Producers register themselves in their own module (:func:`register`), and
-:mod:`chakra_collectives.synth` imports every producer module, so the registry is complete
-whenever any part of ``synth`` is imported. The order of registration is the order ``best``
-breaks ties in:
+Producers register themselves in their own module (:func:`register`); the built-in ones are
+listed in :data:`PRODUCERS`, whose modules are imported when a producer is first asked for
+(:func:`get`, :func:`synthesizers`), so a command that runs one producer does not import the
+others. :data:`PRODUCERS`' order, then the order of registration, is the order ``best`` breaks
+ties in:
 
 >>> [s.name for s in synthesizers()]
 ['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'milp', 'gridpipe']
@@ -30,6 +31,7 @@ chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, r
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -81,6 +83,11 @@ class SynthesisOptions:
     time_limit_s: float | None = None
     """Seconds an exact solver (``milp``) may search (``None``: its default); when they run out
     it returns the best schedule found and the gap it proved."""
+    to_beat_ns: float | None = None
+    """A time the caller keeps unless this production is faster (the ``K`` search's time at the
+    previous ``K``): a producer may put off work that cannot end below it, and skip it when what
+    it found without it shows it cannot matter (TACOS: the trials whose matching floor is not
+    below it, skipped when the others' best is below that floor). What it returns is the same."""
 
     def __post_init__(self) -> None:
         if self.time_limit_s is not None and not self.time_limit_s > 0:
@@ -213,7 +220,19 @@ class Synthesizer:
         return made
 
 
+PRODUCERS: dict[str, str] = {
+    "tacos": "tacos", "ring": "baselines", "biring": "baselines", "direct": "baselines", "rhd": "baselines", "tree": "baselines",
+    "bfb": "bfb", "forestcoll": "forestcoll", "milp": "milp", "gridpipe": "gridpipe",
+}
+"""Every built-in producer's name, in the order ``best`` breaks ties in, and the module of
+:mod:`chakra_collectives.synth` that registers it, imported when it is first asked for
+(``synth -t mesh2d:8x8 -a tacos`` imports neither ForestColl, BFB, the MILP nor gridpipe)."""
+
 _REGISTRY: dict[str, Synthesizer] = {}
+
+_BUILT_IN: dict[str, Synthesizer] = {}
+"""Every producer of :data:`PRODUCERS` once registered: a registry replaced after its module ran
+(a test's scratch copy) gets it back from here."""
 
 
 def register(synthesizer: Synthesizer) -> Synthesizer:
@@ -221,25 +240,39 @@ def register(synthesizer: Synthesizer) -> Synthesizer:
     if synthesizer.name in _REGISTRY or synthesizer.name == "best":
         raise ValueError(f"a synthesizer named {synthesizer.name!r} is already registered")
     _REGISTRY[synthesizer.name] = synthesizer
+    if synthesizer.name in PRODUCERS:
+        _BUILT_IN[synthesizer.name] = synthesizer
     return synthesizer
+
+
+def _load(name: str) -> None:
+    """Register the built-in producer ``name`` (of :data:`PRODUCERS`) if it is not yet: import its module."""
+    if name in _REGISTRY or name not in PRODUCERS:
+        return
+    importlib.import_module(f"chakra_collectives.synth.{PRODUCERS[name]}")
+    if name not in _REGISTRY and name in _BUILT_IN:
+        _REGISTRY[name] = _BUILT_IN[name]
 
 
 def get(name: str) -> Synthesizer:
     """The synthesizer called ``name`` (case-insensitive); :class:`InputError` if there is none."""
+    _load(name.lower())
     found = _REGISTRY.get(name.lower())
     if found is None:
-        raise InputError(f"unknown algorithm {name!r} (valid: {', '.join(_REGISTRY)})")
+        raise InputError(f"unknown algorithm {name!r} (valid: {', '.join(names())})")
     return found
 
 
 def synthesizers() -> list[Synthesizer]:
-    """Every registered synthesizer, in registration order."""
-    return list(_REGISTRY.values())
+    """Every synthesizer: the built-in ones in :data:`PRODUCERS`' order, then the others in registration order."""
+    for name in PRODUCERS:
+        _load(name)
+    return [_REGISTRY[name] for name in PRODUCERS if name in _REGISTRY] + [s for name, s in _REGISTRY.items() if name not in PRODUCERS]
 
 
 def names() -> list[str]:
-    """Every registered name, in registration order."""
-    return list(_REGISTRY)
+    """Every synthesizer's name, in :func:`synthesizers`' order (importing none)."""
+    return [*PRODUCERS, *(name for name in _REGISTRY if name not in PRODUCERS)]
 
 
-__all__ = ["Factory", "MessageList", "SynthesisOptions", "Synthesized", "Synthesizer", "get", "names", "register", "synthesizers"]
+__all__ = ["PRODUCERS", "Factory", "MessageList", "SynthesisOptions", "Synthesized", "Synthesizer", "get", "names", "register", "synthesizers"]

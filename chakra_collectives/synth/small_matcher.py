@@ -27,7 +27,6 @@ import heapq
 import numpy as np
 
 from chakra_collectives import progress
-from chakra_collectives.ir.grouping import occurrence
 from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
 
@@ -39,7 +38,8 @@ in CPU seconds, same run at load ~12: mesh2d:8x8 K=1 0.014 / 0.014, K=2 (ratio 4
 0.59 / 0.32. At 1,024 chunks it still won (mesh2d:32x32 9.3 / 5.0 s, torus2d:32x32 4.9 / 4.2 s)
 but from 1,024 NPUs the numpy matcher is the one tuned for scale."""
 
-_INF = float("inf")
+HOP_TABLE = 16
+"""Message sizes (chunks) whose hop time every channel keeps at hand."""
 
 
 def uses_small(channels: Channels, chunks_per_npu: int) -> bool:
@@ -113,14 +113,15 @@ class _SmallMatcher:
         n = channels.num_npus
         self.n, self.k, self.rng = n, k, rng
         self.cap, self.max_cap = cap, max(max(cap, default=1), 1)
-        self.one_cap = len(set(cap)) == 1
         self.extend_held, self.reach_back = extend_held, reach_back
         self.direct_src, self.direct_dst = channels.direct_src, channels.direct_dst
         self.src, self.dst = self.direct_src.tolist(), self.direct_dst.tolist()
+        self.direct_link, self.link_latency, self.link_rate = channels.direct_link, channels.link_latency, channels.link_rate
         links = channels.direct_link
-        self.latency = channels.link_latency[links].tolist()
-        self.rate = channels.link_rate[links].tolist()
-        self.chunk_bytes = channels.chunk_bytes
+        self.latency, self.rate, self.chunk_bytes = channels.link_latency[links].tolist(), channels.link_rate[links].tolist(), channels.chunk_bytes
+        self.hop = [[lat + (m * self.chunk_bytes) / r for m in range(min(top, HOP_TABLE) + 1)] for lat, r, top in zip(self.latency, self.rate, cap)]
+        """``hop[c][m]``: a message of ``m`` chunks on channel ``c``, ns, up to :data:`HOP_TABLE` chunks (:meth:`_hop_ns`)."""
+        self.one_cap = len(set(cap)) == 1
         self.num_direct = len(self.src)
         block = (1 << k) - 1
         self.own = [block << (npu * k) for npu in range(n)]
@@ -133,148 +134,149 @@ class _SmallMatcher:
         for c, (s, d) in enumerate(zip(self.src, self.dst)):
             self.in_neighbours[d].append(s)
             self.out_channels[s].append(c)
-        self.busy_until = [_INF] * self.num_direct
-        self.carrying = [-1] * self.num_direct
-        self.scarce: dict[int, tuple[int, int]] = {}
-        """Per destination matched at this instant: the chunks exactly one / two of its direct in-neighbours hold (found when needed)."""
-        self.ending: dict[float, list[int]] = {}
-        """Channels by the instant their message arrives."""
-        self.instants: list[float] = []
-        """Those instants, a heap."""
-        self.log: list[tuple[int, int, int, float, float]] = []
-        """Every message: channel, first chunk, chunks, start and arrival (ns)."""
+        self.span = n * k + 1
+        self.log: list[int] = []
+        """Every message as one number: ``(channel * span + first chunk) * span + chunks`` (:meth:`_schedule` splits them)."""
+        self.started: list[tuple[float, int]] = []
+        """Every instant messages start at, and how many of the :attr:`log`'s do by then."""
+        self.events = [0.0]
+        """Every instant something happens (messages start or arrive), in order."""
 
     def run(self) -> Schedule:
-        t = 0.0
-        received: list[int] | None = None  # at t = 0 every NPU "received" its own chunks
-        freed: list[int] = []
+        """``run``: from event to event (an instant some messages arrive), deliver them
+        (``_arrive``), then match every free channel that may have a new candidate (:meth:`_match`)."""
+        held, dst, out_channels, num_direct = self.held, self.dst, self.out_channels, self.num_direct
+        carrying = [0] * num_direct  # the chunks (a bitset) a channel's message brings; 0: the channel is free
+        ending: dict[float, list[int]] = {}  # channels by the instant their message arrives
+        instants: list[float] = []  # those instants, a heap
         pairs = self.remaining
+        t = 0.0
+        woken: range | list[int] = range(num_direct)  # at t = 0 every channel
         with progress.task("match chunks to links", total=pairs, unit="(NPU, chunk) pairs") as matched:
             while True:
-                self._match(t, received, freed)
+                if self.remaining:
+                    self._match(t, woken, carrying, ending, instants)
                 matched.update(pairs - self.remaining)
-                if not self.instants:
+                if not instants:
                     break
-                t = heapq.heappop(self.instants)
-                received, freed = self._arrive(t)
+                t = heapq.heappop(instants)
+                self.events.append(t)
+                # _arrive: deliver every message arriving at t; wake the channels freed and those out of the receivers
+                done = ending.pop(t)
+                receivers = set()
+                for c in done:
+                    d = dst[c]
+                    held[d] |= carrying[c]
+                    carrying[c] = 0
+                    receivers.add(d)
+                if len(receivers) == len(out_channels):  # every channel leaves a receiver
+                    woken = range(num_direct)
+                else:
+                    awake = set(done)
+                    for d in receivers:
+                        awake.update(out_channels[d])
+                    woken = sorted(awake)
         if self.remaining:
             raise RuntimeError(f"matching stopped with {self.remaining} (NPU, chunk) pairs unserved: is the topology connected?")
         return self._schedule()
 
-    def _arrive(self, t: float) -> tuple[list[int], list[int]]:
-        """``_arrive``: deliver every message arriving at ``t``; the NPUs that received and the channels freed."""
-        done = sorted(self.ending.pop(t))
-        held, dst, log, busy, carrying = self.held, self.dst, self.log, self.busy_until, self.carrying
-        received = []
-        for c in done:
-            _, first, m, _, _ = log[carrying[c]]
-            d = dst[c]
-            held[d] |= ((1 << m) - 1) << first
-            received.append(d)
-            busy[c] = _INF
-            carrying[c] = -1
-        return received, done
-
-    def _match(self, t: float, received: list[int] | None, freed: list[int]) -> None:
-        """``_match_direct``: every free channel that may have a new candidate, destination by
-        destination in rounds (most constrained channel first, random among equals)."""
-        if not self.remaining:
+    def _match(self, t: float, woken: range | list[int], carrying: list[int], ending: dict[float, list[int]], instants: list[float]) -> None:
+        """``_match_direct``: every free woken channel with candidates, destination by destination
+        in rounds (most constrained channel first, random among equals); each round's messages
+        drawn at once (``_scarcest`` and ``_pick_runs``) and recorded (``_record``)."""
+        src, dst, held, wanted, cap, rng = self.src, self.dst, self.held, self.wanted, self.cap, self.rng
+        # (destination, candidates, channel) of every free woken channel with candidates
+        found = [(d, cand, c) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[(d := dst[c])])]
+        if not found:
             return
-        src, dst, held, wanted, busy = self.src, self.dst, self.held, self.wanted, self.busy_until
-        if received is None:
-            woken = range(self.num_direct)
-        else:
-            woken = set(freed)
-            for npu in set(received):
-                woken.update(self.out_channels[npu])
-            woken = sorted(woken)
-        active, targets, options = [], [], []
-        for c in woken:
-            if busy[c] == _INF:
-                d = dst[c]
-                ways = (held[src[c]] & wanted[d]).bit_count()
-                if ways:
-                    active.append(c)
-                    targets.append(d)
-                    options.append(ways)
-        if not active:
-            return
-        rounds: list[list[int]] = []
-        self.scarce = {}
+        # round j takes every destination's j-th channel, by (fewest candidates, a random draw)
+        ordered = sorted([(d, cand.bit_count(), u, c, cand) for (d, cand, c), u in zip(found, rng.random(len(found)).tolist())])
+        rounds: list[list[tuple[int, int, float, int, int]]] = []
         previous, j = -1, 0
-        for d, _, _, c in sorted(zip(targets, options, self.rng.random(len(active)).tolist(), active)):
-            if d != previous:
-                previous, j = d, 0
+        for entry in ordered:
+            if entry[0] != previous:
+                previous, j = entry[0], 0
             else:
                 j += 1
             if j == len(rounds):
-                rounds.append([c])
+                rounds.append([entry])
             else:
-                rounds[j].append(c)
-        messages: list[tuple[int, int, int]] = []
-        for sel in rounds:
-            messages += self._round(sel)
-        self._record(t, messages)
-
-    def _scarce_levels(self, d: int) -> tuple[int, int]:
-        """The chunks exactly one / exactly two of ``d``'s direct in-neighbours hold."""
-        one = two = three = 0
-        held = self.held
-        for s in self.in_neighbours[d]:
-            h = held[s]
-            three |= two & h
-            two |= one & h
-            one |= h
-        return one & ~two, two & ~three
-
-    def _round(self, sel: list[int]) -> list[tuple[int, int, int]]:
-        """One round (at most one channel per destination): ``(channel, first chunk, count)`` per
-        message, drawn at once (``_scarcest`` and ``_pick_runs``)."""
-        src, dst, held, wanted, cap, scarce = self.src, self.dst, self.held, self.wanted, self.cap, self.scarce
-        rows = []  # (channel, candidates, where the message may start)
-        if self.one_cap:
-            longest_cap = cap[0]
-            merging = longest_cap > 1
-        else:
-            merging = any(cap[c] > 1 for c in sel)
-            longest_cap = max(cap[c] for c in sel)
-        for c in sel:
-            d = dst[c]
-            cand = held[src[c]] & wanted[d]
-            if cand:
-                if cand & (cand - 1):  # several candidates: the scarcest (the held ones at this instant)
+                rounds[j].append(entry)
+        scarce: dict[int, tuple[int, int]] = {}  # per destination: the chunks exactly one / two of its in-neighbours hold
+        in_neighbours, hop, log, k, own, span = self.in_neighbours, self.hop, self.log, self.k, self.own, self.span
+        single = self.max_cap == 1
+        longest_cap = self.max_cap if self.one_cap else 1
+        sent = 0
+        last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
+        for j, sel in enumerate(rounds):
+            if j:  # the destination's earlier rounds took some (held does not change within an instant)
+                sel = [entry for entry in sel if entry[4] & wanted[entry[0]]]
+                if not sel:
+                    continue
+            if not single and not self.one_cap:
+                longest_cap = max(cap[entry[3]] for entry in sel)
+            # one draw per channel with candidates, in order (only one channel per destination in a round:
+            # what one takes does not change another's candidates)
+            for (d, _, _, c, cand), u in zip(sel, rng.random(len(sel)).tolist()):
+                if j:
+                    cand &= wanted[d]
+                if cand & (cand - 1):  # several candidates: the scarcest
                     levels = scarce.get(d)
                     if levels is None:
-                        levels = scarce[d] = self._scarce_levels(d)
+                        one = two = three = 0
+                        for s in in_neighbours[d]:
+                            h = held[s]
+                            three |= two & h
+                            two |= one & h
+                            one |= h
+                        levels = scarce[d] = (one & ~two, two & ~three)
                     pool = cand & levels[0] or cand & levels[1] or cand
                 else:
                     pool = cand
-                if merging and cap[c] > 1:
+                runs = longest_cap > 1 and cap[c] > 1
+                if runs:
                     pool = self._starts(pool, cand, d, longest_cap)
-                rows.append((c, cand, pool))
-        if not rows:
-            return []
-        out = []
-        draws = self.rng.random(len(rows)).tolist()
-        if not merging:
-            for (c, _, pool), u in zip(rows, draws):
                 pick = int(u * pool.bit_count())
-                first = _select(pool, pick) if pick else (pool & -pool).bit_length() - 1
-                wanted[dst[c]] &= ~(1 << first)
-                out.append((c, first, 1))
-            return out
-        for (c, cand, pool), u in zip(rows, draws):
-            pick = int(u * pool.bit_count())
-            first = _select(pool, pick) if pick else (pool & -pool).bit_length() - 1
-            count = 1
-            if cap[c] > 1:
-                s = src[c]
-                same = cand & self.own[s] if first // self.k == s else cand & ~self.own[s]
-                after = same >> first
-                count = min((~after & (after + 1)).bit_length() - 1, cap[c])
-            wanted[dst[c]] &= ~(((1 << count) - 1) << first)
-            out.append((c, first, count))
-        return out
+                if pick == 0:
+                    first = (pool & -pool).bit_length() - 1
+                elif pick < 4:
+                    for _ in range(pick):
+                        pool &= pool - 1
+                    first = (pool & -pool).bit_length() - 1
+                else:
+                    first = _select(pool, pick)
+                if runs:
+                    s = src[c]
+                    same = cand & own[s] if first // k == s else cand & ~own[s]
+                    after = same >> first
+                    m = (~after & (after + 1)).bit_length() - 1  # the run of candidates from first, up to the cap
+                    if m > cap[c]:
+                        m = cap[c]
+                    bits = ((1 << m) - 1) << first
+                    arrives = t + (hop[c][m] if m <= HOP_TABLE else self._hop_ns(c, m))
+                else:
+                    m = 1
+                    bits = 1 << first
+                    arrives = t + hop[c][1]
+                wanted[d] ^= bits  # (they were all wanted)
+                sent += m
+                # _record: busy on its channel until it arrives
+                log.append((c * span + first) * span + m)
+                carrying[c] = bits
+                if arrives != last:  # (most messages of an instant arrive together)
+                    last = arrives
+                    arriving = ending.get(arrives)
+                    if arriving is None:
+                        arriving = ending[arrives] = []
+                        heapq.heappush(instants, arrives)
+                arriving.append(c)
+        self.remaining -= sent
+        if sent:
+            self.started.append((t, len(log)))
+
+    def _hop_ns(self, c: int, m: int) -> float:
+        """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats; :attr:`hop` holds the first)."""
+        return self.latency[c] + (m * self.chunk_bytes) / self.rate[c]
 
     def _starts(self, pool: int, cand: int, d: int, longest_cap: int) -> int:
         """``_pick_runs`` for a merging channel: where its message may start."""
@@ -290,7 +292,8 @@ class _SmallMatcher:
             pool = reached
         starts = pool & ~(pool << 1)
         best, follows, length = starts, cand, 1
-        while length < min(16, longest_cap):
+        longest = min(16, longest_cap)
+        while length < longest:
             follows &= follows >> length
             length *= 2
             longer = starts & follows
@@ -303,45 +306,45 @@ class _SmallMatcher:
                 best = extending
         return best
 
-    def _record(self, t: float, messages: list[tuple[int, int, int]]) -> None:
-        """``_record``: the messages, in order, each busy on its channel until it arrives (their
-        tags and program positions follow from the order, in :meth:`_schedule`)."""
-        latency, rate, chunk_bytes = self.latency, self.rate, self.chunk_bytes
-        busy, carrying, ending, log = self.busy_until, self.carrying, self.ending, self.log
-        transfer = len(log)
-        for c, first, m in messages:
-            arrives = t + (latency[c] + (m * chunk_bytes) / rate[c])  # Channels.hop_ns, the same floats
-            log.append((c, first, m, t, arrives))
-            self.remaining -= m
-            busy[c] = arrives
-            carrying[c] = transfer
-            transfer += 1
-            if arrives in ending:
-                ending[arrives].append(c)
-            else:
-                ending[arrives] = [c]
-                heapq.heappush(self.instants, arrives)
-
     def _schedule(self) -> Schedule:
         """The messages as columns. A channel's tag counts its messages so far; an NPU's program
         holds its sends and receives by instant, at each instant receives first, in transfer
-        order (:meth:`_arrive`'s order), then sends (:meth:`_match`'s)."""
+        order (the order of the matcher's deliveries), then sends (:meth:`_match`'s). Arrivals are
+        the matcher's floats: the same operations on the same numbers."""
         size = len(self.log)
-        channel, chunk, count, start, end = (np.array(column) for column in zip(*self.log)) if size else (np.zeros(0),) * 5
-        channel = channel.astype(np.int64)
+        key = np.array(self.log, dtype=np.int64)
+        key, count = np.divmod(key, self.span)
+        channel, chunk = np.divmod(key, self.span)
+        times, upto = zip(*self.started) if self.started else ((), ())
+        start = np.repeat(np.array(times, dtype=np.float64), np.diff(np.array((0, *upto), dtype=np.int64)))
+        links = self.direct_link[channel]
+        end = start + (self.link_latency[links] + (count * self.chunk_bytes) / self.link_rate[links])
         src, dst = self.direct_src[channel], self.direct_dst[channel]
-        npu = np.concatenate([src, dst])
-        instant = np.concatenate([start, end])
-        receive_first = np.repeat([1, 0], size)
-        transfer = np.tile(np.arange(size), 2)
-        order = np.lexsort((transfer, receive_first, instant, npu))
-        in_order = npu[order]
+        # programs: every NPU's receives (0) and sends (1) by (instant, receive first, transfer), one integer key each
+        events = np.array(self.events)
+        npu = np.concatenate([dst, src]).astype(np.int64)
+        instant = np.searchsorted(events, np.concatenate([end, start]))
+        kind = np.repeat(np.array([0, 1], dtype=np.int64), size)
+        order = np.argsort(((npu * len(events) + instant) * 2 + kind) * size + np.tile(np.arange(size), 2))
         position = np.empty(2 * size, dtype=np.int32)
-        position[order] = np.arange(2 * size) - np.searchsorted(in_order, in_order, side="left")
+        position[order] = np.arange(2 * size) - _group_starts(npu, self.n)[npu[order]]
+        by_channel = np.argsort(channel.astype(np.int32), kind="stable")
+        tag = np.empty(size, dtype=np.int64)
+        tag[by_channel] = np.arange(size) - _group_starts(channel, self.num_direct)[channel[by_channel]]
         as_int = {name: values.astype(np.int32) for name, values in
-                  (("chunk", chunk), ("count", count), ("src", src), ("dst", dst), ("channel", channel), ("tag", occurrence(channel)))}
+                  (("chunk", chunk), ("count", count), ("src", src), ("dst", dst), ("channel", channel), ("tag", tag))}
         return Schedule(
             num_npus=self.n, chunks_per_npu=self.k, max_chunks=self.max_cap, num_direct=self.num_direct, num_routed=0,
-            start=start.astype(np.float64), end=end.astype(np.float64), send_seq=position[:size], recv_seq=position[size:],
+            start=start, end=end, send_seq=position[size:], recv_seq=position[:size],
             anchor=np.broadcast_to(np.int32(NO_ANCHOR), (size,)), anchor_is_send=np.broadcast_to(False, (size,)), **as_int,
         )
+
+
+def _group_starts(keys: np.ndarray, groups: int) -> np.ndarray:
+    """Where each of ``groups`` keys (0 .. groups - 1) starts among ``keys`` sorted.
+
+    >>> _group_starts(np.array([2, 0, 2, 3]), 4).tolist()
+    [0, 1, 1, 3]
+    """
+    counts = np.bincount(keys, minlength=groups)
+    return np.cumsum(counts) - counts

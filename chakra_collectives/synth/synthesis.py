@@ -241,7 +241,10 @@ def synthesize(
     ``chunks_per_npu`` is TACOS's ``K`` and the baselines' chunks per rank (per direction for
     ``biring``; the number of pipelined pieces for ``tree``); ``None`` chooses it by predicted
     time: ``K`` = 1, 2, 4, ... (:func:`auto_chunk_counts`) until one is not faster than the
-    fastest so far (:attr:`SynthesisResult.chunks_tried` lists the times). The size is cut into
+    fastest so far (:attr:`SynthesisResult.chunks_tried` lists the times; a ``K`` after the first
+    is told the previous ``K``'s time,
+    :attr:`~chakra_collectives.synth.registry.SynthesisOptions.to_beat_ns`, and skips what cannot
+    change its result). The size is cut into
     chunks of ``ceil(size / chunks)`` bytes (the IR's padding rule), so any size works.
     ``trials=None``: TACOS's default (:func:`~chakra_collectives.synth.tacos.auto_trials`).
     ``trees_per_npu`` and ``chunks_per_tree`` are ForestColl's ``k`` (an integer, ``"optimal"``
@@ -312,8 +315,11 @@ def synthesize(
                 if found is not None and _group_floor_ns(topology, collective, SynthesisOptions(size_bytes=nbytes, chunks_per_npu=k, root=root, **forest), name, network_model) >= found.predicted_ns:
                     break  # more chunks cannot pay: their latencies alone take longer
                 label = f"K={k}" if chunks_per_npu is None else ""
-                attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest)
                 previous_ns = tried[counts[counts.index(k) - 1]] if k != counts[0] else math.inf
+                # this K is kept only below the fastest so far, and the search goes on only below previous_ns (with its slack):
+                # work that cannot end below the larger of the two (previous_ns) changes neither
+                to_beat = previous_ns * (1 + _bracket_slack(collective, members)) if k != counts[0] and network_model == "default" else None
+                attempt = _synthesize_with(topology, collective, nbytes, k, name, seed, trials, root, on_step, label, network_model, forest, to_beat)
                 tried[k] = attempt.predicted_ns
                 spent_s = [spent_s[0] + attempt.synthesis_s, spent_s[1] + attempt.predict_s]
                 if found is None or attempt.predicted_ns < found.predicted_ns:
@@ -734,9 +740,11 @@ def _synthesize_with(
     label: str,
     network_model: str,
     forest: dict[str, Any],
+    to_beat_ns: float | None = None,
 ) -> SynthesisResult:
-    """:func:`synthesize` of producer ``name`` for one chunk count, without the bounds (``forest``: ForestColl's options)."""
-    options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, **forest)
+    """:func:`synthesize` of producer ``name`` for one chunk count, without the bounds (``forest``:
+    ForestColl's options; ``to_beat_ns``: :attr:`~chakra_collectives.synth.registry.SynthesisOptions.to_beat_ns`)."""
+    options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=chunks_per_npu, seed=seed, trials=trials, root=root, to_beat_ns=to_beat_ns, **forest)
     with progress.task(label or "candidates"):
         require(estimate(name, topology, collective, topology.num_npus if options.group is None else len(options.group), options))
         produced = _produce(topology, collective, options, name, network_model, on_step or (lambda step: None), False)

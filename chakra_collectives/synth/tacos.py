@@ -183,6 +183,7 @@ def tacos(
     detours: bool = False,
     multipath: bool = False,
     flows: Mapping[int, np.ndarray] | None = None,
+    to_beat_ns: float | None = None,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -205,6 +206,13 @@ def tacos(
     several routes per pair, each SEND naming its route), and the faster plan is kept; ``flows``:
     that optimum's flows given (per source NPU, chunks per link: several concurrent groups' joint
     LP, :func:`~chakra_collectives.synth.multipath.joint_flows`) instead of solved for this collective alone.
+    ``to_beat_ns``: a time the caller keeps unless this result is faster; on a network without
+    switches, an All-Gather, Reduce-Scatter or (mirrored) All-Reduce puts off the trials of a
+    variant whose floor (:func:`~chakra_collectives.synth.matching_floor.matching_floor_ns`) is
+    not below it (unless no variant's is) and runs them only if the others' best is above that
+    floor: the result is the same, and when it is below their floor they are never run (a
+    mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
+    646.7 us, the slowest of its five).
 
     Raises
     ------
@@ -249,11 +257,13 @@ def tacos(
     mirror = channels.mirror()
     twins = channels.twins() if mirror is None and channels.detours else None
     searches = 2 if collective is Collective.ALL_REDUCE and mirror is None and twins is None else 1
+    # what a phase must beat: the prediction is the phases' times added up (predicts_itself), a mirrored All-Reduce's twice its one search's
+    beat = None if to_beat_ns is None or not predicts_itself(channels) else to_beat_ns / (2 if collective is Collective.ALL_REDUCE else 1)
     with progress.task("phases", total=searches, unit="searches") as steps:
         if collective is Collective.ALL_GATHER:
-            phases = (search.best(channels, judge_by_model=False, name="all-gather"),)
+            phases = (search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat),)
         elif mirror is not None:  # the reversed network is the same network: one search serves both phases
-            best = search.best(channels, judge_by_model=False, name="all-gather")
+            best = search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat)
             reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
             phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
         elif twins is not None:  # so are detours through relays: each matching's mirror judged by the model (queues)
@@ -267,7 +277,7 @@ def tacos(
             else:
                 phases = (reversed_phase,)
         steps.update(searches)
-    predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels, chunks_per_npu) else (None, None)
+    predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
     with progress.task("lower to operations"):
         algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
     return TacosResult(
@@ -454,9 +464,13 @@ class _Search:
     variants: tuple[MergeVariant, ...]
     routing: ChannelRouting | None = None
 
-    def best(self, channels: Channels, *, judge_by_model: bool, name: str) -> Trial:
-        """The best trial on ``channels`` (judged by the model for a mirrored switch schedule)."""
+    def best(self, channels: Channels, *, judge_by_model: bool, name: str, beat_ns: float | None = None) -> Trial:
+        """The best trial on ``channels`` (judged by the model for a mirrored switch schedule);
+        ``beat_ns``: the trials of variants whose floor is not below it are put off (unless every
+        variant's is), and run only if the best of the others is above their floor: the same
+        trial as without ``beat_ns``, without them whenever it is below their floor."""
         best: Trial | None = None
+        best_index = -1
         variants = distinct_variants(channels, self.variants)
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
         # no trial of a variant can finish before its floor: once the best trial is at or below a
@@ -465,22 +479,36 @@ class _Search:
         if not judge_by_model and len(jobs) > 1 and not channels.routed:
             floors = {variant: matching_floor_ns(channels, self.k, message_caps(channels, variant.latency_ratio)[0]) for variant in variants}
 
-        def may_win(seed: int, variant: MergeVariant) -> bool:
-            return best is None or floors[variant] < best.time_ns
+        hopeless = {variant for variant in variants if beat_ns is not None and floors[variant] >= beat_ns}
+        if len(hopeless) == len(variants):
+            hopeless = set()
 
+        def may_win(seed: int, variant: MergeVariant) -> bool:
+            return variant not in hopeless and (best is None or floors[variant] < best.time_ns)
+
+        put_off = []  # the hopeless variants' trials not run, by index in jobs
         with progress.task(name, total=len(jobs), unit="trials") as done:
-            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs, may_win)):
+            for index, ((seed, variant), schedule) in enumerate(zip(jobs, matchings(channels, self.k, jobs, may_win))):
                 done.advance()
                 if schedule is None:
+                    if variant in hopeless:
+                        put_off.append(index)
                     continue
                 judged = self.judge(schedule) if judge_by_model else schedule.time_ns
                 if best is None or judged < best.time_ns:
-                    best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged)
+                    best, best_index = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=judged), index
                 del schedule
                 if best.time_ns <= min(floors.values()):
                     done.update(len(jobs))  # the trials left cannot win: settled
                     break
-        assert best is not None
+            assert best is not None
+            # the trial all of them would keep is the first of the fastest: a put-off one can be it only from below its floor
+            for index in put_off:
+                seed, variant = jobs[index]
+                if (floors[variant], index) < (best.time_ns, best_index):
+                    schedule = _match(channels, self.k, seed, variant)
+                    if (schedule.time_ns, index) < (best.time_ns, best_index):
+                        best, best_index = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns), index
         return self.pinned(best) if judge_by_model else best
 
     def best_and_mirrored(self, channels: Channels, twins: np.ndarray) -> tuple[Trial, Trial]:
@@ -576,7 +604,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
     if options.group is not None:
         found = tacos_for_group(topology, options.group, collective, options.size_bytes, **common)
     else:
-        found = tacos(topology, collective, options.size_bytes, **common)
+        found = tacos(topology, collective, options.size_bytes, to_beat_ns=options.to_beat_ns, **common)
     details = {
         "seed": found.seed,
         "trials": found.trials,
