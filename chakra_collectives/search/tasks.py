@@ -28,7 +28,10 @@ from chakra_collectives.errors import ChakraCollError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import predict_time
 from chakra_collectives.replay import ProcessGroups, replay
+from chakra_collectives.search.executors import within_worker_memory
+from chakra_collectives.resources import require
 from chakra_collectives.synth import synthesize
+from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.topology import Topology
 from chakra_collectives.ir.workload import Workload
@@ -67,7 +70,18 @@ def synthesize_collective(
     probe_sizes: tuple[int, ...],
     mode: str,
 ) -> SynthesisOutcome:
-    """Produce ``collective`` with the registered ``algorithm`` (or ``best``), verify it, and time it at the probe sizes."""
+    """Produce ``collective`` with the registered ``algorithm`` (or ``best``), verify it, and time it at the probe sizes.
+
+    Inside a Dask worker the worker's memory limit holds (:func:`~chakra_collectives.search.executors.within_worker_memory`):
+    a synthesis or verification estimated above it fails this row, not the worker.
+    """
+    with within_worker_memory():
+        return _synthesize_collective(topology, algorithm, collective, size_bytes, chunks_per_npu, probe_sizes, mode)
+
+
+def _synthesize_collective(
+    topology: Topology, algorithm: str, collective: Collective, size_bytes: int, chunks_per_npu: int, probe_sizes: tuple[int, ...], mode: str
+) -> SynthesisOutcome:
     started = time.perf_counter()
     produced_by, algo, verified, verify_s, probe_s, probes = algorithm, None, False, 0.0, 0.0, None
     try:
@@ -76,6 +90,7 @@ def synthesize_collective(
             algo, produced_by = result.algorithm, result.algorithm_name
         else:
             options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=chunks_per_npu)
+            require(estimate(algorithm, topology, collective, topology.num_npus, options))  # as synth refuses it
             algo = get(algorithm).make(topology, collective, topology.num_npus, options).algorithm
         synthesis_s = time.perf_counter() - started
         started = time.perf_counter()
@@ -173,11 +188,12 @@ def evaluate(
         return row
     started = time.perf_counter()
     try:
-        result = replay(
-            workload, topology,
-            algorithms={c: o.algorithm for c, o in zip(collectives, outcomes)},  # type: ignore[misc]
-            default_algorithm=group_algorithm, groups=groups, network_model=mode,
-        )
+        with within_worker_memory():
+            result = replay(
+                workload, topology,
+                algorithms={c: o.algorithm for c, o in zip(collectives, outcomes)},  # type: ignore[misc]
+                default_algorithm=group_algorithm, groups=groups, network_model=mode,
+            )
     except Exception as error:  # noqa: BLE001 -- recorded, the search goes on
         row.update(status="failed", error=_describe(error), replay_s=time.perf_counter() - started)
         return row
