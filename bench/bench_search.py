@@ -29,8 +29,8 @@ cluster, then the same plan through ``--scheduler`` of a ``dask scheduler`` and 
 worker ADDRESS --nthreads 1`` per core started apart, as README gives them (a nanny's worker
 process each: daemonic, so TACOS's trials run in the worker). Also printed: each worker's peak
 RSS, per algorithm the seconds its rows spent synthesizing, verifying, timing alone at the
-probe sizes and replaying (the slowest row's four figures beside), and whether the runs' rows are identical (to the first
-run's when there is no in-process run).
+probe sizes and replaying (the slowest row's four figures beside), the slowest rows, every failed or lost row,
+and whether the runs' rows are identical (to the first run's when there is no in-process run).
 """
 
 from __future__ import annotations
