@@ -29,8 +29,8 @@ cluster, then the same plan through ``--scheduler`` of a ``dask scheduler`` and 
 worker ADDRESS --nthreads 1`` per core started apart, as README gives them (a nanny's worker
 process each: daemonic, so TACOS's trials run in the worker). Also printed: each worker's peak
 RSS, per algorithm the seconds its rows spent synthesizing, verifying, timing alone at the
-probe sizes and replaying (the slowest row's four figures beside), and whether the runs' rows are identical (to the first
-run's when there is no in-process run).
+probe sizes and replaying (the slowest row's four figures beside), the slowest rows, every failed or lost row,
+and whether the runs' rows are identical (to the first run's when there is no in-process run).
 """
 
 from __future__ import annotations
@@ -144,11 +144,11 @@ def _one(plan, make_executor, folder: Path, label: str) -> dict:
             compute = sum(s["stop"] - s["start"] for t in stream for s in t["startstops"] if s["action"] == "compute")
             other = sum(s["stop"] - s["start"] for t in stream for s in t["startstops"] if s["action"] != "compute")
             overhead = other / compute if compute else None
-    assert run.evaluated == len(plan.evaluations) and not run.lost, run
+    assert run.evaluated + len(run.lost) == len(plan.evaluations), run
     return {"label": label, "seconds": run.seconds, "startup": startup, "load": f"{load_before} -> {_load()}",
             "here_cpu": here_cpu, "workers_cpu": workers_cpu, "workers_peak": workers_peak, "cpu": here_cpu + sum(workers_cpu),
-            "worker_overhead": overhead, "rows": _rows(table), "failed": sum(r["status"] != "ok" for r in table.rows()),
-            "phases": _phases(table)}
+            "worker_overhead": overhead, "rows": _rows(table), "failed": sum(r["status"] != "ok" for r in table.rows()) + len(run.lost),
+            "phases": _phases(table) + [f"lost: {line}" for line in run.lost]}
 
 
 def _phases(table: ResultTable) -> list[str]:
@@ -161,7 +161,16 @@ def _phases(table: ResultTable) -> list[str]:
         slowest = max(mine, key=lambda r: sum(r[c] or 0.0 for c in TIMING_COLUMNS))
         lines.append(f"{algorithm:8s} {len(mine)} rows: " + ", ".join(f"{c[:-2]} {v:.0f} s" for c, v in total.items())
                      + f"; slowest {slowest['topology']} " + "/".join(f"{slowest[c] or 0.0:.0f}" for c in TIMING_COLUMNS) + " s")
+    by_total = sorted(rows, key=lambda r: -sum(r[c] or 0.0 for c in TIMING_COLUMNS))
+    lines.append("slowest rows (" + "/".join(c[:-2] for c in TIMING_COLUMNS) + " s): " + "; ".join(
+        f"{r['topology']} / {r['algorithm']} " + "/".join(f"{r[c] or 0.0:.0f}" for c in TIMING_COLUMNS) for r in by_total[:SLOWEST]))
+    failed = [f"{r['topology']} / {r['algorithm']}: {r['error']}" for r in rows if r["status"] != "ok"]
+    lines += [f"failed: {line}" for line in failed]
     return lines
+
+
+SLOWEST = 6
+"""Rows named in the slowest-rows line."""
 
 
 def main(argv: list[str]) -> int:

@@ -109,11 +109,12 @@ def memory_limit() -> Limit:
 
 
 @contextmanager
-def memory_limit_set(nbytes: int | None) -> Iterator[None]:
-    """Run a block under a limit of ``nbytes`` of resident memory (``None``: the default; 0: none)."""
+def memory_limit_set(nbytes: int | None, source: str = "--max-memory") -> Iterator[None]:
+    """Run a block under a limit of ``nbytes`` of resident memory (``None``: the default; 0: none);
+    ``source`` names where it comes from in messages."""
     global _explicit
     before = _explicit
-    _explicit = None if nbytes is None else Limit(int(nbytes), "--max-memory")
+    _explicit = None if nbytes is None else Limit(int(nbytes), source)
     try:
         yield
     finally:

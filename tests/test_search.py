@@ -360,3 +360,34 @@ def test_the_same_operations_are_verified_once_per_process(monkeypatch):
     wrong = dataclasses.replace(ring(Collective.ALL_REDUCE, 4, size_bytes=2**20), collective=Collective.REDUCE_SCATTER)
     assert tasks._verify(wrong) is not None and tasks._verify(wrong) == tasks._verify(wrong)
     assert proved.count(Collective.REDUCE_SCATTER) == 1
+
+
+def test_a_candidate_above_its_workers_memory_fails_as_its_own_row(monkeypatch):
+    """Inside a Dask worker the worker's limit holds: a collective whose synthesis or verification
+    is estimated above it is a failed row that says what it needs, not a killed worker."""
+    from chakra_collectives.resources import resident_bytes
+    from chakra_collectives.search import executors
+
+    topology = load_topology("ring:64")
+    fine = synthesize_collective(topology, "ring", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "default")
+    assert fine.error is None and fine.verified
+    monkeypatch.setattr(executors, "worker_memory_limit", lambda: resident_bytes() + 2**20)
+    refused = synthesize_collective(topology, "ring", Collective.ALL_REDUCE, 2**20, 1, (2**10, 2**20), "default")
+    assert refused.algorithm is None and not refused.verified
+    assert "needs about" in refused.error and "of the Dask worker's memory limit" in refused.error
+
+
+def test_verification_is_refused_before_it_starts_when_it_would_not_fit():
+    from chakra_collectives.errors import LimitError
+    from chakra_collectives.resources import memory_limit_set, resident_bytes
+    from chakra_collectives.verify.footprint import verification_estimate
+
+    algo = ring(Collective.ALL_REDUCE, 32, size_bytes=2**20)
+    need = verification_estimate(algo)
+    slots = 32 * (2 * algo.chunk_count) + int(algo.scratch_chunks.sum())  # input and output views of every rank, and scratch
+    assert need.work.startswith("3.07k (rank, chunk) slots") and slots == 3069
+    with memory_limit_set(resident_bytes() + int(need.nbytes / 2)):
+        with pytest.raises(LimitError, match=r"^verifying all-reduce over 32 ranks.* needs about"):
+            verify_algorithm(algo)
+    with memory_limit_set(resident_bytes() + int(need.nbytes * 2) + 2**28):
+        assert verify_algorithm(algo).ok

@@ -241,3 +241,24 @@ def test_the_readme_cluster_commands_run_a_search_with_the_in_process_rows(tmp_p
     assert set(rows) == keys and len(keys) == 6  # 2 direct-connect fabrics x 3 producers
     assert all(row["status"] == "ok" for row in rows.values())
     assert rows == reference
+
+
+def test_tasks_on_a_dask_worker_plan_within_its_memory_limit():
+    """A worker's tasks are held to WORKER_MEMORY_SHARE of the memory limit its nanny enforces
+    (the scheduler reports it), not to the machine's; outside a worker nothing changes."""
+    from chakra_collectives.resources import memory_limit
+    from chakra_collectives.search.executors import WORKER_MEMORY_SHARE, DaskExecutor, worker_memory_limit
+
+    def limit_in_task() -> tuple[int | None, int, str]:
+        from chakra_collectives.search.executors import within_worker_memory
+
+        with within_worker_memory():
+            inside = memory_limit()
+        return worker_memory_limit(), inside.nbytes, inside.source
+
+    assert worker_memory_limit() is None
+    with DaskExecutor(workers=1) as executor:
+        (nanny_limit,) = [w["memory_limit"] for w in executor.client.scheduler_info(n_workers=-1)["workers"].values()]
+        share, inside, source = executor.client.submit(limit_in_task, pure=False).result(timeout=120)
+    assert nanny_limit > 0 and share == int(nanny_limit * WORKER_MEMORY_SHARE)
+    assert inside <= share and (inside < share or "Dask worker" in source)

@@ -257,3 +257,20 @@ def test_an_unsound_reduction_is_left_to_the_symbolic_run_which_names_it():
     semantics = verify_algorithm(algo).check("semantics")
     assert semantics.status is Status.FAILED
     assert "counts rank(s) 1 twice in chunk 0" in " ".join([semantics.summary, *semantics.details])
+
+
+@pytest.mark.parametrize("ranks", [6, 9])
+def test_race_check_rank_by_rank_finds_the_race_of_the_whole_run(monkeypatch, ranks):
+    """The accesses are laid out a block of ranks at a time: with every rank its own block, the
+    race found (the first along the order, over every slot of every rank) is the one found with
+    all ranks in one block; a race-free algorithm stays race-free."""
+    algo = ring(Collective.ALL_REDUCE, ranks, size_bytes=ranks * 64)
+    partner = match_messages(algo).partner
+    loose = replace(algo, ops=replace(algo.ops, dep_ptr=np.zeros(algo.num_ops + 1, dtype=np.int64), dep_idx=np.zeros(0, dtype=np.int64)))
+    orders = {name: execute(a, partner).order for name, a in (("ring", algo), ("loose", loose))}
+    whole = races.find_race(loose, partner, orders["loose"])
+    assert whole is not None and len(races._rank_blocks(loose)) == 1
+    monkeypatch.setattr(races, "ACCESSES_PER_BLOCK", 1)
+    assert races._rank_blocks(loose) == [(r, r + 1) for r in range(ranks)]
+    assert races.find_race(loose, partner, orders["loose"]) == whole
+    assert races.find_race(algo, partner, orders["ring"]) is None

@@ -6,11 +6,15 @@ bytes, port bandwidth and latency, the algorithm names, chunks, the workload's p
 file bytes, the network model, the probe sizes), so rerunning a space skips exactly the
 evaluations already in the results table and recomputes those whose inputs changed.
 
-Tasks: one :func:`~chakra_collectives.search.tasks.synthesize_collective` per (topology,
-producer, collective, size, chunks) -- shared by every evaluation that needs it -- and one
-:func:`~chakra_collectives.search.tasks.evaluate` per evaluation, depending on its syntheses.
-Evaluations run before new syntheses start (higher priority), so rows reach the table early;
-a synthesis is released once its last evaluation has finished.
+Tasks: per (topology, producer, collective, size, chunks) -- shared by every evaluation that
+needs it -- one :func:`~chakra_collectives.search.tasks.produce_collective`, then its
+:func:`~chakra_collectives.search.tasks.verify_collective` and
+:func:`~chakra_collectives.search.tasks.probe_collective`; per evaluation one
+:func:`~chakra_collectives.search.tasks.replay_workload` of its productions (beside their
+verification and probes, not after them: a long row's chain is its synthesis and the longest
+of the three) and one small :func:`~chakra_collectives.search.tasks.finish_row` that makes the
+row. What uses a production runs before new syntheses start (higher priority), so rows reach
+the table early; a production is released once its last evaluation has finished.
 
 >>> import tempfile, pathlib
 >>> from chakra_collectives.search.space import parse_space
@@ -41,7 +45,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.search.candidates import BuiltTopology, Skipped, build_choice, identity_key
 from chakra_collectives.search.space import AlgorithmSet, SearchSpace
 from chakra_collectives.search.table import ResultTable
-from chakra_collectives.search.tasks import evaluate, synthesize_collective
+from chakra_collectives.search.tasks import finish_row, probe_collective, produce_collective, replay_workload, verify_collective
 from chakra_collectives.search.workloads import PreparedWorkload, prepare, workload_variants
 from chakra_collectives.synth.registry import get
 
@@ -253,9 +257,10 @@ def run_search(
     nonce = uuid.uuid4().hex[:8]
     shared_topologies: dict[str, Any] = {}
     shared_workloads: dict[int, Any] = {}
-    syntheses: dict[str, Any] = {}
+    syntheses: dict[str, tuple[Any, Any, Any]] = {}  # need key -> (production, verification, probes)
     waiting: dict[str, int] = {}
     handles: list[tuple[str, Any, Any]] = []  # (kind, handle, evaluation or need key) in submission order
+    replays: dict[int, Any] = {}
     for evaluation in todo:
         if evaluation.topology_key not in shared_topologies:
             shared_topologies[evaluation.topology_key] = executor.share(evaluation.topology.topology)
@@ -263,22 +268,32 @@ def run_search(
         workload_id = id(evaluation.workload)
         if workload_id not in shared_workloads:
             shared_workloads[workload_id] = executor.share(evaluation.workload.workload)
-        inputs = []
+        made, checks = [], []
         for need in evaluation.needs:
             if need.key not in syntheses:
-                syntheses[need.key] = executor.submit(
-                    synthesize_collective, topology, need.algorithm, need.collective, need.size_bytes, need.chunks_per_npu,
-                    space.probe_sizes, space.network_model, priority=0, key=f"synthesize-{need.key}-{nonce}",
+                produced = executor.submit(
+                    produce_collective, topology, need.algorithm, need.collective, need.size_bytes, need.chunks_per_npu, space.network_model,
+                    priority=0, key=f"produce-{need.key}-{nonce}",
                 )
-                handles.append(("synthesis", syntheses[need.key], need.key))
+                verified = executor.submit(verify_collective, produced, priority=1, key=f"verify-{need.key}-{nonce}")
+                probed = executor.submit(
+                    probe_collective, produced, topology, space.probe_sizes, space.network_model, priority=1, key=f"probe-{need.key}-{nonce}"
+                )
+                syntheses[need.key] = (produced, verified, probed)
+                handles += [("synthesis", h, need.key) for h in syntheses[need.key]]
             waiting[need.key] = waiting.get(need.key, 0) + 1
-            inputs.append(syntheses[need.key])
-        handle = executor.submit(
-            evaluate, topology, shared_workloads[workload_id], evaluation.workload.groups, evaluation.meta(space),
-            space.group_algorithm, space.network_model, [n.collective for n in evaluation.needs], *inputs,
-            priority=1, key=f"evaluate-{evaluation.key}-{nonce}",
+            made.append(syntheses[need.key][0])
+            checks += syntheses[need.key][1:]
+        collectives = [n.collective for n in evaluation.needs]
+        replayed = executor.submit(
+            replay_workload, topology, shared_workloads[workload_id], evaluation.workload.groups, space.group_algorithm, space.network_model,
+            collectives, *made, priority=1, key=f"replay-{evaluation.key}-{nonce}",
         )
-        handles.append(("evaluation", handle, evaluation))
+        handle = executor.submit(
+            finish_row, evaluation.meta(space), space.group_algorithm, collectives, replayed, *checks, priority=2, key=f"row-{evaluation.key}-{nonce}"
+        )
+        replays[id(handle)] = replayed
+        handles += [("replay", replayed, evaluation), ("evaluation", handle, evaluation)]
     run.syntheses = len(syntheses)
     evaluation_of = {id(h): e for kind, h, e in handles if kind == "evaluation"}
     with progress.task("evaluate", total=len(handles), unit="tasks") as tasks:
@@ -293,10 +308,12 @@ def run_search(
                 table.append(executor.fetch(handle))
                 run.evaluated += 1
             executor.release(handle)
+            executor.release(replays.pop(id(handle)))
             for need in evaluation.needs:
                 waiting[need.key] -= 1
                 if waiting[need.key] == 0:
-                    executor.release(syntheses.pop(need.key))
+                    for task in syntheses.pop(need.key):
+                        executor.release(task)
     run.seconds = time.perf_counter() - started
     return run
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from chakra_collectives.errors import InputError
+from chakra_collectives.resources import memory_limit, memory_limit_set
 
 CONNECT_TIMEOUT_S = 3
 """How long to try reaching a scheduler before giving up."""
@@ -32,6 +34,42 @@ LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 """Dask settings of the local cluster's workers: no statistical profiler (it samples the running
 task's stack every 10 ms for the dashboard, which a search does not start; measured on the
 benchmark's tasks: about 15 % more CPU per task with it)."""
+
+
+WORKER_MEMORY_SHARE = 0.85
+"""Share of a Dask worker's memory limit a task may plan to use: its nanny ends the worker at
+95% (every task on it is then lost and retried elsewhere), so a task whose estimate would pass
+this share fails as its own row instead ("needs about X GiB")."""
+
+
+def worker_memory_limit() -> int | None:
+    """:data:`WORKER_MEMORY_SHARE` of the memory limit of the Dask worker running this task
+    (``None``: not in a Dask worker, or the worker has no limit)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # ValueError: not inside a worker
+        return None
+    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
+    return int(limit * WORKER_MEMORY_SHARE) if limit else None
+
+
+@contextmanager
+def within_worker_memory() -> Iterator[None]:
+    """Run a task under its worker's memory limit (:func:`worker_memory_limit`) when that is
+    lower than the one in force, so estimates refuse what the worker's nanny would kill.
+
+    >>> with within_worker_memory():          # not in a Dask worker: the limit stays
+    ...     pass
+    """
+    limit = worker_memory_limit()
+    current = memory_limit().nbytes
+    if limit is None or 0 < current <= limit:
+        yield
+        return
+    with memory_limit_set(limit, f"{WORKER_MEMORY_SHARE:.0%} of the Dask worker's memory limit"):
+        yield
 
 
 def machine_cores() -> int:
@@ -184,4 +222,4 @@ def make_executor(*, workers: int | None = None, scheduler: str | None = None) -
     return DaskExecutor(workers=workers, address=scheduler)
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "DaskExecutor", "InProcess", "machine_cores", "make_executor"]
+__all__ = ["CONNECT_TIMEOUT_S", "DaskExecutor", "InProcess", "WORKER_MEMORY_SHARE", "machine_cores", "make_executor", "within_worker_memory", "worker_memory_limit"]

@@ -449,24 +449,23 @@ def bfb_schedule(solution: BfbSolution, channels: Channels, chunks_per_npu: int 
 
 
 def _messages(v, t, into, group, shards, flow, k, senders) -> tuple[np.ndarray, ...]:
-    """Runs of chunks: group ``g``'s shards (ascending NPU) laid end to end, cut by link in order."""
-    out_src, out_chunk, out_count = [], [], []
-    for g in range(flow.shape[0]):
-        members = shards[group == g]
-        per_link = flow[g]
-        if not len(members):
-            continue
-        cuts = np.concatenate([[0], np.cumsum(per_link)])
-        bounds = np.union1d(cuts, np.arange(len(members) + 1) * k)
-        start, stop = bounds[:-1], bounds[1:]
-        link = np.searchsorted(cuts, start, side="right") - 1
-        member = start // k
-        out_src.append(senders[into[link]])
-        out_chunk.append(members[member] * k + start % k)
-        out_count.append(stop - start)
-    src = np.concatenate(out_src)
-    size = len(src)
-    return np.full(size, t, np.int64), src.astype(np.int64), np.full(size, v, np.int64), np.concatenate(out_chunk).astype(np.int64), np.concatenate(out_count).astype(np.int64)
+    """Runs of chunks: group ``g``'s shards (in the cell's order) laid end to end, group after
+    group, cut where a link's share of its group starts and where a shard ends.
+
+    Each group carries exactly its shards' chunks (``flow[g].sum() == k * shards in g``), so the
+    groups' lines join into one line of the cell, whose pieces are found at once.
+    """
+    members = shards[np.argsort(group, kind="stable")]
+    by_group, link = np.nonzero(flow)  # row by row: a group's links in order
+    sizes = flow[by_group, link]
+    starts = np.cumsum(sizes) - sizes
+    bounds = np.union1d(starts, np.arange(len(members) + 1) * k)
+    start, stop = bounds[:-1], bounds[1:]
+    piece_link = link[np.searchsorted(starts, start, side="right") - 1]
+    size = len(start)
+    src = senders[into[piece_link]].astype(np.int64)
+    chunk = members[start // k].astype(np.int64) * k + start % k
+    return np.full(size, t, np.int64), src, np.full(size, v, np.int64), chunk, (stop - start).astype(np.int64)
 
 
 def _merge_consecutive(step, src, dst, chunk, count):

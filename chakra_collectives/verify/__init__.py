@@ -35,6 +35,8 @@ from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKin
 from chakra_collectives.ir.execution import describe_stuck, execute, finishes
 from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.ir.structure import structural_problems
+from chakra_collectives.resources import require
+from chakra_collectives.verify.footprint import verification_estimate
 from chakra_collectives.verify.races import find_race
 from chakra_collectives.verify.report import EXIT_UNPROVED, Check, Report, Status, Verdict
 from chakra_collectives.verify.semantics import output_view, postcondition_violation, run_moves, run_symbolically
@@ -60,7 +62,9 @@ def verify_algorithm(
     collective without one, or a root that is not a rank, is an
     :class:`~chakra_collectives.errors.InputError`. ``send_semantics`` lists the send semantics
     under which the algorithm must not deadlock; the others are checked too and reported as
-    notes. The default, eager, is ASTRA-sim's.
+    notes. The default, eager, is ASTRA-sim's. An algorithm whose verification would not fit the
+    memory limit (:func:`~chakra_collectives.verify.footprint.verification_estimate`) is refused
+    with a :class:`~chakra_collectives.errors.LimitError` before any stage runs.
     """
     unknown = set(send_semantics) - set(SEMANTICS)
     if unknown:
@@ -74,6 +78,7 @@ def verify_algorithm(
             raise InputError(f"{algo.collective.value} has a root rank, and neither the files nor the call name it: give --root R")
         if not 0 <= algo.root < algo.num_ranks:
             raise InputError(f"root {algo.root} is not a rank of this {algo.num_ranks}-rank algorithm (0..{algo.num_ranks - 1})")
+    require(verification_estimate(algo))  # too large for the memory limit: refused before anything is laid out
     report = Report(
         subject=subject or algo.describe(),
         collective=algo.collective.value,
