@@ -138,21 +138,23 @@ class AttributeColumns:
     node_of: np.ndarray
     ids: np.ndarray
     num_nodes: int
-    _last: tuple[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
+    _found: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def lookup(self, name: str) -> np.ndarray:
         """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none); read-only.
 
-        The last name looked up is remembered (a reader asks for one name several times in a row)."""
-        if self._last is not None and self._last[0] == name:
-            return self._last[1]
+        Each name is looked up once (a reader asks for most names several times: checks first,
+        values after; each lookup is a pass over every attribute of every node)."""
+        known = self._found.get(name)
+        if known is not None:
+            return known
         found = np.full(self.num_nodes, MISSING, dtype=np.int32 if len(CATALOG) < 2**31 else np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
             chosen = np.flatnonzero(self._name_codes == code)
             found[self.node_of[chosen]] = self.ids[chosen]
         found.flags.writeable = False
-        self._last = (name, found)
+        self._found[name] = found
         return found
 
     @cached_property
