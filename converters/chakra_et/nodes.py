@@ -312,9 +312,10 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
 def _identical_files(paths: list[Path]) -> list[int]:
     """For each file, the index of the first file with the same bytes (itself if none).
 
-    Only files of a size that occurs more than once are read. Each is compared byte for byte
-    with the first file of its size (replicated ranks: one comparison each); the others are
-    bucketed by a CRC-32 and compared with their bucket's first file.
+    Only files whose size and first :data:`HEAD_BYTES` bytes both occur more than once are read
+    whole (rank files that differ -- a peer in the first node -- are told apart by their heads).
+    Each is compared byte for byte with the first file of its head (replicated ranks: one
+    comparison each); the others are bucketed by a CRC-32 and compared with their bucket's first.
     """
     sizes: dict[int, int] = {}
     for index, path in enumerate(paths):
@@ -323,15 +324,26 @@ def _identical_files(paths: list[Path]) -> list[int]:
         except OSError:
             pass  # decoding reports it
     counts = Counter(sizes.values())
-    first_of_size: dict[int, tuple[int, bytes]] = {}
-    first_of: dict[tuple[int, int], int] = {}
-    same = list(range(len(paths)))
+    heads: dict[int, tuple[int, bytes]] = {}
     for index, size in sizes.items():
         if counts[size] < 2:
             continue
         try:
+            with open(paths[index], "rb") as file:
+                heads[index] = (size, file.read(HEAD_BYTES))
+        except OSError:
+            continue
+    head_counts = Counter(heads.values())
+    first_of_head: dict[tuple[int, bytes], tuple[int, bytes]] = {}
+    first_of: dict[tuple[int, int], int] = {}
+    same = list(range(len(paths)))
+    for index, head in heads.items():
+        if head_counts[head] < 2:
+            continue
+        size = head[0]
+        try:
             data = paths[index].read_bytes()
-            first, first_data = first_of_size.setdefault(size, (index, data))
+            first, first_data = first_of_head.setdefault(head, (index, data))
             if first != index and data == first_data:
                 same[index] = first
                 continue
@@ -342,6 +354,10 @@ def _identical_files(paths: list[Path]) -> list[int]:
         except OSError:
             continue
     return same
+
+
+HEAD_BYTES = 4096
+"""How much of each file :func:`_identical_files` reads to tell files of one size apart."""
 
 
 PARALLEL_BYTES = 16 * 2**20
