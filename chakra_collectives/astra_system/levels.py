@@ -230,27 +230,39 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     first = size + len(calls)
     counts = program.hi - program.lo
     starts = np.cumsum(counts) - counts  # each call's first row among the rows
-    rows = np.repeat(program.lo - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    whole = bool(len(calls)) and int(program.lo[0]) == 0 and int(program.hi[-1]) == len(program.node_type) and np.array_equal(program.lo[1:], program.hi[:-1])
+    rows = slice(None) if whole else np.repeat(program.lo - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)  # whole: the library in order
     program_kind = _task_kinds(program.node_type[rows])
     blocks.append((program_kind, np.repeat(program.rank, counts), program.peer[rows], program.comm_size[rows], program.tag[rows],
                    program.duration_ns[rows], program_kind == LOCAL))
+    total = len(program_kind)
     del program_kind
-    shift = np.repeat(first + starts - program.lo, counts)  # a row's library node + shift = its task
     degree = np.diff(program.dep_ptr)[rows]
-    lo = program.dep_ptr[rows]
-    inner = program.dep_idx[np.repeat(lo - (np.cumsum(degree) - degree), degree) + np.arange(int(degree.sum()), dtype=np.int64)] + np.repeat(shift, degree)
-    inner_owner = np.repeat(first + np.arange(len(rows), dtype=np.int64), degree)
-    del lo, shift
+    if whole:  # each call's first row is its first node in the library: one shift for all
+        inner = program.dep_idx[program.dep_ptr[0] : program.dep_ptr[-1]] + first
+    else:
+        lo = program.dep_ptr[rows]
+        inner = program.dep_idx[np.repeat(lo - (np.cumsum(degree) - degree), degree) + np.arange(int(degree.sum()), dtype=np.int64)]
+        inner += np.repeat(np.repeat(first + starts - program.lo, counts), degree)  # a row's library node + shift = its task
+        del lo
     roots = np.flatnonzero(degree == 0)
-    has_child = np.zeros(len(rows), dtype=bool)
+    has_child = np.zeros(total, dtype=bool)
     has_child[inner - first] = True
     sinks = np.flatnonzero(~has_child)
+    del has_child
     call_of_row = np.repeat(np.arange(len(calls), dtype=np.int64), counts)
-    owners += [inner_owner, first + roots, calls.astype(np.int64)[call_of_row[sinks]]]
-    targets += [inner, begins[call_of_row[roots]], first + sinks]
-    del inner, inner_owner, roots, sinks, has_child, call_of_row, degree
-    first += len(rows)
-    del rows
+    owners.append(calls.astype(np.int64)[call_of_row[sinks]])  # a call ends when its program's last nodes have
+    targets.append(first + sinks)
+    # a program task waits for its dependencies in the file, or (none) for its call's begin task
+    waits = np.maximum(degree, 1)
+    program_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(waits, out=program_ptr[1:])
+    program_idx = np.empty(int(program_ptr[-1]), dtype=np.int64)
+    is_root = np.zeros(len(program_idx), dtype=bool)
+    is_root[program_ptr[roots]] = True
+    program_idx[is_root] = begins[call_of_row[roots]]
+    program_idx[~is_root] = inner
+    del inner, roots, sinks, call_of_row, degree, waits, is_root
     # every temporary is released as soon as it is used: at 1,024 ranks each column is 4M tasks
     kind, npu, peer, nbytes, tag, duration, comp = (np.concatenate([block[i] for block in blocks]) for i in range(7))
     del blocks
@@ -258,12 +270,14 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     del duration, comp
     if runtime is None:
         return None
-    owner = np.concatenate(owners)
+    owner = np.concatenate(owners)  # the workload's nodes and the begin tasks: few
     del owners
-    dep_ptr = np.zeros(first + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=first), out=dep_ptr[1:])
-    dep_idx = np.concatenate(targets)[np.argsort(owner, kind="stable")]
-    del owner, targets
+    head_ptr = np.zeros(first + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=first), out=head_ptr[1:])
+    dep_ptr = np.concatenate([head_ptr, head_ptr[-1] + program_ptr[1:]])
+    dep_idx = np.concatenate([np.concatenate(targets)[np.argsort(owner, kind="stable")], program_idx])
+    del owner, targets, head_ptr, program_ptr, program_idx
+    first += total
     npu, peer, nbytes, tag = (column.astype(np.int64, copy=False) for column in (npu, peer, nbytes, tag))
     messages = _match(kind, npu, peer, nbytes, tag, workload.num_ranks)
     del peer, tag
