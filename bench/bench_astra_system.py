@@ -114,6 +114,8 @@ def whole_commands(ranks: int, events_up_to: int, repeat: int = 1, before: str |
         for version in versions:
             ratio = figures["synth --astra-sim", version][1] / figures["synth -o", version][1]
             print(f"{version}: synth --astra-sim / synth -o, CPU: {ratio:.2f}x (target <= 1.5)")
+            wall, cpu, peak = figures["replay --system", version]
+            print(f"{version}: replay --system {wall:.1f} s wall, {cpu:.1f} s CPU, {peak / 1024:.2f} GiB (target at 1,024 ranks: <= 12 s, <= 2 GB)")
         if before is not None:
             for label in ("synth -o", "synth --astra-sim", "replay --system"):
                 old, new = figures[label, "before"], figures[label, "after"]

@@ -448,6 +448,27 @@ def test_a_training_step_of_custom_collectives_agrees_with_the_events(tmp_path):
     _both_ways(written.directory, written.workload, written.network, "aware")
 
 
+def test_several_custom_calls_per_rank_are_timed_level_by_level_with_the_events_times(tmp_path):
+    """Two custom all-reduces per rank with a COMP between them: each call expands its own copy
+    of the rank's program (not the one-call-per-rank layout of a microbenchmark)."""
+    from chakra_collectives.astra_sim import write_astra_sim_dir
+    from chakra_collectives.converters.chakra_et.workload_writer import WorkloadBuilder
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth.baselines import ring
+    from chakra_collectives.topology import load_topology
+    from chakra_collectives.workload.generate import GeneratedWorkload
+
+    builder = WorkloadBuilder(4)
+    for rank in range(4):
+        first = builder.collective(rank, "all-reduce", 2**20)
+        pause = builder.comp(rank, duration_ns=5000, deps=[first])
+        builder.collective(rank, "all-reduce", 2**20, deps=[pause])
+    written = write_astra_sim_dir(tmp_path / "d", load_topology("ring:4"), ring(Collective.ALL_REDUCE, 4, size_bytes=2**20),
+                                  workload=GeneratedWorkload(kind="custom", name="two_all_reduces", builder=builder))
+    result = _both_ways(written.directory, written.workload, written.network, "aware")
+    assert result.method == "levels"
+
+
 def test_native_collectives_are_timed_event_by_event(tmp_path):
     result = run_micro(tmp_path, "all-reduce", 8, 2**20, one_dim("Ring", 8), system(**{"all-reduce-implementation": ["ring"]}))
     assert result.method == "events" and result.events > 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from chakra.schema.protobuf.et_def_pb2 import COMP_NODE, GlobalMetadata, Node
 
-from chakra_collectives.converters.chakra_et.nodes import MISSING_DEPENDENCY, decode_files, decode_rank_files
+from chakra_collectives.converters.chakra_et.nodes import HEAD_BYTES, MISSING_DEPENDENCY, decode_files, decode_rank_files
 from chakra_collectives.converters.chakra_et.stream import frame
 from chakra_collectives.errors import AlgorithmError
 
@@ -40,6 +40,26 @@ def test_identical_rank_files_decode_once_with_their_own_labels(tmp_path):
         assert np.array_equal(getattr(columns, name), getattr(separately, name)), name
     assert [(f.path, f.rank) for f in columns.files] == [(p, r) for r, p in enumerate(paths)]
     assert [f.metadata["version"] for f in columns.files] == ["0.0.4", "0.0.4", "other", "0.0.4"]
+
+
+def test_files_alike_in_size_and_head_are_compared_whole(tmp_path):
+    # ranks 0, 1 and 3 share size and first HEAD_BYTES bytes; only 0 and 3 are identical (1 differs in its last node)
+    nodes = chain_nodes(1000)
+    assert len(stream(nodes)) > 2 * HEAD_BYTES
+    changed = chain_nodes(1000)
+    changed[-1].duration_micros = 998  # 999 before: one byte of the last record, same size
+    datas = [stream(nodes), stream(changed), stream(chain_nodes(5)), stream(nodes)]
+    assert len(datas[0]) == len(datas[1]) and datas[0][:HEAD_BYTES] == datas[1][:HEAD_BYTES] and datas[0] != datas[1]
+    paths = []
+    for rank, data in enumerate(datas):
+        path = tmp_path / f"w.{rank}.et"
+        path.write_bytes(data)
+        paths.append(path)
+    columns = decode_rank_files(paths, workers=1)
+    assert [f.same_as for f in columns.files] == [None, None, None, 0]
+    durations = columns.duration_micros
+    last = columns.file_ptr[1:] - 1
+    assert durations[last].tolist() == [999, 998, 4, 999]
 
 
 def test_data_deps_come_before_ctrl_deps_and_are_marked(tmp_path):

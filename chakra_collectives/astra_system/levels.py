@@ -156,6 +156,52 @@ def _task_kinds(node_type: np.ndarray) -> np.ndarray:
     return kind
 
 
+@dataclass
+class _Library:
+    """The rank files of every distinct custom collective of the calls as one set of columns
+    (``node_type``... ``dep_idx``: dependencies as positions in these columns), and per call
+    its rank and the rows ``lo:hi`` of its program."""
+
+    node_type: np.ndarray
+    peer: np.ndarray
+    comm_size: np.ndarray
+    tag: np.ndarray
+    duration_ns: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    rank: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def _programs(call_ranks: np.ndarray, programs: list[Workload]) -> _Library:
+    """Each call's program (the rank file of its rank in its custom collective), as rows of
+    the distinct collectives' columns laid end to end (one collective: its own columns)."""
+    distinct = list({id(files): files for files in programs}.values())
+    which = {id(files): i for i, files in enumerate(distinct)}
+    base = np.cumsum([0] + [len(files) for files in distinct])
+    bounds = [files.rank_bounds().astype(np.int64) + offset for files, offset in zip(distinct, base.tolist())]
+    chosen = np.array([which[id(files)] for files in programs], dtype=np.int64)
+    lo = np.zeros(len(programs), dtype=np.int64)
+    hi = np.zeros(len(programs), dtype=np.int64)
+    for i, files_bounds in enumerate(bounds):
+        mine = chosen == i
+        lo[mine] = files_bounds[call_ranks[mine]]
+        hi[mine] = files_bounds[call_ranks[mine] + 1]
+
+    def column(name: str) -> np.ndarray:
+        return getattr(distinct[0], name) if len(distinct) == 1 else np.concatenate([getattr(files, name) for files in distinct])
+
+    dep_base = np.cumsum([0] + [len(files.dep_idx) for files in distinct])
+    dep_ptr = distinct[0].dep_ptr if len(distinct) == 1 else np.concatenate(
+        [files.dep_ptr[:-1] + offset for files, offset in zip(distinct, dep_base.tolist())] + [dep_base[-1:]])
+    dep_idx = distinct[0].dep_idx if len(distinct) == 1 else np.concatenate(
+        [files.dep_idx + offset for files, offset in zip(distinct, base.tolist())])
+    return _Library(node_type=column("node_type"), peer=column("peer"), comm_size=column("comm_size"), tag=column("tag"),
+                    duration_ns=column("duration_ns"), dep_ptr=dep_ptr.astype(np.int64, copy=False), dep_idx=dep_idx.astype(np.int64, copy=False),
+                    rank=call_ranks.astype(np.int64), lo=lo, hi=hi)
+
+
 def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> tuple[TaskGraph, np.ndarray, _Messages] | None:
     """The task graph (module docstring), each call's begin task and the matched messages
     (``None``: a negative COMP time, a message to oneself or nobody, or one never matched)."""
@@ -177,25 +223,46 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     waits = workload.dep_idx.astype(np.int64)
     owners = [np.where(is_call[owner], begin_of[owner], owner)]
     targets = [waits]
+    del owner, waits, begin_of
+    program = _programs(rank_of[calls], programs)
+    del rank_of
+    # the calls' programs, one after another in call order: program[j] is node rows[j] of the library
     first = size + len(calls)
-    bounds_of = {key: files.rank_bounds().tolist() for key, files in {id(files): files for files in programs}.items()}  # once per distinct files
-    for files, g, begin in zip(programs, calls.tolist(), begins.tolist()):
-        rank = int(rank_of[g])
-        lo, hi = bounds_of[id(files)][rank : rank + 2]
-        count = hi - lo
-        program_kind = _task_kinds(files.node_type[lo:hi])
-        blocks.append((program_kind, np.full(count, rank, dtype=np.int64), files.peer[lo:hi], files.comm_size[lo:hi], files.tag[lo:hi], files.duration_ns[lo:hi],
-                       program_kind == LOCAL))
-        ptr = files.dep_ptr[lo : hi + 1]
-        inner_owner = first + np.repeat(np.arange(count, dtype=np.int64), np.diff(ptr))
-        inner = files.dep_idx[ptr[0] : ptr[-1]].astype(np.int64) - lo + first
-        roots = first + np.flatnonzero(np.diff(ptr) == 0)
-        has_child = np.zeros(count, dtype=bool)
-        has_child[inner - first] = True
-        sinks = first + np.flatnonzero(~has_child)
-        owners += [inner_owner, roots, np.full(len(sinks), g, dtype=np.int64)]
-        targets += [inner, np.full(len(roots), begin, dtype=np.int64), sinks]
-        first += count
+    counts = program.hi - program.lo
+    starts = np.cumsum(counts) - counts  # each call's first row among the rows
+    whole = bool(len(calls)) and int(program.lo[0]) == 0 and int(program.hi[-1]) == len(program.node_type) and np.array_equal(program.lo[1:], program.hi[:-1])
+    rows = slice(None) if whole else np.repeat(program.lo - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)  # whole: the library in order
+    program_kind = _task_kinds(program.node_type[rows])
+    blocks.append((program_kind, np.repeat(program.rank, counts), program.peer[rows], program.comm_size[rows], program.tag[rows],
+                   program.duration_ns[rows], program_kind == LOCAL))
+    total = len(program_kind)
+    del program_kind
+    degree = np.diff(program.dep_ptr)[rows]
+    if whole:  # each call's first row is its first node in the library: one shift for all
+        inner = program.dep_idx[program.dep_ptr[0] : program.dep_ptr[-1]] + first
+    else:
+        lo = program.dep_ptr[rows]
+        inner = program.dep_idx[np.repeat(lo - (np.cumsum(degree) - degree), degree) + np.arange(int(degree.sum()), dtype=np.int64)]
+        inner += np.repeat(np.repeat(first + starts - program.lo, counts), degree)  # a row's library node + shift = its task
+        del lo
+    roots = np.flatnonzero(degree == 0)
+    has_child = np.zeros(total, dtype=bool)
+    has_child[inner - first] = True
+    sinks = np.flatnonzero(~has_child)
+    del has_child
+    call_of_row = np.repeat(np.arange(len(calls), dtype=np.int64), counts)
+    owners.append(calls.astype(np.int64)[call_of_row[sinks]])  # a call ends when its program's last nodes have
+    targets.append(first + sinks)
+    # a program task waits for its dependencies in the file, or (none) for its call's begin task
+    waits = np.maximum(degree, 1)
+    program_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(waits, out=program_ptr[1:])
+    program_idx = np.empty(int(program_ptr[-1]), dtype=np.int64)
+    is_root = np.zeros(len(program_idx), dtype=bool)
+    is_root[program_ptr[roots]] = True
+    program_idx[is_root] = begins[call_of_row[roots]]
+    program_idx[~is_root] = inner
+    del inner, roots, sinks, call_of_row, degree, waits, is_root
     # every temporary is released as soon as it is used: at 1,024 ranks each column is 4M tasks
     kind, npu, peer, nbytes, tag, duration, comp = (np.concatenate([block[i] for block in blocks]) for i in range(7))
     del blocks
@@ -203,12 +270,14 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     del duration, comp
     if runtime is None:
         return None
-    owner = np.concatenate(owners)
+    owner = np.concatenate(owners)  # the workload's nodes and the begin tasks: few
     del owners
-    dep_ptr = np.zeros(first + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=first), out=dep_ptr[1:])
-    dep_idx = np.concatenate(targets)[np.argsort(owner, kind="stable")]
-    del owner, targets
+    head_ptr = np.zeros(first + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=first), out=head_ptr[1:])
+    dep_ptr = np.concatenate([head_ptr, head_ptr[-1] + program_ptr[1:]])
+    dep_idx = np.concatenate([np.concatenate(targets)[np.argsort(owner, kind="stable")], program_idx])
+    del owner, targets, head_ptr, program_ptr, program_idx
+    first += total
     npu, peer, nbytes, tag = (column.astype(np.int64, copy=False) for column in (npu, peer, nbytes, tag))
     messages = _match(kind, npu, peer, nbytes, tag, workload.num_ranks)
     del peer, tag

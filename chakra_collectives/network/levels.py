@@ -78,8 +78,9 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     when some task never runs (a deadlock: the event engine reports it). ``keep_hops``: return
     every hop too (for link traces).
 
-    Memory: besides the graph, ``8 + 4 + 4 + 8 + 8`` bytes per task (successor index, pending
-    count, a stamp, two times) and 4 per edge; hops are looked up through their message's kind
+    Memory: besides the graph, ``8 + 4 + 4 + 4 + 8 + 8 + 8`` bytes per task (successor index,
+    successor count, pending count, a stamp, the delay a task adds to its start, two times; 4 more,
+    a SEND's message kind, where some route has several hops) and 5 per edge; hops are looked up through their message's kind
     while timing, checked one block of links at a time, and laid out flat only with ``keep_hops``.
     """
     if graph.has_units:
@@ -103,6 +104,21 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
     partner = graph.partner
     stamp = np.zeros(size, dtype=task_id)
+    # what a task adds to its start, in one lookup: a LOCAL task its duration, a SEND its first
+    # hop's delivery (then, on longer routes, the next hops' in order: _later_hops)
+    delay = np.zeros(size, dtype=time_type)
+    local = kind == LOCAL
+    delay[local] = graph.duration[local]
+    del local
+    routed = route_length[costs.kind_of_send] > 0
+    delay[sends[routed]] = costs.hop_delivered[costs.hop_ptr[costs.kind_of_send[routed]]]
+    del routed
+    longer = int(route_length.max(initial=0)) > 1
+    message_of = np.full(size if longer else 0, -1, dtype=np.int32 if len(route_length) < 2**31 else np.int64)
+    if longer:
+        message_of[sends] = costs.kind_of_send  # a SEND's message kind, for its later hops
+    fan_out = np.diff(succ_ptr).astype(task_id)
+    is_message = _message_edges(graph, succ_ptr, succ, task_id)
     done = 0
     checkpoints = [size * share for share in EARLY_CHECKS]
     with progress.task("time level by level", total=size, unit="tasks") as timed:
@@ -114,30 +130,35 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
                 if not _links_never_overlap_so_far(end, ready_at, sends, costs):
                     return None
             begin = ready_at[frontier]
+            finish = begin + delay[frontier]
             k = kind[frontier]
-            finish = begin.copy()
-            local = k == LOCAL
-            finish[local] = begin[local] + graph.duration[frontier[local]]
-            is_send = k == SEND
-            if is_send.any():
-                message = costs.kind_of_send[np.searchsorted(sends, frontier[is_send])]
-                finish[is_send] = _arrive(message, begin[is_send], costs)
+            if longer:
+                is_send = k == SEND
+                if is_send.any():
+                    finish[is_send] = _later_hops(message_of[frontier[is_send]], finish[is_send], costs)
             is_recv = k == RECV
             if is_recv.any():  # posted at begin; done when its message has arrived too
                 finish[is_recv] = np.maximum(begin[is_recv], end[frontier[is_recv]].astype(time_type, copy=False))
             end[frontier] = finish
-            lo, hi = succ_ptr[frontier], succ_ptr[frontier + 1]
-            fan = hi - lo
+            fan = fan_out[frontier]
             total = int(fan.sum())
             if total == 0:
                 break
             source = np.repeat(np.arange(len(frontier)), fan)
-            targets = succ[np.repeat(lo - (np.cumsum(fan) - fan), fan) + np.arange(total)]
+            edge = np.arange(total)
+            at = np.repeat(succ_ptr[frontier] - (np.cumsum(fan) - fan), fan) + edge
+            targets = succ[at]
             values = finish[source]
-            message = (k[source] == SEND) & (partner[targets] == frontier[source]) & (kind[targets] == RECV)
+            message = is_message[at]
             if message.any():  # the message edge: an arrival, not a dependency
                 end[targets[message]] = values[message]
                 values = np.where(message, time_type.type(0), values)
+            stamp[targets] = edge
+            if (stamp[targets] == edge).all():  # no task reached twice in this level: plain indexing does
+                ready_at[targets] = np.maximum(ready_at[targets], values)
+                pending[targets] -= 1
+                frontier = targets[pending[targets] == 0]
+                continue
             np.maximum.at(ready_at, targets, values)
             np.subtract.at(pending, targets, 1)
             ready = targets[pending[targets] == 0]
@@ -281,13 +302,21 @@ def _hop_begins(send_start: np.ndarray, lengths: np.ndarray, first_hop: np.ndarr
     return begins
 
 
-def _arrive(message: np.ndarray, begin: np.ndarray, costs: HopCosts) -> np.ndarray:
-    """Arrival of messages of kinds ``message`` sent at ``begin``: ``begin + d1 + d2 + ...``,
-    added in hop order."""
-    arrival = begin.copy()
+def _message_edges(graph: TaskGraph, succ_ptr: np.ndarray, succ: np.ndarray, task_id: type) -> np.ndarray:
+    """Per successor edge: whether it is a message's (a SEND to its own RECV), whose end is the
+    message's arrival, not a dependency."""
+    kind, partner = graph.kind, graph.partner
+    source = np.repeat(np.arange(len(graph), dtype=task_id), np.diff(succ_ptr))
+    return (kind[source] == SEND) & (kind[succ] == RECV) & (partner[succ] == source)
+
+
+def _later_hops(message: np.ndarray, arrival: np.ndarray, costs: HopCosts) -> np.ndarray:
+    """Arrival of messages of kinds ``message`` whose first hop arrives at ``arrival``: the
+    second, third... hop's delivery added in hop order (``begin + d1 + d2 + ...``)."""
+    arrival = arrival.copy()
     first = costs.hop_ptr[message]
     hops = costs.hop_ptr[message + 1] - first
-    for h in range(int(hops.max(initial=0))):
+    for h in range(1, int(hops.max(initial=0))):
         more = hops > h
         arrival[more] = arrival[more] + costs.hop_delivered[first[more] + h]
     return arrival

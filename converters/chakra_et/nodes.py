@@ -138,21 +138,23 @@ class AttributeColumns:
     node_of: np.ndarray
     ids: np.ndarray
     num_nodes: int
-    _last: tuple[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
+    _found: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def lookup(self, name: str) -> np.ndarray:
         """Per node, the catalog id of its attribute ``name`` (``MISSING`` if it has none); read-only.
 
-        The last name looked up is remembered (a reader asks for one name several times in a row)."""
-        if self._last is not None and self._last[0] == name:
-            return self._last[1]
+        Each name is looked up once (a reader asks for most names several times: checks first,
+        values after; each lookup is a pass over every attribute of every node)."""
+        known = self._found.get(name)
+        if known is not None:
+            return known
         found = np.full(self.num_nodes, MISSING, dtype=np.int32 if len(CATALOG) < 2**31 else np.int64)
         code = CATALOG.code(name)
         if code is not None and len(self.ids):
             chosen = np.flatnonzero(self._name_codes == code)
             found[self.node_of[chosen]] = self.ids[chosen]
         found.flags.writeable = False
-        self._last = (name, found)
+        self._found[name] = found
         return found
 
     @cached_property
@@ -310,9 +312,10 @@ def decode_rank_files(paths: list[Path], *, workers: int | None = None, missing:
 def _identical_files(paths: list[Path]) -> list[int]:
     """For each file, the index of the first file with the same bytes (itself if none).
 
-    Only files of a size that occurs more than once are read. Each is compared byte for byte
-    with the first file of its size (replicated ranks: one comparison each); the others are
-    bucketed by a CRC-32 and compared with their bucket's first file.
+    Only files whose size and first :data:`HEAD_BYTES` bytes both occur more than once are read
+    whole (rank files that differ -- a peer in the first node -- are told apart by their heads).
+    Each is compared byte for byte with the first file of its head (replicated ranks: one
+    comparison each); the others are bucketed by a CRC-32 and compared with their bucket's first.
     """
     sizes: dict[int, int] = {}
     for index, path in enumerate(paths):
@@ -321,15 +324,26 @@ def _identical_files(paths: list[Path]) -> list[int]:
         except OSError:
             pass  # decoding reports it
     counts = Counter(sizes.values())
-    first_of_size: dict[int, tuple[int, bytes]] = {}
-    first_of: dict[tuple[int, int], int] = {}
-    same = list(range(len(paths)))
+    heads: dict[int, tuple[int, bytes]] = {}
     for index, size in sizes.items():
         if counts[size] < 2:
             continue
         try:
+            with open(paths[index], "rb") as file:
+                heads[index] = (size, file.read(HEAD_BYTES))
+        except OSError:
+            continue
+    head_counts = Counter(heads.values())
+    first_of_head: dict[tuple[int, bytes], tuple[int, bytes]] = {}
+    first_of: dict[tuple[int, int], int] = {}
+    same = list(range(len(paths)))
+    for index, head in heads.items():
+        if head_counts[head] < 2:
+            continue
+        size = head[0]
+        try:
             data = paths[index].read_bytes()
-            first, first_data = first_of_size.setdefault(size, (index, data))
+            first, first_data = first_of_head.setdefault(head, (index, data))
             if first != index and data == first_data:
                 same[index] = first
                 continue
@@ -340,6 +354,10 @@ def _identical_files(paths: list[Path]) -> list[int]:
         except OSError:
             continue
     return same
+
+
+HEAD_BYTES = 4096
+"""How much of each file :func:`_identical_files` reads to tell files of one size apart."""
 
 
 PARALLEL_BYTES = 16 * 2**20
