@@ -14,7 +14,10 @@ and ~250 MB; no lock needed). Per variant:
   spent on latency (a message pays its link's latency once, whatever it carries);
 * ``diam``: hops of the longest shortest path; ``max msgs``: messages per link the bound allows at
   efficiency 0.93 (a link that carries ``C`` chunks, serialization ``s`` and latency ``l`` each,
-  finishes by ``bound / 0.93`` only with at most ``(bound / 0.93 - C s) / l`` messages).
+  finishes by ``bound / 0.93`` only with at most ``(bound / 0.93 - C s) / l`` messages);
+* what ends a message (:func:`message_ends`, shares of the messages): the chunk after its run has
+  not reached the sender yet (``lacks``), the destination holds it or is getting it (``held``),
+  it is across the edge of the sender's own chunks (``edge``), or the run is at its cap (``cap``).
 
 Then, for the best variant, each tenth of the schedule's time: messages started, chunks per
 message, and link busy share.
@@ -62,7 +65,8 @@ import numpy as np
 from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.ir import Collective
 from chakra_collectives.synth.channels import build_channels
-from chakra_collectives.synth.matcher import match_all_gather
+from chakra_collectives.synth.matcher import match_all_gather, message_caps
+from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.tacos import default_variants, distinct_variants
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.units import parse_size
@@ -111,6 +115,28 @@ def renumbered(topology: Topology, rows: int, cols: int, layout: str) -> Topolog
     return result
 
 
+def message_ends(schedule: Schedule, caps: np.ndarray) -> dict[str, float]:
+    """Why each message stops where it does: the share of messages whose next chunk id (the one a
+    longer run would take next) is past its ``caps`` (per direct channel) -- ``cap`` -- or across
+    the edge of the sender's own chunks -- ``edge`` -- or not yet at the sender -- ``lacks`` -- or
+    already matched to the destination (it holds it or a message brings it) -- ``held``."""
+    c, k = schedule.num_chunks, schedule.chunks_per_npu
+    index = schedule.delivery()
+    following = schedule.chunk.astype(np.int64) + schedule.count
+    own_first = schedule.src.astype(np.int64) * k
+    capped = schedule.count >= caps[schedule.channel]
+    edge = ~capped & ((following >= c) | (following == own_first) | (following == own_first + k))
+    rest = ~capped & ~edge
+    following = np.minimum(following, c - 1)
+    at_src = index[schedule.src.astype(np.int64) * c + following]
+    arrives = np.where(at_src >= 0, schedule.end[np.maximum(at_src, 0)], 0.0)  # the owner holds it from 0
+    lacks = rest & (arrives > schedule.start)
+    at_dst = index[schedule.dst.astype(np.int64) * c + following]
+    held = rest & ~lacks & (at_dst >= 0) & (schedule.start[np.maximum(at_dst, 0)] <= schedule.start)
+    total = len(schedule.start)
+    return {name: float(mask.sum()) / total for name, mask in (("cap", capped), ("edge", edge), ("lacks", lacks), ("held", held))}
+
+
 def profile(spec: str, size_bytes: int, layout: str = "row") -> None:
     topology = load_topology(spec)
     if layout != "row":
@@ -138,9 +164,11 @@ def profile(spec: str, size_bytes: int, layout: str = "row") -> None:
         busy = schedule.end - schedule.start
         latency_share = float(latency[channel].sum() / busy.sum())
         allowed = (bound / TARGET - chunks * serial) / latency
+        ends = message_ends(schedule, message_caps(channels, variant.latency_ratio)[0])
         print(
             f"{spec:<15} {str(variant):<34} {bound / total:>5.3f} {schedule.count.mean():>10.1f} {msgs.mean():>8.1f} {msgs.max():>6d} "
-            f"{busy.sum() / (channels.num_direct * total):>5.2f} {latency_share:>7.3f} {diameter:>5d} {max(0.0, float(allowed.min())):>8.0f} {seconds:>7.1f}",
+            f"{busy.sum() / (channels.num_direct * total):>5.2f} {latency_share:>7.3f} {diameter:>5d} {max(0.0, float(allowed.min())):>8.0f} {seconds:>7.1f} "
+            + " ".join(f"{ends[name]:>5.2f}" for name in ("lacks", "held", "edge", "cap")),
             flush=True,
         )
         if best is None or total < best.time_ns:
@@ -170,7 +198,7 @@ def main(argv: list[str]) -> None:
     sides = (16, 32, 64) if args.full else (16, 32)
     specs = args.topologies.split(",") if args.topologies else [f"{shape}:{s}x{s}" for s in sides for shape in ("mesh2d", "torus2d")]
     print(f"All-Gather {args.size}, 1 chunk per NPU, matcher only, seed 0")
-    print(f"{'topology':<15} {'variant':<34} {'eff':>5} {'chunks/msg':>10} {'msgs/link':>8} {'max':>6} {'busy':>5} {'latency':>7} {'diam':>5} {'max msgs':>8} {'s':>7}")
+    print(f"{'topology':<15} {'variant':<34} {'eff':>5} {'chunks/msg':>10} {'msgs/link':>8} {'max':>6} {'busy':>5} {'latency':>7} {'diam':>5} {'max msgs':>8} {'s':>7} {'lacks':>5} {'held':>5} {'edge':>5} {'cap':>5}")
     for spec in specs:
         for layout in layouts:
             profile(spec, parse_size(args.size), layout)
