@@ -44,6 +44,27 @@ only the links into the corners until their message has 8 or 24 chunks loses too
 16 KiB chunks: 6% and 31% slower).
 The greedy's message size is set by how fast chunks reach a link's source, not by their ids.
 
+What ends a message, and three cheaper rules tried against it (2026-11-27, matcher prototypes,
+seed 0, one run each at load 7-17; All-Gather 16 MiB on 1,024 NPUs, 16 KiB chunks as at 4,096
+NPUs, where the cap is 65 chunks; efficiency of the extending / reaching-back variants, before
+0.710 / 0.728 on torus2d:32x32 and 0.745 / 0.793 on mesh2d:32x32). A message stops because the
+next chunk id has not reached its sender (torus 53%, mesh 50% of the messages) or its
+destination already has it or is getting it (43%, 47%); the sender's own-chunk edge ends 3-4%,
+the cap none. (a) A run that preferably continues where its link's last message ended: torus
+0.706 / 0.725, mesh 0.750 / 0.791 -- noise (extending runs already prefer starts after what the
+destination holds or is getting, the link's last message included). (b) Runs that bridge a
+gap of one or two chunks the destination already has (sent again; each costs 305 ns of link
+time and saves a 500 ns latency): torus 0.707 / 0.721 (gaps of 1) and 0.707 / 0.728 (up to
+2), mesh 0.747 / 0.790 -- messages hardly fewer (207,144 -> 206,478): after a chunk the
+destination has comes a longer stretch it has, or one the sender lacks. (c) Several ranges per
+message (what an IR range column would allow): each link takes up to ``R`` runs, each the
+rule's run among the candidates the earlier runs left, all within the cap, paying one latency:
+torus R = 2, 4, 8, 64: 0.756, 0.772, 0.741, 0.606 (extending; reaching back R = 2, 4: 0.753,
+0.765), 207,144 -> 163,859 messages at R = 4; mesh reaching back R = 4: 0.802 (+1.2%); at 64
+MiB (64 KiB chunks) torus2d:32x32 0.906 -> 0.917 (R = 2) and 0.911 (R = 4). A few ranges gain
+1-6%; many starve the destination's other links, as *any* set did above. The message is still
+limited by what reached its sender since its link's last one.
+
 ``--layouts``: the chunk layout, by renumbering a grid's NPUs (chunk ``c`` starts on NPU ``c``;
 the same graph, so the same bound): ``row`` (the builders' numbering), ``snake`` (odd rows
 reversed), ``morton`` (Z-order), ``hilbert``, ``diagonal`` (by anti-diagonal), ``random``.
