@@ -14,7 +14,10 @@ and ~250 MB; no lock needed). Per variant:
   spent on latency (a message pays its link's latency once, whatever it carries);
 * ``diam``: hops of the longest shortest path; ``max msgs``: messages per link the bound allows at
   efficiency 0.93 (a link that carries ``C`` chunks, serialization ``s`` and latency ``l`` each,
-  finishes by ``bound / 0.93`` only with at most ``(bound / 0.93 - C s) / l`` messages).
+  finishes by ``bound / 0.93`` only with at most ``(bound / 0.93 - C s) / l`` messages);
+* what ends a message (:func:`message_ends`, shares of the messages): the chunk after its run has
+  not reached the sender yet (``lacks``), the destination holds it or is getting it (``held``),
+  it is across the edge of the sender's own chunks (``edge``), or the run is at its cap (``cap``).
 
 Then, for the best variant, each tenth of the schedule's time: messages started, chunks per
 message, and link busy share.
@@ -41,6 +44,31 @@ only the links into the corners until their message has 8 or 24 chunks loses too
 16 KiB chunks: 6% and 31% slower).
 The greedy's message size is set by how fast chunks reach a link's source, not by their ids.
 
+What ends a message, and three cheaper rules tried against it (2026-11-27, matcher prototypes,
+seed 0, one run each at load 7-17; All-Gather 16 MiB on 1,024 NPUs, 16 KiB chunks as at 4,096
+NPUs, where the cap is 65 chunks; efficiency of the extending / reaching-back variants, before
+0.710 / 0.728 on torus2d:32x32 and 0.745 / 0.793 on mesh2d:32x32). A message stops because the
+next chunk id has not reached its sender (torus 53%, mesh 50% of the messages) or its
+destination already has it or is getting it (43%, 47%); the sender's own-chunk edge ends 3-4%,
+the cap none. (a) A run that preferably continues where its link's last message ended: torus
+0.706 / 0.725, mesh 0.750 / 0.791 -- noise (extending runs already prefer starts after what the
+destination holds or is getting, the link's last message included). (b) Runs that bridge a
+gap of one or two chunks the destination already has (sent again; each costs 305 ns of link
+time and saves a 500 ns latency): torus 0.707 / 0.721 (gaps of 1) and 0.707 / 0.728 (up to
+2), mesh 0.747 / 0.790 -- messages hardly fewer (207,144 -> 206,478): after a chunk the
+destination has comes a longer stretch it has, or one the sender lacks. (c) Several ranges per
+message (what an IR range column would allow): each link takes up to ``R`` runs, each the
+rule's run among the candidates the earlier runs left, all within the cap, paying one latency:
+torus R = 2, 4, 8, 64: 0.756, 0.772, 0.741, 0.606 (extending; reaching back R = 2, 4: 0.753,
+0.765), 207,144 -> 163,859 messages at R = 4; mesh reaching back R = 4: 0.802 (+1.2%); at 64
+MiB (64 KiB chunks) torus2d:32x32 0.906 -> 0.917 (R = 2) and 0.911 (R = 4). A few ranges gain
+1-6%; many starve the destination's other links, as *any* set did above. At 4,096 NPUs (64 MiB,
+the same prototype, R = 4, load 4-22): torus2d:64x64 0.818 / 0.823 -> 0.869 / 0.863, 1.40M
+messages instead of 2.09M; mesh2d:64x64 reaching back 0.885 -> 0.902, 1.71M messages instead of
+2.34M (the plain matcher re-run that day: 0.885 / 0.851, as before, 72-82 CPU s per matching;
+the prototype's bookkeeping took 254 and 564). The message
+is still limited by what reached its sender since its link's last one.
+
 ``--layouts``: the chunk layout, by renumbering a grid's NPUs (chunk ``c`` starts on NPU ``c``;
 the same graph, so the same bound): ``row`` (the builders' numbering), ``snake`` (odd rows
 reversed), ``morton`` (Z-order), ``hilbert``, ``diagonal`` (by anti-diagonal), ``random``.
@@ -62,7 +90,8 @@ import numpy as np
 from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.ir import Collective
 from chakra_collectives.synth.channels import build_channels
-from chakra_collectives.synth.matcher import match_all_gather
+from chakra_collectives.synth.matcher import match_all_gather, message_caps
+from chakra_collectives.synth.schedule import Schedule
 from chakra_collectives.synth.tacos import default_variants, distinct_variants
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.units import parse_size
@@ -111,6 +140,28 @@ def renumbered(topology: Topology, rows: int, cols: int, layout: str) -> Topolog
     return result
 
 
+def message_ends(schedule: Schedule, caps: np.ndarray) -> dict[str, float]:
+    """Why each message stops where it does: the share of messages whose next chunk id (the one a
+    longer run would take next) is past its ``caps`` (per direct channel) -- ``cap`` -- or across
+    the edge of the sender's own chunks -- ``edge`` -- or not yet at the sender -- ``lacks`` -- or
+    already matched to the destination (it holds it or a message brings it) -- ``held``."""
+    c, k = schedule.num_chunks, schedule.chunks_per_npu
+    index = schedule.delivery()
+    following = schedule.chunk.astype(np.int64) + schedule.count
+    own_first = schedule.src.astype(np.int64) * k
+    capped = schedule.count >= caps[schedule.channel]
+    edge = ~capped & ((following >= c) | (following == own_first) | (following == own_first + k))
+    rest = ~capped & ~edge
+    following = np.minimum(following, c - 1)
+    at_src = index[schedule.src.astype(np.int64) * c + following]
+    arrives = np.where(at_src >= 0, schedule.end[np.maximum(at_src, 0)], 0.0)  # the owner holds it from 0
+    lacks = rest & (arrives > schedule.start)
+    at_dst = index[schedule.dst.astype(np.int64) * c + following]
+    held = rest & ~lacks & (at_dst >= 0) & (schedule.start[np.maximum(at_dst, 0)] <= schedule.start)
+    total = len(schedule.start)
+    return {name: float(mask.sum()) / total for name, mask in (("cap", capped), ("edge", edge), ("lacks", lacks), ("held", held))}
+
+
 def profile(spec: str, size_bytes: int, layout: str = "row") -> None:
     topology = load_topology(spec)
     if layout != "row":
@@ -138,9 +189,11 @@ def profile(spec: str, size_bytes: int, layout: str = "row") -> None:
         busy = schedule.end - schedule.start
         latency_share = float(latency[channel].sum() / busy.sum())
         allowed = (bound / TARGET - chunks * serial) / latency
+        ends = message_ends(schedule, message_caps(channels, variant.latency_ratio)[0])
         print(
             f"{spec:<15} {str(variant):<34} {bound / total:>5.3f} {schedule.count.mean():>10.1f} {msgs.mean():>8.1f} {msgs.max():>6d} "
-            f"{busy.sum() / (channels.num_direct * total):>5.2f} {latency_share:>7.3f} {diameter:>5d} {max(0.0, float(allowed.min())):>8.0f} {seconds:>7.1f}",
+            f"{busy.sum() / (channels.num_direct * total):>5.2f} {latency_share:>7.3f} {diameter:>5d} {max(0.0, float(allowed.min())):>8.0f} {seconds:>7.1f} "
+            + " ".join(f"{ends[name]:>5.2f}" for name in ("lacks", "held", "edge", "cap")),
             flush=True,
         )
         if best is None or total < best.time_ns:
@@ -170,7 +223,7 @@ def main(argv: list[str]) -> None:
     sides = (16, 32, 64) if args.full else (16, 32)
     specs = args.topologies.split(",") if args.topologies else [f"{shape}:{s}x{s}" for s in sides for shape in ("mesh2d", "torus2d")]
     print(f"All-Gather {args.size}, 1 chunk per NPU, matcher only, seed 0")
-    print(f"{'topology':<15} {'variant':<34} {'eff':>5} {'chunks/msg':>10} {'msgs/link':>8} {'max':>6} {'busy':>5} {'latency':>7} {'diam':>5} {'max msgs':>8} {'s':>7}")
+    print(f"{'topology':<15} {'variant':<34} {'eff':>5} {'chunks/msg':>10} {'msgs/link':>8} {'max':>6} {'busy':>5} {'latency':>7} {'diam':>5} {'max msgs':>8} {'s':>7} {'lacks':>5} {'held':>5} {'edge':>5} {'cap':>5}")
     for spec in specs:
         for layout in layouts:
             profile(spec, parse_size(args.size), layout)
