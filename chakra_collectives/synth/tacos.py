@@ -52,6 +52,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.network.bottleneck import Bottleneck
 from chakra_collectives.network.model import Mode, NetworkModel
+from chakra_collectives.ir.parts import AlgorithmParts
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import ChannelRouting, Channels, build_channels
 from chakra_collectives.ir.demand import demand_for
@@ -143,7 +144,8 @@ class Trial:
 
 @dataclass(frozen=True)
 class TacosResult:
-    algorithm: CollectiveAlgorithm
+    algorithm: CollectiveAlgorithm | AlgorithmParts
+    """The algorithm; in parts only when asked (``in_parts``) and it applies."""
     schedule_ns: float
     """The matcher's own finishing time (Reduce-Scatter + All-Gather for All-Reduce)."""
     phases: tuple[Trial, ...]
@@ -182,6 +184,7 @@ def tacos(
     detours: bool = False,
     multipath: bool = False,
     flows: Mapping[int, np.ndarray] | None = None,
+    in_parts: bool = False,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -204,6 +207,9 @@ def tacos(
     several routes per pair, each SEND naming its route), and the faster plan is kept; ``flows``:
     that optimum's flows given (per source NPU, chunks per link: several concurrent groups' joint
     LP, :func:`~chakra_collectives.synth.multipath.joint_flows`) instead of solved for this collective alone.
+    ``in_parts``: an All-Gather that predicts itself from its schedule (a large one without
+    switches) is returned unlowered, as :class:`~chakra_collectives.ir.parts.AlgorithmParts`
+    lowered a range of ranks at a time by the writer (for a caller that only writes it).
 
     Raises
     ------
@@ -267,8 +273,11 @@ def tacos(
                 phases = (reversed_phase,)
         steps.update(searches)
     predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels, chunks_per_npu) else (None, None)
-    with progress.task("lower to operations"):
-        algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
+    if in_parts and collective is Collective.ALL_GATHER and routing is None and predicted_ns is not None:
+        algo: CollectiveAlgorithm | AlgorithmParts = _all_gather_parts(phases[0], size_bytes, topology, chunks_per_npu, seed, trials)
+    else:
+        with progress.task("lower to operations"):
+            algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
     return TacosResult(
         algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials, predicted_ns=predicted_ns, bottleneck=limit,
     )
@@ -370,7 +379,23 @@ def _lower(
     collective: Collective, phases: tuple[Trial, ...], size_bytes: int, topology: Topology, chunks_per_npu: int, seed: int, trials: int,
     routing: ChannelRouting | None = None,
 ) -> CollectiveAlgorithm:
-    provenance = {
+    provenance = _provenance(phases, topology, chunks_per_npu, seed, trials, routing)
+    schedules = [p.schedule for p in phases]
+    if collective is Collective.ALL_GATHER:
+        return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing)
+    release = mirrored_release(schedules[0]) if phases[0].pinned else None
+    if release is not None:
+        provenance["reduce_scatter"] = "pinned"
+    if collective is Collective.REDUCE_SCATTER:
+        return reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
+    return all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
+
+
+def _provenance(
+    phases: tuple[Trial, ...], topology: Topology, chunks_per_npu: int, seed: int, trials: int, routing: ChannelRouting | None
+) -> dict[str, str]:
+    """What the lowered algorithm records of how it was synthesized."""
+    return {
         "algorithm": "tacos",
         "topology": topology.name,
         "chunks_per_npu": str(chunks_per_npu),
@@ -382,15 +407,19 @@ def _lower(
         "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": ("detours" if routing is not None else "routed") if topology.num_switches else "none",
     }
-    schedules = [p.schedule for p in phases]
-    if collective is Collective.ALL_GATHER:
-        return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing)
-    release = mirrored_release(schedules[0]) if phases[0].pinned else None
-    if release is not None:
-        provenance["reduce_scatter"] = "pinned"
-    if collective is Collective.REDUCE_SCATTER:
-        return reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
-    return all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
+
+
+def _all_gather_parts(phase: Trial, size_bytes: int, topology: Topology, chunks_per_npu: int, seed: int, trials: int) -> AlgorithmParts:
+    """The All-Gather of ``phase``'s schedule, lowered by ranges of ranks when written."""
+    schedule = phase.schedule
+    provenance = _provenance((phase,), topology, chunks_per_npu, seed, trials, None)
+
+    def lower(ranks: range) -> CollectiveAlgorithm:
+        return all_gather_algorithm(schedule, size_bytes=size_bytes, provenance=provenance, ranks=ranks)
+
+    return AlgorithmParts(
+        Collective.ALL_GATHER, schedule.num_npus, schedule.num_chunks, size_bytes, 1 + schedule.program_lengths(), lower,
+    )
 
 
 TRIAL_BUDGET = 2**14
@@ -570,7 +599,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
     if options.group is not None:
         found = tacos_for_group(topology, options.group, collective, options.size_bytes, **common)
     else:
-        found = tacos(topology, collective, options.size_bytes, **common)
+        found = tacos(topology, collective, options.size_bytes, in_parts=options.in_parts, **common)
     details = {
         "seed": found.seed,
         "trials": found.trials,
