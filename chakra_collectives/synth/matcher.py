@@ -457,6 +457,12 @@ class _Matcher:
         sorted_dst = channels.direct_dst[by_dst]
         slot = np.arange(len(by_dst)) - np.searchsorted(sorted_dst, sorted_dst, side="left")
         self.in_neighbours[sorted_dst, slot] = channels.direct_src[by_dst]
+        # per direct channel, the other direct in-neighbours of its destination (its own slot left out)
+        own_slot = np.empty(m, dtype=np.int64)
+        own_slot[by_dst] = slot
+        width = self.in_neighbours.shape[1]
+        others = np.arange(width)[None, :] != own_slot[:, None]
+        self.other_in = self.in_neighbours[channels.direct_dst][others].reshape(m, width - 1)
         # per NPU: how fast its direct in-links together bring chunks (chunks per ns)
         one_chunk = channels.hop_ns(channels.direct_link, 1) if m else np.zeros(0)
         self.direct_intake = np.bincount(channels.direct_dst, weights=1.0 / one_chunk, minlength=n) if m else np.zeros(n)
@@ -594,16 +600,12 @@ class _Matcher:
         order = np.lexsort((self.rng.random(len(active)), options, d))
         active, d = active[order], d[order]
         round_of = np.arange(len(active)) - np.searchsorted(d, d, side="left")
-        targets = d[round_of == 0]  # sorted, each once
-        scarce = self._scarce_levels(targets)
-        row_of_target = np.full(self.n, -1, dtype=np.int64)
-        row_of_target[targets] = np.arange(len(targets))
         parts = []
         for j in range(int(round_of.max()) + 1):
             sel = active[round_of == j]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
             cand = self.held[s] & self.wanted[d]
-            pool = self._scarcest(cand, scarce, row_of_target[d])
+            pool = self._scarcest(cand, sel)
             first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
             ok = first >= 0
             if not ok.any():
@@ -628,24 +630,28 @@ class _Matcher:
             for d_, e_ in zip(dst.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
 
-    def _scarce_levels(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(one, two)``: per target, the chunks exactly one / exactly two of its direct in-neighbours hold."""
-        neighbours = self.in_neighbours[targets]
-        one = np.zeros((len(targets), self.words), dtype=np.uint64)
-        two, three = one.copy(), one.copy()
-        for position in range(neighbours.shape[1]):
-            held = self.held_or_zero[neighbours[:, position]]
-            three |= two & held
-            two |= one & held
+    def _scarcest(self, cand: np.ndarray, channels: np.ndarray) -> np.ndarray:
+        """Per row (direct channel ``channels[i]``, ``s -> d``), the candidates held by the fewest
+        direct in-neighbours of ``d``: those only ``s`` holds, else those exactly one other holds,
+        else all of them. Worked out on the candidates' nonzero words only: each is a word of
+        ``s``'s held chunks, so the count is ``1 +`` the other in-neighbours' holding it."""
+        rows, words = np.nonzero(cand)
+        bits = cand[rows, words]
+        others = self.other_in[channels]  # -1 pads: the zero row of held_or_zero
+        one, more = np.zeros_like(bits), np.zeros_like(bits)
+        for position in range(others.shape[1]):
+            held = self.held_or_zero[others[rows, position], words]
+            more |= one & held
             one |= held
-        return one & ~two, two & ~three
-
-    @staticmethod
-    def _scarcest(cand: np.ndarray, levels: tuple[np.ndarray, np.ndarray], rows: np.ndarray) -> np.ndarray:
-        """Per row, the candidates held by the fewest in-neighbours of the destination (1, 2, or any)."""
-        only = cand & levels[0][rows]
-        pair = cand & levels[1][rows]
-        return np.where(only.any(axis=1, keepdims=True), only, np.where(pair.any(axis=1, keepdims=True), pair, cand))
+        only = bits & ~one
+        pair = bits & one & ~more
+        has_only = np.zeros(len(cand), dtype=bool)
+        has_only[rows[only != 0]] = True
+        has_pair = np.zeros(len(cand), dtype=bool)
+        has_pair[rows[pair != 0]] = True
+        pool = np.zeros_like(cand)
+        pool[rows, words] = np.where(has_only[rows], only, np.where(has_pair[rows], pair, bits))
+        return pool
 
     def _pick_runs(
         self, pool: np.ndarray, cand: np.ndarray, src: np.ndarray, dst: np.ndarray, cap: np.ndarray
