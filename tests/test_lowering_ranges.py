@@ -104,3 +104,30 @@ def test_parts_that_would_not_fit_the_disk_are_refused_before_any_is_lowered(tmp
     with pytest.raises(LimitError, match=r"needs about 238.4 KiB on disk \(2k operations in 4 files\), above the 10 KiB free"):
         write_parts(lowered.append, np.full(4, 500), tmp_path / "ag", size_bytes=2**20)
     assert lowered == [] and list(tmp_path.iterdir()) == []
+
+
+def test_synth_writes_a_large_all_gather_in_parts(cli, tmp_path, monkeypatch):
+    """``synth -o`` of an All-Gather that predicts itself from its schedule lowers it range by
+    range as it writes (AlgorithmParts, write_parts): the same files and summary as the whole
+    algorithm written by write_algorithm, which --astra-sim (it reads the whole) still gets."""
+    import json
+
+    from chakra_collectives.converters.chakra_et import write_algorithm
+    from chakra_collectives.converters.chakra_et import writer as writer_module
+    from chakra_collectives.ir.parts import AlgorithmParts
+    from chakra_collectives.synth.synthesis import synthesize
+
+    monkeypatch.setattr(writer_module, "PART_OPS", 50)  # parts of a few ranks each
+    topology = load_topology("torus2d:6x6")
+    parts = synthesize(topology, "all-gather", "1MiB", algorithm="tacos", in_parts=True)
+    assert isinstance(parts.algorithm, AlgorithmParts)
+    whole = synthesize(topology, "all-gather", "1MiB", algorithm="tacos")
+    assert not isinstance(whole.algorithm, AlgorithmParts) and parts.algorithm.num_ops == whole.algorithm.num_ops
+    assert not isinstance(synthesize(topology, "all-gather", "1MiB", in_parts=True).algorithm, AlgorithmParts)  # best compares whole ones
+    write_algorithm(whole.algorithm, tmp_path / "whole" / "ag")
+    result = cli("synth", "-t", "torus2d:6x6", "-c", "all-gather", "-s", "1MiB", "-a", "tacos", "-o", tmp_path / "parts" / "ag", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["operations"] == whole.algorithm.num_ops and summary["predicted_ns"] == whole.predicted_ns
+    for rank in range(36):
+        assert (tmp_path / "parts" / f"ag.{rank}.et").read_bytes() == (tmp_path / "whole" / f"ag.{rank}.et").read_bytes()

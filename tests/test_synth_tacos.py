@@ -324,3 +324,32 @@ def test_run_ladder_and_reach_back_follow_their_bitwise_definitions(words, seed,
                 want.add(c)
                 c -= 1
         assert _bits_of(reached[r]) == want
+
+
+@pytest.mark.parametrize("extend, back", [(False, False), (True, False), (True, True)])
+def test_run_starts_worked_out_in_a_window_give_the_same_schedule(extend, back, monkeypatch):
+    """The merged runs' starts worked out on the words around each row's pool only (the matcher's
+    window) give the schedule worked out on whole rows, column for column."""
+    from chakra_collectives.synth import matcher
+
+    channels = build_channels(load_topology("torus2d:8x8"), chunk_bytes=2**10)  # 40 chunks per NPU: 40-word rows, long runs
+    used = []
+    around = matcher._Window.around.__func__
+
+    def counted(cls, pool, before):
+        window = around(cls, pool, before)
+        used.append(window is not None)
+        return window
+
+    def schedule():
+        return match_all_gather(channels, 40, seed=3, latency_ratio=40.0, extend_held=extend, reach_back=back)
+
+    monkeypatch.setattr(matcher, "WINDOW_WORDS", 10**9)
+    whole = schedule()
+    monkeypatch.setattr(matcher, "WINDOW_WORDS", 1)
+    monkeypatch.setattr(matcher, "WINDOW_SHARE", 1)
+    monkeypatch.setattr(matcher._Window, "around", classmethod(counted))
+    windowed = schedule()
+    assert sum(used) > len(used) / 2
+    for name in ("chunk", "count", "src", "dst", "start", "end", "channel", "tag", "send_seq", "recv_seq"):
+        assert np.array_equal(getattr(windowed, name), getattr(whole, name)), name

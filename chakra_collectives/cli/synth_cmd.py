@@ -151,15 +151,21 @@ def synth(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
             time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit,
+            in_parts=output_text is not None and astra_sim is None,  # only written: a large TACOS All-Gather is lowered as it is written
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
         if output is not None:
-            from chakra_collectives.converters.chakra_et import write_algorithm
+            from chakra_collectives.converters.chakra_et import write_algorithm, write_parts
+            from chakra_collectives.ir.parts import AlgorithmParts
 
             with progress.task("write ETs"):
                 started = time.perf_counter()
-                write_algorithm(result.algorithm, output)
+                algo = result.algorithm
+                if isinstance(algo, AlgorithmParts):
+                    write_parts(algo.lower, algo.ops_per_rank, output, size_bytes=algo.size_bytes)
+                else:
+                    write_algorithm(algo, output)
                 write_s = time.perf_counter() - started
     handoff = None
     if astra_sim is not None:

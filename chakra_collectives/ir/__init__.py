@@ -4,6 +4,7 @@
 * :mod:`~chakra_collectives.ir.ops` -- operations, stored column-wise;
 * :mod:`~chakra_collectives.ir.algorithm` -- :class:`CollectiveAlgorithm`;
 * :mod:`~chakra_collectives.ir.builder` -- :class:`AlgorithmBuilder`;
+* :mod:`~chakra_collectives.ir.parts` -- an algorithm lowered a range of ranks at a time as it is written;
 * :mod:`~chakra_collectives.ir.workload` -- :class:`Workload`, a training step's nodes per rank
   (:class:`NodeKind`), which format readers build and the replays run;
 

@@ -14,7 +14,9 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   bytes each (TACOS: about 90 bytes per pair at 1,024 NPUs, matching and prediction included).
 * :func:`tacos_footprint` (TACOS's All-Gather, Reduce-Scatter and All-Reduce): the largest of
   its stages -- the matching (the matcher's bitsets and its messages' columns), the lowering
-  (the operation table, the schedules and the per-``(NPU, chunk)`` indexes it builds) and the
+  (the operation table, the schedules and the per-``(NPU, chunk)`` indexes it builds; for an
+  All-Gather asked ``in_parts``, the schedule and one part of
+  :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations) and the
   prediction (the table and the level-by-level timing) -- from the messages it will send
   (:func:`tacos_messages`); the estimate says which stage holds what.
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
@@ -74,6 +76,10 @@ PER_MESSAGE = 56
 """Bytes of a TACOS schedule per message (ten 4- and 8-byte columns, anchors)."""
 PER_TABLE_OP = 64
 """Bytes of the operation table per operation (measured 58 at 4,096 NPUs)."""
+PER_PART_OP = 230
+"""Bytes per operation of one part lowered and encoded as it is written (``in_parts``): its table
+and the lowering's and encoder's temporaries (measured at 16,384 NPUs: 1,863 MiB peak for a
+schedule of 17.3M messages, about 924 MiB, and parts of 2^22 operations)."""
 PER_PREDICTED_OP = 100
 """Bytes per operation the prediction holds besides the table (task graph, messages, the
 level-by-level timing; measured 78 at 1,024 NPUs with 32k-edge blocks; 804 MiB peak in all for
@@ -175,13 +181,24 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     delivery = 0.0 if collective is Collective.REDUCE_SCATTER else min(4 * per_phase, DELIVERY_BYTES)
     indexes = PER_LOWERED_PAIR[collective] * per_phase + delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
     lowering = table + PER_MESSAGE * messages * phases(collective) + indexes
+    in_parts = options.in_parts and collective is Collective.ALL_GATHER and self_predicted(topology, num_ranks, options)
+    part = 0.0
+    if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedule and one part
+        from chakra_collectives.converters.chakra_et.writer import PART_OPS  # the ET schema's import: only here
+
+        part = PER_PART_OP * min(operations, PART_OPS)
+        lowering = PER_MESSAGE * messages + part + indexes
     # a phase on a network without switches is its own prediction (schedule_timing): no task graph
     prediction = 0.0 if self_predicted(topology, num_ranks, options) else table + PER_PREDICTED_OP * operations
     stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
-        "lowering": f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}",
+        "lowering": (
+            f"schedule {format_size(PER_MESSAGE * messages)} + a part {format_size(part)} "
+            f"+ indexes {format_size(indexes)}, lowered as written" if in_parts
+            else f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}"
+        ),
         "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule, no task graph",
     }
     work = (

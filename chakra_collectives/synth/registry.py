@@ -40,6 +40,7 @@ import numpy as np
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.parts import AlgorithmParts
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 
@@ -80,6 +81,11 @@ class SynthesisOptions:
     pattern: ChunkPattern | None = None
     """The pre- and postcondition of a :attr:`Collective.PATTERN` collective (``synth --pattern``)."""
 
+    in_parts: bool = False
+    """The caller only writes the algorithm and reports its summary: a producer may return it as
+    :class:`~chakra_collectives.ir.parts.AlgorithmParts`, lowered a range of ranks at a time
+    when written (TACOS's large All-Gather), instead of whole."""
+
     time_limit_s: float | None = None
     """Seconds an exact solver (``milp``) may search (``None``: its default); when they run out
     it returns the best schedule found and the gap it proved."""
@@ -111,7 +117,8 @@ class SynthesisOptions:
 class Synthesized:
     """What a factory returns: the algorithm, and what producing it found out."""
 
-    algorithm: CollectiveAlgorithm
+    algorithm: CollectiveAlgorithm | AlgorithmParts
+    """Whole, or in parts only when :attr:`SynthesisOptions.in_parts` asked for it."""
     schedule_ns: float | None = None
     """The producer's own estimate of the time, when it plans with the network model (TACOS)."""
     predicted_ns: float | None = None

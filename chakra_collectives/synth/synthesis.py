@@ -19,6 +19,7 @@ from chakra_collectives.bounds import SUPPORTED as BOUNDED
 from chakra_collectives.bounds import LowerBounds, lower_bounds
 from chakra_collectives.errors import InputError, LimitError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
+from chakra_collectives.ir.parts import AlgorithmParts
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
@@ -70,7 +71,8 @@ def bounds_method(bounds: str, num_npus: int) -> str | None:
 class SynthesisResult:
     """An algorithm with its predicted time, the bounds, and what producing it cost."""
 
-    algorithm: CollectiveAlgorithm
+    algorithm: CollectiveAlgorithm | AlgorithmParts
+    """Whole, unless :func:`synthesize` was asked for it ``in_parts`` and the producer gave it so."""
     topology: Topology
     algorithm_name: str
     """The algorithm produced (for ``best``: the one that won)."""
@@ -231,6 +233,7 @@ def synthesize(
     group: Sequence[int] | None = None,
     pattern: ChunkPattern | None = None,
     time_limit_s: float | None = None,
+    in_parts: bool = False,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -265,6 +268,9 @@ def synthesize(
     (:meth:`~chakra_collectives.synth.registry.Synthesizer.serves`), and the bounds are the
     group's (:func:`group_bounds`).
     ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
+    ``in_parts``: the caller only writes the algorithm and reads the summary; one producer asked
+    by name (not ``best``, whose candidates are compared whole) may then return it as
+    :class:`~chakra_collectives.ir.parts.AlgorithmParts` (:attr:`SynthesisOptions.in_parts`).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
@@ -283,7 +289,8 @@ def synthesize(
     counts = [chunks_per_npu] if chunks_per_npu is not None else auto_chunk_counts(num_ranks, group=members is not None)
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
-    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s}
+    forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s,
+              "in_parts": in_parts and name != "best"}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}

@@ -52,6 +52,7 @@ from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.network.bottleneck import Bottleneck
 from chakra_collectives.network.model import Mode, NetworkModel
+from chakra_collectives.ir.parts import AlgorithmParts
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import ChannelRouting, Channels, build_channels
 from chakra_collectives.ir.demand import Demand, demand_for
@@ -144,7 +145,8 @@ class Trial:
 
 @dataclass(frozen=True)
 class TacosResult:
-    algorithm: CollectiveAlgorithm
+    algorithm: CollectiveAlgorithm | AlgorithmParts
+    """The algorithm; in parts only when asked (``in_parts``) and it applies."""
     schedule_ns: float
     """The matcher's own finishing time (Reduce-Scatter + All-Gather for All-Reduce)."""
     phases: tuple[Trial, ...]
@@ -184,6 +186,7 @@ def tacos(
     multipath: bool = False,
     flows: Mapping[int, np.ndarray] | None = None,
     to_beat_ns: float | None = None,
+    in_parts: bool = False,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -213,6 +216,9 @@ def tacos(
     floor: the result is the same, and when it is below their floor they are never run (a
     mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
     646.7 us, the slowest of its five).
+    ``in_parts``: an All-Gather that predicts itself from its schedule (a large one without
+    switches) is returned unlowered, as :class:`~chakra_collectives.ir.parts.AlgorithmParts`
+    lowered a range of ranks at a time by the writer (for a caller that only writes it).
 
     Raises
     ------
@@ -278,8 +284,11 @@ def tacos(
                 phases = (reversed_phase,)
         steps.update(searches)
     predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
-    with progress.task("lower to operations"):
-        algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
+    if in_parts and collective is Collective.ALL_GATHER and routing is None and predicted_ns is not None:
+        algo: CollectiveAlgorithm | AlgorithmParts = _all_gather_parts(phases[0], size_bytes, topology, chunks_per_npu, seed, trials)
+    else:
+        with progress.task("lower to operations"):
+            algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
     return TacosResult(
         algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials, predicted_ns=predicted_ns, bottleneck=limit,
     )
@@ -386,7 +395,23 @@ def _lower(
     collective: Collective, phases: tuple[Trial, ...], size_bytes: int, topology: Topology, chunks_per_npu: int, seed: int, trials: int,
     routing: ChannelRouting | None = None,
 ) -> CollectiveAlgorithm:
-    provenance = {
+    provenance = _provenance(phases, topology, chunks_per_npu, seed, trials, routing)
+    schedules = [p.schedule for p in phases]
+    if collective is Collective.ALL_GATHER:
+        return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing)
+    release = mirrored_release(schedules[0]) if phases[0].pinned else None
+    if release is not None:
+        provenance["reduce_scatter"] = "pinned"
+    if collective is Collective.REDUCE_SCATTER:
+        return reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
+    return all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
+
+
+def _provenance(
+    phases: tuple[Trial, ...], topology: Topology, chunks_per_npu: int, seed: int, trials: int, routing: ChannelRouting | None
+) -> dict[str, str]:
+    """What the lowered algorithm records of how it was synthesized."""
+    return {
         "algorithm": "tacos",
         "topology": topology.name,
         "chunks_per_npu": str(chunks_per_npu),
@@ -398,15 +423,19 @@ def _lower(
         "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": ("detours" if routing is not None else "routed") if topology.num_switches else "none",
     }
-    schedules = [p.schedule for p in phases]
-    if collective is Collective.ALL_GATHER:
-        return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing)
-    release = mirrored_release(schedules[0]) if phases[0].pinned else None
-    if release is not None:
-        provenance["reduce_scatter"] = "pinned"
-    if collective is Collective.REDUCE_SCATTER:
-        return reduce_scatter_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
-    return all_reduce_algorithm(schedules[0], schedules[1], size_bytes=size_bytes, provenance=provenance, routing=routing, release=release)
+
+
+def _all_gather_parts(phase: Trial, size_bytes: int, topology: Topology, chunks_per_npu: int, seed: int, trials: int) -> AlgorithmParts:
+    """The All-Gather of ``phase``'s schedule, lowered by ranges of ranks when written."""
+    schedule = phase.schedule
+    provenance = _provenance((phase,), topology, chunks_per_npu, seed, trials, None)
+
+    def lower(ranks: range) -> CollectiveAlgorithm:
+        return all_gather_algorithm(schedule, size_bytes=size_bytes, provenance=provenance, ranks=ranks)
+
+    return AlgorithmParts(
+        Collective.ALL_GATHER, schedule.num_npus, schedule.num_chunks, size_bytes, 1 + schedule.program_lengths(), lower,
+    )
 
 
 TRIAL_BUDGET = 2**14
@@ -604,7 +633,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
     if options.group is not None:
         found = tacos_for_group(topology, options.group, collective, options.size_bytes, **common)
     else:
-        found = tacos(topology, collective, options.size_bytes, to_beat_ns=options.to_beat_ns, **common)
+        found = tacos(topology, collective, options.size_bytes, to_beat_ns=options.to_beat_ns, in_parts=options.in_parts, **common)
     details = {
         "seed": found.seed,
         "trials": found.trials,

@@ -1,0 +1,50 @@
+"""An algorithm that is never whole in memory: lowered one range of ranks at a time.
+
+A producer whose operations of a range of ranks can be built from its own compact description
+(TACOS's All-Gather: the schedule, :func:`~chakra_collectives.synth.lowering.all_gather_algorithm`
+with ``ranks``) may hand its caller an :class:`AlgorithmParts` when the caller only writes the
+algorithm and reports its summary (``synth -o`` at large sizes): the writer
+(:func:`~chakra_collectives.converters.chakra_et.write_parts`) lowers, encodes and frees one part
+at a time, so the whole operation table is never laid out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from chakra_collectives.ir.algorithm import CollectiveAlgorithm
+from chakra_collectives.ir.collective import Collective
+
+
+@dataclass(frozen=True)
+class AlgorithmParts:
+    """What a :class:`~chakra_collectives.ir.algorithm.CollectiveAlgorithm` summary reports, and
+    ``lower(ranks)``: the algorithm holding only the operations of ``ranks``, exactly as the
+    whole algorithm has them (rank ``r`` has ``ops_per_rank[r]``).
+
+    >>> parts = AlgorithmParts(Collective.ALL_GATHER, 4, 4, 10**6, np.array([7, 7, 7, 7]), lambda ranks: None)
+    >>> parts.num_ops, parts.chunk_bytes()            # ceil(10**6 / 4 chunks)
+    (28, 250000)
+    """
+
+    collective: Collective
+    num_ranks: int
+    chunk_count: int
+    size_bytes: int
+    ops_per_rank: np.ndarray
+    lower: Callable[[range], CollectiveAlgorithm] = field(repr=False)
+
+    @property
+    def num_ops(self) -> int:
+        return int(np.sum(self.ops_per_rank))
+
+    def chunk_bytes(self, size_bytes: int | None = None) -> int:
+        """Bytes of one chunk for a collective of ``size_bytes`` (default :attr:`size_bytes`)."""
+        size = self.size_bytes if size_bytes is None else size_bytes
+        return -(-size // self.chunk_count)
+
+
+__all__ = ["AlgorithmParts"]
