@@ -216,7 +216,7 @@ def tacos(
     floor: the result is the same, and when it is below their floor they are never run (a
     mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
     646.7 us, the slowest of its five).
-    ``in_parts``: an All-Gather that predicts itself from its schedule (a large one without
+    ``in_parts``: an All-Gather that predicts itself from its schedule (one without
     switches) is returned unlowered, as :class:`~chakra_collectives.ir.parts.AlgorithmParts`
     lowered a range of ranks at a time by the writer (for a caller that only writes it).
 
