@@ -16,6 +16,8 @@ of any algorithm; it is at least every cut bound.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from chakra_collectives.ir.demand import ChunkDemand
@@ -70,7 +72,6 @@ def commodity_flows(
     >>> round(t, 6), round(float(flows.sum()), 6)   # 2 chunks, 2 hops away: one each way round
     (1.0, 4.0)
     """
-    from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
     arrays = topology.link_arrays
@@ -95,18 +96,36 @@ def commodity_flows(
     b_ub = np.zeros(num_links) if unusable_ns is None else -rate * np.asarray(unusable_ns, dtype=np.float64)
     capacity = coo_matrix((np.ones(len(column)), (link, column)), shape=(num_links, k * num_links + 1))
     time_column = coo_matrix((-rate, (np.arange(num_links), np.full(num_links, k * num_links))), shape=(num_links, k * num_links + 1))
-    a_ub = (capacity + time_column).tocsr()
-    cost = np.zeros(k * num_links + 1)
+    solved = least_time_flows((capacity + time_column).tocsr(), b_ub, a_eq, b_eq, fewest_hops=fewest_hops)
+    return None if solved is None else (solved[0], solved[1].reshape(k, num_links))
+
+
+def least_time_flows(a_ub: Any, b_ub: np.ndarray, a_eq: Any, b_eq: np.ndarray, *, fewest_hops: bool = False) -> tuple[float, np.ndarray] | None:
+    """Solve a flow LP whose last variable is the time ``T`` (minimised) and the others are flows
+    (``A_ub x <= b_ub``, ``A_eq x = b_eq``, all at least 0): ``(T, flows)``, or ``None`` when it has
+    no solution. ``fewest_hops``: then, of the flows within :data:`FLOW_TOLERANCE` of ``T``, one
+    with the least total (the fewest link crossings).
+
+    >>> from scipy.sparse import csr_matrix
+    >>> # one unit over either of two links, each carrying at most T: T = 0.5
+    >>> T, flows = least_time_flows(csr_matrix([[1.0, 0, -1], [0, 1.0, -1]]), np.zeros(2), csr_matrix([[1.0, 1.0, 0]]), np.ones(1))
+    >>> round(T, 6), np.round(flows, 6).tolist()
+    (0.5, [0.5, 0.5])
+    """
+    from scipy.optimize import linprog
+
+    num_vars = a_ub.shape[1]
+    cost = np.zeros(num_vars)
     cost[-1] = 1.0
     result = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
     if result.status != 0:
         return None
     best = float(result.x[-1])
     if fewest_hops:
-        cost = np.ones(k * num_links + 1)
+        cost = np.ones(num_vars)
         cost[-1] = 0.0
-        bounds = [(0, None)] * (k * num_links) + [(0, best * (1 + FLOW_TOLERANCE))]
+        bounds = [(0, None)] * (num_vars - 1) + [(0, best * (1 + FLOW_TOLERANCE))]
         shorter = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
         if shorter.status == 0:
             result = shorter
-    return best, result.x[:-1].reshape(k, num_links)
+    return best, result.x[:-1]

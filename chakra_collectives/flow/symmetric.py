@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from chakra_collectives.flow.multicommodity import FLOW_TOLERANCE
+from chakra_collectives.flow.multicommodity import least_time_flows
 from chakra_collectives.topology import Topology
 from chakra_collectives.units import bytes_per_ns
 
@@ -78,7 +78,6 @@ def symmetric_commodity_flows(
     symmetries carry onto itself (see the module docstring): the same optimum, and flows
     (``(commodities, links)``) that the symmetries carry onto one another; ``None`` when no
     symmetry but the identity keeps the demand, or some node cannot be reached."""
-    from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
 
     sources = np.asarray(sources, dtype=np.int64)
@@ -118,21 +117,10 @@ def symmetric_commodity_flows(
         (np.ones(carried_to.size), (carried_to.reshape(-1), np.tile(column, len(elements)))), shape=(num_links, k * num_links + 1)
     )
     time_column = coo_matrix((-rate, (np.arange(num_links), np.full(num_links, k * num_links))), shape=(num_links, k * num_links + 1))
-    a_ub = (capacity + time_column).tocsr()
-    cost = np.zeros(k * num_links + 1)
-    cost[-1] = 1.0
-    result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
-    if result.status != 0:
+    solved = least_time_flows((capacity + time_column).tocsr(), np.zeros(num_links), a_eq, b_eq, fewest_hops=fewest_hops)
+    if solved is None:
         return None
-    best = float(result.x[-1])
-    if fewest_hops:
-        cost = np.ones(k * num_links + 1)
-        cost[-1] = 0.0
-        bounds = [(0, None)] * (k * num_links) + [(0, best * (1 + FLOW_TOLERANCE))]
-        shorter = linprog(cost, A_ub=a_ub, b_ub=np.zeros(num_links), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
-        if shorter.status == 0:
-            result = shorter
-    per_rep = result.x[:-1].reshape(k, num_links)
+    best, per_rep = solved[0], solved[1].reshape(k, num_links)
     flows = np.zeros((len(sources), num_links))
     for i in range(len(sources)):
         flows[i, link_perm[element_of[i]]] = per_rep[representative[i]]

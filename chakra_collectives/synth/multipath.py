@@ -60,12 +60,10 @@ def spread_paths(
     channel of one link too (no direct channel is used: what
     :func:`~chakra_collectives.synth.flowpipe.pipeline_demand` schedules)."""
     model = channels.model
-    unicast = np.flatnonzero(np.diff(demand.dest_ptr) == 1)
-    if not len(unicast):
+    found = _unicast_pieces(demand)
+    if found is None:
         return None
-    origin = demand.origin[unicast].astype(np.int64)
-    target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
-    sources, source_index = np.unique(origin, return_inverse=True)
+    unicast, target, sources, source_index = found
     if flows is None:
         flows = demand_flows(channels, demand, timed=timed)
         if flows is None:
@@ -116,12 +114,10 @@ def demand_flows(channels: Channels, demand: Demand, *, timed: bool = False) -> 
     ([0], 4.0)
     """
     model = channels.model
-    unicast = np.flatnonzero(np.diff(demand.dest_ptr) == 1)
-    if not len(unicast):
+    found = _unicast_pieces(demand)
+    if found is None:
         return None
-    origin = demand.origin[unicast].astype(np.int64)
-    target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
-    sources, source_index = np.unique(origin, return_inverse=True)
+    _, target, sources, source_index = found
     need = np.zeros((len(sources), model.topology.num_nodes))
     np.add.at(need, (source_index, target), 1.0)
     timing = {}
@@ -203,6 +199,18 @@ def fill_and_drain_ns(link_src: np.ndarray, link_dst: np.ndarray, hop_ns: np.nda
     total = fill[:, None, :] + drain[None, :, :]
     total[members, members, :] = np.inf
     return total.min(axis=(0, 1))
+
+
+def _unicast_pieces(demand: Demand) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``demand``'s pieces with one destination: their ids, destinations, the distinct origins
+    and each piece's index among them; ``None`` when there is none."""
+    unicast = np.flatnonzero(np.diff(demand.dest_ptr) == 1)
+    if not len(unicast):
+        return None
+    origin = demand.origin[unicast].astype(np.int64)
+    target = demand.dest[demand.dest_ptr[unicast]].astype(np.int64)
+    sources, source_index = np.unique(origin, return_inverse=True)
+    return unicast, target, sources, source_index
 
 
 def _take_paths(flow: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, s: int, w: int, amount: float) -> list[tuple[list[int], float]]:
