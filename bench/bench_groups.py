@@ -25,7 +25,9 @@ All-to-all tables (TACOS's forwarding matcher, :mod:`chakra_collectives.synth.fo
   synth + verify <= 70 s, efficiency >= 0.85; PCCL took 11.68 min to synthesize it);
 * ``all_to_all_suite_table``: efficiency against the exact multicommodity-flow bound on every
   suite topology up to 64 NPUs (target >= 0.90), K chosen by predicted time as ``synth`` does;
-* ``group_all_to_all_table``: the same for the groups of :func:`group_efficiency_table`.
+* ``group_all_to_all_table``: the same for the groups of :func:`group_efficiency_table`, with the
+  floor of one-piece messages (latency per message, fill and drain of the links through
+  non-members: what the flow pipeline cannot beat at those K).
 
 Run from the repository root: ``.venv/bin/python bench/bench_groups.py [--quick] [--tables ...] [--repeat N]``.
 """
@@ -46,10 +48,14 @@ from pathlib import Path
 from bench_scale import BIN, measured
 
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.demand import demand_for
 from chakra_collectives.synth import synthesize
+from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.concurrent import synthesize_concurrent
+from chakra_collectives.synth.multipath import piece_message_floor_ns
 from chakra_collectives.synth.registry import get
 from chakra_collectives.topology import load_topology
+from chakra_collectives.topology.groups import group_view
 from chakra_collectives.workload import hybrid_parallel, mixture_of_experts, uniform_model
 
 SIZE = 64 * 2**20
@@ -160,12 +166,32 @@ A2A_SUITE = ["ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "torus2d:4x4", "to
 A2A_TARGET = 0.90
 
 
+FLOOR_KS = (8, 16, 32, 64)
+"""The chunk counts over which :func:`one_piece_floor_ns` looks for the lowest floor."""
+
+
+def one_piece_floor_ns(fabric, group: tuple[int, ...]) -> tuple[float, int]:
+    """The least :func:`~chakra_collectives.synth.multipath.piece_message_floor_ns` of the group's
+    all-to-all over :data:`FLOOR_KS` and its K: no schedule of one-piece messages at those K
+    (the flow pipeline's) is faster."""
+    view = group_view(fabric, group).topology
+    n = len(group)
+    floors = {}
+    for k in FLOOR_KS:
+        channels = build_channels(view, chunk_bytes=-(-SIZE // (n * k)))
+        floors[k] = piece_message_floor_ns(channels, demand_for(Collective.ALL_TO_ALL, num_npus=n, chunks_per_npu=k))
+    k = min((k for k in floors if floors[k] is not None), key=lambda k: floors[k])
+    return floors[k], k
+
+
 def group_all_to_all_table(fabrics: list[str]) -> list[float]:
     """TACOS's all-to-all over each suite group (several routes per pair, :mod:`chakra_collectives.synth.multipath`,
     matched or pipelined along them, :mod:`chakra_collectives.synth.flowpipe`: ``plan`` says which)
-    against the group's exact flow bound; returns the efficiencies."""
+    against the group's exact flow bound, and the floor of one-piece messages
+    (:func:`one_piece_floor_ns`: ``1-piece`` is the flow bound over it, the most the pipeline
+    could reach); returns the efficiencies."""
     print(f"\ngroup all-to-all, {SIZE // 2**20} MiB: TACOS against the group's exact flow bound")
-    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'K':>3} {'TACOS us':>9} {'flow us':>9} {'eff':>6} {'plan':>13} {'synth s':>8}")
+    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'K':>3} {'TACOS us':>9} {'flow us':>9} {'eff':>6} {'plan':>13} {'floor us':>9} {'at K':>4} {'1-piece':>7} {'synth s':>8}")
     found = []
     for spec in fabrics:
         fabric = load_topology(spec)
@@ -173,11 +199,13 @@ def group_all_to_all_table(fabrics: list[str]) -> list[float]:
         for label, group in subsets(fabric.num_npus, side).items():
             started = time.perf_counter()
             result = synthesize(fabric, Collective.ALL_TO_ALL, SIZE, algorithm="tacos", group=group, bounds="exact")
+            spent = time.perf_counter() - started
             bound = result.bounds.flow_ns or result.bounds.best_ns
             found.append(bound / result.predicted_ns)
+            floor, floor_k = one_piece_floor_ns(fabric, group)
             print(
                 f"{spec:<14} {label:<8} {len(group):>5} {result.chunks_per_npu:>3} {result.predicted_ns / 1e3:>9.1f} {bound / 1e3:>9.1f} "
-                f"{found[-1]:>6.3f} {result.algorithm.provenance.get('matching', '-'):>13} {time.perf_counter() - started:>8.1f}"
+                f"{found[-1]:>6.3f} {result.algorithm.provenance.get('matching', '-'):>13} {floor / 1e3:>9.1f} {floor_k:>4} {bound / floor:>7.3f} {spent:>8.1f}"
             )
     if found:
         print(f"median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")

@@ -10,13 +10,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from chakra_collectives.ir import Collective, OpKind
-from chakra_collectives.ir.demand import demand_for
+from chakra_collectives.ir.demand import chunk_demand, demand_for
+from chakra_collectives.flow.multicommodity import flow_bound
 from chakra_collectives.network.collective import predict_time
 from chakra_collectives.synth import synthesize
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.flowpipe import ORDERS, pipeline_demand, routes_as_named
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm
-from chakra_collectives.synth.multipath import fill_and_drain_ns, spread_paths
+from chakra_collectives.synth.multipath import fill_and_drain_ns, piece_message_floor_ns, spread_paths
 from chakra_collectives.synth.tacos import tacos_for_group
 from chakra_collectives.topology import load_topology, mesh2d, torus2d
 from chakra_collectives.topology.groups import group_view
@@ -112,6 +113,14 @@ def test_fill_and_drain_counts_the_hops_of_the_shortest_member_to_member_trip_th
     assert times[(arrays["src"] == 0) & (arrays["dst"] == 1)] == 0 and times[(arrays["src"] == 4) & (arrays["dst"] == 7)] == 4  # 0 -> 1 -> 4, 7 -> 4 -> 1
 
 
+def test_fill_and_drain_takes_the_fastest_of_parallel_links():
+    """Two parallel links count as the faster one, not as a hop of their summed time: members 0
+    and 1 on a ring of 3 whose way back 2 -> 0 is doubled (hops 1 and 3 ns): the link 1 -> 2 needs 1 ns after it."""
+    src, dst = np.array([0, 1, 2, 2]), np.array([1, 2, 0, 0])
+    times = fill_and_drain_ns(src, dst, np.array([1.0, 1.0, 3.0, 1.0]), 2, 3)
+    assert times.tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
 @pytest.mark.parametrize("spec, group", [("torus2d:8x8", tuple(range(8))), ("dgx:4x8", (0, 8, 16, 24))])
 def test_a_groups_all_to_all_takes_the_pipeline_where_it_is_faster(spec, group):
     """A torus row and a DGX column: the pipelined flow schedule beats the matcher's over the same
@@ -128,3 +137,48 @@ def test_a_groups_all_to_all_takes_the_pipeline_where_it_is_faster(spec, group):
 def test_synth_group_all_to_all_on_a_torus_row_reaches_080_of_the_flow_bound():
     found = synthesize(torus2d(8, 8), Collective.ALL_TO_ALL, 64 * MIB, algorithm="tacos", group=tuple(range(8)), bounds="exact")
     assert found.bounds.flow_ns is not None and found.efficiency > 0.8  # the matcher alone: 0.621
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.data())
+def test_the_one_piece_message_floor_lies_between_the_flow_bound_and_every_pipelined_schedule(data):
+    """Random fabrics and groups: the floor of one-piece messages is at least the bandwidth-only
+    flow bound (it adds latencies, fill and drain) and at most the time of every pipelined
+    schedule (each sends one piece per message), whichever paths and order."""
+    fabric = random_topology(data.draw, st, max_npus=6, max_switches=2)
+    size = data.draw(st.integers(2, fabric.num_npus))
+    group = tuple(sorted(data.draw(st.permutations(list(range(fabric.num_npus))))[:size]))
+    k = data.draw(st.integers(1, 3))
+    view = group_view(fabric, group)
+    channels = build_channels(view.topology, chunk_bytes=MIB)
+    demand = demand_for(Collective.ALL_TO_ALL, num_npus=size, chunks_per_npu=k)
+    floor = piece_message_floor_ns(channels, demand)
+    bandwidth = flow_bound(view.topology, chunk_demand(Collective.ALL_TO_ALL, num_ranks=size, chunk_bytes=k * MIB))
+    assert floor is not None and bandwidth is not None
+    assert bandwidth <= floor * (1 + 1e-6)
+    for timed in (False, True):
+        plan = spread_paths(channels, demand, direct=False, timed=timed)
+        for order in ORDERS:
+            assert floor <= pipeline_demand(plan.channels, demand, plan.paths, order).time_ns * (1 + 1e-6)
+
+
+def test_a_torus_rows_bounds_hold_the_two_member_cut():
+    """The bounds of a torus2d:8x8 row's all-to-all (64 MiB, 8 MiB per pair) checked against the
+    cut around two neighbouring members, worked out by hand: 2 x 6 pairs' 96 MiB leave over 6
+    links (the exact flow bound is at least 96 MiB / 6 links at 50 GB/s), and with one-piece
+    messages of hop time h the 4 links that leave for a non-member stop 2 hops before the end (the
+    nearest other member is 2 hops on), so 6 T - 8 h >= (pieces leaving) x h. Both are below the
+    time of the schedule synth finds (the verifier proves it)."""
+    fabric = torus2d(8, 8)
+    group = tuple(range(8))
+    found = synthesize(fabric, Collective.ALL_TO_ALL, 64 * MIB, algorithm="tacos", group=group, bounds="exact")
+    assert verify_algorithm(found.algorithm).ok
+    rate = 50 * 2**30 / 1e9  # bytes per ns
+    assert found.bounds.flow_ns >= 96 * MIB / (6 * rate) * (1 - 1e-6)
+    view = group_view(fabric, group).topology
+    k = found.chunks_per_npu
+    channels = build_channels(view, chunk_bytes=64 * MIB // (8 * k))
+    h = 500 + channels.chunk_bytes / rate
+    floor = piece_message_floor_ns(channels, demand_for(Collective.ALL_TO_ALL, num_npus=8, chunks_per_npu=k))
+    assert floor >= (2 * 6 * k * h + 8 * h) / 6 * (1 - 1e-6)
+    assert found.bounds.flow_ns <= floor <= found.predicted_ns

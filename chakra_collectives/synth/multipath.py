@@ -29,7 +29,7 @@ from typing import Mapping
 
 import numpy as np
 
-from chakra_collectives.flow.multicommodity import commodity_flows
+from chakra_collectives.flow.multicommodity import FLOW_TOLERANCE, commodity_flows
 from chakra_collectives.flow.symmetric import symmetric_commodity_flows
 from chakra_collectives.ir.demand import Demand
 from chakra_collectives.synth.channels import Channels, RoutedChannel
@@ -113,6 +113,60 @@ def demand_flows(channels: Channels, demand: Demand, *, timed: bool = False) -> 
     >>> sorted(flows), round(float(flows[0].sum()), 6)   # from the root: 1 + 2 + 1 hops
     ([0], 4.0)
     """
+    timing = {}
+    if timed:
+        model = channels.model
+        hold = model.hop_ns(np.arange(model.num_links), channels.chunk_bytes)
+        timing = {"hold_ns": hold, "unusable_ns": fill_and_drain_ns(model.link_src, model.link_dst, hold, channels.num_npus, model.topology.num_nodes)}
+    solved = _demand_lp(channels, demand, fewest_hops=True, **timing)
+    return None if solved is None else solved[1]
+
+
+def piece_message_floor_ns(channels: Channels, demand: Demand) -> float | None:
+    """A floor (ns) on every schedule of ``demand``'s unicast pieces in which each message carries
+    one piece of ``channels.chunk_bytes`` (what :mod:`~chakra_collectives.synth.flowpipe` sends),
+    whatever its paths and order; ``None`` when the LP is too large or no piece is unicast.
+
+    Such a message holds each link of its route ``latency + chunk / bandwidth`` and arrives
+    after it, store-and-forward, so in a schedule of makespan ``T`` link ``l`` carries pieces only
+    between the soonest one can reach it from a member and the latest one can leave it and still
+    reach another member (``u_l`` of :func:`fill_and_drain_ns` in all): at most
+    ``(T - u_l) / hold_l`` of them, and none when ``u_l >= T``. For each distinct ``u`` the flow
+    LP over the links with ``u_l <= u`` (each with that capacity) gives the least ``T`` of the
+    schedules that use no other link; the floor is the least of these. Against the exact flow
+    bound it says how far one-piece messages can get at this chunk size: latency per message and
+    the fill and drain of links through non-members, not bandwidth.
+
+    >>> from chakra_collectives.ir import Collective
+    >>> from chakra_collectives.ir.demand import demand_for
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> from chakra_collectives.topology import ring
+    >>> channels = build_channels(ring(2), chunk_bytes=2**20)     # 2 NPUs, a link each way
+    >>> hop = float(channels.model.hop_ns([0], 2**20)[0])
+    >>> floor = piece_message_floor_ns(channels, demand_for(Collective.ALL_TO_ALL, num_npus=2, chunks_per_npu=3))
+    >>> round(floor / hop, 6)                                        # 3 pieces each way, one link each
+    3.0
+    """
+    model = channels.model
+    hold = model.hop_ns(np.arange(model.num_links), channels.chunk_bytes)
+    unusable = fill_and_drain_ns(model.link_src, model.link_dst, hold, channels.num_npus, model.topology.num_nodes)
+    best = None
+    for limit in np.unique(unusable[np.isfinite(unusable)]).tolist():
+        if best is not None and limit >= best:
+            break  # every link so far usable: T >= limit
+        usable = unusable <= limit
+        solved = _demand_lp(channels, demand, fewest_hops=False, hold_ns=np.where(usable, hold, np.inf), unusable_ns=np.where(usable, unusable, 0.0))
+        if solved is not None and (best is None or solved[0] < best):
+            best = solved[0]
+    return None if best is None else best * (1 - FLOW_TOLERANCE)
+
+
+def _demand_lp(
+    channels: Channels, demand: Demand, *, fewest_hops: bool, hold_ns: np.ndarray | None = None, unusable_ns: np.ndarray | None = None
+) -> tuple[float, dict[int, np.ndarray]] | None:
+    """The flow LP of ``demand``'s unicast pieces (``hold_ns``, ``unusable_ns``: see
+    :func:`~chakra_collectives.flow.multicommodity.commodity_flows`): its least time (ns) and per
+    source NPU the chunks over each link; ``None`` when too large, infeasible or nothing is unicast."""
     model = channels.model
     found = _unicast_pieces(demand)
     if found is None:
@@ -120,12 +174,8 @@ def demand_flows(channels: Channels, demand: Demand, *, timed: bool = False) -> 
     _, target, sources, source_index = found
     need = np.zeros((len(sources), model.topology.num_nodes))
     np.add.at(need, (source_index, target), 1.0)
-    timing = {}
-    if timed:
-        hold = model.hop_ns(np.arange(model.num_links), channels.chunk_bytes)
-        timing = {"hold_ns": hold, "unusable_ns": fill_and_drain_ns(model.link_src, model.link_dst, hold, channels.num_npus, model.topology.num_nodes)}
-    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=True, **timing)
-    return None if solved is None else dict(zip(sources.tolist(), solved[1]))
+    solved = commodity_flows(model.topology, sources, need, channels.chunk_bytes, fewest_hops=fewest_hops, hold_ns=hold_ns, unusable_ns=unusable_ns)
+    return None if solved is None else (solved[0], dict(zip(sources.tolist(), solved[1])))
 
 
 def joint_flows(
@@ -192,7 +242,10 @@ def fill_and_drain_ns(link_src: np.ndarray, link_dst: np.ndarray, hop_ns: np.nda
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import dijkstra
 
-    graph = coo_matrix((np.asarray(hop_ns, dtype=np.float64), (link_src, link_dst)), shape=(num_nodes, num_nodes)).tocsr()
+    hop_ns = np.asarray(hop_ns, dtype=np.float64)
+    fastest = np.lexsort((hop_ns, link_dst, link_src))  # of parallel links the fastest (a sparse matrix would add them up)
+    keep = fastest[np.unique(np.asarray(link_src)[fastest] * num_nodes + np.asarray(link_dst)[fastest], return_index=True)[1]]
+    graph = coo_matrix((hop_ns[keep], (link_src[keep], link_dst[keep])), shape=(num_nodes, num_nodes)).tocsr()
     members = np.arange(num_members)
     fill = dijkstra(graph, indices=members)[:, link_src]  # (member s, link): from s to the link
     drain = dijkstra(graph.T.tocsr(), indices=members)[:, link_dst]  # (member w, link): from the link on to w
@@ -278,4 +331,4 @@ def _channels_of(
     return hops
 
 
-__all__ = ["SpreadPaths", "demand_flows", "fill_and_drain_ns", "joint_flows", "spread_paths"]
+__all__ = ["SpreadPaths", "demand_flows", "fill_and_drain_ns", "joint_flows", "piece_message_floor_ns", "spread_paths"]
