@@ -166,7 +166,7 @@ A2A_SUITE = ["ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "torus2d:4x4", "to
 A2A_TARGET = 0.90
 
 
-FLOOR_KS = (8, 16, 32, 64)
+FLOOR_KS = (1, 2, 4, 8, 16, 32, 64)
 """The chunk counts over which :func:`one_piece_floor_ns` looks for the lowest floor."""
 
 
