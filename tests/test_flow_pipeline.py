@@ -182,3 +182,40 @@ def test_a_torus_rows_bounds_hold_the_two_member_cut():
     floor = piece_message_floor_ns(channels, demand_for(Collective.ALL_TO_ALL, num_npus=8, chunks_per_npu=k))
     assert floor >= (2 * 6 * k * h + 8 * h) / 6 * (1 - 1e-6)
     assert found.bounds.flow_ns <= floor <= found.predicted_ns
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_a_groups_exact_flow_bound_holds_every_cut_of_the_fabric(data):
+    """The exact bound of a group's all-to-all (``group_bounds(..., method="exact")``: the LP on
+    the group's view) against every cut of the fabric, worked out from its links alone: for each
+    set ``U`` of fabric nodes (members or not), the bytes members in ``U`` owe members outside
+    over the bandwidth of the links leaving ``U``. The LP is at least every such cut, and the
+    pipelined schedule's time is at least the LP."""
+    from itertools import combinations
+
+    from chakra_collectives.synth.synthesis import group_bounds
+
+    fabric = random_topology(data.draw, st, max_npus=5, max_switches=2)
+    size = data.draw(st.integers(2, fabric.num_npus))
+    group = tuple(data.draw(st.permutations(list(range(fabric.num_npus))))[:size])
+    nbytes = size * MIB
+    exact = group_bounds(fabric, Collective.ALL_TO_ALL, nbytes, group, method="exact").flow_ns
+    assert exact is not None
+    arrays = fabric.link_arrays
+    rate = arrays["bandwidth_gbps"] * 2**30 / 1e9  # bytes per ns
+    nodes = range(fabric.num_nodes)
+    members = set(group)
+    worst = 0.0
+    for count in range(1, fabric.num_nodes):
+        for inside in combinations(nodes, count):
+            inside = set(inside)
+            owed = len(members & inside) * len(members - inside) * (nbytes / size)
+            leaving = sum(r for a, b, r in zip(arrays["src"].tolist(), arrays["dst"].tolist(), rate.tolist()) if a in inside and b not in inside)
+            if owed:
+                worst = max(worst, owed / leaving)
+    assert exact >= worst * (1 - 1e-6)
+    view = group_view(fabric, group)
+    demand = demand_for(Collective.ALL_TO_ALL, num_npus=size, chunks_per_npu=1)
+    plan = spread_paths(build_channels(view.topology, chunk_bytes=MIB), demand, direct=False)
+    assert exact <= pipeline_demand(plan.channels, demand, plan.paths).time_ns * (1 + 1e-6)
