@@ -84,6 +84,7 @@ import numpy as np
 from chakra_collectives.errors import InputError
 from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
+from chakra_collectives.flow.global_cut import global_min_cut
 from chakra_collectives.ir import Collective
 from chakra_collectives.ir.demand import ChunkDemand, chunk_demand
 from chakra_collectives.ir.pattern import ChunkPattern
@@ -273,16 +274,10 @@ def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -
     Stoer-Wagner global min cut when every link has an equal reverse and there are no switches
     (then every cut separates NPUs and both directions weigh the same).
     """
-    import networkx as nx  # imported when used (start-up time)
-
     n = topology.num_npus
     symmetric = all(capacity.get((v, u)) == b for (u, v), b in capacity.items())
     if symmetric and topology.num_switches == 0:
-        undirected = nx.Graph()
-        undirected.add_nodes_from(range(n))
-        undirected.add_weighted_edges_from((u, v, b) for (u, v), b in capacity.items() if u < v)
-        value, (side, _) = nx.stoer_wagner(undirected)
-        return value, frozenset(side)
+        return global_min_cut(n, {(u, v): b for (u, v), b in capacity.items() if u < v})
     network = FlowNetwork(
         topology.num_nodes, src=[u for u, _ in capacity], dst=[v for _, v in capacity], cap=list(capacity.values())
     )

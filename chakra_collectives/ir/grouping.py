@@ -63,6 +63,22 @@ def row_groups(keys: np.ndarray) -> np.ndarray:
 
 
 
+def distinct_rows(keys: np.ndarray) -> np.ndarray:
+    """The distinct rows of the 2-D integer array ``keys``, in lexicographic order: what
+    ``np.unique(keys, axis=0)`` returns, by one ``lexsort`` -- without importing ``numpy.ma``,
+    which ``np.unique`` does when asked for the values only (about 20 ms of a command's start).
+
+    >>> distinct_rows(np.array([[1, 0], [0, 5], [1, 0], [-1, 2]])).tolist()
+    [[-1, 2], [0, 5], [1, 0]]
+    """
+    if len(keys) == 0:
+        return keys
+    ordered = keys[np.lexsort(keys.T[::-1])]
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    return ordered[keep]
+
+
 def distinct(keys: np.ndarray) -> np.ndarray:
     """The distinct values of the 1-D integer array ``keys``, ascending: ``np.unique(keys)`` by
     one sort. numpy 2.3+ answers a plain ``np.unique`` by hashing first, which on many distinct
@@ -81,4 +97,4 @@ def distinct(keys: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
-__all__ = ["distinct", "occurrence", "row_groups"]
+__all__ = ["distinct", "distinct_rows", "occurrence", "row_groups"]

@@ -39,6 +39,7 @@ from typing import Callable
 
 import numpy as np
 
+from chakra_collectives.ir.grouping import distinct
 from chakra_collectives.ir import Collective
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
@@ -244,7 +245,7 @@ def mean_route_length(topology: Topology, num_ranks: int, pattern: str) -> float
     n = min(num_ranks, topology.num_npus)
     if n < 2:
         return 1.0
-    sources = np.unique(np.linspace(0, n - 1, min(SAMPLES, n)).astype(np.int64))
+    sources = distinct(np.linspace(0, n - 1, min(SAMPLES, n)).astype(np.int64))
     arrays = topology.link_arrays
     distances = hop_distances(topology.num_nodes, arrays["src"], arrays["dst"], sources=sources)
     if pattern == "neighbour":

@@ -364,6 +364,7 @@ def forestcoll(
         trees_of[id(phases)] = trees
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
+        assigned: dict = {}  # this forest's paths, assigned by its first lowering
 
         def attempt(P: int, *, judge: bool, batch: int = 1) -> Measured:
             """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
@@ -375,7 +376,7 @@ def forestcoll(
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
-            algorithm = _lower(topology, collective, phases, P, size, root, batch)
+            algorithm = _lower(topology, collective, phases, P, size, root, batch, assigned)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
             measured = None
             if (judge or len(candidates) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
@@ -490,7 +491,7 @@ FAST_PIECES = 8
 (measured on a100:2: 8 beat 4 and 16)."""
 
 
-def _lower(topology, collective, phases, pieces, size, root, batch: int = 1):
+def _lower(topology, collective, phases, pieces, size, root, batch: int = 1, assigned: dict | None = None):
     down = next((p for p in phases if not p.reverse), None)
     up = next((p for p in phases if p.reverse), None)
     k = phases[-1].optimum.k
@@ -514,6 +515,7 @@ def _lower(topology, collective, phases, pieces, size, root, batch: int = 1):
         up_paths=up.logical.paths if (up is not None and down is not None) else None,
         provenance=provenance,
         fast_batch=batch,
+        assigned=assigned,
     )
 
 

@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from chakra_collectives.errors import AlgorithmError
+from chakra_collectives.ir.grouping import distinct, distinct_rows
 from chakra_collectives.synth.forestcoll.connectivity import Connectivity
 from chakra_collectives.topology.distances import least_latency
 
@@ -171,7 +172,7 @@ def _split_switch(state: _State, w: int, n: int, within_servers: bool = True) ->
         _apply_plan(state, w, orbits, plan)
         _complete(state, w, orbits)
     # whatever leaves the switch now carries nothing: drop it, and check the inputs are gone
-    for image in np.unique(elements[:, w]).tolist():
+    for image in distinct(elements[:, w]).tolist():
         for key in [key for key in capacity if key[0] == image or key[1] == image]:
             if key[1] == image and capacity[key] > 0:
                 raise SplittingStuck(f"edge splitting could not remove switch {image}: {capacity[key]} units into it remain")
@@ -186,7 +187,7 @@ def _pair_orbits(stabilizer: np.ndarray, ins: list[int], outs: list[int]) -> lis
         for t in outs:
             if (u, t) in seen:
                 continue
-            images = np.unique(np.stack([stabilizer[:, u], stabilizer[:, t]], axis=1), axis=0)
+            images = distinct_rows(np.stack([stabilizer[:, u], stabilizer[:, t]], axis=1))
             seen.update(map(tuple, images.tolist()))
             orbits.append(images)
     return orbits
@@ -302,7 +303,7 @@ def _triples(state: _State, w: int, orbit: np.ndarray) -> np.ndarray:
     elements = state.elements
     u, t = orbit[0]
     images = np.stack([elements[:, u], elements[:, w], elements[:, t] if t != DROP else np.full(len(elements), DROP)], axis=1)
-    return np.unique(images, axis=0)
+    return distinct_rows(images)
 
 
 def _apply(state: _State, triples: np.ndarray, amount: int, *, sign: int = 1) -> None:
