@@ -20,7 +20,8 @@
    for the whole synthesis (lowering, choosing pieces), peak RSS, fitted exponent.
 6. The default (``auto``), each case in fresh processes, median of ``--repeat`` runs:
    realised share of the optimal algbw at 1 GiB All-Gather (a100:2, mi250:2, a100:4, mi250:4,
-   dgx:4x8; target 0.98) with the ``k`` and pieces chosen, and the seconds (wall and CPU) of ``forestcoll()``
+   dgx:4x8; target 0.98; beside it, where proved, the most any schedule realises under the link
+   model, docs/bounds.md) with the ``k`` and pieces chosen, and the seconds (wall and CPU) of ``forestcoll()``
    and its parts (mi250:2 and a100:16 All-Gather 64 MiB, targets 1 s and 0.5 s; mesh2d:8x8
    All-Reduce 64 MiB, ``synth``'s default) and of the whole ``synth -a forestcoll`` command.
    ``--old DIR``: a copy of an older ``chakra_collectives`` package (``git archive REV
@@ -42,14 +43,14 @@ from pathlib import Path
 
 import numpy as np
 
-from chakra_collectives.bounds import lower_bounds
+from chakra_collectives.bounds import lower_bounds, store_and_forward_floor_ns
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
 from chakra_collectives.synth.forestcoll import build_trees, forestcoll
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
-from chakra_collectives.units import parse_size
+from chakra_collectives.units import bytes_per_ns, parse_size
 from timing import python_importing
 
 SUITE = [
@@ -238,6 +239,11 @@ def scaling(full: bool) -> None:
 # ---------------------------------------------------------------------- 6. the default
 REALISED = ["a100:2", "mi250:2", "a100:4", "mi250:4", "dgx:4x8"]
 REALISED_TARGET = 0.98
+FLOORS = {  # 1 GiB All-Gather: (bytes the binding cut's switch downlinks carry, their classes); docs/bounds.md
+    "a100:2": (16 * 15 * 2**26, [(16 * 300.0, 250.0), (16 * 25.0, 500.0)]),
+    "a100:4": (4 * 24 * 2**25, [(32 * 25.0, 500.0)]),
+    "dgx:4x8": (4 * 24 * 2**25, [(32 * 25.0, 1000.0)]),
+}
 DEFAULT_SPEED = [("mi250:2", "all-gather", "64MiB", 1.0), ("a100:16", "all-gather", "64MiB", 0.5), ("mesh2d:8x8", "all-reduce", "64MiB", None)]
 
 _DEFAULT = """
@@ -280,12 +286,16 @@ def whole_command(package: Path | None, spec: str, collective: str, size: str) -
 def default(old: Path | None, repeat: int) -> list[str]:
     misses = []
     versions = [("new", None)] + ([("old", old)] if old is not None else [])
-    print(f"{'platform':10} {'optimal GB/s':>13} " + " ".join(f"{v + ' realised':>13} {v + ' k/P':>12}" for v, _ in versions))
+    print(f"{'platform':10} {'optimal GB/s':>13} " + " ".join(f"{v + ' realised':>13} {v + ' k/P':>12}" for v, _ in versions) + f" {'any schedule':>13}")
     for spec in REALISED:
         rows = {v: fresh_in(p, _DEFAULT, spec, "all-gather", "1GiB") for v, p in versions}
         new = rows["new"]
         cells = " ".join(f"{r['realised']:>13.3f} {str(r['k']) + '/' + str(r['pieces']) + ('x' + r['batch'] if r['batch'] != '1' else ''):>12}" for r in rows.values())
-        print(f"{spec:10} {new['algbw']:>13.3f} {cells}", flush=True)
+        ceiling = ""
+        if spec in FLOORS:  # the most of the optimum any schedule realises under the link model
+            demand, classes = FLOORS[spec]
+            ceiling = f"{demand / bytes_per_ns(sum(g for g, _ in classes)) / store_and_forward_floor_ns(demand, classes):.4f}"
+        print(f"{spec:10} {new['algbw']:>13.3f} {cells} {ceiling:>13}", flush=True)
         if new["realised"] < REALISED_TARGET:
             misses.append(f"{spec}: realised {new['realised']:.3f} < {REALISED_TARGET} of the optimal algbw at 1 GiB")
     print()

@@ -613,4 +613,40 @@ def _demand_latency(topology: Topology, demand: ChunkDemand) -> float:
     return worst
 
 
-__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds"]
+def store_and_forward_floor_ns(demand_bytes: float, classes: Iterable[tuple[float, float]]) -> float:
+    """The least time ``T`` any schedule needs, under the default network model, to push
+    ``demand_bytes`` through links each entered from a switch: ``classes`` are ``(total
+    bandwidth GB/s, latency ns)`` of each class of such "downlinks", where every message on a
+    downlink has just crossed an "uplink" of the same bandwidth and latency that carries
+    nothing else (a switch joining like links, or a NIC behind one).
+
+    ``T >= B + sum_c w_c (sqrt(2 a_c T) - a_c)``, ``B = demand / total bandwidth`` (the cut
+    bound when the classes are the links of the binding cut), ``w_c`` each class's share of
+    the bandwidth (proof: docs/bounds.md, "Store-and-forward through a switch"). A downlink
+    can only start a message its uplink has finished, and a link holds each message for its
+    latency too, so at every instant the downlinks still owe what the uplinks have not
+    finished: their messages' latencies and the part-sent message on each uplink, on average
+    at least half a message. Not valid for ``astra-sim`` (latency pipelined).
+
+    >>> round(store_and_forward_floor_ns(3 * 2**30, [(32 * 25.0, 1000.0)]) / 1e3, 1)   # dgx:4x8, 1 GiB All-Gather
+    3836.6
+    >>> round(3750 / 3836.6, 4)             # the most of the optimal algbw any schedule realises
+    0.9774
+    """
+    classes = list(classes)
+    total = sum(gbps for gbps, _ in classes)
+    bandwidth_ns = demand_bytes / bytes_per_ns(total)
+
+    def short(t: float) -> float:
+        """How far ``t`` is below the right-hand side (positive: infeasible)."""
+        fill = sum(gbps / total * max(math.sqrt(2.0 * latency * t) - latency, 0.0) for gbps, latency in classes)
+        return bandwidth_ns + fill - t
+
+    low, high = bandwidth_ns, 2.0 * bandwidth_ns + 2.0 * sum(latency for _, latency in classes) + 1.0
+    while high - low > 1e-6 * high:  # the right-hand side grows as sqrt(t): one crossing
+        middle = (low + high) / 2
+        low, high = (middle, high) if short(middle) > 0 else (low, middle)
+    return low  # below the least feasible time: still a bound
+
+
+__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds", "store_and_forward_floor_ns"]

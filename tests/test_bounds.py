@@ -284,3 +284,31 @@ def test_all_to_all_bounds_on_regular_topologies():
     assert bounds.cut_ns == pytest.approx(4 * size / bytes_per_ns(200.0))
     assert bounds.cut_ns == pytest.approx(brute_force_all_to_all_cut(mesh, size))
     assert bounds.latency_ns == lower_bounds(mesh, Collective.ALL_GATHER, size).latency_ns
+
+
+@pytest.mark.parametrize(
+    ("spec", "demand", "classes"),
+    [
+        # each server receives the other server's 4 shares of 128 MiB, only over its GPUs' NIC downlinks
+        ("dgx:2x4", 2 * 4 * 2**27, [(8 * 25.0, 1000.0)]),
+        # each GPU receives 15 shares of 64 MiB, over its NVSwitch downlink and its NIC's
+        ("a100:2", 16 * 15 * 2**26, [(16 * 300.0, 250.0), (16 * 25.0, 500.0)]),
+    ],
+)
+def test_store_and_forward_floor_holds_for_every_producer(spec, demand, classes):
+    """The floor (docs/bounds.md) is a theorem about the default network model: no schedule of
+    any producer, at any piece count, predicts below it. Its bandwidth term is the cut bound
+    (these links are the binding cut's), and it lies above it by the switches' fill."""
+    from chakra_collectives.synth.forestcoll import forestcoll
+
+    topology = load_topology(spec)
+    n, size = topology.num_npus, 2**30
+    cut_ns = lower_bounds(topology, Collective.ALL_GATHER, size).cut_ns
+    assert cut_ns == pytest.approx(demand / bytes_per_ns(sum(gbps for gbps, _ in classes)), rel=1e-12)
+    floor = bounds_module.store_and_forward_floor_ns(demand, classes)
+    assert cut_ns * 1.005 < floor < cut_ns * 1.03
+    schedules = [forestcoll(topology, Collective.ALL_GATHER, size, trees_per_npu=1, chunks_per_tree=p).algorithm for p in (8, 32, 128)]
+    schedules += [forestcoll(topology, Collective.ALL_GATHER, size).algorithm, tacos(topology, Collective.ALL_GATHER, size, chunks_per_npu=4).algorithm]
+    schedules += [bidirectional_ring(Collective.ALL_GATHER, n, size_bytes=size)]
+    for algorithm in schedules:
+        assert predict_time(algorithm, topology) >= floor

@@ -291,6 +291,28 @@ def test_fast_paths_carry_several_pieces_per_message_and_stay_correct():
     assert sends[4] < sends[1]  # NVLink messages merged two by two (the rate ratio caps the batch)
 
 
+def test_the_last_piece_goes_in_two_messages_and_stays_correct():
+    """One tree per NPU, All-Gather of large pieces: every tree edge sends its last piece as two
+    messages of half a piece, every other piece as one (so the drain waits for half a piece);
+    pieces of few latencies are not cut (the extra message would cost more)."""
+    from chakra_collectives.ir import OpKind
+    from chakra_collectives.synth.forestcoll import build_trees
+    from chakra_collectives.synth.forestcoll.lowering import LAST_PIECE_PARTS, lower_forest
+
+    topology = load_topology("dgx:2x4")
+    trees = build_trees(topology, [1] * 8, reverse=False, trees_per_npu=1)
+    edges = sum(int((tree.parent >= 0).sum()) for tree in trees.forest.trees)  # one path per edge here
+    lower = lambda size: lower_forest(Collective.ALL_GATHER, trees.forest, trees.logical.paths, topology, units_per_root=1, pieces=8, size_bytes=size)
+    large, small = lower(2**30), lower(2**20)
+    for algorithm, parts in ((large, LAST_PIECE_PARTS), (small, 1)):
+        assert verify_algorithm(algorithm).ok
+        sends = algorithm.ops.kind == OpKind.SEND
+        assert int(sends.sum()) == edges * (7 + parts)
+        assert algorithm.chunk_count == 8 * 8 * parts
+        sizes = dict(zip(*np.unique(algorithm.ops.count[sends], return_counts=True)))
+        assert sizes == ({2: edges * 7, 1: edges * 2} if parts == 2 else {1: edges * 8})  # chunks per message
+
+
 def test_switch_units_spread_over_servers_so_trees_cross_the_switch_once():
     """dgx:4x8 (4 servers of 8 GPUs, one NIC switch): every GPU's 3 NIC units per tree set go to
     GPUs of 3 different servers (farthest partners first), not 3 GPUs of the next server --

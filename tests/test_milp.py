@@ -72,6 +72,51 @@ def test_no_producer_of_one_chunk_messages_beats_it(other):
     assert predict_time(theirs, topology) >= optimum * (1 - 1e-12)
 
 
+@pytest.mark.parametrize(("spec", "k", "size"), [("dgx:2x2", 2, 64 * MiB), ("dgx:2x4", 1, 64 * MiB), ("dgx:2x2", 2, MiB), ("dgx:4x2", 1, 64 * MiB)])
+def test_the_island_entry_bound_never_passes_the_optimum(monkeypatch, spec, k, size):
+    """lower_epochs' count of the chunks that must enter each server in time (milp_model.
+    _enough_entries) is a bound: the optimum proved without it (the search from the older,
+    weaker bound) is never below it -- and on these DGX fabrics it is that optimum exactly."""
+    from chakra_collectives.synth import milp_model
+    from chakra_collectives.synth.channels import build_channels
+
+    topology = load_topology(spec)
+    n = topology.num_npus
+    channels = build_channels(topology, chunk_bytes=-(-size // (n * k)))
+    bound = milp_model.lower_epochs(milp_model.channel_hops(channels), n, k)
+    monkeypatch.setattr(milp_model, "_islands", lambda hops, n: [])
+    weaker = milp_model.lower_epochs(milp_model.channel_hops(channels), n, k)
+    solved = milp_model.solve_all_gather(channels, k, time_limit_s=120)
+    assert solved.optimal and weaker < bound == solved.epochs
+
+
+@pytest.mark.parametrize(("spec", "k", "size"), [("dgx:2x4", 4, MiB), ("dgx:2x4", 4, 64 * MiB), ("dgx:4x2", 2, MiB)])
+def test_the_island_entry_bound_holds_in_real_time(spec, k, size):
+    """The entry count uses the hops' own times, not the epochs they are rounded up to: TACOS's
+    greedy schedule, as its matcher times it, never finishes within one epoch less than the
+    bound (dgx:2x4 at 1 MiB: its NIC hop is 7.74 epochs, rounded to 8 the count would say 43
+    where TACOS takes 41.7)."""
+    from chakra_collectives.synth import milp_model
+    from chakra_collectives.synth.channels import build_channels
+    from chakra_collectives.synth.matcher import match_all_gather
+
+    topology = load_topology(spec)
+    n = topology.num_npus
+    channels = build_channels(topology, chunk_bytes=-(-size // (n * k)))
+    hops = milp_model.channel_hops(channels)
+    greedy = match_all_gather(channels, k, latency_ratio=0.0)
+    assert greedy.time_ns > (milp_model.lower_epochs(hops, n, k) - 1) * hops.epoch_ns
+
+
+def test_dgx_2x4_at_four_chunks_is_proved_optimal():
+    """Was stopped at gap 0.18 (9 and 10 epochs neither found nor ruled out in 900 s): the
+    servers' NIC downlinks cannot bring 16 chunks each in time for 10 epochs, and 11 solves."""
+    made = make(load_topology("dgx:2x4"), Collective.ALL_GATHER, 64 * MiB, k=4, time_limit_s=120)
+    facts = made.details["milp"]
+    assert facts["optimal"] and facts["gap"] == 0 and facts["epochs"] == [11]
+    assert verify_algorithm(made.algorithm).ok
+
+
 def test_a_model_too_large_is_refused_with_its_size():
     with pytest.raises(LimitError, match=r"mesh2d:4x4: the MILP has [\d,]+ variables, [\d,]+ constraints .*at most \d+ chunk\(s\) per NPU fit"):
         make(load_topology("mesh2d:4x4"), Collective.ALL_GATHER, 16 * MiB, k=8)

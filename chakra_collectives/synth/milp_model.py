@@ -20,7 +20,9 @@ links and routes through switches), in the style of TE-CCL and TACCL:
 
 :func:`solve_all_gather` tries horizons ``T = T_lo, T_lo + 1, ...``: the first feasible one is
 optimal, *proved* by HiGHS finding ``T - 1`` infeasible (``T_lo`` is a lower bound: every NPU
-must receive ``(N - 1) K`` chunks over its in-links, and the farthest chunk must travel).
+must receive ``(N - 1) K`` chunks over its in-links, the farthest chunk must travel, and every
+chunk must enter each island of directly linked NPUs -- a DGX server -- in time to spread
+through it, :func:`lower_epochs`).
 Among schedules of the optimal horizon it prefers early sends (the objective is the sum of
 start epochs), so messages leave as soon as their data and link allow -- what the network
 model's replay does too. A time limit stops the search: the best schedule found is returned
@@ -70,6 +72,8 @@ class ChannelHops:
     epoch_ns: float
     exact_ns: np.ndarray
     """Per channel: the network model's time for one chunk (ns), hop after hop."""
+    exact_hops: list[tuple[float, ...]]
+    """Per channel: each hop's time in epochs, not rounded."""
 
 
 def epoch_ns(channels: Channels) -> float:
@@ -113,15 +117,17 @@ def channel_hops(channels: Channels) -> ChannelHops:
             offset += int(held[link])
         src.append(routed.src), dst.append(routed.dst), key.append(-1 - i), hops.append(tuple(path))
     epochs = np.array([sum(h[2] for h in path) for path in hops], dtype=np.int64)
-    exact = np.array([sum(per_link[h[0]] for h in path) for path in hops]) * epoch
-    return ChannelHops(np.array(src), np.array(dst), np.array(key), hops, epochs, epoch, exact)
+    exact_hops = [tuple(float(per_link[h[0]]) for h in path) for path in hops]
+    exact = np.array([sum(path) for path in exact_hops]) * epoch
+    return ChannelHops(np.array(src), np.array(dst), np.array(key), hops, epochs, epoch, exact, exact_hops)
 
 
-def _distances(hops: ChannelHops, n: int) -> np.ndarray:
-    """``dist[a, b]``: fewest epochs a chunk needs from NPU ``a`` to NPU ``b`` (Floyd-Warshall)."""
+def _distances(hops: ChannelHops, n: int, *, exact: bool = False) -> np.ndarray:
+    """``dist[a, b]``: fewest epochs a chunk needs from NPU ``a`` to NPU ``b`` (Floyd-Warshall;
+    ``exact``: the hops' own times, not rounded up to whole epochs)."""
     dist = np.full((n, n), np.inf)
     np.fill_diagonal(dist, 0)
-    for s, d, e in zip(hops.src.tolist(), hops.dst.tolist(), hops.epochs.tolist()):
+    for s, d, e in zip(hops.src.tolist(), hops.dst.tolist(), (hops.exact_ns / hops.epoch_ns if exact else hops.epochs).tolist()):
         dist[s, d] = min(dist[s, d], e)
     for k in range(n):
         dist = np.minimum(dist, dist[:, k : k + 1] + dist[k : k + 1, :])
@@ -129,9 +135,11 @@ def _distances(hops: ChannelHops, n: int) -> np.ndarray:
 
 
 def lower_epochs(hops: ChannelHops, n: int, chunks_per_npu: int) -> int:
-    """A horizon no schedule beats: the farthest chunk's trip, and every NPU's in-links'
+    """A horizon no schedule beats: the farthest chunk's trip, every NPU's in-links'
     capacity for the ``(N - 1) K`` chunks it must receive (each of its in-links carries at most
-    one chunk per hop of it; a chunk's last hop ends there).
+    one chunk per hop of it; a chunk's last hop ends there), and the links into each island of
+    directly linked NPUs for the chunks from outside it (:func:`_enough_entries`: on dgx:2x4 at
+    ``K = 4`` 11 epochs, the optimum, where the first two bounds say 8).
 
     >>> from chakra_collectives.topology import ring
     >>> from chakra_collectives.synth.channels import build_channels
@@ -147,7 +155,67 @@ def lower_epochs(hops: ChannelHops, n: int, chunks_per_npu: int) -> int:
         while sum((t - (hops.epochs.min() - held)) // held for _, held in last if t >= held) < need:
             t += 1
         horizon = max(horizon, t)
+    exact = _distances(hops, n, exact=True)
+    for group in _islands(hops, n):
+        while not _enough_entries(hops, exact, group, chunks_per_npu * (n - len(group)), horizon):
+            horizon += 1
     return horizon
+
+
+def _islands(hops: ChannelHops, n: int) -> list[np.ndarray]:
+    """NPUs joined by direct channels (a DGX server's GPUs), each group but the whole fabric."""
+    parent = np.arange(n)
+
+    def find(v: int) -> int:
+        while parent[v] != v:
+            v = parent[v] = parent[parent[v]]
+        return int(v)
+
+    for s, d in zip(hops.src[hops.key >= 0].tolist(), hops.dst[hops.key >= 0].tolist()):
+        parent[find(s)] = find(d)
+    roots = np.array([find(v) for v in range(n)])
+    return [np.flatnonzero(roots == r) for r in np.unique(roots)] if len(np.unique(roots)) > 1 else []
+
+
+def _enough_entries(hops: ChannelHops, dist: np.ndarray, group: np.ndarray, chunks: int, horizon: int) -> bool:
+    """Whether the ``chunks`` owned outside ``group`` can all enter it in time for ``horizon``
+    (``dist``: :func:`_distances` of the hops' own times: the count holds for schedules in
+    real time, not only over the rounded epochs).
+
+    Every such chunk must enter the group over a link into it (the last hop of a channel from
+    outside), which holds a message for its hop time, and can start no sooner than the hops
+    before it in the channel. An entry at NPU ``v`` ending by ``horizon - r_v`` (``r_v``: epochs from ``v``
+    to the farthest NPU of the group) can serve the whole group; a later one only NPUs nearer
+    ``v`` than ``r_v``, so a chunk without an early entry needs at least ``c`` late ones (the
+    group's size over the largest such ball). Infeasible when early + late / c < chunks (dgx:2x4,
+    K = 4: 16 chunks, 4 NIC downlinks of 2 epochs from epoch 2, NVLink 1 epoch: 12 early and 4
+    late entries by epoch 10, c = 4: 10 epochs infeasible).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> hops = channel_hops(build_channels(load_topology("dgx:2x4"), chunk_bytes=2**25))
+    >>> lower_epochs(hops, 8, 4)
+    11
+    """
+    inside = np.zeros(len(dist), dtype=bool)
+    inside[group] = True
+    start: dict[int, float] = {}  # entering link -> earliest start of a message on it
+    held: dict[int, float] = {}
+    head: dict[int, int] = {}
+    for path, times, s, d in zip(hops.hops, hops.exact_hops, hops.src.tolist(), hops.dst.tolist()):
+        if not inside[s] and inside[d]:
+            link, offset = path[-1][0], sum(times[:-1])
+            start[link] = min(start.get(link, offset), offset)
+            held[link], head[link] = times[-1], d
+    within = dist[np.ix_(group, group)]
+    reach = dict(zip(group.tolist(), within.max(axis=1).tolist()))
+    ball = max(int((row < r - 1e-9).sum()) for row, r in zip(within, reach.values()))  # NPUs nearer than the farthest
+    slots = lambda link, until: max(0, int((until - start[link]) / held[link] + 1e-9))
+    early = sum(slots(link, horizon - reach[head[link]]) for link in start)
+    late = sum(slots(link, horizon) for link in start) - early
+    if ball == 0:
+        return early >= chunks
+    return early + late / -(-len(group) // ball) >= chunks
 
 
 @dataclass(frozen=True)

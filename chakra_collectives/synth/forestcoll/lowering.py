@@ -36,6 +36,7 @@ from chakra_collectives.ir.dag import longest_path
 from chakra_collectives.ir.grouping import distinct, occurrence, row_groups
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
+from chakra_collectives.units import bytes_per_ns
 
 _I32 = np.int32
 
@@ -69,13 +70,20 @@ class _Layout:
     root lies in chunks ``p*k .. p*k + k - 1`` (each tree ``weight`` of them, the root's trees in
     lineage order), so the pieces of trees that split from one another sit side by side and a
     message can carry several of them at once.
+
+    With ``split`` > 1 every piece is cut in ``split`` parts (``K = k * P * split`` chunks, each
+    tree's parts of a piece side by side): :meth:`group` sends the parts of every piece but the
+    last as one message and the last piece's parts one by one. Messages then count parts:
+    :attr:`pieces` is ``P * split``.
     """
 
-    def __init__(self, forest: Forest, pieces: int, root_base, units_per_root: int) -> None:
+    def __init__(self, forest: Forest, pieces: int, root_base, units_per_root: int, split: int = 1) -> None:
         trees = forest.trees
         n = forest.num_npus
         self.n = n
-        self.pieces = pieces
+        self.pieces = pieces * split
+        self.coarse = pieces
+        self.split = split
         self.k = units_per_root
         self.root = np.array([t.root for t in trees], dtype=np.int64)
         self.weight = np.array([t.weight for t in trees], dtype=np.int64)
@@ -100,8 +108,22 @@ class _Layout:
         self.root_base = root_base(self.root)
 
     def piece_start(self, tree: np.ndarray, piece: np.ndarray) -> np.ndarray:
-        """First chunk of a tree's piece."""
-        return self.root_base[tree] + piece * self.k + self.offset[tree]
+        """First chunk of a tree's piece (part, with ``split`` > 1)."""
+        q = self.split
+        return self.root_base[tree] + (piece // q) * self.k * q + self.offset[tree] * q + (piece % q) * self.weight[tree]
+
+    def group(self, piece: np.ndarray, batch: np.ndarray | int = 1) -> np.ndarray:
+        """Which message of its stream each piece (part) goes in: ``batch`` consecutive pieces
+        per message (``split`` = 1), or a piece's parts together but the last piece's one by one.
+
+        >>> layout = _Layout(Forest(2, []), 3, lambda roots: roots, 1, split=2)
+        >>> layout.group(np.arange(6)).tolist()
+        [0, 0, 1, 1, 2, 3]
+        """
+        q, last = self.split, self.coarse - 1
+        if q == 1:
+            return piece // batch
+        return np.where(piece // q < last, piece // q, piece - last * (q - 1))
 
 
 def _tree_edges(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -264,7 +286,7 @@ def _window(deps: tuple[list, list], sends: np.ndarray, layout: _Layout, src, ds
     streams = int(stream.max()) + 1 if len(stream) else 0
     at = np.full((streams, layout.pieces), -1, dtype=np.int64)
     at[stream, piece] = np.arange(len(sends))
-    window = hops[route]
+    window = hops[route] * layout.split  # whole pieces: a piece's parts go in one message
     later = np.flatnonzero(piece >= window)
     earlier = at[stream[later], piece[later] - window[later]]
     keep = earlier >= 0
@@ -278,7 +300,7 @@ def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True, batch: np.nda
     ``batch[route]``: consecutive pieces merged over each path (one tree per root only, where a
     tree's pieces are adjacent chunks)."""
     root = layout.root[msgs.tree]
-    piece = msgs.piece if batch is None else msgs.piece // batch[msgs.route]
+    piece = layout.group(msgs.piece, 1 if batch is None else batch[msgs.route])
     order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, piece, root))
     fresh = np.ones(len(order), dtype=bool)
     if merge and len(order) > 1:
@@ -506,15 +528,18 @@ def lower_forest(
     """The IR of ``collective`` from ``forest`` (and ``up_forest``, the reversed network's
     trees, for All-Reduce); ``units_per_root`` is ``k`` (per unit of demand); ``pieces`` is the
     number of pipeline pieces per tree (equal ones: a pipeline takes the sum of its pieces plus
-    its depth times the largest, so unequal pieces would not help). ``fast_batch``: with one
+    its depth times the largest, so unequal pieces would not help -- but for the last, which
+    goes in :data:`LAST_PIECE_PARTS` messages where that applies, shortening the drain behind
+    the busiest links). ``fast_batch``: with one
     tree per NPU (``k = 1``), the down trees send up to that many consecutive pieces as one
     message over paths faster than the slowest (:func:`_batches`). ``assigned``: a dict the
     caller keeps for these forests, paths and topology (empty at first): the tree edges' paths,
     which do not depend on ``pieces``, are assigned once and reused by the next calls (a100:16:
     40 ms of each lowering, 5,600 route look-ups)."""
     n = forest.num_npus
-    K = units_per_root * pieces
     rooted = collective in (Collective.BROADCAST, Collective.REDUCE)
+    split = _last_piece_parts(collective, topology, (size_bytes if rooted else size_bytes / n) / pieces) if units_per_root == 1 and fast_batch == 1 and pieces > 1 else 1
+    K = units_per_root * pieces * split
     chunk_count = K if rooted else n * K
     base = (lambda roots: np.zeros(len(roots), dtype=np.int64)) if rooted else (lambda roots: roots * K)
     prog = _Program()
@@ -529,7 +554,7 @@ def lower_forest(
         up_forest = forest if down_forest is None else None
         up_paths = paths if down_forest is None else None
     up_layout = _Layout(up_forest, pieces, base, units_per_root) if up_forest is not None else None
-    down_layout = _Layout(down_forest, pieces, base, units_per_root) if down_forest is not None else None
+    down_layout = _Layout(down_forest, pieces, base, units_per_root, split) if down_forest is not None else None
     if assigned is None or "routes" not in assigned:
         routes = _Routes(topology)  # numbered as the paths are met: the up trees' first
         up_parts = _assign_paths(up_layout, up_paths, routes, reverse=True) if up_layout is not None else None
@@ -603,6 +628,30 @@ def lower_forest(
         routes=tuple(routes.paths),
     )
     return algorithm
+
+
+LAST_PIECE_PARTS = 2
+"""One tree per NPU, down only (All-Gather, broadcast), no fast-path batches, pieces of at least
+:data:`SPLIT_PIECE_LATENCIES` latencies: every tree's last piece goes as this many messages, so
+its last hops (a NIC's last piece, then its fan-out over NVLink) wait for half a piece. 1 GiB
+All-Gather, predicted: dgx:4x8 0.9601 -> 0.9616 of the optimal algbw, a100:4 0.9564 -> 0.9576
+(4 parts: no better; cutting the first piece too does not help: a switch's downlinks wait for
+a whole piece of every uplink whenever the uplinks end their messages together, docs/bounds.md)."""
+
+SPLIT_PIECE_LATENCIES = 32
+"""The last piece is cut only when a piece takes at least this many latencies of the slowest
+link: with smaller pieces the extra message costs more than half a piece saves (dgx:4x8
+16 MiB, pieces of 10 latencies: 79.2 -> 81.1 us; 64 MiB, 20 latencies: 274.3 -> 275.0 us;
+256 MiB, 39 latencies: 1,016.1 -> 1,014.6 us)."""
+
+
+def _last_piece_parts(collective: Collective, topology, piece_bytes: float) -> int:
+    """How many messages a tree's last piece goes in (:data:`LAST_PIECE_PARTS` or 1)."""
+    if collective not in (Collective.ALL_GATHER, Collective.BROADCAST):
+        return 1
+    slowest = min(topology.links, key=lambda link: link.bandwidth_gbps)
+    piece_ns = piece_bytes / bytes_per_ns(slowest.bandwidth_gbps)
+    return LAST_PIECE_PARTS if piece_ns >= SPLIT_PIECE_LATENCIES * slowest.latency_ns else 1
 
 
 def _batches(routes: _Routes, most: int) -> np.ndarray:
