@@ -66,6 +66,7 @@ from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_a
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
+from chakra_collectives.synth.shares import group_owner_start
 from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
@@ -259,7 +260,8 @@ def tacos(
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes, detours=detours)
     routing = channels.routing() if channels.detours else None
-    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, variants, routing)
+    owner_start = group_owner_start(topology, chunks_per_npu) if collective is Collective.ALL_REDUCE and channels.detours else None
+    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, variants, routing, owner_start)
     mirror = channels.mirror()
     twins = channels.twins() if mirror is None and channels.detours else None
     searches = 2 if collective is Collective.ALL_REDUCE and mirror is None and twins is None else 1
@@ -399,6 +401,8 @@ def _lower(
     schedules = [p.schedule for p in phases]
     if collective is Collective.ALL_GATHER:
         return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing)
+    if schedules[0].owner_start is not None:  # unequal shares: how many chunks each rank reduces
+        provenance["owner_chunks"] = ",".join(map(str, np.diff(schedules[0].owner_start).tolist()))
     release = mirrored_release(schedules[0]) if phases[0].pinned else None
     if release is not None:
         provenance["reduce_scatter"] = "pinned"
@@ -492,6 +496,8 @@ class _Search:
     trials: int
     variants: tuple[MergeVariant, ...]
     routing: ChannelRouting | None = None
+    owner_start: np.ndarray | None = None
+    """Unequal shares of a group's All-Reduce (:func:`group_owner_start`); ``None``: ``k`` chunks per NPU."""
 
     def best(self, channels: Channels, *, judge_by_model: bool, name: str, beat_ns: float | None = None) -> Trial:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule);
@@ -505,7 +511,7 @@ class _Search:
         # no trial of a variant can finish before its floor: once the best trial is at or below a
         # variant's floor, that variant's trials are not run (nor any once it is at every floor)
         floors = {variant: 0.0 for variant in variants}
-        if not judge_by_model and len(jobs) > 1 and not channels.routed:
+        if not judge_by_model and len(jobs) > 1 and not channels.routed and self.owner_start is None:
             floors = {variant: matching_floor_ns(channels, self.k, message_caps(channels, variant.latency_ratio)[0]) for variant in variants}
 
         hopeless = {variant for variant in variants if beat_ns is not None and floors[variant] >= beat_ns}
@@ -517,7 +523,7 @@ class _Search:
 
         put_off = []  # the hopeless variants' trials not run, by index in jobs
         with progress.task(name, total=len(jobs), unit="trials") as done:
-            for index, ((seed, variant), schedule) in enumerate(zip(jobs, matchings(channels, self.k, jobs, may_win))):
+            for index, ((seed, variant), schedule) in enumerate(zip(jobs, matchings(channels, self.k, jobs, may_win, self.owner_start))):
                 done.advance()
                 if schedule is None:
                     if variant in hopeless:
@@ -535,7 +541,7 @@ class _Search:
             for index in put_off:
                 seed, variant = jobs[index]
                 if (floors[variant], index) < (best.time_ns, best_index):
-                    schedule = _match(channels, self.k, seed, variant)
+                    schedule = _match(channels, self.k, seed, variant, self.owner_start)
                     if (schedule.time_ns, index) < (best.time_ns, best_index):
                         best, best_index = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns), index
         return self.pinned(best) if judge_by_model else best
@@ -549,7 +555,7 @@ class _Search:
         variants = distinct_variants(channels, self.variants)
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
         with progress.task("all-gather and its mirror", total=len(jobs), unit="trials") as done:
-            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs)):
+            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs, owner_start=self.owner_start)):
                 if best is None or schedule.time_ns < best.time_ns:
                     best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns)
                 renamed = replace(schedule, channel=twins[schedule.channel + len(channels.routed)])
@@ -586,33 +592,36 @@ PARALLEL_PAIRS = 2**18
 
 def matchings(
     channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]], wanted: Callable[[int, MergeVariant], bool] | None = None,
+    owner_start: np.ndarray | None = None,
 ) -> Iterator[Schedule | None]:
     """``match_all_gather(channels, k, seed, ...)`` for every ``(seed, variant)`` of ``jobs``, in
     order. Large problems share them among the machine's cores: the first job
     runs here while processes run the others (forked when this process runs one thread,
     else spawned) -- unless this process may not start any (a Dask worker is daemonic: they
     all run here, one after another); the schedules are the same. A job run here is asked
-    ``wanted(seed, variant)`` first, as it comes (None when it is not)."""
+    ``wanted(seed, variant)`` first, as it comes (None when it is not). ``owner_start``: unequal
+    shares (:func:`~chakra_collectives.synth.matcher.match_all_gather`)."""
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS or not can_start_processes():
         for seed, variant in jobs:
-            yield _match(channels, k, seed, variant) if wanted is None or wanted(seed, variant) else None
+            yield _match(channels, k, seed, variant, owner_start) if wanted is None or wanted(seed, variant) else None
         return
     import multiprocessing  # imported when used (start-up time: small problems match here)
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork" if can_fork() else "spawn")
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
-        others = [pool.submit(_match, channels, k, seed, variant) for seed, variant in jobs[1:]]
+        others = [pool.submit(_match, channels, k, seed, variant, owner_start) for seed, variant in jobs[1:]]
         seed, variant = jobs[0]
-        yield _match(channels, k, seed, variant)
+        yield _match(channels, k, seed, variant, owner_start)
         for future in others:
             yield future.result()
 
 
-def _match(channels: Channels, k: int, seed: int, variant: MergeVariant) -> Schedule:
+def _match(channels: Channels, k: int, seed: int, variant: MergeVariant, owner_start: np.ndarray | None = None) -> Schedule:
     return match_all_gather(
-        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back,
+        owner_start=owner_start,
     )
 
 
