@@ -267,24 +267,31 @@ def tacos(
     searches = 2 if collective is Collective.ALL_REDUCE and mirror is None and twins is None else 1
     # what a phase must beat: the prediction is the phases' times added up (predicts_itself), a mirrored All-Reduce's twice its one search's
     beat = None if to_beat_ns is None or not predicts_itself(channels) else to_beat_ns / (2 if collective is Collective.ALL_REDUCE else 1)
-    with progress.task("phases", total=searches, unit="searches") as steps:
+
+    def phases_of(search: _Search, steps: progress.Task) -> tuple[Trial, ...]:
         if collective is Collective.ALL_GATHER:
-            phases = (search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat),)
-        elif mirror is not None:  # the reversed network is the same network: one search serves both phases
+            return (search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat),)
+        if mirror is not None:  # the reversed network is the same network: one search serves both phases
             best = search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat)
             reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
-            phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
-        elif twins is not None:  # so are detours through relays: each matching's mirror judged by the model (queues)
+            return (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
+        if twins is not None:  # so are detours through relays: each matching's mirror judged by the model (queues)
             best, reversed_phase = search.best_and_mirrored(channels, twins)
-            phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
-        else:
-            reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches), name="reduce-scatter")
-            if collective is Collective.ALL_REDUCE:
-                steps.advance()
-                phases = (reversed_phase, search.best(channels, judge_by_model=False, name="all-gather"))
-            else:
-                phases = (reversed_phase,)
-        steps.update(searches)
+            return (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
+        reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches), name="reduce-scatter")
+        if collective is not Collective.ALL_REDUCE:
+            return (reversed_phase,)
+        steps.advance()
+        return (reversed_phase, search.best(channels, judge_by_model=False, name="all-gather"))
+
+    with progress.task("phases", total=searches * (1 if owner_start is None else 2), unit="searches") as steps:
+        phases = phases_of(search, steps)
+        if owner_start is not None:  # unequal shares kept only where the phases take less time than with equal ones
+            steps.update(searches)
+            equal = phases_of(replace(search, owner_start=None), steps)
+            if sum(p.time_ns for p in equal) <= sum(p.time_ns for p in phases):
+                phases = equal
+        steps.update(searches * (1 if owner_start is None else 2))
     predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
     if in_parts and collective is Collective.ALL_GATHER and routing is None and predicted_ns is not None:
         algo: CollectiveAlgorithm | AlgorithmParts = _all_gather_parts(phases[0], size_bytes, topology, chunks_per_npu, seed, trials)
