@@ -286,7 +286,8 @@ def tacos(
 
     with progress.task("phases", total=searches * (1 if owner_start is None else 2), unit="searches") as steps:
         phases = phases_of(search, steps)
-        if owner_start is not None:  # unequal shares kept only where the phases take less time than with equal ones
+        if owner_start is not None and sum(p.time_ns for p in phases) > _equal_shares_floor_ns(topology, size_bytes, chunks_per_npu):
+            # unequal shares kept only where the phases take less time than with equal ones
             steps.update(searches)
             equal = phases_of(replace(search, owner_start=None), steps)
             if sum(p.time_ns for p in equal) <= sum(p.time_ns for p in phases):
@@ -301,6 +302,15 @@ def tacos(
     return TacosResult(
         algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials, predicted_ns=predicted_ns, bottleneck=limit,
     )
+
+
+def _equal_shares_floor_ns(topology: Topology, size_bytes: int, k: int) -> float:
+    """No Reduce-Scatter and All-Gather over ``topology``'s NPUs with ``k`` chunks each, single
+    chunks per message, take less than this together (:func:`group_floor_ns` of the two phases:
+    the member with the fewest links receives, and sends, ``(N-1) k`` chunks): the time unequal
+    shares must not exceed for equal ones to be worth a search."""
+    options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=k, group=tuple(range(topology.num_npus)))
+    return sum(group_floor_ns(topology, phase, options) for phase in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER))
 
 
 DETOUR_TRIALS = 4
