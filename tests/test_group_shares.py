@@ -4,6 +4,8 @@ shares, and whole-fabric collectives keep ``K`` chunks per rank."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -93,3 +95,13 @@ def test_whole_fabric_collectives_keep_k_chunks_per_rank():
     found = tacos(load_topology("mesh2d:3x3"), Collective.ALL_REDUCE, 9 * MIB, chunks_per_npu=2)
     assert all(p.schedule.owner_start is None for p in found.phases)
     assert "owner_chunks" not in found.algorithm.provenance
+
+
+def test_synth_names_the_unequal_shares_and_writes_an_all_reduce_the_verifier_proves(cli, tmp_path):
+    result = cli("synth", "-t", "mesh2d:4x4", "-c", "all-reduce", "-s", "4MiB", "-a", "tacos", "--group", "0-3", "-k", "4", "-o", tmp_path / "row")
+    assert result.exit_code == 0, result.stdout
+    text = " ".join(result.stdout.split())
+    assert "unequal shares by bandwidth: ranks reduce 6, 2, 2, 6 of the 16 chunks" in text
+    assert "against equal-share reduce-scatter + all-gather algorithms" in text
+    checked = cli("verify", tmp_path / "row", "--json")
+    assert checked.exit_code == 0 and json.loads(checked.stdout)["ok"]
