@@ -76,10 +76,12 @@ def group_producers() -> list[str]:
 
 def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTIVES, producers: list[str] | None = None) -> list[float]:
     """Print the efficiency table (``producers``: default every one that serves groups); returns
-    every topology-aware efficiency (for the target)."""
+    every topology-aware efficiency (for the target). ``rs+ag cap``: the most an all-reduce that
+    reduce-scatters and all-gathers with equal shares can reach (the group's all-reduce bound over
+    twice its all-gather's; TACOS's group all-reduce may pass it with unequal shares)."""
     producers = group_producers() if producers is None else producers
     print(f"\ngroup collectives, {SIZE // 2**20} MiB: efficiency against the group's own bound ({', '.join(producers)} vs ring)")
-    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'collective':<11} " + " ".join(f"{p:>10}" for p in producers) + f" {'ring':>7} {'synth s':>8}")
+    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'collective':<11} " + " ".join(f"{p:>10}" for p in producers) + f" {'ring':>7} {'rs+ag cap':>9} {'synth s':>8}")
     found = []
     for spec in fabrics:
         fabric = load_topology(spec)
@@ -92,9 +94,11 @@ def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTI
                     result = synthesize(fabric, collective, SIZE, algorithm=name, group=group)
                     cells.append(result.efficiency)
                     found.append(result.efficiency)
-                ring = synthesize(fabric, collective, SIZE, algorithm="ring", group=group).efficiency
+                ring_result = synthesize(fabric, collective, SIZE, algorithm="ring", group=group)
+                ring, bounds = ring_result.efficiency, ring_result.bounds
+                cap = "-" if bounds.reduce_scatter_all_gather_ns is None else f"{bounds.best_ns / bounds.reduce_scatter_all_gather_ns:.3f}"
                 spent = time.perf_counter() - started
-                print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join(f"{e:>10.3f}" for e in cells) + f" {ring:>7.3f} {spent:>8.1f}")
+                print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join(f"{e:>10.3f}" for e in cells) + f" {ring:>7.3f} {cap:>9} {spent:>8.1f}")
     if found:
         print(f"median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")
     return found
