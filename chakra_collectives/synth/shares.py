@@ -86,21 +86,38 @@ def owner_starts(shares: np.ndarray, num_chunks: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
-def group_owner_start(topology: Topology, chunks_per_npu: int) -> np.ndarray | None:
-    """The owner offsets (:attr:`~chakra_collectives.synth.schedule.Schedule.owner_start`) of an
-    All-Reduce over the NPUs of ``topology`` (a group's view) at ``chunks_per_npu`` chunks per
-    NPU on average, from :func:`member_bandwidths`; ``None`` where they come out equal.
+SHARE_BLENDS = (1.0, 0.5, 0.0)
+"""The owner layouts TACOS tries for a group's All-Reduce: the bandwidth shares blended with equal
+ones, ``w * s + (1 - w) / N`` (0: equal shares). Bandwidth shares alone win on a mesh row
+(1,087 against 1,157 us at w = 0.5 and 1,328 us equal, mesh2d:8x8, 64 MiB, K = 32); on a random
+8-subset of that mesh, whose interior members would own one chunk each and a corner 51 of 128, the
+half blend does (1,365 us against 1,601 us, equal 1,458 us, K = 16): there distance, not only
+bandwidth, sets the time."""
+
+
+def share_layouts(topology: Topology, chunks_per_npu: int) -> list[np.ndarray | None]:
+    """The distinct owner offsets (:attr:`~chakra_collectives.synth.schedule.Schedule.owner_start`)
+    of :data:`SHARE_BLENDS` for an All-Reduce over the NPUs of ``topology`` (a group's view) at
+    ``chunks_per_npu`` chunks per NPU on average, from :func:`member_bandwidths`; ``None`` stands
+    for equal shares (last; alone where the bandwidths are equal).
 
     >>> from chakra_collectives.topology import load_topology
     >>> from chakra_collectives.topology.groups import group_view
-    >>> group_owner_start(group_view(load_topology("mesh2d:4x4"), (0, 1, 2, 3)).topology, 4).tolist()   # corners 2 links, middle 3
-    [0, 6, 8, 10, 16]
-    >>> group_owner_start(group_view(load_topology("torus2d:4x4"), (0, 1, 2, 3)).topology, 4) is None
-    True
+    >>> layouts = share_layouts(group_view(load_topology("mesh2d:4x4"), (0, 1, 2, 3)).topology, 4)   # corners 2 links, middle 3
+    >>> [None if starts is None else np.diff(starts).tolist() for starts in layouts]
+    [[6, 2, 2, 6], [5, 3, 3, 5], None]
+    >>> share_layouts(group_view(load_topology("torus2d:4x4"), (0, 1, 2, 3)).topology, 4)
+    [None]
     """
     n = topology.num_npus
-    starts = owner_starts(bandwidth_shares(member_bandwidths(topology)), n * chunks_per_npu)
-    return None if np.array_equal(starts, np.arange(n + 1) * chunks_per_npu) else starts
+    shares = bandwidth_shares(member_bandwidths(topology))
+    equal = np.arange(n + 1) * chunks_per_npu
+    layouts: list[np.ndarray | None] = []
+    for weight in SHARE_BLENDS:
+        starts = owner_starts(weight * shares + (1 - weight) / n, n * chunks_per_npu)
+        if not np.array_equal(starts, equal) and not any(np.array_equal(starts, seen) for seen in layouts):
+            layouts.append(starts)
+    return [*layouts, None]
 
 
-__all__ = ["bandwidth_shares", "group_owner_start", "member_bandwidths", "owner_starts"]
+__all__ = ["SHARE_BLENDS", "bandwidth_shares", "member_bandwidths", "owner_starts", "share_layouts"]

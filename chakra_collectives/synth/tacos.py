@@ -66,7 +66,7 @@ from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_a
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
-from chakra_collectives.synth.shares import group_owner_start
+from chakra_collectives.synth.shares import share_layouts
 from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
@@ -260,8 +260,9 @@ def tacos(
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes, detours=detours)
     routing = channels.routing() if channels.detours else None
-    owner_start = group_owner_start(topology, chunks_per_npu) if collective is Collective.ALL_REDUCE and channels.detours else None
-    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, variants, routing, owner_start)
+    # a group's All-Reduce: which member reduces how much (synth/shares.py), each layout tried unless its floor rules it out
+    layouts = share_layouts(topology, chunks_per_npu) if collective is Collective.ALL_REDUCE and channels.detours else [None]
+    search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, variants, routing)
     mirror = channels.mirror()
     twins = channels.twins() if mirror is None and channels.detours else None
     searches = 2 if collective is Collective.ALL_REDUCE and mirror is None and twins is None else 1
@@ -284,15 +285,16 @@ def tacos(
         steps.advance()
         return (reversed_phase, search.best(channels, judge_by_model=False, name="all-gather"))
 
-    with progress.task("phases", total=searches * (1 if owner_start is None else 2), unit="searches") as steps:
-        phases = phases_of(search, steps)
-        if owner_start is not None and sum(p.time_ns for p in phases) > _equal_shares_floor_ns(topology, size_bytes, chunks_per_npu):
-            # unequal shares kept only where the phases take less time than with equal ones
-            steps.update(searches)
-            equal = phases_of(replace(search, owner_start=None), steps)
-            if sum(p.time_ns for p in equal) <= sum(p.time_ns for p in phases):
-                phases = equal
-        steps.update(searches * (1 if owner_start is None else 2))
+    with progress.task("phases", total=searches * len(layouts), unit="searches") as steps:
+        phases: tuple[Trial, ...] = ()
+        for done, owner_start in enumerate(layouts):
+            steps.update(searches * done)
+            if phases and sum(p.time_ns for p in phases) <= _layout_floor_ns(topology, size_bytes, chunks_per_npu, owner_start, variants):
+                continue  # this layout's phases cannot be faster
+            found = phases_of(replace(search, owner_start=owner_start), steps)
+            if not phases or sum(p.time_ns for p in found) < sum(p.time_ns for p in phases):
+                phases = found
+        steps.update(searches * len(layouts))
     predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
     if in_parts and collective is Collective.ALL_GATHER and routing is None and predicted_ns is not None:
         algo: CollectiveAlgorithm | AlgorithmParts = _all_gather_parts(phases[0], size_bytes, topology, chunks_per_npu, seed, trials)
@@ -304,13 +306,22 @@ def tacos(
     )
 
 
-def _equal_shares_floor_ns(topology: Topology, size_bytes: int, k: int) -> float:
-    """No Reduce-Scatter and All-Gather over ``topology``'s NPUs with ``k`` chunks each, single
-    chunks per message, take less than this together (:func:`group_floor_ns` of the two phases:
-    the member with the fewest links receives, and sends, ``(N-1) k`` chunks): the time unequal
-    shares must not exceed for equal ones to be worth a search."""
-    options = SynthesisOptions(size_bytes=size_bytes, chunks_per_npu=k, group=tuple(range(topology.num_npus)))
-    return sum(group_floor_ns(topology, phase, options) for phase in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER))
+def _layout_floor_ns(topology: Topology, size_bytes: int, k: int, owner_start: np.ndarray | None, variants: tuple[MergeVariant, ...]) -> float:
+    """No Reduce-Scatter and All-Gather over ``topology``'s NPUs whose chunks are owned as
+    ``owner_start`` says (``None``: ``k`` each) take less than this together, when every message
+    carries one chunk (0 when ``variants`` may merge): in the All-Gather every NPU receives every
+    chunk it does not own, one message each over its in-links, and sends as many in the mirrored
+    Reduce-Scatter over its out-links (:func:`group_floor_ns`'s message rates)."""
+    if any(v.latency_ratio > 0 for v in variants):
+        return 0.0
+    n = topology.num_npus
+    model = NetworkModel(topology)
+    rate = 1.0 / model.hop_ns(np.arange(model.num_links), -(-size_bytes // (n * k)))  # messages per ns, per link
+    into = np.bincount(model.link_dst, weights=rate, minlength=topology.num_nodes)[:n]
+    out = np.bincount(model.link_src, weights=rate, minlength=topology.num_nodes)[:n]
+    owned = np.full(n, k) if owner_start is None else np.diff(owner_start)
+    missing = n * k - owned
+    return float((missing / into).max() + (missing / out).max())
 
 
 DETOUR_TRIALS = 4
@@ -514,7 +525,7 @@ class _Search:
     variants: tuple[MergeVariant, ...]
     routing: ChannelRouting | None = None
     owner_start: np.ndarray | None = None
-    """Unequal shares of a group's All-Reduce (:func:`group_owner_start`); ``None``: ``k`` chunks per NPU."""
+    """Unequal shares of a group's All-Reduce (:func:`~chakra_collectives.synth.shares.share_layouts`); ``None``: ``k`` chunks per NPU."""
 
     def best(self, channels: Channels, *, judge_by_model: bool, name: str, beat_ns: float | None = None) -> Trial:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule);
