@@ -731,7 +731,10 @@ def group_floor_ns(topology: Topology, collective: Collective, options: Synthesi
     ``latency + chunk / bandwidth`` (the default model): a member receives ``(N-1)K`` messages in
     an all-gather and sends as many in a reduce-scatter (its mirror), all over its own links, so
     its links' message rates bound the time. An all-reduce, both phases, moves at least ``NK``
-    messages through every member's in-links and out-links, and ``2N(N-1)K`` into members in all.
+    messages through every member's in-links and out-links, and ``2N(N-1)K`` into members in all
+    -- whatever the shares (:mod:`~chakra_collectives.synth.shares`): a member owning ``c`` chunks
+    receives ``NK - c`` in the all-gather and sends its ``c`` at least once, and the mirrored
+    reduce-scatter the other way round.
     More chunks pay more latencies: when this exceeds the fastest time found, ``K`` stops (a
     mesh2d:8x8 row, all-gather of 64 MiB: 0.659 ms at K = 64 against the 0.630 ms of K = 32).
 
