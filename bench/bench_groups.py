@@ -80,26 +80,31 @@ def group_producers() -> list[str]:
     return [name for name in ("tacos", "forestcoll") if get(name).groups]
 
 
-def group_efficiency_table(fabrics: list[str]) -> list[float]:
-    """Print the efficiency table; returns every topology-aware efficiency (for the target)."""
-    producers = group_producers()
+def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTIVES, producers: list[str] | None = None) -> list[float]:
+    """Print the efficiency table (``producers``: default every one that serves groups); returns
+    every topology-aware efficiency (for the target). ``rs+ag cap``: the most an all-reduce that
+    reduce-scatters and all-gathers with equal shares can reach (the group's all-reduce bound over
+    twice its all-gather's; TACOS's group all-reduce may pass it with unequal shares)."""
+    producers = group_producers() if producers is None else producers
     print(f"\ngroup collectives, {SIZE // 2**20} MiB: efficiency against the group's own bound ({', '.join(producers)} vs ring)")
-    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'collective':<11} " + " ".join(f"{p:>10}" for p in producers) + f" {'ring':>7} {'synth s':>8}")
+    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'collective':<11} " + " ".join(f"{p:>10}" for p in producers) + f" {'ring':>7} {'rs+ag cap':>9} {'synth s':>8}")
     found = []
     for spec in fabrics:
         fabric = load_topology(spec)
         side = int(spec.split(":")[1].split("x")[-1]) if "x" in spec else 8
         for label, group in subsets(fabric.num_npus, side).items():
-            for collective in COLLECTIVES:
+            for collective in collectives:
                 cells = []
                 started = time.perf_counter()
                 for name in producers:
                     result = synthesize(fabric, collective, SIZE, algorithm=name, group=group)
                     cells.append(result.efficiency)
                     found.append(result.efficiency)
-                ring = synthesize(fabric, collective, SIZE, algorithm="ring", group=group).efficiency
+                ring_result = synthesize(fabric, collective, SIZE, algorithm="ring", group=group)
+                ring, bounds = ring_result.efficiency, ring_result.bounds
+                cap = "-" if bounds.reduce_scatter_all_gather_ns is None else f"{bounds.best_ns / bounds.reduce_scatter_all_gather_ns:.3f}"
                 spent = time.perf_counter() - started
-                print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join(f"{e:>10.3f}" for e in cells) + f" {ring:>7.3f} {spent:>8.1f}")
+                print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join(f"{e:>10.3f}" for e in cells) + f" {ring:>7.3f} {cap:>9} {spent:>8.1f}")
     if found:
         print(f"median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")
     return found
@@ -265,12 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small fabrics only, no 512-NPU all-to-all (a few minutes)")
     parser.add_argument("--tables", default="efficiency,concurrent,steps,all-to-all,group-a2a,a2a-512", help="which tables, comma-separated")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the 512-NPU all-to-all command (median)")
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="efficiency table: which collectives, comma-separated")
+    parser.add_argument("--producers", default=None, help="efficiency table: which producers (default: every one that serves groups)")
     parser.add_argument("--before", default=None, help="steps table: also run each replay from this checkout of the code before (git archive REV | tar -x -C DIR)")
     args = parser.parse_args(argv)
     tables = set(args.tables.split(","))
     fabrics = QUICK_FABRICS if args.quick else FABRICS
     if "efficiency" in tables:
-        group_efficiency_table(fabrics)
+        group_efficiency_table(fabrics, args.collectives.split(","), None if args.producers is None else args.producers.split(","))
     if "concurrent" in tables:
         concurrent_table([("torus2d:4x4", 4)] if args.quick else [("torus2d:4x4", 4), ("torus2d:8x8", 8), ("dgx:4x8", 8)])
         concurrent_table([("torus2d:4x4", 4)] if args.quick else [("torus2d:4x4", 4), ("torus2d:8x8", 8)], "all-to-all", "tacos")

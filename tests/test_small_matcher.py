@@ -112,7 +112,7 @@ def test_trials_that_cannot_beat_the_time_to_beat_are_not_run(monkeypatch, colle
 
     topo, size, k = load_topology("mesh2d:8x8"), 64 * 2**20, 2
     real, runs = tacos_module._match, []
-    monkeypatch.setattr(tacos_module, "_match", lambda channels, k, seed, variant: runs.append((seed, variant)) or real(channels, k, seed, variant))
+    monkeypatch.setattr(tacos_module, "_match", lambda channels, k, seed, variant, owner_start=None: runs.append((seed, variant)) or real(channels, k, seed, variant, owner_start))
     alone = tacos(topo, collective, size, chunks_per_npu=k)
     ran_alone = list(runs)
     runs.clear()
@@ -139,7 +139,7 @@ def test_trials_put_off_run_when_the_others_end_above_their_floor(monkeypatch):
 
     topo, size, k = load_topology("torus3d:4x4x4"), 64 * 2**20, 4
     real, runs = tacos_module._match, []
-    monkeypatch.setattr(tacos_module, "_match", lambda channels, k, seed, variant: runs.append(variant.latency_ratio) or real(channels, k, seed, variant))
+    monkeypatch.setattr(tacos_module, "_match", lambda channels, k, seed, variant, owner_start=None: runs.append(variant.latency_ratio) or real(channels, k, seed, variant, owner_start))
     alone = tacos(topo, Collective.ALL_GATHER, size, chunks_per_npu=k)
     assert runs[0] == 20.0 and alone.phases[0].variant.latency_ratio == 20.0
     channels = build_channels(topo, chunk_bytes=size // (64 * k))

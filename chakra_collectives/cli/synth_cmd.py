@@ -256,7 +256,7 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         if b.reduce_scatter_all_gather_ns is not None:
             rows.append((
                 "",
-                f"{result.reduce_scatter_all_gather_efficiency:.3f} against reduce-scatter + all-gather algorithms "
+                f"{result.reduce_scatter_all_gather_efficiency:.3f} against equal-share reduce-scatter + all-gather algorithms "
                 f"(bound {format_time_ns(b.reduce_scatter_all_gather_ns)})",
             ))
     if result.bottleneck is not None:
@@ -268,6 +268,9 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
         variants = result.details.get("phase_merge_variants", tuple(f"{r:g}" for r in result.phase_latency_ratios))
         phases = "; ".join(f"{p}: seed {s}, merge ratio {v}" for p, s, v in zip(names, result.phase_seeds, variants))
         rows.append(("tacos", f"{phases} (best of {result.trials} trial(s) per phase)"))
+        shares = algo.provenance.get("owner_chunks")
+        if shares:
+            rows.append(("", f"unequal shares by bandwidth: ranks reduce {shares.replace(',', ', ')} of the {algo.chunk_count} chunks"))
     forest = summary.get("forestcoll")
     if forest is not None:
         optimal = "optimal" if forest["trees_per_npu"] == forest["optimal_trees_per_npu"] else f"optimum: k={forest['optimal_trees_per_npu']}, U={forest['optimal_U']}"

@@ -37,7 +37,7 @@ sum of are sent straight from the input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -203,7 +203,6 @@ def _add_all_gather(
     ``channel_after[ch]``: an op the first send over channel ``ch`` waits for (-1: none).
     ``routes``: tag bases and routes of channels that share pairs.
     """
-    k = schedule.chunks_per_npu
     c_total = schedule.num_chunks
     chunk, count, src, dst = schedule.chunk, schedule.count, schedule.src, schedule.dst
     whole = ranks is None or len(ranks) == schedule.num_npus
@@ -222,10 +221,10 @@ def _add_all_gather(
     first, messages, on_channel = _by_channel(schedule)
     key = _channel_key(schedule)
     tags = schedule.tag if tag_offset is None else schedule.tag + tag_offset[key].astype(_I32)
-    owned = (chunk // k) == src
+    owned = schedule.owners(chunk) == src
     if from_input:
         send_buf = np.where(owned, _I32(Buffer.INPUT), _I32(Buffer.OUTPUT)).astype(np.int8)
-        send_off = np.where(owned, chunk - src * k, chunk)
+        send_off = np.where(owned, chunk - schedule.owner_starts()[src], chunk)
     else:
         send_buf, send_off = np.int8(Buffer.OUTPUT), chunk
     if routes is not None:
@@ -294,6 +293,8 @@ def all_gather_algorithm(
     :func:`~chakra_collectives.converters.chakra_et.write_parts` writes a range at a time).
     """
     n, k = schedule.num_npus, schedule.chunks_per_npu
+    if schedule.owner_start is not None:
+        raise ValueError("an All-Gather gives every rank K chunks; unequal shares are an All-Reduce's layout")
     ranks = range(n) if ranks is None else ranks
     routes = _Routes.of(routing, schedule)
     lengths = 1 + schedule.program_lengths()  # a COPY of the own chunks, then the program
@@ -325,11 +326,11 @@ class _ReduceScatter:
     def __init__(self, rev: Schedule, *, result_offset) -> None:
         self.rev = rev
         self.result_offset = result_offset
-        n, k = rev.num_npus, rev.chunks_per_npu
+        n = rev.num_npus
         c_total = rev.num_chunks
         t = rev.num_transfers
         src, dst, chunk, count = rev.src, rev.dst, rev.chunk, rev.count
-        self.owned = (chunk // k) == src  # in messages at an owner reduce into its result
+        self.owned = rev.owners(chunk) == src  # in messages at an owner reduce into its result
         # chunk-level view of every in message: (transfer, chunk) at p = src
         self.entry_msg, offset = expand_runs(count)
         self.entry_chunk = chunk[self.entry_msg] + offset
@@ -411,7 +412,7 @@ class _ReduceScatter:
         the last Reduce-Scatter SEND over it (-1: none).
         """
         rev = self.rev
-        n, k = rev.num_npus, rev.chunks_per_npu
+        n = rev.num_npus
         c_total = rev.num_chunks
         t = rev.num_transfers
         src, dst, chunk, count = rev.src, rev.dst, rev.chunk, rev.count
@@ -423,9 +424,9 @@ class _ReduceScatter:
         out_pos = body_offset[dst] + element_start[self.out_element]
         # header: owner COPY of its own chunks into the result, then the init COPYs
         owner_copy = rank_start[:n]
-        ranks = np.arange(n, dtype=_I32)
-        buf, off = self.result_offset(ranks * k)
-        ops.put(owner_copy, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=ranks * k, dst_buf=buf, dst_off=off, count=_I32(k))
+        starts = rev.owner_starts()
+        buf, off = self.result_offset(starts[:-1])
+        ops.put(owner_copy, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=starts[:-1], dst_buf=buf, dst_off=off, count=np.diff(starts))
         copied = np.flatnonzero(self.copied)
         copy_pos = rank_start[dst[copied]] + 1 + occurrence(dst[copied], by=self.out_element[copied])
         ops.put(copy_pos, kind=np.int8(OpKind.COPY), src_buf=np.int8(Buffer.INPUT), src_off=chunk[copied], dst_buf=np.int8(Buffer.SCRATCH), dst_off=self.copy_slot[copied], count=count[copied])
@@ -495,7 +496,7 @@ class _ReduceScatter:
             anchor = release.anchor[anchored]
             deps.add(out_pos[anchored], np.where(release.anchor_is_out[anchored], out_pos[anchor], in_pos[anchor]))
         # results
-        owners = np.arange(c_total) // k
+        owners = rev.owners(np.arange(c_total))
         final = last_writer[owners * c_total + np.arange(c_total)]
         final = np.where(final >= 0, final, owner_copy[owners])
         last_send = np.full(rev.num_direct, -1, dtype=np.int64)
@@ -539,14 +540,19 @@ def reduce_scatter_algorithm(
     routing: ChannelRouting | None = None,
 ) -> CollectiveAlgorithm:
     """Reduce-Scatter from an All-Gather schedule on the reversed channels (see the module
-    docstring; ``routing``: the channels' routes, forwards, when pairs share channels)."""
-    k = rev.chunks_per_npu
-    rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c % k))
+    docstring; ``routing``: the channels' routes, forwards, when pairs share channels).
+
+    A schedule of unequal shares (:attr:`Schedule.owner_start`) gives every rank the output of
+    its own share: a layout for timing the phase of an All-Reduce, not a Reduce-Scatter's
+    postcondition (which gives every rank ``K`` chunks)."""
+    starts = rev.owner_starts()
+    rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c - starts[rev.owners(c)]))
     routes = _Routes.of(routing, rev)
     ops = _Columns(rs.ops_per_rank, routed=routes is not None)
     deps = _Deps(ops.size)
     rs.emit(ops, deps, ops.starts[:-1], release, routes)
-    return _algorithm(Collective.REDUCE_SCATTER, rev, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch, routing=routing)
+    algo = _algorithm(Collective.REDUCE_SCATTER, rev, ops.table(deps), size_bytes, name, provenance, scratch=rs.scratch, routing=routing)
+    return algo if rev.owner_start is None else replace(algo, output_chunks=np.diff(starts))
 
 
 def all_reduce_algorithm(
@@ -560,7 +566,11 @@ def all_reduce_algorithm(
     routing: ChannelRouting | None = None,
 ) -> CollectiveAlgorithm:
     """All-Reduce: the Reduce-Scatter of ``rev`` (``release``: see :class:`Release`) then the
-    All-Gather ``all_gather`` (``routing``: the channels' routes, when pairs share channels)."""
+    All-Gather ``all_gather`` (``routing``: the channels' routes, when pairs share channels).
+    Both schedules own the same chunks (:meth:`Schedule.owner_starts`; unequal shares change
+    which rank reduces what, not the All-Reduce's pre- and postcondition)."""
+    if not np.array_equal(rev.owner_starts(), all_gather.owner_starts()):
+        raise ValueError("the Reduce-Scatter and the All-Gather of an All-Reduce must own the same chunks")
     rs = _ReduceScatter(rev, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c))
     routes = _Routes.of(routing, rev, all_gather)
     ops = _Columns(rs.ops_per_rank + all_gather.program_lengths(), routed=routes is not None)

@@ -102,10 +102,13 @@ def match_all_gather(
     latency_ratio: float = 0.0,
     extend_held: bool = False,
     reach_back: bool = False,
+    owner_start: np.ndarray | None = None,
 ) -> Schedule:
     """Greedy link-chunk matching for an All-Gather of ``chunks_per_npu`` chunks per NPU.
 
     Chunk ``c`` starts on NPU ``c // chunks_per_npu``; every NPU must end with every chunk.
+    ``owner_start``: unequal shares instead (NPU ``i`` starts with chunks ``owner_start[i] ..
+    owner_start[i + 1] - 1`` of the ``num_npus * chunks_per_npu``, :mod:`~chakra_collectives.synth.shares`).
     ``latency_ratio`` sets how far messages may merge chunks (:func:`message_caps`; 0: never).
     ``extend_held``: a merged message prefers a run that extends what its destination already
     holds or is getting; ``reach_back``: it may start before its scarcest chunk, where the
@@ -113,9 +116,9 @@ def match_all_gather(
     """
     caps = message_caps(channels, latency_ratio)
     rng = np.random.default_rng(seed)
-    if uses_small(channels, chunks_per_npu):  # the same schedule, on Python integers
+    if owner_start is None and uses_small(channels, chunks_per_npu):  # the same schedule, on Python integers
         return match_small(channels, chunks_per_npu, rng, caps[0], extend_held=extend_held, reach_back=reach_back)
-    return _Matcher(channels, chunks_per_npu, rng, caps, extend_held=extend_held, reach_back=reach_back).run()
+    return _Matcher(channels, chunks_per_npu, rng, caps, extend_held=extend_held, reach_back=reach_back, owner_start=owner_start).run()
 
 
 # ---------------------------------------------------------------------- bit helpers
@@ -426,16 +429,21 @@ class _Matcher:
         *,
         extend_held: bool = False,
         reach_back: bool = False,
+        owner_start: np.ndarray | None = None,
     ) -> None:
         n = channels.num_npus
         self.ch = channels
         self.extend_held, self.reach_back = extend_held, reach_back
         self.n, self.k, self.rng = n, k, rng
         self.num_chunks = n * k
+        self.given_owner_start = owner_start
+        self.owner_start = np.arange(n + 1, dtype=np.int64) * k if owner_start is None else np.asarray(owner_start, dtype=np.int64)
+        if self.owner_start[0] != 0 or self.owner_start[-1] != self.num_chunks or (np.diff(self.owner_start) < 0).any():
+            raise ValueError(f"owner offsets must rise from 0 to {self.num_chunks}, got {self.owner_start.tolist()}")
         self.words = -(-self.num_chunks // 64)
         chunk_ids = np.arange(self.num_chunks)
         own = np.zeros((n, self.words), dtype=np.uint64)
-        np.bitwise_or.at(own, (chunk_ids // k, chunk_ids // 64), _BIT[chunk_ids % 64])
+        np.bitwise_or.at(own, (np.repeat(np.arange(n), np.diff(self.owner_start)), chunk_ids // 64), _BIT[chunk_ids % 64])
         self.held_or_zero = np.zeros((n + 1, self.words), dtype=np.uint64)
         """Every NPU's held chunks (:attr:`held`), then a zero row: what index -1 (no NPU) reads."""
         self.held_or_zero[:n] = own
@@ -702,10 +710,10 @@ class _Matcher:
         count = np.ones(len(first), dtype=np.int32)
         rows = np.flatnonzero(merge & (first >= 0))
         if len(rows):
-            # a run never crosses the edge of the sender's own chunks (src * k .. src * k + k - 1)
+            # a run never crosses the edge of the sender's own chunks (owner_start[src] .. owner_start[src + 1] - 1)
             c = first[rows]
-            own_first = src[rows].astype(np.int64) * self.k
-            edge = np.where(c < own_first, own_first, np.where(c < own_first + self.k, own_first + self.k, self.num_chunks))
+            own_first, own_end = self.owner_start[src[rows]], self.owner_start[src[rows] + 1]
+            edge = np.where(c < own_first, own_first, np.where(c < own_end, own_end, self.num_chunks))
             every_row = len(rows) == len(first)
             count[rows] = _run_lengths(cand if every_row else cand[rows], c, np.minimum(cap if every_row else cap[rows], edge - c))
         return first, count
@@ -887,7 +895,7 @@ class _Matcher:
                 self.link_free[later] = arrival[1:, pick]
             # the RECV on s of the run's chunks, if one completes exactly now, is the first send's anchor
             if batch_anchor is None and t > 0:
-                arrived_now = chunk // self.k != s and self.arrival_at[s, chunk] == t
+                arrived_now = not self.owner_start[s] <= chunk < self.owner_start[s + 1] and self.arrival_at[s, chunk] == t
                 batch_anchor = (int(self.recv_id[s, chunk]), False) if arrived_now else event
             anchor = batch_anchor if batch_anchor is not None else (NO_ANCHOR, False)
             if count == 1:
@@ -914,5 +922,5 @@ class _Matcher:
             cols["anchor_is_send"] = np.broadcast_to(False, (size,))
         return Schedule(
             num_npus=self.n, chunks_per_npu=self.k, max_chunks=self.max_cap,
-            num_direct=self.ch.num_direct, num_routed=len(self.routed), **cols,
+            num_direct=self.ch.num_direct, num_routed=len(self.routed), owner_start=self.given_owner_start, **cols,
         )

@@ -47,6 +47,10 @@ class Schedule:
     num_direct: int = 0
     """Direct channels of the :class:`~chakra_collectives.synth.channels.Channels` matched (channel keys ``>= num_direct`` are routed)."""
     num_routed: int = 0
+    owner_start: np.ndarray | None = None
+    """Unequal shares (:mod:`~chakra_collectives.synth.shares`): NPU ``i`` owns chunks
+    ``owner_start[i] .. owner_start[i + 1] - 1`` (``num_npus + 1`` offsets from 0 to
+    :attr:`num_chunks`); ``None``: ``chunks_per_npu`` each, chunk ``c`` on NPU ``c // chunks_per_npu``."""
 
     @property
     def num_channels(self) -> int:
@@ -64,6 +68,23 @@ class Schedule:
     @property
     def num_chunks(self) -> int:
         return self.num_npus * self.chunks_per_npu
+
+    def owner_starts(self) -> np.ndarray:
+        """:attr:`owner_start`, or the equal shares' offsets ``0, K, 2K, ..., N K``."""
+        if self.owner_start is not None:
+            return self.owner_start
+        return np.arange(self.num_npus + 1, dtype=np.int64) * self.chunks_per_npu
+
+    def owners(self, chunks: np.ndarray) -> np.ndarray:
+        """The NPU that owns each of ``chunks`` (at the start of an All-Gather, at the end of a Reduce-Scatter).
+
+        >>> empty = [np.zeros(0, np.int32)] * 12
+        >>> Schedule(2, 2, *empty).owners(np.arange(4)).tolist(), Schedule(2, 2, *empty, owner_start=np.array([0, 3, 4])).owners(np.arange(4)).tolist()
+        ([0, 0, 1, 1], [0, 0, 0, 1])
+        """
+        if self.owner_start is None:
+            return np.asarray(chunks) // self.chunks_per_npu
+        return np.searchsorted(self.owner_start, chunks, side="right") - 1
 
     def program_lengths(self) -> np.ndarray:
         """Sends plus receives of every NPU."""

@@ -66,6 +66,7 @@ from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_a
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
+from chakra_collectives.synth.shares import share_layouts
 from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_prediction
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
@@ -259,30 +260,41 @@ def tacos(
     chunk_bytes = -(-size_bytes // (n * chunks_per_npu))
     channels = build_channels(topology, chunk_bytes=chunk_bytes, detours=detours)
     routing = channels.routing() if channels.detours else None
+    # a group's All-Reduce: which member reduces how much (synth/shares.py), each layout tried unless its floor rules it out
+    layouts = share_layouts(topology, chunks_per_npu) if collective is Collective.ALL_REDUCE and channels.detours else [None]
     search = _Search(topology, channels, chunks_per_npu, size_bytes, seed, trials, variants, routing)
     mirror = channels.mirror()
     twins = channels.twins() if mirror is None and channels.detours else None
     searches = 2 if collective is Collective.ALL_REDUCE and mirror is None and twins is None else 1
     # what a phase must beat: the prediction is the phases' times added up (predicts_itself), a mirrored All-Reduce's twice its one search's
     beat = None if to_beat_ns is None or not predicts_itself(channels) else to_beat_ns / (2 if collective is Collective.ALL_REDUCE else 1)
-    with progress.task("phases", total=searches, unit="searches") as steps:
+
+    def phases_of(search: _Search, steps: progress.Task) -> tuple[Trial, ...]:
         if collective is Collective.ALL_GATHER:
-            phases = (search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat),)
-        elif mirror is not None:  # the reversed network is the same network: one search serves both phases
+            return (search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat),)
+        if mirror is not None:  # the reversed network is the same network: one search serves both phases
             best = search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat)
             reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
-            phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
-        elif twins is not None:  # so are detours through relays: each matching's mirror judged by the model (queues)
+            return (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
+        if twins is not None:  # so are detours through relays: each matching's mirror judged by the model (queues)
             best, reversed_phase = search.best_and_mirrored(channels, twins)
-            phases = (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
-        else:
-            reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches), name="reduce-scatter")
-            if collective is Collective.ALL_REDUCE:
-                steps.advance()
-                phases = (reversed_phase, search.best(channels, judge_by_model=False, name="all-gather"))
-            else:
-                phases = (reversed_phase,)
-        steps.update(searches)
+            return (reversed_phase,) if collective is Collective.REDUCE_SCATTER else (reversed_phase, best)
+        reversed_phase = search.best(channels.reversed(), judge_by_model=bool(topology.num_switches), name="reduce-scatter")
+        if collective is not Collective.ALL_REDUCE:
+            return (reversed_phase,)
+        steps.advance()
+        return (reversed_phase, search.best(channels, judge_by_model=False, name="all-gather"))
+
+    with progress.task("phases", total=searches * len(layouts), unit="searches") as steps:
+        phases: tuple[Trial, ...] = ()
+        for done, owner_start in enumerate(layouts):
+            steps.update(searches * done)
+            if phases and sum(p.time_ns for p in phases) <= _layout_floor_ns(topology, size_bytes, chunks_per_npu, owner_start, variants):
+                continue  # this layout's phases cannot be faster
+            found = phases_of(replace(search, owner_start=owner_start), steps)
+            if not phases or sum(p.time_ns for p in found) < sum(p.time_ns for p in phases):
+                phases = found
+        steps.update(searches * len(layouts))
     predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
     if in_parts and collective is Collective.ALL_GATHER and routing is None and predicted_ns is not None:
         algo: CollectiveAlgorithm | AlgorithmParts = _all_gather_parts(phases[0], size_bytes, topology, chunks_per_npu, seed, trials)
@@ -292,6 +304,24 @@ def tacos(
     return TacosResult(
         algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials, predicted_ns=predicted_ns, bottleneck=limit,
     )
+
+
+def _layout_floor_ns(topology: Topology, size_bytes: int, k: int, owner_start: np.ndarray | None, variants: tuple[MergeVariant, ...]) -> float:
+    """No Reduce-Scatter and All-Gather over ``topology``'s NPUs whose chunks are owned as
+    ``owner_start`` says (``None``: ``k`` each) take less than this together, when every message
+    carries one chunk (0 when ``variants`` may merge): in the All-Gather every NPU receives every
+    chunk it does not own, one message each over its in-links, and sends as many in the mirrored
+    Reduce-Scatter over its out-links (:func:`group_floor_ns`'s message rates)."""
+    if any(v.latency_ratio > 0 for v in variants):
+        return 0.0
+    n = topology.num_npus
+    model = NetworkModel(topology)
+    rate = 1.0 / model.hop_ns(np.arange(model.num_links), -(-size_bytes // (n * k)))  # messages per ns, per link
+    into = np.bincount(model.link_dst, weights=rate, minlength=topology.num_nodes)[:n]
+    out = np.bincount(model.link_src, weights=rate, minlength=topology.num_nodes)[:n]
+    owned = np.full(n, k) if owner_start is None else np.diff(owner_start)
+    missing = n * k - owned
+    return float((missing / into).max() + (missing / out).max())
 
 
 DETOUR_TRIALS = 4
@@ -399,6 +429,8 @@ def _lower(
     schedules = [p.schedule for p in phases]
     if collective is Collective.ALL_GATHER:
         return all_gather_algorithm(schedules[0], size_bytes=size_bytes, provenance=provenance, routing=routing)
+    if schedules[0].owner_start is not None:  # unequal shares: how many chunks each rank reduces
+        provenance["owner_chunks"] = ",".join(map(str, np.diff(schedules[0].owner_start).tolist()))
     release = mirrored_release(schedules[0]) if phases[0].pinned else None
     if release is not None:
         provenance["reduce_scatter"] = "pinned"
@@ -492,6 +524,8 @@ class _Search:
     trials: int
     variants: tuple[MergeVariant, ...]
     routing: ChannelRouting | None = None
+    owner_start: np.ndarray | None = None
+    """Unequal shares of a group's All-Reduce (:func:`~chakra_collectives.synth.shares.share_layouts`); ``None``: ``k`` chunks per NPU."""
 
     def best(self, channels: Channels, *, judge_by_model: bool, name: str, beat_ns: float | None = None) -> Trial:
         """The best trial on ``channels`` (judged by the model for a mirrored switch schedule);
@@ -505,7 +539,7 @@ class _Search:
         # no trial of a variant can finish before its floor: once the best trial is at or below a
         # variant's floor, that variant's trials are not run (nor any once it is at every floor)
         floors = {variant: 0.0 for variant in variants}
-        if not judge_by_model and len(jobs) > 1 and not channels.routed:
+        if not judge_by_model and len(jobs) > 1 and not channels.routed and self.owner_start is None:
             floors = {variant: matching_floor_ns(channels, self.k, message_caps(channels, variant.latency_ratio)[0]) for variant in variants}
 
         hopeless = {variant for variant in variants if beat_ns is not None and floors[variant] >= beat_ns}
@@ -517,7 +551,7 @@ class _Search:
 
         put_off = []  # the hopeless variants' trials not run, by index in jobs
         with progress.task(name, total=len(jobs), unit="trials") as done:
-            for index, ((seed, variant), schedule) in enumerate(zip(jobs, matchings(channels, self.k, jobs, may_win))):
+            for index, ((seed, variant), schedule) in enumerate(zip(jobs, matchings(channels, self.k, jobs, may_win, self.owner_start))):
                 done.advance()
                 if schedule is None:
                     if variant in hopeless:
@@ -535,7 +569,7 @@ class _Search:
             for index in put_off:
                 seed, variant = jobs[index]
                 if (floors[variant], index) < (best.time_ns, best_index):
-                    schedule = _match(channels, self.k, seed, variant)
+                    schedule = _match(channels, self.k, seed, variant, self.owner_start)
                     if (schedule.time_ns, index) < (best.time_ns, best_index):
                         best, best_index = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns), index
         return self.pinned(best) if judge_by_model else best
@@ -549,7 +583,7 @@ class _Search:
         variants = distinct_variants(channels, self.variants)
         jobs = [(self.seed + trial, variant) for trial in range(self.trials) for variant in variants]
         with progress.task("all-gather and its mirror", total=len(jobs), unit="trials") as done:
-            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs)):
+            for (seed, variant), schedule in zip(jobs, matchings(channels, self.k, jobs, owner_start=self.owner_start)):
                 if best is None or schedule.time_ns < best.time_ns:
                     best = Trial(seed=seed, variant=variant, schedule=schedule, time_ns=schedule.time_ns)
                 renamed = replace(schedule, channel=twins[schedule.channel + len(channels.routed)])
@@ -586,33 +620,36 @@ PARALLEL_PAIRS = 2**18
 
 def matchings(
     channels: Channels, k: int, jobs: list[tuple[int, MergeVariant]], wanted: Callable[[int, MergeVariant], bool] | None = None,
+    owner_start: np.ndarray | None = None,
 ) -> Iterator[Schedule | None]:
     """``match_all_gather(channels, k, seed, ...)`` for every ``(seed, variant)`` of ``jobs``, in
     order. Large problems share them among the machine's cores: the first job
     runs here while processes run the others (forked when this process runs one thread,
     else spawned) -- unless this process may not start any (a Dask worker is daemonic: they
     all run here, one after another); the schedules are the same. A job run here is asked
-    ``wanted(seed, variant)`` first, as it comes (None when it is not)."""
+    ``wanted(seed, variant)`` first, as it comes (None when it is not). ``owner_start``: unequal
+    shares (:func:`~chakra_collectives.synth.matcher.match_all_gather`)."""
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers < 2 or channels.num_npus * channels.num_npus * k < PARALLEL_PAIRS or not can_start_processes():
         for seed, variant in jobs:
-            yield _match(channels, k, seed, variant) if wanted is None or wanted(seed, variant) else None
+            yield _match(channels, k, seed, variant, owner_start) if wanted is None or wanted(seed, variant) else None
         return
     import multiprocessing  # imported when used (start-up time: small problems match here)
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork" if can_fork() else "spawn")
     with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
-        others = [pool.submit(_match, channels, k, seed, variant) for seed, variant in jobs[1:]]
+        others = [pool.submit(_match, channels, k, seed, variant, owner_start) for seed, variant in jobs[1:]]
         seed, variant = jobs[0]
-        yield _match(channels, k, seed, variant)
+        yield _match(channels, k, seed, variant, owner_start)
         for future in others:
             yield future.result()
 
 
-def _match(channels: Channels, k: int, seed: int, variant: MergeVariant) -> Schedule:
+def _match(channels: Channels, k: int, seed: int, variant: MergeVariant, owner_start: np.ndarray | None = None) -> Schedule:
     return match_all_gather(
-        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back,
+        owner_start=owner_start,
     )
 
 
@@ -694,7 +731,10 @@ def group_floor_ns(topology: Topology, collective: Collective, options: Synthesi
     ``latency + chunk / bandwidth`` (the default model): a member receives ``(N-1)K`` messages in
     an all-gather and sends as many in a reduce-scatter (its mirror), all over its own links, so
     its links' message rates bound the time. An all-reduce, both phases, moves at least ``NK``
-    messages through every member's in-links and out-links, and ``2N(N-1)K`` into members in all.
+    messages through every member's in-links and out-links, and ``2N(N-1)K`` into members in all
+    -- whatever the shares (:mod:`~chakra_collectives.synth.shares`): a member owning ``c`` chunks
+    receives ``NK - c`` in the all-gather and sends its ``c`` at least once, and the mirrored
+    reduce-scatter the other way round.
     More chunks pay more latencies: when this exceeds the fastest time found, ``K`` stops (a
     mesh2d:8x8 row, all-gather of 64 MiB: 0.659 ms at K = 64 against the 0.630 ms of K = 32).
 
