@@ -121,6 +121,9 @@ class _SmallMatcher:
         self.latency, self.rate, self.chunk_bytes = channels.link_latency[links].tolist(), channels.link_rate[links].tolist(), channels.chunk_bytes
         self.hop = [[lat + (m * self.chunk_bytes) / r for m in range(min(top, HOP_TABLE) + 1)] for lat, r, top in zip(self.latency, self.rate, cap)]
         """``hop[c][m]``: a message of ``m`` chunks on channel ``c``, ns, up to :data:`HOP_TABLE` chunks (:meth:`_hop_ns`)."""
+        self.hop1 = [times[1] for times in self.hop]
+        self.uniform_hop = self.hop1[0] if self.hop1 and len(set(self.hop1)) == 1 else None
+        """One chunk's hop time when every channel has the same, else None."""
         self.one_cap = len(set(cap)) == 1
         self.num_direct = len(self.src)
         block = (1 << k) - 1
@@ -136,6 +139,8 @@ class _SmallMatcher:
             self.out_channels[s].append(c)
         self.span = n * k + 1
         self.log: list[int] = []
+        self.single_base = [c * self.span * self.span + 1 for c in range(self.num_direct)]
+        """A one-chunk message's :attr:`log` entry on each channel, less ``first chunk * span``."""
         """Every message as one number: ``(channel * span + first chunk) * span + chunks`` (:meth:`_schedule` splits them)."""
         self.started: list[tuple[float, int]] = []
         """Every instant messages start at, and how many of the :attr:`log`'s do by then."""
@@ -163,12 +168,10 @@ class _SmallMatcher:
                 self.events.append(t)
                 # _arrive: deliver every message arriving at t; wake the channels freed and those out of the receivers
                 done = ending.pop(t)
-                receivers = set()
                 for c in done:
-                    d = dst[c]
-                    held[d] |= carrying[c]
+                    held[dst[c]] |= carrying[c]
                     carrying[c] = 0
-                    receivers.add(d)
+                receivers = set(map(dst.__getitem__, done))
                 if len(receivers) == len(out_channels):  # every channel leaves a receiver
                     woken = range(num_direct)
                 else:
@@ -185,51 +188,71 @@ class _SmallMatcher:
         in rounds (most constrained channel first, random among equals); each round's messages
         drawn at once (``_scarcest`` and ``_pick_runs``) and recorded (``_record``)."""
         src, dst, held, wanted, cap, rng = self.src, self.dst, self.held, self.wanted, self.cap, self.rng
-        # (destination, candidates, channel) of every free woken channel with candidates
-        found = [(d, cand, c) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[(d := dst[c])])]
+        # every free woken channel with candidates, in channel order
+        found = [(c, cand) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[dst[c]])]
         if not found:
             return
-        # round j takes every destination's j-th channel, by (fewest candidates, a random draw)
-        ordered = sorted([(d, cand.bit_count(), u, c, cand) for (d, cand, c), u in zip(found, rng.random(len(found)).tolist())])
-        rounds: list[list[tuple[int, int, float, int, int]]] = []
-        previous, j = -1, 0
-        for entry in ordered:
-            if entry[0] != previous:
-                previous, j = entry[0], 0
-            else:
-                j += 1
-            if j == len(rounds):
-                rounds.append([entry])
-            else:
-                rounds[j].append(entry)
-        scarce: dict[int, tuple[int, int]] = {}  # per destination: the chunks exactly one / two of its in-neighbours hold
-        in_neighbours, hop, log, k, own, span = self.in_neighbours, self.hop, self.log, self.k, self.own, self.span
+        rounds = self._rounds(found)
+        scarce: list[tuple[int, int] | None] = [None] * self.n  # per destination: the chunks exactly one / two of its in-neighbours hold
+        hop, hop1, log, k, own, span = self.hop, self.hop1, self.log, self.k, self.own, self.span
+        single_base = self.single_base
         single = self.max_cap == 1
         longest_cap = self.max_cap if self.one_cap else 1
         sent = 0
         last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
         for j, sel in enumerate(rounds):
             if j:  # the destination's earlier rounds took some (held does not change within an instant)
-                sel = [entry for entry in sel if entry[4] & wanted[entry[0]]]
+                sel = [c for c in sel if held[src[c]] & wanted[dst[c]]]
                 if not sel:
                     continue
-            if not single and not self.one_cap:
-                longest_cap = max(cap[entry[3]] for entry in sel)
             # one draw per channel with candidates, in order (only one channel per destination in a round:
             # what one takes does not change another's candidates)
-            for (d, _, _, c, cand), u in zip(sel, rng.random(len(sel)).tolist()):
-                if j:
-                    cand &= wanted[d]
+            draws = rng.random(len(sel)).tolist()
+            if single:  # one chunk per message: the loop below without runs (most small matchings; the same picks)
+                sent += len(sel)
+                for c, u in zip(sel, draws):
+                    d = dst[c]
+                    pool = held[src[c]] & wanted[d]
+                    if pool & (pool - 1):  # several candidates: the scarcest
+                        levels = scarce[d]
+                        if levels is None:
+                            levels = scarce[d] = self._levels(d)
+                        pool = pool & levels[0] or pool & levels[1] or pool
+                        pick = int(u * pool.bit_count())
+                        if pick == 0:
+                            first = (pool & -pool).bit_length() - 1
+                        elif pick < 4:
+                            for _ in range(pick):
+                                pool &= pool - 1
+                            first = (pool & -pool).bit_length() - 1
+                        else:
+                            first = _select(pool, pick)
+                        bits = 1 << first
+                    else:
+                        bits = pool
+                        first = bits.bit_length() - 1
+                    wanted[d] ^= bits
+                    log.append(single_base[c] + first * span)
+                    carrying[c] = bits
+                # _record: busy on its channel until it arrives (on a uniform network, the whole round together)
+                for arrives, channels in ([(t + self.uniform_hop, sel)] if self.uniform_hop is not None else [(t + hop1[c], (c,)) for c in sel]):
+                    if arrives != last:
+                        last = arrives
+                        arriving = ending.get(arrives)
+                        if arriving is None:
+                            arriving = ending[arrives] = []
+                            heapq.heappush(instants, arrives)
+                    arriving.extend(channels)
+                continue
+            if not self.one_cap:
+                longest_cap = max(cap[c] for c in sel)
+            for c, u in zip(sel, draws):
+                d = dst[c]
+                cand = held[src[c]] & wanted[d]
                 if cand & (cand - 1):  # several candidates: the scarcest
-                    levels = scarce.get(d)
+                    levels = scarce[d]
                     if levels is None:
-                        one = two = three = 0
-                        for s in in_neighbours[d]:
-                            h = held[s]
-                            three |= two & h
-                            two |= one & h
-                            one |= h
-                        levels = scarce[d] = (one & ~two, two & ~three)
+                        levels = scarce[d] = self._levels(d)
                     pool = cand & levels[0] or cand & levels[1] or cand
                 else:
                     pool = cand
@@ -273,6 +296,40 @@ class _SmallMatcher:
         self.remaining -= sent
         if sent:
             self.started.append((t, len(log)))
+
+    def _levels(self, d: int) -> tuple[int, int]:
+        """``_scarcest``'s levels at destination ``d``: the chunks exactly one, exactly two of its in-neighbours hold."""
+        held = self.held
+        sources = self.in_neighbours[d]
+        if len(sources) == 2:
+            first, second = held[sources[0]], held[sources[1]]
+            return first ^ second, first & second
+        one = two = three = 0
+        for s in sources:
+            h = held[s]
+            three |= two & h
+            two |= one & h
+            one |= h
+        return one & ~two, two & ~three
+
+    def _rounds(self, found: list[tuple[int, int]]) -> list[list[int]]:
+        """The channels of ``found`` (``(channel, candidates)`` in channel order) in rounds: round
+        ``j`` holds every destination's ``j``-th channel by (fewest candidates, a random draw,
+        channel), destinations in order. One draw per channel, in ``found``'s order."""
+        dst = self.dst
+        ordered = sorted([(dst[c], cand.bit_count(), u, c) for (c, cand), u in zip(found, self.rng.random(len(found)).tolist())])
+        rounds: list[list[int]] = []
+        previous, j = -1, 0
+        for d, _, _, c in ordered:
+            if d != previous:
+                previous, j = d, 0
+            else:
+                j += 1
+            if j == len(rounds):
+                rounds.append([c])
+            else:
+                rounds[j].append(c)
+        return rounds
 
     def _hop_ns(self, c: int, m: int) -> float:
         """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats; :attr:`hop` holds the first)."""
