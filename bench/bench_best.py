@@ -203,7 +203,7 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
     copies = [None] if source is None else [None, source]
     for path in copies:
         subprocess.run([*cli(path), "synth", "-t", "ring:4", "-a", "ring"], env=CHILD_ENV, capture_output=True, check=True)
-    names = {None: "this", source: "other"}
+    names = {None: "this", **({source: "other"} if source else {})}
     print(f"{'whole command (median of ' + str(repeat) + ')':44}" + "".join(f" {names[p] + ' s':>8} {'cpu':>6}" for p in copies)
           + ("  ratio" if source else "") + "  target")
     for label, arguments, target, _ in SMALL:

@@ -129,7 +129,8 @@ class _SmallMatcher:
         block = (1 << k) - 1
         self.own = [block << (npu * k) for npu in range(n)]
         everything = (1 << (n * k)) - 1
-        self.held = list(self.own)
+        self.held = [*self.own, 0]
+        """What each NPU holds (a bitset), and a last 0: what none holds (:attr:`four_sources`)."""
         self.wanted = [everything & ~own for own in self.own]
         self.remaining = n * n * k - n * k
         self.in_neighbours: list[list[int]] = [[] for _ in range(n)]
@@ -137,6 +138,8 @@ class _SmallMatcher:
         for c, (s, d) in enumerate(zip(self.src, self.dst)):
             self.in_neighbours[d].append(s)
             self.out_channels[s].append(c)
+        self.four_sources = [(*sources, *[n] * (4 - len(sources))) if len(sources) <= 4 else None for sources in self.in_neighbours]
+        """Each NPU's in-neighbours, as four (the missing ones: ``n``, holding nothing), or None beyond four."""
         self.span = n * k + 1
         self.log: list[int] = []
         self.single_base = [c * self.span * self.span + 1 for c in range(self.num_direct)]
@@ -197,6 +200,8 @@ class _SmallMatcher:
         hop, hop1, log, k, own, span = self.hop, self.hop1, self.log, self.k, self.own, self.span
         single_base = self.single_base
         single = self.max_cap == 1
+        every_merges = self.one_cap and not single  # every channel's messages may merge chunks
+        reach_back, extend_held = self.reach_back, self.extend_held
         longest_cap = self.max_cap if self.one_cap else 1
         sent = 0
         last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
@@ -246,19 +251,46 @@ class _SmallMatcher:
                 continue
             if not self.one_cap:
                 longest_cap = max(cap[c] for c in sel)
+            longest = min(16, longest_cap)
             for c, u in zip(sel, draws):
                 d = dst[c]
                 cand = held[src[c]] & wanted[d]
-                if cand & (cand - 1):  # several candidates: the scarcest
-                    levels = scarce[d]
-                    if levels is None:
-                        levels = scarce[d] = self._levels(d)
-                    pool = cand & levels[0] or cand & levels[1] or cand
-                else:
-                    pool = cand
-                runs = longest_cap > 1 and cap[c] > 1
-                if runs:
-                    pool = self._starts(pool, cand, d, longest_cap)
+                if not cand & (cand - 1):  # one candidate: a message of it alone, whatever the rules (the draw unused)
+                    wanted[d] ^= cand
+                    sent += 1
+                    log.append(single_base[c] + (cand.bit_length() - 1) * span)
+                    carrying[c] = cand
+                    arrives = t + hop1[c]
+                    if arrives != last:
+                        last = arrives
+                        arriving = ending.get(arrives)
+                        if arriving is None:
+                            arriving = ending[arrives] = []
+                            heapq.heappush(instants, arrives)
+                    arriving.append(c)
+                    continue
+                # several candidates: the scarcest
+                levels = scarce[d]
+                if levels is None:
+                    levels = scarce[d] = self._levels(d)
+                pool = cand & levels[0] or cand & levels[1] or cand
+                runs = every_merges or longest_cap > 1 and cap[c] > 1
+                if runs:  # _pick_runs: where its message may start
+                    if reach_back:
+                        pool = self._reached(pool, cand, longest_cap)
+                    starts = pool & ~(pool << 1)
+                    pool, follows, length = starts, cand, 1
+                    while length < longest:  # the starts of the longest runs of candidates
+                        follows &= follows >> length
+                        length *= 2
+                        longer = starts & follows
+                        if not longer:
+                            break
+                        pool = longer
+                    if extend_held:
+                        extending = pool & ~(wanted[d] << 1)
+                        if extending:
+                            pool = extending
                 pick = int(u * pool.bit_count())
                 if pick == 0:
                     first = (pool & -pool).bit_length() - 1
@@ -300,12 +332,15 @@ class _SmallMatcher:
     def _levels(self, d: int) -> tuple[int, int]:
         """``_scarcest``'s levels at destination ``d``: the chunks exactly one, exactly two of its in-neighbours hold."""
         held = self.held
-        sources = self.in_neighbours[d]
-        if len(sources) == 2:
-            first, second = held[sources[0]], held[sources[1]]
-            return first ^ second, first & second
+        four = self.four_sources[d]
+        if four is not None:  # the count of holders per chunk in binary: parity, and the twos' bit (four holders: neither)
+            a, b, c, e = held[four[0]], held[four[1]], held[four[2]], held[four[3]]
+            low, high = a ^ b, c ^ e
+            parity = low ^ high
+            twos = (a & b) ^ (c & e) ^ (low & high)
+            return parity & ~twos, twos & ~parity
         one = two = three = 0
-        for s in sources:
+        for s in self.in_neighbours[d]:
             h = held[s]
             three |= two & h
             two |= one & h
@@ -335,33 +370,19 @@ class _SmallMatcher:
         """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats; :attr:`hop` holds the first)."""
         return self.latency[c] + (m * self.chunk_bytes) / self.rate[c]
 
-    def _starts(self, pool: int, cand: int, d: int, longest_cap: int) -> int:
-        """``_pick_runs`` for a merging channel: where its message may start."""
-        if self.reach_back:
-            reached, path = pool, cand
-            limit = min(longest_cap, 64)
-            step = 1
-            while step < limit:
-                reached |= path & (reached >> step)
-                if 2 * step < limit:
-                    path &= path >> step
-                step *= 2
-            pool = reached
-        starts = pool & ~(pool << 1)
-        best, follows, length = starts, cand, 1
-        longest = min(16, longest_cap)
-        while length < longest:
-            follows &= follows >> length
-            length *= 2
-            longer = starts & follows
-            if not longer:
-                break
-            best = longer
-        if self.extend_held:
-            extending = best & ~(self.wanted[d] << 1)
-            if extending:
-                best = extending
-        return best
+    @staticmethod
+    def _reached(pool: int, cand: int, longest_cap: int) -> int:
+        """``reach_back``: ``pool`` and every candidate before one of it in a run of candidates
+        (at most ``longest_cap`` long) holding it."""
+        reached, path = pool, cand
+        limit = min(longest_cap, 64)
+        step = 1
+        while step < limit:
+            reached |= path & (reached >> step)
+            if 2 * step < limit:
+                path &= path >> step
+            step *= 2
+        return reached
 
     def _schedule(self) -> Schedule:
         """The messages as columns. A channel's tag counts its messages so far; an NPU's program
