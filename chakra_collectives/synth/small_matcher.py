@@ -390,7 +390,7 @@ class _SmallMatcher:
         order (the order of the matcher's deliveries), then sends (:meth:`_match`'s). Arrivals are
         the matcher's floats: the same operations on the same numbers."""
         size = len(self.log)
-        key = np.array(self.log, dtype=np.int64)
+        key = np.fromiter(self.log, dtype=np.int64, count=size)
         key, count = np.divmod(key, self.span)
         channel, chunk = np.divmod(key, self.span)
         times, upto = zip(*self.started) if self.started else ((), ())
@@ -403,10 +403,10 @@ class _SmallMatcher:
         npu = np.concatenate([dst, src]).astype(np.int64)
         instant = np.searchsorted(events, np.concatenate([end, start]))
         kind = np.repeat(np.array([0, 1], dtype=np.int64), size)
-        order = np.argsort(((npu * len(events) + instant) * 2 + kind) * size + np.tile(np.arange(size), 2))
+        order = _stable_order((npu * len(events) + instant) * 2 + kind, self.n * len(events) * 2)
         position = np.empty(2 * size, dtype=np.int32)
         position[order] = np.arange(2 * size) - _group_starts(npu, self.n)[npu[order]]
-        by_channel = np.argsort(channel.astype(np.int32), kind="stable")
+        by_channel = _stable_order(channel, self.num_direct)
         tag = np.empty(size, dtype=np.int64)
         tag[by_channel] = np.arange(size) - _group_starts(channel, self.num_direct)[channel[by_channel]]
         as_int = {name: values.astype(np.int32) for name, values in
@@ -416,6 +416,18 @@ class _SmallMatcher:
             start=start, end=end, send_seq=position[size:], recv_seq=position[:size],
             anchor=np.broadcast_to(np.int32(NO_ANCHOR), (size,)), anchor_is_send=np.broadcast_to(False, (size,)), **as_int,
         )
+
+
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` of integer ``keys`` in ``[0, bound)``: as 16-bit keys
+    (numpy's radix sort) when they fit, else by a sort of keys made distinct by their position.
+
+    >>> _stable_order(np.array([3, 1, 3, 0, 1]), 4).tolist(), _stable_order(np.array([3, 1, 3, 0, 1]), 2**20).tolist()
+    ([3, 1, 4, 0, 2], [3, 1, 4, 0, 2])
+    """
+    if bound <= 2**16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    return np.argsort(keys.astype(np.int64) * len(keys) + np.arange(len(keys)))
 
 
 def _group_starts(keys: np.ndarray, groups: int) -> np.ndarray:
