@@ -202,6 +202,7 @@ class _SmallMatcher:
         single = self.max_cap == 1
         every_merges = self.one_cap and not single  # every channel's messages may merge chunks
         reach_back, extend_held = self.reach_back, self.extend_held
+        short_caps = self.max_cap <= HOP_TABLE  # every message's hop time at hand
         longest_cap = self.max_cap if self.one_cap else 1
         sent = 0
         last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
@@ -308,7 +309,7 @@ class _SmallMatcher:
                     if m > cap[c]:
                         m = cap[c]
                     bits = ((1 << m) - 1) << first
-                    arrives = t + (hop[c][m] if m <= HOP_TABLE else self._hop_ns(c, m))
+                    arrives = t + (hop[c][m] if short_caps or m <= HOP_TABLE else self._hop_ns(c, m))
                 else:
                     m = 1
                     bits = 1 << first
