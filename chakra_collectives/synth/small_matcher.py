@@ -138,6 +138,8 @@ class _SmallMatcher:
         for c, (s, d) in enumerate(zip(self.src, self.dst)):
             self.in_neighbours[d].append(s)
             self.out_channels[s].append(c)
+        self.most_in = max(map(len, self.in_neighbours), default=1)
+        """The most in-channels of an NPU: rounds of a matching instant (one channel a destination each)."""
         self.four_sources = [(*sources, *[n] * (4 - len(sources))) if len(sources) <= 4 else None for sources in self.in_neighbours]
         """Each NPU's in-neighbours, as four (the missing ones: ``n``, holding nothing), or None beyond four."""
         self.span = n * k + 1
@@ -191,8 +193,11 @@ class _SmallMatcher:
         in rounds (most constrained channel first, random among equals); each round's messages
         drawn at once (``_scarcest`` and ``_pick_runs``) and recorded (``_record``)."""
         src, dst, held, wanted, cap, rng = self.src, self.dst, self.held, self.wanted, self.cap, self.rng
-        # every free woken channel with candidates, in channel order
-        found = [(c, cand) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[dst[c]])]
+        # every free woken channel with candidates, in channel order (nothing in flight: every channel is free)
+        if instants:
+            found = [(c, cand) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[dst[c]])]
+        else:
+            found = [(c, cand) for c in woken if (cand := held[src[c]] & wanted[dst[c]])]
         if not found:
             return
         rounds = self._rounds(found)
@@ -354,17 +359,16 @@ class _SmallMatcher:
         channel), destinations in order. One draw per channel, in ``found``'s order."""
         dst = self.dst
         ordered = sorted([(dst[c], cand.bit_count(), u, c) for (c, cand), u in zip(found, self.rng.random(len(found)).tolist())])
-        rounds: list[list[int]] = []
+        rounds: list[list[int]] = [[] for _ in range(self.most_in)]
         previous, j = -1, 0
         for d, _, _, c in ordered:
             if d != previous:
                 previous, j = d, 0
             else:
                 j += 1
-            if j == len(rounds):
-                rounds.append([c])
-            else:
-                rounds[j].append(c)
+            rounds[j].append(c)
+        while not rounds[-1]:  # (round 0 holds every destination's first)
+            rounds.pop()
         return rounds
 
     def _hop_ns(self, c: int, m: int) -> float:
