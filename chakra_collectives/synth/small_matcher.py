@@ -23,6 +23,7 @@ Only direct channels: a network with switches (routed channels) is matched by
 from __future__ import annotations
 
 import heapq
+import operator
 
 import numpy as np
 
@@ -66,6 +67,9 @@ _SET_BITS = tuple(tuple(i for i in range(8) if byte >> i & 1) for byte in range(
 """The set bits of every byte, lowest first."""
 
 _WORD = (1 << 64) - 1
+
+_CHANNEL = operator.itemgetter(3)
+"""The channel of a round's entry ``(destination, candidates' count, draw, channel, candidates)``."""
 
 
 def _select(bits: int, pick: int) -> int:
@@ -213,7 +217,7 @@ class _SmallMatcher:
         last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
         for j, sel in enumerate(rounds):
             if j:  # the destination's earlier rounds took some (held does not change within an instant)
-                sel = [c for c in sel if held[src[c]] & wanted[dst[c]]]
+                sel = [entry for entry in sel if entry[4] & wanted[entry[0]]]
                 if not sel:
                     continue
             # one draw per channel with candidates, in order (only one channel per destination in a round:
@@ -221,9 +225,9 @@ class _SmallMatcher:
             draws = rng.random(len(sel)).tolist()
             if single:  # one chunk per message: the loop below without runs (most small matchings; the same picks)
                 sent += len(sel)
-                for c, u in zip(sel, draws):
-                    d = dst[c]
-                    pool = held[src[c]] & wanted[d]
+                for (d, _, _, c, pool), u in zip(sel, draws):
+                    if j:
+                        pool &= wanted[d]
                     if pool & (pool - 1):  # several candidates: the scarcest
                         levels = scarce[d]
                         if levels is None:
@@ -246,21 +250,22 @@ class _SmallMatcher:
                     log.append(single_base[c] + first * span)
                     carrying[c] = bits
                 # _record: busy on its channel until it arrives (on a uniform network, the whole round together)
-                for arrives, channels in ([(t + self.uniform_hop, sel)] if self.uniform_hop is not None else [(t + hop1[c], (c,)) for c in sel]):
+                channels = list(map(_CHANNEL, sel))
+                for arrives, together in ([(t + self.uniform_hop, channels)] if self.uniform_hop is not None else [(t + hop1[c], (c,)) for c in channels]):
                     if arrives != last:
                         last = arrives
                         arriving = ending.get(arrives)
                         if arriving is None:
                             arriving = ending[arrives] = []
                             heapq.heappush(instants, arrives)
-                    arriving.extend(channels)
+                    arriving.extend(together)
                 continue
             if not self.one_cap:
-                longest_cap = max(cap[c] for c in sel)
+                longest_cap = max(cap[entry[3]] for entry in sel)
             longest = min(16, longest_cap)
-            for c, u in zip(sel, draws):
-                d = dst[c]
-                cand = held[src[c]] & wanted[d]
+            for (d, _, _, c, cand), u in zip(sel, draws):
+                if j:
+                    cand &= wanted[d]
                 if not cand & (cand - 1):  # one candidate: a message of it alone, whatever the rules (the draw unused)
                     wanted[d] ^= cand
                     sent += 1
@@ -353,20 +358,21 @@ class _SmallMatcher:
             one |= h
         return one & ~two, two & ~three
 
-    def _rounds(self, found: list[tuple[int, int]]) -> list[list[int]]:
+    def _rounds(self, found: list[tuple[int, int]]) -> list[list[tuple[int, int, float, int, int]]]:
         """The channels of ``found`` (``(channel, candidates)`` in channel order) in rounds: round
         ``j`` holds every destination's ``j``-th channel by (fewest candidates, a random draw,
-        channel), destinations in order. One draw per channel, in ``found``'s order."""
+        channel), destinations in order, as ``(destination, count, draw, channel, candidates)``.
+        One draw per channel, in ``found``'s order."""
         dst = self.dst
-        ordered = sorted([(dst[c], cand.bit_count(), u, c) for (c, cand), u in zip(found, self.rng.random(len(found)).tolist())])
-        rounds: list[list[int]] = [[] for _ in range(self.most_in)]
+        ordered = sorted([(dst[c], cand.bit_count(), u, c, cand) for (c, cand), u in zip(found, self.rng.random(len(found)).tolist())])
+        rounds: list[list[tuple[int, int, float, int, int]]] = [[] for _ in range(self.most_in)]
         previous, j = -1, 0
-        for d, _, _, c in ordered:
-            if d != previous:
-                previous, j = d, 0
+        for entry in ordered:
+            if entry[0] != previous:
+                previous, j = entry[0], 0
             else:
                 j += 1
-            rounds[j].append(c)
+            rounds[j].append(entry)
         while not rounds[-1]:  # (round 0 holds every destination's first)
             rounds.pop()
         return rounds
