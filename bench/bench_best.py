@@ -16,9 +16,10 @@ Three parts (``--part``; default: all):
 * ``small``: what a user meets first, against TACOS C++'s figures (issue 25: a 64-NPU trial
   <= 8 ms, 256-NPU synthesis <= 0.6 s, the whole ``-a tacos`` command <= 0.3 s): the whole
   commands of :data:`SMALL` (median of ``--repeat`` fresh processes, wall and CPU), the
-  ``-a tacos`` command's parts (importing it, ``synthesize``, the bounds), one TACOS
-  matching (median, CPU) and one ``tacos()`` synthesis at 64 and 256 NPUs; with ``--against DIR``
-  the same from that copy, interleaved, and their ratios; ``--tacos 'CMD'`` also times a TACOS
+  ``-a tacos`` command's parts (importing it as a library would, ``synthesize``, the bounds), one
+  TACOS matching (median, CPU) and one ``tacos()`` synthesis at 64 and 256 NPUs (the medians of
+  :data:`TRIAL_ROUNDS` processes); with ``--against DIR`` the same from that copy, interleaved
+  process by process, and their ratios; ``--tacos 'CMD'`` also times a TACOS
   C++ binary as a whole process (it is not built here: give the command line that runs it on
   the case compared).
 
@@ -67,6 +68,8 @@ FORESTCOLL_COMMANDS = [
     ("a100:16 all-gather -a forestcoll", ["-t", "a100:16", "-a", "forestcoll", "-c", "all-gather"], 0.5, False),
 ]
 """ForestColl alone as whole commands (issue 25's targets; ``forestcoll`` and ``--against``)."""
+TRIAL_ROUNDS = 3
+"""``small``: processes per copy timing matchings and ``tacos()`` (alternating with the other copy's); the medians of their medians."""
 CLI = [sys.executable, "-m", "chakra_collectives"]
 BYTECODE = Path(tempfile.gettempdir()) / "bench_best_pycache"
 """Where the children keep their compiled modules: an installed package carries its bytecode, and
@@ -203,7 +206,7 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
     copies = [None] if source is None else [None, source]
     for path in copies:
         subprocess.run([*cli(path), "synth", "-t", "ring:4", "-a", "ring"], env=CHILD_ENV, capture_output=True, check=True)
-    names = {None: "this", source: "other"}
+    names = {None: "this", **({source: "other"} if source else {})}
     print(f"{'whole command (median of ' + str(repeat) + ')':44}" + "".join(f" {names[p] + ' s':>8} {'cpu':>6}" for p in copies)
           + ("  ratio" if source else "") + "  target")
     for label, arguments, target, _ in SMALL:
@@ -234,10 +237,12 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
             subprocess.run(tacos_command, shell=True, capture_output=True, check=True)
             walls.append(time.perf_counter() - started)
         print(f"{'TACOS C++: ' + tacos_command[:32]:44} {statistics.median(walls):>8.3f}")
-    found = {}
-    for path in copies:
-        done = subprocess.run([sys.executable, "-c", _TRIALS, str(path or ""), str(repeat)], capture_output=True, text=True, check=True, env=CHILD_ENV)
-        found[path] = json.loads(done.stdout)
+    runs: dict[Path | None, list[dict]] = {p: [] for p in copies}
+    for _ in range(TRIAL_ROUNDS):  # the copies' processes alternate: both see the same load
+        for path in copies:
+            done = subprocess.run([sys.executable, "-c", _TRIALS, str(path or ""), str(repeat)], capture_output=True, text=True, check=True, env=CHILD_ENV)
+            runs[path].append(json.loads(done.stdout))
+    found = {p: {spec: [statistics.median(run[spec][i] for run in runs[p]) for i in (0, 1)] for spec in runs[p][0]} for p in copies}
     print(f"{'All-Gather 64 MiB, K=1, CPU s (medians)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else "") + "  target")
     for spec, (trial_target, synthesis_target) in (("mesh2d:8x8", (0.008, None)), ("mesh2d:16x16", (None, 0.6))):
         for i, what, target in ((0, "one matching", trial_target), (1, "tacos() synthesis", synthesis_target)):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from chakra_collectives.cli import app
+from chakra_collectives.cli.app import app
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_INTEROP = REPO.parent / "shared" / "interop"
@@ -35,8 +35,8 @@ def cli(monkeypatch):
     from chakra_collectives.cli.app import console, err_console
 
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setattr(console, "_width", 80)
-    monkeypatch.setattr(err_console, "_width", 80)
+    monkeypatch.setattr(console.made, "_width", 80)  # the consoles themselves (made when first used)
+    monkeypatch.setattr(err_console.made, "_width", 80)
     runner = CliRunner()
 
     def run(*args: object):

@@ -47,7 +47,7 @@ def replay_json(tmp_path_factory):
     """``replay --json`` of the sample training iteration with the sample TACOS all-reduce."""
     from typer.testing import CliRunner
 
-    from chakra_collectives.cli import app
+    from chakra_collectives.cli.app import app
 
     out = tmp_path_factory.mktemp("replay") / "replay.json"
     result = CliRunner().invoke(app, ["replay", str(SAMPLES / "workload/train_step"), "-t", str(TOPOLOGY),

@@ -1,16 +1,23 @@
 """``chakra-coll``: the command-line interface (one module per command, loaded when used).
 
-See :mod:`chakra_collectives.cli.app` for how commands are registered and listed.
+See :mod:`chakra_collectives.cli.app` for how commands are registered and listed (its ``app``
+is the Typer application; this package imports it only when :func:`main` runs).
 """
+
+from __future__ import annotations
 
 import sys
 
-from chakra_collectives.cli.app import app
+from chakra_collectives.cli.start_up import pause_collector
 
 
 def main() -> None:
     """Run the CLI. Memory that runs out where even the one-line error could not be formatted
-    (the command's frames still held it) ends here, after they are released: one line, exit 4."""
+    (the command's frames still held it) ends here, after they are released: one line, exit 4.
+    No garbage collection runs while the command's modules load (:mod:`.start_up`)."""
+    pause_collector()
+    from chakra_collectives.cli.app import app
+
     try:
         app()
     except MemoryError:
@@ -21,4 +28,4 @@ def main() -> None:
         raise SystemExit(4) from None
 
 
-__all__ = ["app", "main"]
+__all__ = ["main"]

@@ -19,14 +19,17 @@ import re
 import sys
 import textwrap
 from collections.abc import Mapping
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import typer
-from rich.console import Console
 
 from chakra_collectives.cli.limits_option import with_memory_limit
 from chakra_collectives.cli.helpformat import Command, Group
+from chakra_collectives.cli.start_up import resume_collector
 from chakra_collectives.errors import ChakraCollError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 COMMANDS: tuple[tuple[str, str | tuple[str, ...], str], ...] = (
     ("demo", "demo_cmd", "The main job on a built-in example: synthesize, verify, replay, compare, draw."),
@@ -100,8 +103,38 @@ def _top() -> None:
     pass
 
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+class LazyConsole:
+    """A :class:`rich.console.Console` made when first used (importing rich takes ~20 ms): a
+    command that prints only JSON never makes one. Its attributes are the console's, read and
+    written (``monkeypatch.setattr(console, "_width", 80)`` sets the console's own).
+
+    >>> out = LazyConsole(width=12, highlight=False)
+    >>> out.width, out.made.width
+    (12, 12)
+    """
+
+    def __init__(self, **options: Any) -> None:
+        object.__setattr__(self, "_options", options)
+        object.__setattr__(self, "_made", None)
+
+    @property
+    def made(self) -> Console:
+        """The console itself, made now if it was not yet."""
+        if self._made is None:
+            from rich.console import Console
+
+            object.__setattr__(self, "_made", Console(**self._options))
+        return self._made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.made, name, value)
+
+
+console = LazyConsole(highlight=False)
+err_console = LazyConsole(stderr=True, highlight=False)
 
 
 def _typer(name: str, help: str | None = None) -> typer.Typer:
@@ -126,6 +159,7 @@ def command(name: str, *, group: typer.Typer | None = None, **options: Any) -> C
 
         @functools.wraps(limited)
         def run(*args: Any, **kwargs: Any) -> Any:
+            resume_collector()  # start-up is over: its modules are loaded
             try:
                 return limited(*args, **kwargs)
             except ChakraCollError as error:
@@ -152,7 +186,7 @@ def fail(error: ChakraCollError) -> None:
 _KEEP_UNIT = re.compile(r"(\d) (ns|µs|ms|s|B|KiB|MiB|GiB|TiB|GB/s|files|ranks|NPUs|links)\b")
 
 
-def say(text: str, *, prefix: str = "", indent: int | None = None, style: str | None = None, to: Console | None = None) -> None:
+def say(text: str, *, prefix: str = "", indent: int | None = None, style: str | None = None, to: Console | LazyConsole | None = None) -> None:
     """Print ``text`` wrapped at the terminal's width on spaces only: a path or any other word
     longer than a line is never broken (it runs on, and the terminal's copy keeps it whole).
 
@@ -160,6 +194,7 @@ def say(text: str, *, prefix: str = "", indent: int | None = None, style: str | 
     are indented by ``indent`` (default: the prefix's width). ``text`` is plain (no markup).
 
     >>> import io
+    >>> from rich.console import Console
     >>> out = Console(file=io.StringIO(), width=30)
     >>> say("wrote /a/very/long/path/that/does/not/fit/in/thirty/columns.et and more", prefix="  ", to=out)
     >>> print(out.file.getvalue(), end="")

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Iterator
 
 from chakra_collectives import progress
+from chakra_collectives.cli.app import LazyConsole
 from chakra_collectives.progress import Update
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _GENERIC = {"phases", "candidates", "steps"}
 """Container tasks that say nothing to a user; left out of the line."""
@@ -119,12 +121,13 @@ class _View:
 
 
 @contextlib.contextmanager
-def showing_progress(console: Console, title: str, *, enabled: bool = True, delay_s: float = 1.0) -> Iterator[None]:
-    """Show the progress of the work inside the block on ``console`` (see the module docstring)."""
+def showing_progress(console: Console | LazyConsole, title: str, *, enabled: bool = True, delay_s: float = 1.0) -> Iterator[None]:
+    """Show the progress of the work inside the block on ``console`` (see the module docstring;
+    not enabled, the console is not even made)."""
     if not enabled or not console.is_terminal:
         yield
         return
-    view = _View(console, title, delay_s)
+    view = _View(console.made if isinstance(console, LazyConsole) else console, title, delay_s)
     try:
         with progress.reporting(view.update):
             with progress.task(title):

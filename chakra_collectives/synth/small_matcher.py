@@ -23,6 +23,7 @@ Only direct channels: a network with switches (routed channels) is matched by
 from __future__ import annotations
 
 import heapq
+import operator
 
 import numpy as np
 
@@ -66,6 +67,9 @@ _SET_BITS = tuple(tuple(i for i in range(8) if byte >> i & 1) for byte in range(
 """The set bits of every byte, lowest first."""
 
 _WORD = (1 << 64) - 1
+
+_CHANNEL = operator.itemgetter(3)
+"""The channel of a round's entry ``(destination, candidates' count, draw, channel, candidates)``."""
 
 
 def _select(bits: int, pick: int) -> int:
@@ -121,12 +125,16 @@ class _SmallMatcher:
         self.latency, self.rate, self.chunk_bytes = channels.link_latency[links].tolist(), channels.link_rate[links].tolist(), channels.chunk_bytes
         self.hop = [[lat + (m * self.chunk_bytes) / r for m in range(min(top, HOP_TABLE) + 1)] for lat, r, top in zip(self.latency, self.rate, cap)]
         """``hop[c][m]``: a message of ``m`` chunks on channel ``c``, ns, up to :data:`HOP_TABLE` chunks (:meth:`_hop_ns`)."""
+        self.hop1 = [times[1] for times in self.hop]
+        self.uniform_hop = self.hop1[0] if self.hop1 and len(set(self.hop1)) == 1 else None
+        """One chunk's hop time when every channel has the same, else None."""
         self.one_cap = len(set(cap)) == 1
         self.num_direct = len(self.src)
         block = (1 << k) - 1
         self.own = [block << (npu * k) for npu in range(n)]
         everything = (1 << (n * k)) - 1
-        self.held = list(self.own)
+        self.held = [*self.own, 0]
+        """What each NPU holds (a bitset), and a last 0: what none holds (:attr:`four_sources`)."""
         self.wanted = [everything & ~own for own in self.own]
         self.remaining = n * n * k - n * k
         self.in_neighbours: list[list[int]] = [[] for _ in range(n)]
@@ -134,8 +142,14 @@ class _SmallMatcher:
         for c, (s, d) in enumerate(zip(self.src, self.dst)):
             self.in_neighbours[d].append(s)
             self.out_channels[s].append(c)
+        self.most_in = max(map(len, self.in_neighbours), default=1)
+        """The most in-channels of an NPU: rounds of a matching instant (one channel a destination each)."""
+        self.four_sources = [(*sources, *[n] * (4 - len(sources))) if len(sources) <= 4 else None for sources in self.in_neighbours]
+        """Each NPU's in-neighbours, as four (the missing ones: ``n``, holding nothing), or None beyond four."""
         self.span = n * k + 1
         self.log: list[int] = []
+        self.single_base = [c * self.span * self.span + 1 for c in range(self.num_direct)]
+        """A one-chunk message's :attr:`log` entry on each channel, less ``first chunk * span``."""
         """Every message as one number: ``(channel * span + first chunk) * span + chunks`` (:meth:`_schedule` splits them)."""
         self.started: list[tuple[float, int]] = []
         """Every instant messages start at, and how many of the :attr:`log`'s do by then."""
@@ -163,12 +177,10 @@ class _SmallMatcher:
                 self.events.append(t)
                 # _arrive: deliver every message arriving at t; wake the channels freed and those out of the receivers
                 done = ending.pop(t)
-                receivers = set()
                 for c in done:
-                    d = dst[c]
-                    held[d] |= carrying[c]
+                    held[dst[c]] |= carrying[c]
                     carrying[c] = 0
-                    receivers.add(d)
+                receivers = set(map(dst.__getitem__, done))
                 if len(receivers) == len(out_channels):  # every channel leaves a receiver
                     woken = range(num_direct)
                 else:
@@ -185,26 +197,21 @@ class _SmallMatcher:
         in rounds (most constrained channel first, random among equals); each round's messages
         drawn at once (``_scarcest`` and ``_pick_runs``) and recorded (``_record``)."""
         src, dst, held, wanted, cap, rng = self.src, self.dst, self.held, self.wanted, self.cap, self.rng
-        # (destination, candidates, channel) of every free woken channel with candidates
-        found = [(d, cand, c) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[(d := dst[c])])]
+        # every free woken channel with candidates, in channel order (nothing in flight: every channel is free)
+        if instants:
+            found = [(c, cand) for c in woken if not carrying[c] and (cand := held[src[c]] & wanted[dst[c]])]
+        else:
+            found = [(c, cand) for c in woken if (cand := held[src[c]] & wanted[dst[c]])]
         if not found:
             return
-        # round j takes every destination's j-th channel, by (fewest candidates, a random draw)
-        ordered = sorted([(d, cand.bit_count(), u, c, cand) for (d, cand, c), u in zip(found, rng.random(len(found)).tolist())])
-        rounds: list[list[tuple[int, int, float, int, int]]] = []
-        previous, j = -1, 0
-        for entry in ordered:
-            if entry[0] != previous:
-                previous, j = entry[0], 0
-            else:
-                j += 1
-            if j == len(rounds):
-                rounds.append([entry])
-            else:
-                rounds[j].append(entry)
-        scarce: dict[int, tuple[int, int]] = {}  # per destination: the chunks exactly one / two of its in-neighbours hold
-        in_neighbours, hop, log, k, own, span = self.in_neighbours, self.hop, self.log, self.k, self.own, self.span
+        rounds = self._rounds(found)
+        scarce: list[tuple[int, int] | None] = [None] * self.n  # per destination: the chunks exactly one / two of its in-neighbours hold
+        hop, hop1, log, k, own, span = self.hop, self.hop1, self.log, self.k, self.own, self.span
+        single_base = self.single_base
         single = self.max_cap == 1
+        every_merges = self.one_cap and not single  # every channel's messages may merge chunks
+        reach_back, extend_held = self.reach_back, self.extend_held
+        short_caps = self.max_cap <= HOP_TABLE  # every message's hop time at hand
         longest_cap = self.max_cap if self.one_cap else 1
         sent = 0
         last, arriving = -1.0, []  # the last arrival instant recorded, and its channels
@@ -213,29 +220,88 @@ class _SmallMatcher:
                 sel = [entry for entry in sel if entry[4] & wanted[entry[0]]]
                 if not sel:
                     continue
-            if not single and not self.one_cap:
-                longest_cap = max(cap[entry[3]] for entry in sel)
             # one draw per channel with candidates, in order (only one channel per destination in a round:
             # what one takes does not change another's candidates)
-            for (d, _, _, c, cand), u in zip(sel, rng.random(len(sel)).tolist()):
+            draws = rng.random(len(sel)).tolist()
+            if single:  # one chunk per message: the loop below without runs (most small matchings; the same picks)
+                sent += len(sel)
+                for (d, _, _, c, pool), u in zip(sel, draws):
+                    if j:
+                        pool &= wanted[d]
+                    if pool & (pool - 1):  # several candidates: the scarcest
+                        levels = scarce[d]
+                        if levels is None:
+                            levels = scarce[d] = self._levels(d)
+                        pool = pool & levels[0] or pool & levels[1] or pool
+                        pick = int(u * pool.bit_count())
+                        if pick == 0:
+                            first = (pool & -pool).bit_length() - 1
+                        elif pick < 4:
+                            for _ in range(pick):
+                                pool &= pool - 1
+                            first = (pool & -pool).bit_length() - 1
+                        else:
+                            first = _select(pool, pick)
+                        bits = 1 << first
+                    else:
+                        bits = pool
+                        first = bits.bit_length() - 1
+                    wanted[d] ^= bits
+                    log.append(single_base[c] + first * span)
+                    carrying[c] = bits
+                # _record: busy on its channel until it arrives (on a uniform network, the whole round together)
+                channels = list(map(_CHANNEL, sel))
+                for arrives, together in ([(t + self.uniform_hop, channels)] if self.uniform_hop is not None else [(t + hop1[c], (c,)) for c in channels]):
+                    if arrives != last:
+                        last = arrives
+                        arriving = ending.get(arrives)
+                        if arriving is None:
+                            arriving = ending[arrives] = []
+                            heapq.heappush(instants, arrives)
+                    arriving.extend(together)
+                continue
+            if not self.one_cap:
+                longest_cap = max(cap[entry[3]] for entry in sel)
+            longest = min(16, longest_cap)
+            for (d, _, _, c, cand), u in zip(sel, draws):
                 if j:
                     cand &= wanted[d]
-                if cand & (cand - 1):  # several candidates: the scarcest
-                    levels = scarce.get(d)
-                    if levels is None:
-                        one = two = three = 0
-                        for s in in_neighbours[d]:
-                            h = held[s]
-                            three |= two & h
-                            two |= one & h
-                            one |= h
-                        levels = scarce[d] = (one & ~two, two & ~three)
-                    pool = cand & levels[0] or cand & levels[1] or cand
-                else:
-                    pool = cand
-                runs = longest_cap > 1 and cap[c] > 1
-                if runs:
-                    pool = self._starts(pool, cand, d, longest_cap)
+                if not cand & (cand - 1):  # one candidate: a message of it alone, whatever the rules (the draw unused)
+                    wanted[d] ^= cand
+                    sent += 1
+                    log.append(single_base[c] + (cand.bit_length() - 1) * span)
+                    carrying[c] = cand
+                    arrives = t + hop1[c]
+                    if arrives != last:
+                        last = arrives
+                        arriving = ending.get(arrives)
+                        if arriving is None:
+                            arriving = ending[arrives] = []
+                            heapq.heappush(instants, arrives)
+                    arriving.append(c)
+                    continue
+                # several candidates: the scarcest
+                levels = scarce[d]
+                if levels is None:
+                    levels = scarce[d] = self._levels(d)
+                pool = cand & levels[0] or cand & levels[1] or cand
+                runs = every_merges or longest_cap > 1 and cap[c] > 1
+                if runs:  # _pick_runs: where its message may start
+                    if reach_back:
+                        pool = self._reached(pool, cand, longest_cap)
+                    starts = pool & ~(pool << 1)
+                    pool, follows, length = starts, cand, 1
+                    while length < longest:  # the starts of the longest runs of candidates
+                        follows &= follows >> length
+                        length *= 2
+                        longer = starts & follows
+                        if not longer:
+                            break
+                        pool = longer
+                    if extend_held:
+                        extending = pool & ~(wanted[d] << 1)
+                        if extending:
+                            pool = extending
                 pick = int(u * pool.bit_count())
                 if pick == 0:
                     first = (pool & -pool).bit_length() - 1
@@ -253,7 +319,7 @@ class _SmallMatcher:
                     if m > cap[c]:
                         m = cap[c]
                     bits = ((1 << m) - 1) << first
-                    arrives = t + (hop[c][m] if m <= HOP_TABLE else self._hop_ns(c, m))
+                    arrives = t + (hop[c][m] if short_caps or m <= HOP_TABLE else self._hop_ns(c, m))
                 else:
                     m = 1
                     bits = 1 << first
@@ -274,37 +340,60 @@ class _SmallMatcher:
         if sent:
             self.started.append((t, len(log)))
 
+    def _levels(self, d: int) -> tuple[int, int]:
+        """``_scarcest``'s levels at destination ``d``: the chunks exactly one, exactly two of its in-neighbours hold."""
+        held = self.held
+        four = self.four_sources[d]
+        if four is not None:  # the count of holders per chunk in binary: parity, and the twos' bit (four holders: neither)
+            a, b, c, e = held[four[0]], held[four[1]], held[four[2]], held[four[3]]
+            low, high = a ^ b, c ^ e
+            parity = low ^ high
+            twos = (a & b) ^ (c & e) ^ (low & high)
+            return parity & ~twos, twos & ~parity
+        one = two = three = 0
+        for s in self.in_neighbours[d]:
+            h = held[s]
+            three |= two & h
+            two |= one & h
+            one |= h
+        return one & ~two, two & ~three
+
+    def _rounds(self, found: list[tuple[int, int]]) -> list[list[tuple[int, int, float, int, int]]]:
+        """The channels of ``found`` (``(channel, candidates)`` in channel order) in rounds: round
+        ``j`` holds every destination's ``j``-th channel by (fewest candidates, a random draw,
+        channel), destinations in order, as ``(destination, count, draw, channel, candidates)``.
+        One draw per channel, in ``found``'s order."""
+        dst = self.dst
+        ordered = sorted([(dst[c], cand.bit_count(), u, c, cand) for (c, cand), u in zip(found, self.rng.random(len(found)).tolist())])
+        rounds: list[list[tuple[int, int, float, int, int]]] = [[] for _ in range(self.most_in)]
+        previous, j = -1, 0
+        for entry in ordered:
+            if entry[0] != previous:
+                previous, j = entry[0], 0
+            else:
+                j += 1
+            rounds[j].append(entry)
+        while not rounds[-1]:  # (round 0 holds every destination's first)
+            rounds.pop()
+        return rounds
+
     def _hop_ns(self, c: int, m: int) -> float:
         """A message of ``m`` chunks on channel ``c``, ns (:meth:`Channels.hop_ns`, the same floats; :attr:`hop` holds the first)."""
         return self.latency[c] + (m * self.chunk_bytes) / self.rate[c]
 
-    def _starts(self, pool: int, cand: int, d: int, longest_cap: int) -> int:
-        """``_pick_runs`` for a merging channel: where its message may start."""
-        if self.reach_back:
-            reached, path = pool, cand
-            limit = min(longest_cap, 64)
-            step = 1
-            while step < limit:
-                reached |= path & (reached >> step)
-                if 2 * step < limit:
-                    path &= path >> step
-                step *= 2
-            pool = reached
-        starts = pool & ~(pool << 1)
-        best, follows, length = starts, cand, 1
-        longest = min(16, longest_cap)
-        while length < longest:
-            follows &= follows >> length
-            length *= 2
-            longer = starts & follows
-            if not longer:
-                break
-            best = longer
-        if self.extend_held:
-            extending = best & ~(self.wanted[d] << 1)
-            if extending:
-                best = extending
-        return best
+    @staticmethod
+    def _reached(pool: int, cand: int, longest_cap: int) -> int:
+        """``reach_back``: ``pool`` and every candidate before one of it in a run of candidates
+        (at most ``longest_cap`` long) holding it."""
+        reached, path = pool, cand
+        limit = min(longest_cap, 64)
+        step = 1
+        while step < limit:
+            reached |= path & (reached >> step)
+            if 2 * step < limit:
+                path &= path >> step
+            step *= 2
+        return reached
 
     def _schedule(self) -> Schedule:
         """The messages as columns. A channel's tag counts its messages so far; an NPU's program
@@ -312,7 +401,7 @@ class _SmallMatcher:
         order (the order of the matcher's deliveries), then sends (:meth:`_match`'s). Arrivals are
         the matcher's floats: the same operations on the same numbers."""
         size = len(self.log)
-        key = np.array(self.log, dtype=np.int64)
+        key = np.fromiter(self.log, dtype=np.int64, count=size)
         key, count = np.divmod(key, self.span)
         channel, chunk = np.divmod(key, self.span)
         times, upto = zip(*self.started) if self.started else ((), ())
@@ -325,10 +414,10 @@ class _SmallMatcher:
         npu = np.concatenate([dst, src]).astype(np.int64)
         instant = np.searchsorted(events, np.concatenate([end, start]))
         kind = np.repeat(np.array([0, 1], dtype=np.int64), size)
-        order = np.argsort(((npu * len(events) + instant) * 2 + kind) * size + np.tile(np.arange(size), 2))
+        order = _stable_order((npu * len(events) + instant) * 2 + kind, self.n * len(events) * 2)
         position = np.empty(2 * size, dtype=np.int32)
         position[order] = np.arange(2 * size) - _group_starts(npu, self.n)[npu[order]]
-        by_channel = np.argsort(channel.astype(np.int32), kind="stable")
+        by_channel = _stable_order(channel, self.num_direct)
         tag = np.empty(size, dtype=np.int64)
         tag[by_channel] = np.arange(size) - _group_starts(channel, self.num_direct)[channel[by_channel]]
         as_int = {name: values.astype(np.int32) for name, values in
@@ -338,6 +427,18 @@ class _SmallMatcher:
             start=start, end=end, send_seq=position[size:], recv_seq=position[:size],
             anchor=np.broadcast_to(np.int32(NO_ANCHOR), (size,)), anchor_is_send=np.broadcast_to(False, (size,)), **as_int,
         )
+
+
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` of integer ``keys`` in ``[0, bound)``: as 16-bit keys
+    (numpy's radix sort) when they fit, else by a sort of keys made distinct by their position.
+
+    >>> _stable_order(np.array([3, 1, 3, 0, 1]), 4).tolist(), _stable_order(np.array([3, 1, 3, 0, 1]), 2**20).tolist()
+    ([3, 1, 4, 0, 2], [3, 1, 4, 0, 2])
+    """
+    if bound <= 2**16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")
+    return np.argsort(keys.astype(np.int64) * len(keys) + np.arange(len(keys)))
 
 
 def _group_starts(keys: np.ndarray, groups: int) -> np.ndarray:
