@@ -6,11 +6,14 @@ See :mod:`chakra_collectives.cli.app` for how commands are registered and listed
 import sys
 
 from chakra_collectives.cli.app import app
+from chakra_collectives.resources import reuse_freed_memory
 
 
 def main() -> None:
     """Run the CLI. Memory that runs out where even the one-line error could not be formatted
-    (the command's frames still held it) ends here, after they are released: one line, exit 4."""
+    (the command's frames still held it) ends here, after they are released: one line, exit 4.
+    Freed memory is kept for reuse (:func:`~chakra_collectives.resources.reuse_freed_memory`)."""
+    reuse_freed_memory()
     try:
         app()
     except MemoryError:
