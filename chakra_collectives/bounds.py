@@ -269,20 +269,30 @@ def _all_reduce_bounds(topology: Topology, size_bytes: int) -> tuple[float, floa
 def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -> tuple[int, frozenset[int]]:
     """``min over node sets S separating two NPUs of B_out(S)`` and such a set.
 
-    Every such cut separates NPU 0 from some NPU ``t``, one way or the other: ``2(N-1)``
-    max-flows in general, ``N-1`` when every NPU looks alike (``uniform``), and one
-    Stoer-Wagner global min cut when every link has an equal reverse and there are no switches
-    (then every cut separates NPUs and both directions weigh the same).
+    Every such cut separates NPU 0 from some NPU ``t``, one way or the other: the least of
+    ``2(N-1)`` max-flows in general, of ``N-1`` when every NPU looks alike (``uniform``) or
+    every link has an equal reverse (the two ways then weigh the same). Without switches and
+    with equal reverses every cut separates NPUs, so it is one Stoer-Wagner global min cut
+    (:func:`~chakra_collectives.flow.global_cut.global_min_cut`) -- and none on a ``uniform``
+    such network whose NPU pairs all have one bandwidth: a connected vertex-transitive graph's
+    edge connectivity is its degree (Mader, 1971), so the weakest cut leaves one NPU.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> ring = load_topology("ring:6")
+    >>> _weakest_npu_cut(ring, _integer_bandwidths(ring, reverse=False)[0])   # two links of 50 GB/s
+    (100, frozenset({0}))
     """
     n = topology.num_npus
     symmetric = all(capacity.get((v, u)) == b for (u, v), b in capacity.items())
     if symmetric and topology.num_switches == 0:
+        if topology.uniform and len(set(capacity.values())) == 1:
+            return sum(b for (u, _), b in capacity.items() if u == 0), frozenset({0})
         return global_min_cut(n, {(u, v): b for (u, v), b in capacity.items() if u < v})
     network = FlowNetwork(
         topology.num_nodes, src=[u for u, _ in capacity], dst=[v for _, v in capacity], cap=list(capacity.values())
     )
     pairs = [(0, t) for t in range(1, n)]
-    if not topology.uniform:
+    if not (topology.uniform or symmetric):
         pairs += [(t, 0) for t in range(1, n)]
     weakest, weakest_pair = None, pairs[0]
     for source, sink in pairs:

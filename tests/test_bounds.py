@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from math import gcd
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chakra_collectives import bounds as bounds_module
-from chakra_collectives.bounds import lower_bounds
+from chakra_collectives.bounds import _integer_bandwidths, _weakest_npu_cut, lower_bounds
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
@@ -56,7 +57,7 @@ def brute_force_all_reduce_cut(topo: Topology, size: int) -> float:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_cut_bound_equals_brute_force(data):
-    # symmetric switch-free networks take the Stoer-Wagner path for the All-Reduce cut
+    # symmetric networks take one max-flow per NPU for the All-Reduce cut, not two
     symmetric = data.draw(st.booleans())
     topo = random_topology(data.draw, st, max_npus=5, max_switches=0 if symmetric else 2, symmetric=symmetric)
     size = data.draw(st.integers(1, 2**30))
@@ -176,6 +177,42 @@ def test_builders_that_claim_uniform_npus_get_the_same_bounds_from_one_npu(spec)
         topology.uniform = True
         assert (quick.ingress_ns, quick.cut_ns, quick.latency_ns) == pytest.approx((every.ingress_ns, every.cut_ns, every.latency_ns))
         assert quick.reduce_scatter_all_gather_ns == pytest.approx(every.reduce_scatter_all_gather_ns)
+
+
+def _stoer_wagner(topology) -> int:
+    """networkx's global minimum cut of a symmetric, switch-free topology (pair bandwidths summed, as integers)."""
+    import networkx as nx
+
+    capacity, _ = _integer_bandwidths(topology, reverse=False)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(topology.num_npus))
+    graph.add_weighted_edges_from((u, v, b) for (u, v), b in capacity.items() if u < v)
+    return nx.stoer_wagner(graph)[0]
+
+
+def _out_of(topology, nodes) -> int:
+    capacity, _ = _integer_bandwidths(topology, reverse=False)
+    return sum(b for (u, v), b in capacity.items() if u in nodes and v not in nodes)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_weakest_npu_cut_equals_stoer_wagner_on_symmetric_networks(data):
+    # random symmetric networks (one max-flow per NPU), and circulants that claim uniform NPUs
+    # with one bandwidth (Mader's theorem: the weakest cut leaves one NPU)
+    if data.draw(st.booleans()):
+        topology = random_topology(data.draw, st, max_npus=8, max_switches=0, symmetric=True)
+    else:
+        from chakra_collectives.topology.families import circulant
+
+        n = data.draw(st.integers(3, 12))
+        strides = data.draw(st.lists(st.sampled_from([s for s in range(1, n // 2 + 1) if gcd(s, n) == 1]), min_size=1, max_size=3, unique=True))
+        topology = circulant(n, strides=strides)
+        assert topology.uniform
+    capacity, _ = _integer_bandwidths(topology, reverse=False)
+    value, nodes = _weakest_npu_cut(topology, capacity)
+    assert value == _stoer_wagner(topology)
+    assert _out_of(topology, nodes) == value and 0 < len(nodes) < topology.num_npus  # the set achieves it
 
 
 def test_meshes_are_not_uniform_and_adding_a_link_clears_the_claim():

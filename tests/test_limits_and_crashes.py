@@ -243,3 +243,36 @@ def test_files_that_would_not_fit_the_disk_are_refused_before_any_is_written(cli
     monkeypatch.setattr(resources, "free_disk_bytes", lambda folder: 10 * 2**20)  # 10 MiB: enough for its 0.8 MiB
     assert cli("synth", "-t", "ring:64", "-a", "ring", "-c", "all-reduce", "-s", "1MiB", "-o", out / "ar").exit_code == 0
     assert len(list(out.glob("ar.*.et"))) == 64
+
+
+
+MAPPED = """
+import ctypes, sys
+import numpy as np
+from chakra_collectives.resources import reuse_freed_memory
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Mallinfo2
+took = reuse_freed_memory() if sys.argv[1] == "reuse" else False
+column = np.ones(2**23)  # 64 MiB
+print(int(took), libc.mallinfo2().hblkhd)  # bytes in blocks mapped apart from the heap
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_large_columns_come_from_the_heap_so_freed_ones_are_reused():
+    def mapped_apart(mode: str) -> tuple[int, int]:
+        took, nbytes = subprocess.run([sys.executable, "-c", MAPPED, mode], capture_output=True, text=True, check=True).stdout.split()
+        return int(took), int(nbytes)
+
+    try:
+        took, reused = mapped_apart("reuse")
+    except subprocess.CalledProcessError:
+        pytest.skip("not glibc 2.33+: no mallinfo2")
+    if not took:
+        pytest.skip("not glibc: mallopt is absent")
+    assert mapped_apart("default")[1] >= 2**26  # by default a 64 MiB column is mapped on its own (and unmapped when freed)
+    assert reused < 2**26

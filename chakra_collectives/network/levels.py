@@ -100,7 +100,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
         return None  # known before the successors are laid out (a forest's trees share links at once)
     succ_ptr, succ = _successors(graph, task_id)
     time_type = np.result_type(graph.duration.dtype, costs.hop_delivered.dtype)
-    end = np.full(size, np.nan)  # a RECV's message arrival, until the RECV itself ends
+    end = np.full(size, -np.inf)  # -inf until timed; a RECV's message arrival, until the RECV itself ends
     ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
     partner = graph.partner
     stamp = np.zeros(size, dtype=task_id)
@@ -117,7 +117,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     message_of = np.full(size if longer else 0, -1, dtype=np.int32 if len(route_length) < 2**31 else np.int64)
     if longer:
         message_of[sends] = costs.kind_of_send  # a SEND's message kind, for its later hops
-    fan_out = np.diff(succ_ptr).astype(task_id)
+    fan_out = np.diff(succ_ptr).astype(np.intp)  # np.repeat's own count type: no conversion per level
     is_message = _message_edges(graph, succ_ptr, succ, task_id)
     done = 0
     checkpoints = [size * share for share in EARLY_CHECKS]
@@ -129,26 +129,22 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
                 del checkpoints[0]
                 if not _links_never_overlap_so_far(end, ready_at, sends, costs):
                     return None
-            begin = ready_at[frontier]
-            finish = begin + delay[frontier]
-            k = kind[frontier]
+            finish = ready_at[frontier] + delay[frontier]
             if longer:
-                is_send = k == SEND
+                is_send = kind[frontier] == SEND
                 if is_send.any():
                     finish[is_send] = _later_hops(message_of[frontier[is_send]], finish[is_send], costs)
-            is_recv = k == RECV
-            if is_recv.any():  # posted at begin; done when its message has arrived too
-                finish[is_recv] = np.maximum(begin[is_recv], end[frontier[is_recv]].astype(time_type, copy=False))
+            # a RECV (no delay) is posted at its start, done when its message has arrived too; the others' end is -inf
+            finish = np.maximum(finish, end[frontier]).astype(time_type, copy=False)
             end[frontier] = finish
             fan = fan_out[frontier]
             total = int(fan.sum())
             if total == 0:
                 break
-            source = np.repeat(np.arange(len(frontier)), fan)
             edge = np.arange(total)
             at = np.repeat(succ_ptr[frontier] - (np.cumsum(fan) - fan), fan) + edge
             targets = succ[at]
-            values = finish[source]
+            values = np.repeat(finish, fan)
             message = is_message[at]
             if message.any():  # the message edge: an arrival, not a dependency
                 end[targets[message]] = values[message]
@@ -282,7 +278,7 @@ def _links_never_overlap(send_start: np.ndarray, costs: HopCosts) -> bool:
 def _links_never_overlap_so_far(end: np.ndarray, ready_at: np.ndarray, sends: np.ndarray, costs: HopCosts) -> bool:
     """:func:`_links_never_overlap` over the SENDs timed so far (their times are final): two
     of their hops that overlap on a link overlap among all hops too."""
-    timed = np.flatnonzero(~np.isnan(end[sends]))
+    timed = np.flatnonzero(end[sends] > -np.inf)
     so_far = HopCosts(costs.kind_of_send[timed], costs.hop_ptr, costs.hop_link, costs.hop_busy, costs.hop_delivered)
     return _links_never_overlap(ready_at[sends[timed]].astype(np.float64, copy=False), so_far)
 

@@ -452,8 +452,8 @@ bounds, about 0.25 s with networkx's import, then run beside it instead of befor
 
 PREFETCH_COLLECTIVES = (Collective.ALL_REDUCE,)
 """Collectives whose ``best`` prefetches: All-Reduce's lower bounds, which the prefetched
-candidate then runs beside, cost about 0.25 s on mesh2d:8x8 (the weakest NPU cut, networkx's
-import); All-Gather's about 0.03 s, where starting early mostly lengthens a speculative run that
+candidate then runs beside, cost about 0.04 s on mesh2d:8x8 (the weakest NPU cut: a pure-Python
+Stoer-Wagner; 0.25 s with networkx's before); All-Gather's about 0.03 s, where starting early mostly lengthens a speculative run that
 TACOS's first result ends (at load 16, +0.1 s of CPU for the whole command)."""
 
 

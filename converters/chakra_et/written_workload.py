@@ -97,6 +97,14 @@ def written_workload(
 
 
 def _ids_unique_per_rank(rank: np.ndarray, node_id: np.ndarray) -> bool:
+    """Whether no node id repeats within a rank: in one pass where each rank's ids ascend (as
+    the synthesizers number them), else by sorting.
+
+    >>> _ids_unique_per_rank(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])), _ids_unique_per_rank(np.array([0, 0, 0]), np.array([2, 0, 2]))
+    (True, False)
+    """
+    if bool(np.all((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (node_id[1:] > node_id[:-1])))):
+        return True
     order = np.lexsort((node_id, rank))
     return not ((rank[order][1:] == rank[order][:-1]) & (node_id[order][1:] == node_id[order][:-1])).any()
 
