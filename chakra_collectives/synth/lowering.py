@@ -390,10 +390,11 @@ class _ReduceScatter:
     rank, and a rank's operations depend only on the messages it sends and receives, so the
     layout is worked out a range of ranks at a time (:class:`_RangeLayout`, ranges of
     :data:`REDUCE_SCATTER_PAIRS` pairs): here once for how many operations and scratch slots
-    each rank needs, again by :meth:`emit` for the ranks it fills (kept when one range is all).
+    each rank needs, again by :meth:`emit` for the ranks it fills (kept when one range is all,
+    unless not ``keep``: the ranks are then filled a part at a time).
     """
 
-    def __init__(self, rev: Schedule, *, result_offset, messages: _Messages | None = None) -> None:
+    def __init__(self, rev: Schedule, *, result_offset, messages: _Messages | None = None, keep: bool = True) -> None:
         self.rev = rev
         self.result_offset = result_offset
         n = rev.num_npus
@@ -409,8 +410,9 @@ class _ReduceScatter:
             layout = _RangeLayout(self, npus)
             self.ops_per_rank[npus.start : npus.stop] = layout.ops_per_rank
             self.scratch[npus.start : npus.stop] = layout.scratch
-            if len(ranges) == 1:
+            if len(ranges) == 1 and keep:
                 self.kept = layout
+            del layout
 
     def ranges(self, ranks: range) -> list[range]:
         """``ranks`` cut where the layout's ranges are cut."""
@@ -775,7 +777,7 @@ def lowered_in_parts(
             return _all_gather(first, messages, ranks=ranks, **common)
 
     elif collective is Collective.REDUCE_SCATTER:
-        rs = _ReduceScatter(first, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c % k), messages=messages)
+        rs = _ReduceScatter(first, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c % k), messages=messages, keep=False)
         lengths = rs.ops_per_rank
 
         def lower(ranks: range) -> CollectiveAlgorithm:
@@ -783,7 +785,7 @@ def lowered_in_parts(
 
     else:
         gather_schedule = schedules[1]
-        rs = _ReduceScatter(first, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c), messages=messages)
+        rs = _ReduceScatter(first, result_offset=lambda c: (np.int8(Buffer.OUTPUT), c), messages=messages, keep=False)
         gather = messages.like(gather_schedule).indexed()
         gather_lengths = gather_schedule.program_lengths()
         rs_messages = np.bincount(_channel_key(first), minlength=first.num_channels)
