@@ -4,7 +4,11 @@ Built column-wise with numpy straight into the final layout (:meth:`OpTable.from
 ``int32`` columns): a 4096-NPU All-Gather has ~16M messages, too many for one Python call per
 operation, and too many for a sort of all operations. Every rank's program is laid out from
 the schedule's ``send_seq`` / ``recv_seq`` (each NPU's sends and receives in time order), so an
-operation's global index is computed, never searched for.
+operation's global index is computed, never searched for. Every dependency is between
+operations of one rank, so any range of ranks can be lowered alone (``ranks=``, exactly the
+whole algorithm's operations of those ranks; :func:`lowered_in_parts` for a writer that lowers
+part after part), and the per-chunk work is done a range of NPUs at a time: the All-Gather's
+delivery rows, the Reduce-Scatter's layout (:data:`REDUCE_SCATTER_PAIRS` pairs at once).
 
 Dependencies encode exactly what the schedule assumed, so the network model replays it:
 
