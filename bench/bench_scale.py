@@ -1,6 +1,6 @@
 """Scale: whole commands at 256 to 16,384 NPUs, each run in a fresh process.
 
-``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,write,read,replay,small] [--before DIR] [--lock FILE]``
+``python bench/bench_scale.py [--full] [--repeat N] [--only synth,baselines,write,read,replay,small] [--before DIR] [--lock FILE] [--collective C] [--topologies T]``
 
 Every row is one command (``chakra-coll ...``) run as a user runs it, in its own process:
 wall seconds, CPU seconds (user + system: what the machine's load does not inflate), peak RSS
@@ -10,6 +10,9 @@ wall seconds, CPU seconds (user + system: what the machine's load does not infla
   256 and 1,024 NPUs (``--full``: 4,096 and 16,384 too): synthesis, prediction, bounds and
   ET-write seconds, operations, files on disk, efficiency against the bound. Targets: 4,096
   NPUs <= 90 s, <= 2 GB, efficiency >= 0.90; 16,384 <= 10 min, <= 8 GB; write memory <= 2x files.
+  ``--collective all-reduce`` for the All-Reduce; ``--topologies torus3d:34x34x34`` for the
+  TACOS paper's 40K row (``--only synth --collective all-reduce --topologies torus3d:34x34x34
+  --lock FILE --timeout 3600``: hours of matching on 2 cores today).
 * **baselines**: ring, direct, rhd all-reduce and tree reduce at 1,024 ranks built alone, each in
   a fresh process (target <= 2 s, <= 0.5 GB), and ``synth -t ring:1024 -a ring -c all-reduce``
   whole.
@@ -65,14 +68,14 @@ print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime
 """
 
 
-def measured(args: list, *, repeat: int = 1, env: dict | None = None, lock: str | None = None, cwd: Path | None = None) -> dict:
+def measured(args: list, *, repeat: int = 1, env: dict | None = None, lock: str | None = None, cwd: Path | None = None, limit_s: int = 900) -> dict:
     """``args`` run ``repeat`` times, each under a fresh monitor process (so ``ru_maxrss`` is this
     command's own peak): median wall and CPU seconds, the largest peak RSS, the last stdout.
-    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed), at most 900 s.
+    ``lock``: each run waits for ``flock LOCK`` (outside the monitor: the wait is not timed), at most ``limit_s`` seconds.
     ``cwd``: the folder they run in, whose ``chakra_collectives`` a ``python -c`` or ``-m`` imports
     first (ahead of ``PYTHONPATH``)."""
     results = []
-    wait = ["flock", lock, "nice", "-n", "10", "timeout", "900"] if lock else []
+    wait = ["flock", lock, "nice", "-n", "10", "timeout", str(limit_s)] if lock else []
     for _ in range(repeat):
         done = subprocess.run([*wait, sys.executable, "-c", MONITOR, *map(str, args)], capture_output=True, text=True, check=True, env=env, cwd=cwd)
         result = json.loads(done.stdout)
@@ -92,44 +95,46 @@ def disk_mib(folder: Path) -> float:
 
 
 # ---------------------------------------------------------------------------- tables
-def synth_table(sizes: list[int], repeat: int, shapes: list[str], before: str | None = None, lock: str | None = None) -> None:
+def synth_table(
+    sizes: list[int], repeat: int, shapes: list[str], before: str | None = None, lock: str | None = None, collective: str = "all-gather",
+    topologies: list[str] | None = None, limit_s: int = 900,
+) -> None:
     """The synth rows; ``before``: each command also run from that checkout (run in it, so that
     ``python -m`` imports its code), the two alternating run by run, with the CPU ratio (this
-    code / before)."""
-    print("\nsynth -c all-gather -s 64MiB -a tacos -o DIR (whole command; seconds; MiB)")
+    code / before). ``topologies``: these specs instead of ``shapes`` x ``sizes``."""
+    print(f"\nsynth -c {collective} -s 64MiB -a tacos -o DIR (whole command; seconds; MiB)")
     header = f"{'topology':<16} {'NPUs':>6} {'wall':>7} {'cpu':>7} {'synth':>7} {'predict':>7} {'bounds':>7} {'write':>7} {'ops':>11} {'files':>7} {'peak':>7} {'eff':>6} {'bounds':>6}"
     print(header)
     old_env = {**os.environ, "PYTHONPATH": str(Path(before).resolve())} if before else None
-    for shape in shapes:
-        for n in sizes:
-            side = int(round(n**0.5))
-            spec = f"{shape}:{side}x{side}"
-            runs: dict[str, list[dict]] = {"this": [], "before": []}
-            for _ in range(repeat):
-                for label, env in (("before", old_env), ("this", None)):
-                    if label == "before" and not before:
-                        continue
-                    command = [sys.executable, "-m", "chakra_collectives"] if before else [BIN]  # the same start-up both sides
-                    with tempfile.TemporaryDirectory() as tmp:
-                        out = Path(tmp) / "ag"
-                        r = measured([*command, "synth", "-t", spec, "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", out, "--json"],
-                                     env=env, lock=lock, cwd=Path(before).resolve() if label == "before" else None)
-                        r["files"] = disk_mib(Path(tmp))
-                    runs[label].append(r)
-            for label in ("before", "this") if before else ("this",):
-                rs = runs[label]
-                s = json.loads(rs[-1]["stdout"])
-                r = {key: statistics.median(x[key] for x in rs) for key in ("wall_s", "cpu_s", "files")}
-                eff = s["efficiency"]
-                print(
-                    f"{spec if label == 'this' else spec + ' before':<16} {n:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {s['synthesis_s']:>7.1f} {s['predict_s']:>7.1f} "
-                    f"{s['bounds_s']:>7.1f} {s['et_write_s']:>7.1f} {s['operations']:>11,} {r['files']:>7.0f} {max(x['peak_mib'] for x in rs):>7.0f} "
-                    f"{eff if eff is None else format(eff, '.3f'):>6} {s['bounds_method'] or '-':>6}",
-                    flush=True,
-                )
-            if before:
-                ratio = statistics.median(runs["this"][i]["cpu_s"] / runs["before"][i]["cpu_s"] for i in range(repeat))
-                print(f"{'':<16} CPU this / before: {ratio:.2f} (median of {repeat} alternating pairs)", flush=True)
+    specs = topologies or [f"{shape}:{int(round(n**0.5))}x{int(round(n**0.5))}" for shape in shapes for n in sizes]
+    for spec in specs:
+        runs: dict[str, list[dict]] = {"this": [], "before": []}
+        for _ in range(repeat):
+            for label, env in (("before", old_env), ("this", None)):
+                if label == "before" and not before:
+                    continue
+                command = [sys.executable, "-m", "chakra_collectives"] if before else [BIN]  # the same start-up both sides
+                with tempfile.TemporaryDirectory() as tmp:
+                    out = Path(tmp) / "c"
+                    r = measured([*command, "synth", "-t", spec, "-c", collective, "-s", "64MiB", "-a", "tacos", "-o", out, "--json"],
+                                 env=env, lock=lock, cwd=Path(before).resolve() if label == "before" else None, limit_s=limit_s)
+                    r["files"] = disk_mib(Path(tmp))
+                runs[label].append(r)
+        for label in ("before", "this") if before else ("this",):
+            rs = runs[label]
+            s = json.loads(rs[-1]["stdout"])
+            n = s["num_npus"]
+            r = {key: statistics.median(x[key] for x in rs) for key in ("wall_s", "cpu_s", "files")}
+            eff = s["efficiency"]
+            print(
+                f"{spec if label == 'this' else spec + ' before':<16} {n:>6} {r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {s['synthesis_s']:>7.1f} {s['predict_s']:>7.1f} "
+                f"{s['bounds_s']:>7.1f} {s['et_write_s']:>7.1f} {s['operations']:>11,} {r['files']:>7.0f} {max(x['peak_mib'] for x in rs):>7.0f} "
+                f"{eff if eff is None else format(eff, '.3f'):>6} {s['bounds_method'] or '-':>6}",
+                flush=True,
+            )
+        if before:
+            ratio = statistics.median(runs["this"][i]["cpu_s"] / runs["before"][i]["cpu_s"] for i in range(repeat))
+            print(f"{'':<16} CPU this / before: {ratio:.2f} (median of {repeat} alternating pairs)", flush=True)
 
 
 BASELINE = """
@@ -507,6 +512,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--shapes", default="mesh2d,torus2d", help="topology families of the synth and profile tables")
     parser.add_argument("--before", default=None, help="synth table: also run each command from this checkout (a worktree of the code before), alternating, with CPU ratios; after table: also the code in this folder, same schedule")
     parser.add_argument("--lock", default=None, help="synth table: run each command under `flock LOCK` (a shared machine's big-run lock)")
+    parser.add_argument("--timeout", type=int, default=900, help="synth table under --lock: seconds each command may run")
+    parser.add_argument("--collective", default="all-gather", help="synth table: the collective (all-gather, reduce-scatter, all-reduce)")
+    parser.add_argument("--topologies", default=None, help="synth table: these topologies (comma-separated, e.g. torus3d:34x34x34) instead of --shapes x --sizes")
     parser.add_argument("--probe", default="torus3d:34x34x34", help="topologies of the probe table (comma-separated)")
     parser.add_argument("--probe-budget", type=float, default=1200.0, help="seconds each probe matching may run")
     parser.add_argument("--after", default="torus2d:64x64,torus2d:128x128", help="topologies of the after-matching table (comma-separated)")
@@ -526,7 +534,8 @@ def main(argv: list[str]) -> None:
     if "read" in only or "replay" in only:
         read_and_replay_tables(args.repeat, replay="replay" in only)
     if "synth" in only:
-        synth_table(sizes, args.repeat, args.shapes.split(","), before=args.before, lock=args.lock)
+        synth_table(sizes, args.repeat, args.shapes.split(","), before=args.before, lock=args.lock, collective=args.collective,
+                    topologies=args.topologies.split(",") if args.topologies else None, limit_s=args.timeout)
     if "profile" in only:
         profile_table(sizes, "all-gather", args.shapes.split(","))
     if "probe" in only:

@@ -137,7 +137,19 @@ def test_the_refusal_advises_fewer_chunks_only_when_there_are_fewer_to_use(k, ad
     line = one_line_error(result, 4, "synthesizing tacos all-reduce on torus3d:34x34x34 needs about", "(NPU, chunk) pairs", "--max-memory")
     assert ("--chunks-per-npu" in line) is advises_fewer_chunks
     # the estimate says where the memory goes: the stage that peaks, and what it holds
-    assert "lowering" in line and "per-chunk indexes" in line and "matching" in line and "prediction" in line
+    assert "lowering" in line and "table" in line and "Reduce-Scatter range" in line and "matching" in line and "prediction" in line
+
+
+def test_an_all_reduce_only_written_is_estimated_as_lowered_range_by_range(tmp_path):
+    """With -o alone, TACOS's All-Reduce is lowered a range of ranks at a time as it is written:
+    the estimate holds the schedules, their messages by NPU, one part and one Reduce-Scatter
+    range -- no operation table -- and the 40K All-Reduce's is about 6.3 GiB (27.8 without -o)."""
+    result = capped(
+        "synth", "-t", "torus3d:34x34x34", "-a", "tacos", "-c", "all-reduce", "-s", "64MiB", "-o", str(tmp_path / "ar"), "--max-memory", "6GiB", timeout=30,
+    )
+    line = one_line_error(result, 4, "synthesizing tacos all-reduce on torus3d:34x34x34 needs about 6.3", "lowered as written", "--max-memory")
+    assert "messages by NPU" in line and "a part" in line and "Reduce-Scatter range" in line and "table" not in line
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_gzip_bomb_is_refused_as_it_unpacks(tmp_path):

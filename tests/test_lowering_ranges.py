@@ -1,11 +1,14 @@
-"""The lowering's delivery index laid out a range of NPUs at a time (schedule.DELIVERY_BYTES):
-the same operations, dependencies and files as with the whole index at once."""
+"""The lowering a range of NPUs at a time: the delivery index (schedule.DELIVERY_BYTES), the
+Reduce-Scatter's layout (lowering.REDUCE_SCATTER_PAIRS) and the parts the writer lowers
+(ranks=, lowered_in_parts): the same operations, dependencies and files as the whole at once."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth import lowering
 from chakra_collectives.synth import schedule as schedule_module
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
@@ -52,6 +55,74 @@ def test_a_range_of_ranks_is_lowered_as_the_whole_has_it(spec, k, size, monkeypa
             assert (getattr(part.ops, name) == getattr(whole.ops, name)[lo:hi]).all(), name
         assert (part.ops.dep_ptr == whole.ops.dep_ptr[lo : hi + 1] - whole.ops.dep_ptr[lo]).all()
         assert (part.ops.dep_idx == whole.ops.dep_idx[whole.ops.dep_ptr[lo] : whole.ops.dep_ptr[hi]] - lo).all()
+
+
+def assert_ranks_as_in_whole(part, whole, ranks):
+    """``part`` holds exactly ``whole``'s operations of ``ranks``: columns, dependencies, scratch."""
+    bounds = whole.rank_bounds()
+    lo, hi = int(bounds[ranks.start]), int(bounds[ranks.stop])
+    assert part.num_ops == hi - lo and part.num_ranks == whole.num_ranks
+    for name in COLUMNS:
+        assert (getattr(part.ops, name) == getattr(whole.ops, name)[lo:hi]).all(), name
+    assert (part.ops.dep_ptr == whole.ops.dep_ptr[lo : hi + 1] - whole.ops.dep_ptr[lo]).all()
+    assert (part.ops.dep_idx == whole.ops.dep_idx[whole.ops.dep_ptr[lo] : whole.ops.dep_ptr[hi]] - lo).all()
+    assert (part.scratch_chunks == whole.scratch_chunks).all()
+
+
+def lowered(collective, schedules, **options):
+    from chakra_collectives.synth.lowering import all_reduce_algorithm, reduce_scatter_algorithm
+
+    if collective == "all-reduce":
+        return all_reduce_algorithm(*schedules, **options)
+    return reduce_scatter_algorithm(schedules[0], **options)
+
+
+@pytest.mark.parametrize("spec, collective, k, size", [
+    ("mesh2d:5x5", "reduce-scatter", 2, 2**22),  # merged messages: copied and in-place accumulators
+    ("mesh2d:5x5", "all-reduce", 2, 2**22),
+    ("torus2d:6x6", "all-reduce", 1, 2**26),
+    ("hypercube:4", "reduce-scatter", 3, 2**24),
+])
+def test_a_reduce_scatter_is_laid_out_and_lowered_range_by_range_as_the_whole(spec, collective, k, size, monkeypatch):
+    """The Reduce-Scatter's layout worked out two ranks at a time, and any range of ranks lowered
+    alone (a Reduce-Scatter, or an All-Reduce whose All-Gather waits for the ranks' own sums),
+    hold exactly the operations the layout of all ranks at once gives those ranks."""
+    found = tacos(load_topology(spec), collective, size, chunks_per_npu=k)
+    schedules = [p.schedule for p in found.phases]
+    whole = lowered(collective, schedules, size_bytes=size)
+    assert whole.num_ops == found.algorithm.num_ops
+    n = schedules[0].num_npus
+    monkeypatch.setattr(lowering, "REDUCE_SCATTER_PAIRS", 2 * n * k)
+    monkeypatch.setattr(schedule_module, "DELIVERY_BYTES", 4 * n * k * 3)  # and the All-Gather's delivery rows three NPUs at a time
+    assert_ranks_as_in_whole(lowered(collective, schedules, size_bytes=size), whole, range(n))
+    for ranks in (range(0, 1), range(1, n // 2), range(n // 2, n), range(n - 1, n), range(3, 8)):
+        assert_ranks_as_in_whole(lowered(collective, schedules, size_bytes=size, ranks=ranks), whole, ranks)
+    parts = lowering.lowered_in_parts(Collective.parse(collective), schedules, size_bytes=size)
+    assert (parts.ops_per_rank == np.diff(whole.rank_bounds())).all()
+    for ranks in (range(0, 3), range(3, n)):
+        assert_ranks_as_in_whole(parts.lower(ranks), whole, ranks)
+
+
+@pytest.mark.parametrize("collective", ["reduce-scatter", "all-reduce"])
+def test_a_pinned_reduce_scatter_over_detours_by_ranges_of_ranks(collective, monkeypatch):
+    """Routed messages pinned to their mirrored release (anchors on the sender's own operations)
+    and tags kept apart per pair of NPUs: range by range as in the whole."""
+    from chakra_collectives.synth.channels import build_channels
+    from chakra_collectives.synth.lowering import mirrored_release
+    from chakra_collectives.synth.tacos import tacos_for_group
+    from chakra_collectives.topology.groups import group_view
+
+    fabric, column = load_topology("torus2d:8x8"), tuple(range(0, 64, 8))
+    found = tacos_for_group(fabric, column, collective, 2**26, chunks_per_npu=16)
+    assert found.phases[0].pinned
+    schedules = [p.schedule for p in found.phases]
+    routing = build_channels(group_view(fabric, column).topology, chunk_bytes=2**26 // (8 * 16), detours=True).routing()
+    options = {"size_bytes": 2**26, "routing": routing, "release": mirrored_release(schedules[0])}
+    whole = lowered(collective, schedules, **options)
+    assert (whole.ops.kind == found.algorithm.ops.kind).all() and whole.num_ops == found.algorithm.num_ops
+    monkeypatch.setattr(lowering, "REDUCE_SCATTER_PAIRS", 2 * 8 * 16)
+    for ranks in (range(0, 8), range(0, 1), range(1, 4), range(2, 7), range(7, 8)):
+        assert_ranks_as_in_whole(lowered(collective, schedules, ranks=ranks, **options), whole, ranks)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -106,10 +177,11 @@ def test_parts_that_would_not_fit_the_disk_are_refused_before_any_is_lowered(tmp
     assert lowered == [] and list(tmp_path.iterdir()) == []
 
 
-def test_synth_writes_a_large_all_gather_in_parts(cli, tmp_path, monkeypatch):
-    """``synth -o`` of an All-Gather that predicts itself from its schedule lowers it range by
-    range as it writes (AlgorithmParts, write_parts): the same files and summary as the whole
-    algorithm written by write_algorithm, which --astra-sim (it reads the whole) still gets."""
+@pytest.mark.parametrize("collective", ["all-gather", "reduce-scatter", "all-reduce"])
+def test_synth_writes_tacos_in_parts(cli, tmp_path, monkeypatch, collective):
+    """``synth -o`` of a TACOS collective that predicts itself from its schedules lowers it
+    range by range as it writes (AlgorithmParts, write_parts): the same files and summary as the
+    whole algorithm written by write_algorithm, which --astra-sim (it reads the whole) still gets."""
     import json
 
     from chakra_collectives.converters.chakra_et import write_algorithm
@@ -118,16 +190,17 @@ def test_synth_writes_a_large_all_gather_in_parts(cli, tmp_path, monkeypatch):
     from chakra_collectives.synth.synthesis import synthesize
 
     monkeypatch.setattr(writer_module, "PART_OPS", 50)  # parts of a few ranks each
+    monkeypatch.setattr(lowering, "REDUCE_SCATTER_PAIRS", 36 * 4)  # layouts of four ranks
     topology = load_topology("torus2d:6x6")
-    parts = synthesize(topology, "all-gather", "1MiB", algorithm="tacos", in_parts=True)
+    parts = synthesize(topology, collective, "1MiB", algorithm="tacos", in_parts=True)
     assert isinstance(parts.algorithm, AlgorithmParts)
-    whole = synthesize(topology, "all-gather", "1MiB", algorithm="tacos")
+    whole = synthesize(topology, collective, "1MiB", algorithm="tacos")
     assert not isinstance(whole.algorithm, AlgorithmParts) and parts.algorithm.num_ops == whole.algorithm.num_ops
-    assert not isinstance(synthesize(topology, "all-gather", "1MiB", in_parts=True).algorithm, AlgorithmParts)  # best compares whole ones
-    write_algorithm(whole.algorithm, tmp_path / "whole" / "ag")
-    result = cli("synth", "-t", "torus2d:6x6", "-c", "all-gather", "-s", "1MiB", "-a", "tacos", "-o", tmp_path / "parts" / "ag", "--json")
+    assert not isinstance(synthesize(topology, collective, "1MiB", in_parts=True).algorithm, AlgorithmParts)  # best compares whole ones
+    write_algorithm(whole.algorithm, tmp_path / "whole" / "c")
+    result = cli("synth", "-t", "torus2d:6x6", "-c", collective, "-s", "1MiB", "-a", "tacos", "-o", tmp_path / "parts" / "c", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["operations"] == whole.algorithm.num_ops and summary["predicted_ns"] == whole.predicted_ns
     for rank in range(36):
-        assert (tmp_path / "parts" / f"ag.{rank}.et").read_bytes() == (tmp_path / "whole" / f"ag.{rank}.et").read_bytes()
+        assert (tmp_path / "parts" / f"c.{rank}.et").read_bytes() == (tmp_path / "whole" / f"c.{rank}.et").read_bytes()

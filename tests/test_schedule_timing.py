@@ -73,6 +73,6 @@ def test_the_estimate_counts_a_task_graph_only_where_the_model_replays():
     options = SynthesisOptions(size_bytes=2**26)
     _, torus = tacos_footprint(load_topology("torus2d:128x128"), Collective.ALL_GATHER, 16384, options)
     assert "prediction read from the schedule" in torus
-    assert "per-chunk indexes 112 MiB" in torus  # 64 MiB of delivery rows + a block of runs, not the whole 1 GiB index
+    assert "delivery rows 112 MiB" in torus  # 64 MiB of delivery rows + a block of runs, not the whole 1 GiB index
     _, switched = tacos_footprint(load_topology("switch:1024"), Collective.ALL_GATHER, 1024, options)
     assert "timing" in switched and "read from the schedule" not in switched

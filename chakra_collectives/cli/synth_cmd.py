@@ -151,7 +151,7 @@ def synth(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
             time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit,
-            in_parts=output_text is not None and astra_sim is None,  # only written: a large TACOS All-Gather is lowered as it is written
+            in_parts=output_text is not None and astra_sim is None,  # only written: TACOS without switches is lowered as it is written
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")

@@ -14,9 +14,10 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   bytes each (TACOS: about 90 bytes per pair at 1,024 NPUs, matching and prediction included).
 * :func:`tacos_footprint` (TACOS's All-Gather, Reduce-Scatter and All-Reduce): the largest of
   its stages -- the matching (the matcher's bitsets and its messages' columns), the lowering
-  (the operation table, the schedules and the per-``(NPU, chunk)`` indexes it builds; for an
-  All-Gather asked ``in_parts``, the schedule and one part of
-  :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations) and the
+  (the operation table, the schedules and the per-``(NPU, chunk)`` rows of a range of NPUs it
+  works on; asked ``in_parts``, without switches, the schedules, their messages by NPU and one
+  part of :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations instead
+  of the table) and the
   prediction (the table and the level-by-level timing) -- from the messages it will send
   (:func:`tacos_messages`); the estimate says which stage holds what.
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
@@ -44,6 +45,7 @@ from chakra_collectives.ir import Collective
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
+from chakra_collectives.synth.lowering import REDUCE_SCATTER_PAIRS
 from chakra_collectives.synth.schedule import DELIVERY_BYTES, RUN_BLOCK_CHUNKS
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.distances import hop_distances
@@ -85,11 +87,18 @@ PER_PREDICTED_OP = 100
 """Bytes per operation the prediction holds besides the table (task graph, messages, the
 level-by-level timing; measured 78 at 1,024 NPUs with 32k-edge blocks; 804 MiB peak in all for
 4.68M operations at 4,096)."""
-PER_LOWERED_PAIR = {Collective.ALL_GATHER: 0, Collective.REDUCE_SCATTER: 72, Collective.ALL_REDUCE: 72}
-"""Bytes per ``(NPU, chunk)`` pair of the lowering's per-chunk indexes held whole: a
-Reduce-Scatter's delivery, first- and last-writer indexes and its per-chunk entries (counted
-from the arrays it allocates). The All-Gather's delivery index (4 bytes a pair) is laid out a
-range of NPUs at a time: at most :data:`~chakra_collectives.synth.schedule.DELIVERY_BYTES`."""
+PER_LAYOUT_PAIR = 100
+"""Bytes per ``(NPU, chunk)`` pair of the Reduce-Scatter's layout of one range of NPUs
+(:data:`~chakra_collectives.synth.lowering.REDUCE_SCATTER_PAIRS` pairs at once: its entries,
+their writers' order, the range's delivery, first- and last-writer rows). The All-Gather's
+delivery index (4 bytes a pair) is laid out a range of NPUs at a time too: at most
+:data:`~chakra_collectives.synth.schedule.DELIVERY_BYTES`."""
+PER_INDEXED_MESSAGE = 8
+"""Bytes per message of the messages sorted by sending and by receiving NPU that the parts
+share (``in_parts``: two ``int32`` orders)."""
+PER_CHANNEL_COLUMN = 4
+"""Bytes per message of the channel column a mirrored Reduce-Scatter has of its own (its other
+columns are the All-Gather's)."""
 PER_BLOCK_CHUNK = 48
 """Bytes per chunk of the lowering's block of runs (:data:`~chakra_collectives.synth.schedule.RUN_BLOCK_CHUNKS`
 expanded at once; measured ~30 MiB a block)."""
@@ -166,8 +175,11 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     >>> nbytes, work = tacos_footprint(load_topology("torus3d:34x34x34"), Collective.ALL_REDUCE, 39304, SynthesisOptions(size_bytes=2**26))
     >>> work.split(": ")[0]
     '3.09G (NPU, chunk) pairs, 154M messages, 385M operations'
-    >>> work.split(": ")[1].split(" (")[0], round(nbytes / 2**30)     # the lowering's per-chunk indexes: far beyond 16 GB
-    ('lowering 134.7 GiB', 135)
+    >>> work.split(": ")[1].split(" (")[0], round(nbytes / 2**30)     # the lowering's operation table: beyond 16 GB
+    ('lowering 27.77 GiB', 28)
+    >>> nbytes, work = tacos_footprint(load_topology("torus3d:34x34x34"), Collective.ALL_REDUCE, 39304, SynthesisOptions(size_bytes=2**26, in_parts=True))
+    >>> work.split(": ")[1].split("; ")[0]     # only written (synth -o): lowered range by range as it is written
+    'lowering 6.278 GiB (schedules 4.306 GiB + messages by NPU 587.9 MiB + a part 920 MiB + Reduce-Scatter range 400 MiB + delivery rows 112 MiB, lowered as written)'
     """
     if collective not in OPS_PER_MESSAGE:
         return pair_footprint(topology, collective, num_ranks, options)
@@ -179,26 +191,32 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
     matching = bitsets + PER_MESSAGE * messages
     table = PER_TABLE_OP * operations
+    # the schedules: a mirrored All-Reduce's Reduce-Scatter is its All-Gather with the channels renamed
+    shared = collective is Collective.ALL_REDUCE and not topology.num_switches and twinned(topology)
+    schedules = PER_MESSAGE * messages * (1 if shared else phases(collective)) + (PER_CHANNEL_COLUMN * messages if shared else 0.0)
     delivery = 0.0 if collective is Collective.REDUCE_SCATTER else min(4 * per_phase, DELIVERY_BYTES)
-    indexes = PER_LOWERED_PAIR[collective] * per_phase + delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
-    lowering = table + PER_MESSAGE * messages * phases(collective) + indexes
-    in_parts = options.in_parts and collective is Collective.ALL_GATHER and self_predicted(topology, num_ranks, options)
-    part = 0.0
-    if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedule and one part
+    layout = 0.0 if collective is Collective.ALL_GATHER else PER_LAYOUT_PAIR * min(per_phase, REDUCE_SCATTER_PAIRS)
+    indexes = layout + delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
+    lowering = table + schedules + indexes
+    in_parts = options.in_parts and self_predicted(topology, num_ranks, options)
+    part = by_npu = 0.0
+    if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedules, their messages by NPU and one part
         from chakra_collectives.converters.chakra_et.writer import PART_OPS  # the ET schema's import: only here
 
         part = PER_PART_OP * min(operations, PART_OPS)
-        lowering = PER_MESSAGE * messages + part + indexes
+        by_npu = PER_INDEXED_MESSAGE * messages
+        lowering = schedules + by_npu + part + indexes
     # a phase on a network without switches is its own prediction (schedule_timing): no task graph
     prediction = 0.0 if self_predicted(topology, num_ranks, options) else table + PER_PREDICTED_OP * operations
     stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
+    per_chunk = (f"Reduce-Scatter range {format_size(layout)} + " if layout else "") + f"delivery rows {format_size(delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS))}"
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
         "lowering": (
-            f"schedule {format_size(PER_MESSAGE * messages)} + a part {format_size(part)} "
-            f"+ indexes {format_size(indexes)}, lowered as written" if in_parts
-            else f"per-chunk indexes {format_size(indexes)} + table {format_size(table)}"
+            f"schedules {format_size(schedules)} + messages by NPU {format_size(by_npu)} + a part {format_size(part)} "
+            f"+ {per_chunk}, lowered as written" if in_parts
+            else f"table {format_size(table)} + schedules {format_size(schedules)} + {per_chunk}"
         ),
         "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule, no task graph",
     }
@@ -221,6 +239,21 @@ def self_predicted(topology: Topology, num_ranks: int, options: SynthesisOptions
     False
     """
     return not topology.num_switches and options.group is None
+
+
+def twinned(topology: Topology) -> bool:
+    """Whether every link joining two NPUs has a twin the other way with the same latency and
+    bandwidth (TACOS then serves both phases of an All-Reduce with one matching).
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> twinned(load_topology("torus2d:4x4")), twinned(load_topology("ring:4"))
+    (True, True)
+    """
+    links = topology.link_arrays
+    npu = (links["src"] < topology.num_npus) & (links["dst"] < topology.num_npus)
+    src, dst = links["src"][npu].astype(np.int64), links["dst"][npu].astype(np.int64)
+    forward, backward = np.argsort(src * topology.num_npus + dst), np.argsort(dst * topology.num_npus + src)
+    return all(np.array_equal(a[forward], b[backward]) for a, b in ((src, dst), (dst, src), *((links[name][npu],) * 2 for name in ("latency_ns", "bandwidth_gbps"))))
 
 
 def message_footprint(messages: Callable[[Collective, int, int], float], pattern: str, *, per_slot: float = 0.0) -> Footprint:

@@ -91,18 +91,27 @@ class Schedule:
         n = self.num_npus
         return np.bincount(self.src, minlength=n) + np.bincount(self.dst, minlength=n)
 
-    def delivery(self, npus: range | None = None) -> np.ndarray:
+    def delivery(self, npus: range | None = None, *, into: np.ndarray | None = None, positions: bool = False) -> np.ndarray:
         """``index[(npu - npus.start) * C + chunk]``: the transfer that delivered ``chunk`` to
         ``npu`` (-1: its owner), for the NPUs ``npus`` (default: all of them; a range of rows
-        needs ``len(npus) * C`` entries, not ``N * C``)."""
+        needs ``len(npus) * C`` entries, not ``N * C``). ``into``: the transfers into ``npus``,
+        ascending, when the caller has them (else found by a pass over all transfers);
+        ``positions``: each entry is the transfer's position in ``into`` instead of its id.
+
+        >>> s = Schedule(2, 1, *[np.array(v, np.int32) for v in ([0, 1], [1, 1], [0, 1], [1, 0])], *[np.zeros(2, np.int32)] * 8)
+        >>> s.delivery().tolist(), s.delivery(range(1, 2), into=np.array([0], np.int32), positions=True).tolist()
+        ([-1, 1, 0, -1], [0, -1])
+        """
         c = self.num_chunks
         npus = range(self.num_npus) if npus is None else npus
         index = np.full(len(npus) * c, -1, dtype=np.int32)
-        into = np.arange(self.num_transfers, dtype=np.int32) if len(npus) == self.num_npus else np.flatnonzero((self.dst >= npus.start) & (self.dst < npus.stop)).astype(np.int32)
+        if into is None:
+            into = np.arange(self.num_transfers, dtype=np.int32) if len(npus) == self.num_npus else np.flatnonzero((self.dst >= npus.start) & (self.dst < npus.stop)).astype(np.int32)
         for block in run_blocks(self.count[into]):  # a block's chunks at a time: temporaries stay small
             ids, offset = expand_runs(self.count[into[block]])
-            ids = into[block][ids]
-            index[(self.dst[ids].astype(np.int64) - npus.start) * c + (self.chunk[ids] + offset)] = ids
+            at = ids + np.int32(block.start)
+            ids = into[at]
+            index[(self.dst[ids].astype(np.int64) - npus.start) * c + (self.chunk[ids] + offset)] = at if positions else ids
         return index
 
     def npu_ranges(self, budget_bytes: int | None = None) -> list[range]:

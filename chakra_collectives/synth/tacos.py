@@ -62,7 +62,7 @@ from chakra_collectives.synth.footprint import tacos_footprint
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
 from chakra_collectives.synth.flowpipe import pipelined_schedules
 from chakra_collectives.synth.multipath import demand_flows, spread_paths
-from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, mirrored_release, reduce_scatter_algorithm
+from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, lowered_in_parts, mirrored_release, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
 from chakra_collectives.synth.schedule import Schedule
@@ -217,9 +217,11 @@ def tacos(
     floor: the result is the same, and when it is below their floor they are never run (a
     mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
     646.7 us, the slowest of its five).
-    ``in_parts``: an All-Gather that predicts itself from its schedule (one without
-    switches) is returned unlowered, as :class:`~chakra_collectives.ir.parts.AlgorithmParts`
-    lowered a range of ranks at a time by the writer (for a caller that only writes it).
+    ``in_parts``: an All-Gather, Reduce-Scatter or All-Reduce that predicts itself from its
+    schedules (one without switches) is returned unlowered, as
+    :class:`~chakra_collectives.ir.parts.AlgorithmParts` lowered a range of ranks at a time by
+    the writer (:func:`~chakra_collectives.synth.lowering.lowered_in_parts`; for a caller that
+    only writes it).
 
     Raises
     ------
@@ -296,8 +298,11 @@ def tacos(
                 phases = found
         steps.update(searches * len(layouts))
     predicted_ns, limit = schedule_prediction([p.schedule for p in phases], channels) if predicts_itself(channels) else (None, None)
-    if in_parts and collective is Collective.ALL_GATHER and routing is None and predicted_ns is not None:
-        algo: CollectiveAlgorithm | AlgorithmParts = _all_gather_parts(phases[0], size_bytes, topology, chunks_per_npu, seed, trials)
+    if in_parts and routing is None and predicted_ns is not None:
+        with progress.task("lay out the lowering's parts"):
+            algo: CollectiveAlgorithm | AlgorithmParts = lowered_in_parts(
+                collective, [p.schedule for p in phases], size_bytes=size_bytes, provenance=_provenance(phases, topology, chunks_per_npu, seed, trials, None),
+            )
     else:
         with progress.task("lower to operations"):
             algo = _lower(collective, phases, size_bytes, topology, chunks_per_npu, seed, trials, routing)
@@ -455,19 +460,6 @@ def _provenance(
         "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": ("detours" if routing is not None else "routed") if topology.num_switches else "none",
     }
-
-
-def _all_gather_parts(phase: Trial, size_bytes: int, topology: Topology, chunks_per_npu: int, seed: int, trials: int) -> AlgorithmParts:
-    """The All-Gather of ``phase``'s schedule, lowered by ranges of ranks when written."""
-    schedule = phase.schedule
-    provenance = _provenance((phase,), topology, chunks_per_npu, seed, trials, None)
-
-    def lower(ranks: range) -> CollectiveAlgorithm:
-        return all_gather_algorithm(schedule, size_bytes=size_bytes, provenance=provenance, ranks=ranks)
-
-    return AlgorithmParts(
-        Collective.ALL_GATHER, schedule.num_npus, schedule.num_chunks, size_bytes, 1 + schedule.program_lengths(), lower,
-    )
 
 
 TRIAL_BUDGET = 2**14
