@@ -109,3 +109,13 @@ def test_synth_names_the_unequal_shares_and_writes_an_all_reduce_the_verifier_pr
     assert "against equal-share reduce-scatter + all-gather algorithms" in text
     checked = cli("verify", tmp_path / "row", "--json")
     assert checked.exit_code == 0 and json.loads(checked.stdout)["ok"]
+
+
+def test_synth_o_of_a_group_all_reduce_written_in_parts_names_its_shares(cli, tmp_path):
+    """A mesh row's all-reduce that predicts itself is written a range of ranks at a time
+    (``AlgorithmParts``): the summary still names the unequal shares, and the files verify."""
+    result = cli("synth", "-t", "mesh2d:8x8", "-c", "all-reduce", "-s", "64MiB", "-a", "tacos", "--group", "0-7", "-o", tmp_path / "row")
+    assert result.exit_code == 0, result.stdout
+    assert "unequal shares by bandwidth: ranks reduce" in " ".join(result.stdout.split())
+    checked = cli("verify", tmp_path / "row", "--json")
+    assert checked.exit_code == 0 and json.loads(checked.stdout)["ok"]

@@ -36,6 +36,9 @@ class AlgorithmParts:
     size_bytes: int
     ops_per_rank: np.ndarray
     lower: Callable[[range], CollectiveAlgorithm] = field(repr=False)
+    provenance: dict[str, str] = field(default_factory=dict)
+    """What the parts' ET metadata say of where the algorithm came from (as
+    :attr:`CollectiveAlgorithm.provenance <chakra_collectives.ir.algorithm.CollectiveAlgorithm.provenance>`)."""
 
     @property
     def num_ops(self) -> int:

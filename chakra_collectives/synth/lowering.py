@@ -813,7 +813,7 @@ def lowered_in_parts(
         def lower(ranks: range) -> CollectiveAlgorithm:
             return _all_reduce(rs, gather_schedule, gather, rs_messages, ranks=ranks, gather_lengths=gather_lengths, **common)
 
-    return AlgorithmParts(collective, n, n * k, size_bytes, lengths, lower)
+    return AlgorithmParts(collective, n, n * k, size_bytes, lengths, lower, provenance=dict(provenance or {}))
 
 
 def _algorithm(collective, schedule, table, size_bytes, name, provenance, *, scratch, routing: ChannelRouting | None = None) -> CollectiveAlgorithm:
