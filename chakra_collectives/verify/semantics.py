@@ -65,9 +65,16 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
     messages: dict[int, list[Value]] = {}
     faults: list[str] = []
     SEND, RECV, REDUCE, COPY = (int(k) for k in (OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY))
+    ranged = _ranges(algo, src_off, dst_off)
     for i in execution.order:
         k, n, source, so, target, do, p = operations[i]
-        if k == SEND:
+        if i in ranged:  # a message of several chunk ranges: its chunks in order, range by range
+            if k == SEND:
+                messages[i] = [source[at] for at in ranged[i]]
+            elif k == RECV:
+                for at, value in zip(ranged[i], messages.pop(p)):
+                    target[at] = value
+        elif k == SEND:
             messages[i] = source[so : so + n]
         elif k == RECV:
             target[do : do + n] = messages.pop(p)
@@ -90,6 +97,18 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
                     elif a[1] & b[1]:
                         faults.append(where + f"counts rank(s) {format_ranks(a[1] & b[1])} twice in chunk {a[0]} ({dst_slot})")
     return SemanticRun(execution=execution, storage=storage, fault=faults[0] if faults else None)
+
+
+def _ranges(algo: CollectiveAlgorithm, src_off: np.ndarray, dst_off: np.ndarray) -> dict[int, list[int]]:
+    """Per SEND or RECV of several chunk ranges, its slots in order (offsets resolved)."""
+    ops = algo.ops
+    if not ops.multi_range:
+        return {}
+    chosen = np.flatnonzero(np.diff(ops.more_ptr) > 0)
+    first = np.where(ops.kind[chosen] == OpKind.RECV, np.broadcast_to(dst_off, ops.kind.shape)[chosen], np.broadcast_to(src_off, ops.kind.shape)[chosen])
+    slots = ops.slots(chosen, first).tolist()
+    ends = np.cumsum(np.maximum(ops.count[chosen].astype(np.int64), 0)).tolist()
+    return {i: slots[end - n : end] for i, n, end in zip(chosen.tolist(), ops.count[chosen].tolist(), ends)}
 
 
 def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | None:
@@ -153,13 +172,16 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
     bounds = np.searchsorted(level[order], np.arange(int(level.max(initial=0)) + 2))
 
     def spread(chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
+        return ops.slots(chosen, start)  # through every range of a several-range message
+
+    def in_message(chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
         n = np.maximum(count[chosen], 0)
         return np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
 
     for lv in range(len(bounds) - 1):
         now = order[bounds[lv] : bounds[lv + 1]]
         sends, copies, recvs, reduces = now[is_send[now]], now[is_copy[now]], now[is_recv[now]], now[is_reduce[now]]
-        message[spread(sends, message_at[sends])] = slots[spread(sends, src_at[sends])]
+        message[in_message(sends, message_at[sends])] = slots[spread(sends, src_at[sends])]
         copied = slots[spread(copies, src_at[copies])]
         if len(reduces):
             into = spread(reduces, dst_at[reduces])
@@ -172,7 +194,7 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
             chunk_of[fresh], ranks_of[fresh] = chunk_of[held], ranks_of[held] | ranks_of[added]
             made += len(into)
         slots[spread(copies, dst_at[copies])] = copied
-        slots[spread(recvs, dst_at[recvs])] = message[spread(recvs, message_at[partner[recvs]])]
+        slots[spread(recvs, dst_at[recvs])] = message[in_message(recvs, message_at[partner[recvs]])]
         if len(reduces):
             slots[into] = fresh
     present = np.zeros(made + 1, dtype=bool)
