@@ -323,6 +323,20 @@ class OpTable:
         starts = np.cumsum(length) - length
         return np.repeat(start - starts, length) + np.arange(int(length.sum()), dtype=np.int64)
 
+    def ranged_slots(self, src_off: np.ndarray, dst_off: np.ndarray) -> dict[int, list[int]]:
+        """Per SEND or RECV of several chunk ranges, its slots in order, from each operation's own
+        offset in ``src_off`` (a SEND's) or ``dst_off`` (a RECV's): the offsets as they are, or as
+        in-place aliasing resolves them. Empty when every operation moves one range."""
+        if not self.multi_range:
+            return {}
+        chosen = np.flatnonzero(np.diff(self.more_ptr) > 0)
+        recv = self.kind[chosen] == OpKind.RECV
+        first = np.where(recv, np.broadcast_to(dst_off, self.kind.shape)[chosen], np.broadcast_to(src_off, self.kind.shape)[chosen])
+        slots = self.slots(chosen, first).tolist()
+        count = self.count[chosen].astype(np.int64)
+        ends = np.cumsum(count).tolist()
+        return {i: slots[end - n : end] for i, n, end in zip(chosen.tolist(), count.tolist(), ends)}
+
     def deps_of(self, index: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[index] : self.dep_ptr[index + 1]]
 

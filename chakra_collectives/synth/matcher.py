@@ -265,8 +265,6 @@ def _run_lengths(bits: np.ndarray, first: np.ndarray, cap: np.ndarray) -> np.nda
     return np.minimum(length, cap)
 
 
-import os
-_SCARCE = os.environ.get("MR_SCARCE", "1") == "1"
 _LOW = np.array([(1 << b) - 1 for b in range(65)], dtype=np.uint64)
 """``_LOW[b]``: the ``b`` lowest bits set (0 <= b <= 64)."""
 
@@ -695,7 +693,7 @@ class _Matcher:
             if not len(rows):
                 break
             cand &= self.wanted[dst[rows]]
-            pool = self._scarcest(cand, channels[rows]) if _SCARCE else cand
+            pool = self._scarcest(cand, channels[rows])  # as the first run: chunks few others can bring
             more_first, more_length = self._pick_runs(pool, cand, src[rows], dst[rows], (cap[rows] - total[rows]).astype(np.int32))
             got = more_first >= 0
             rows, cand, more_first, more_length = rows[got], cand[got], more_first[got], more_length[got]

@@ -65,7 +65,7 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
     messages: dict[int, list[Value]] = {}
     faults: list[str] = []
     SEND, RECV, REDUCE, COPY = (int(k) for k in (OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY))
-    ranged = _ranges(algo, src_off, dst_off)
+    ranged = ops.ranged_slots(src_off, dst_off)
     for i in execution.order:
         k, n, source, so, target, do, p = operations[i]
         if i in ranged:  # a message of several chunk ranges: its chunks in order, range by range
@@ -97,18 +97,6 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
                     elif a[1] & b[1]:
                         faults.append(where + f"counts rank(s) {format_ranks(a[1] & b[1])} twice in chunk {a[0]} ({dst_slot})")
     return SemanticRun(execution=execution, storage=storage, fault=faults[0] if faults else None)
-
-
-def _ranges(algo: CollectiveAlgorithm, src_off: np.ndarray, dst_off: np.ndarray) -> dict[int, list[int]]:
-    """Per SEND or RECV of several chunk ranges, its slots in order (offsets resolved)."""
-    ops = algo.ops
-    if not ops.multi_range:
-        return {}
-    chosen = np.flatnonzero(np.diff(ops.more_ptr) > 0)
-    first = np.where(ops.kind[chosen] == OpKind.RECV, np.broadcast_to(dst_off, ops.kind.shape)[chosen], np.broadcast_to(src_off, ops.kind.shape)[chosen])
-    slots = ops.slots(chosen, first).tolist()
-    ends = np.cumsum(np.maximum(ops.count[chosen].astype(np.int64), 0)).tolist()
-    return {i: slots[end - n : end] for i, n, end in zip(chosen.tolist(), ops.count[chosen].tolist(), ends)}
 
 
 def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | None:
