@@ -88,9 +88,14 @@ class MergeVariant:
     (:func:`~chakra_collectives.synth.matcher.match_all_gather`)."""
     reach_back: bool = False
     """A merged message may start before its scarcest chunk, where the candidates' run holding it starts."""
+    ranges: int = 1
+    """Runs of consecutive chunks a merged message over a direct link may carry (an All-Gather's;
+    the other collectives' phases take one)."""
 
     def __str__(self) -> str:
         rules = [name for name, on in (("runs extend held", self.extend_held), ("runs reach back", self.reach_back)) if on]
+        if self.ranges > 1:
+            rules.append(f"up to {self.ranges} runs")
         return ", ".join([f"{self.latency_ratio:g}", *rules])
 
 
@@ -246,8 +251,10 @@ def tacos(
         if merge_variants is None:
             merge_variants = default_variants(topology.num_npus, chunks_per_npu, switched=bool(topology.num_switches))
         variants = tuple(v if isinstance(v, MergeVariant) else MergeVariant(float(v)) for v in merge_variants)
-    if not variants or any(v.latency_ratio < 0 for v in variants):
-        raise InputError(f"merge variants must have non-negative latency ratios, got {merge_variants}")
+    if not variants or any(v.latency_ratio < 0 or v.ranges < 1 for v in variants):
+        raise InputError(f"merge variants must have non-negative latency ratios and at least one run, got {merge_variants}")
+    if collective is not Collective.ALL_GATHER:  # a mirrored phase's messages carry one run each
+        variants = tuple(dict.fromkeys(replace(v, ranges=1) for v in variants))
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
     topology.validate()
@@ -411,6 +418,7 @@ def _provenance(
     phases: tuple[Trial, ...], topology: Topology, chunks_per_npu: int, seed: int, trials: int, routing: ChannelRouting | None
 ) -> dict[str, str]:
     """What the lowered algorithm records of how it was synthesized."""
+    several = {"phase_ranges": ",".join(str(p.variant.ranges) for p in phases)} if any(p.variant.ranges > 1 for p in phases) else {}
     return {
         "algorithm": "tacos",
         "topology": topology.name,
@@ -422,6 +430,7 @@ def _provenance(
         "phase_extend_held": ",".join(str(int(p.variant.extend_held)) for p in phases),
         "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": ("detours" if routing is not None else "routed") if topology.num_switches else "none",
+        **several,
     }
 
 
@@ -471,11 +480,11 @@ def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) ->
     merge), so only the first runs.
     """
     kept: list[MergeVariant] = []
-    seen: list[tuple[np.ndarray, np.ndarray, tuple[bool, bool]]] = []
+    seen: list[tuple[np.ndarray, np.ndarray, tuple[bool, bool, int]]] = []
     for variant in variants:
         direct, routed = message_caps(channels, variant.latency_ratio)
         merges = bool(direct.max(initial=1) > 1 or routed.max(initial=1) > 1)
-        key = (direct, routed, (variant.extend_held and merges, variant.reach_back and merges))
+        key = (direct, routed, (variant.extend_held and merges, variant.reach_back and merges, variant.ranges if merges and not channels.routed else 1))
         if not any(np.array_equal(direct, d) and np.array_equal(routed, r) and key[2] == rules for d, r, rules in seen):
             kept.append(variant)
             seen.append(key)
@@ -612,7 +621,8 @@ def matchings(
 
 def _match(channels: Channels, k: int, seed: int, variant: MergeVariant) -> Schedule:
     return match_all_gather(
-        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+        channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back,
+        ranges=variant.ranges,
     )
 
 
