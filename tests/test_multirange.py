@@ -189,3 +189,19 @@ def test_one_range_tables_are_unchanged_by_the_range_helpers():
     chosen = np.flatnonzero(algo.ops.kind == OpKind.SEND)
     assert algo.ops.slots(chosen, algo.ops.src_off[chosen]).tolist() == algo.ops.src_off[chosen].tolist()  # one chunk each
     assert Buffer.OUTPUT.letter == "o"
+
+
+def test_the_commands_read_several_range_files(algo, schedule, cli, tmp_path):
+    import json
+
+    write_algorithm(algo, tmp_path / "ag")
+    verified = cli("verify", tmp_path / "ag", "--json")
+    assert verified.exit_code == 0 and json.loads(verified.stdout)["ok"]
+    replayed = cli("replay", tmp_path / "ag", "-t", "torus2d:8x8", "--json")
+    assert replayed.exit_code == 0
+    assert json.loads(replayed.stdout)["total_ns"] == pytest.approx(schedule.time_ns)  # each message timed by all its chunks
+    exported = cli("export-msccl", tmp_path / "ag", "-o", tmp_path / "ag.xml", "--json")
+    assert exported.exit_code == 0, exported.stdout
+    assert any("one step per range" in w for w in json.loads(exported.stdout)["warnings"])
+    assert cli("import-msccl", tmp_path / "ag.xml", "-o", tmp_path / "back", "-s", "4MiB").exit_code == 0
+    assert cli("verify", tmp_path / "back").exit_code == 0

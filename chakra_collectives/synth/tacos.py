@@ -117,12 +117,16 @@ REACHING_BACK = MergeVariant(40.0, extend_held=True, reach_back=True)
 LARGE_PHASE_PAIRS = 2**18
 """(NPU, chunk) pairs per phase from which a phase runs :data:`LARGE_MERGE_VARIANTS` (512 NPUs at one chunk each)."""
 
-LARGE_MERGE_VARIANTS = (MERGE_VARIANTS[2], REACHING_BACK)
+LARGE_MERGE_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
 """The variants of phases of :data:`LARGE_PHASE_PAIRS` or more (NPU, chunk) pairs, two matchings (in
 parallel on two cores): the plain ones never won there. All-Gather of 64 MiB, efficiency of
 ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2d 0.890 / 0.896
 / 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
-/ 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
+/ 0.823, mesh2d - / 0.804 / 0.851 / 0.885. An All-Gather's messages then carry up to 4 and 2 runs
+(:attr:`MergeVariant.ranges`; the other collectives' phases one): extending, up to 1 / 2 / 4 runs,
+1,024 NPUs torus2d 0.905 / 0.917 / 0.911, mesh2d 0.920 / 0.935 / 0.928; reaching back 0.878 /
+0.898 / 0.888 and 0.938 / 0.943 / 0.919; 4,096 NPUs torus2d extending 0.818 / 0.854 / 0.869
+(2.09M / 1.65M / 1.40M messages)."""
 
 SWITCH_HANDLING = (
     "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
@@ -466,7 +470,7 @@ def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = Fal
     phase on networks without switches (where they were measured; on switch:16, ratio 20 wins).
 
     >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
-    (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
+    (['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 2 runs'], 3, 3)
     """
     large = num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS and not switched
     return LARGE_MERGE_VARIANTS if large else MERGE_VARIANTS
