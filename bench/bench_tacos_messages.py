@@ -144,10 +144,13 @@ def message_ends(schedule: Schedule, caps: np.ndarray) -> dict[str, float]:
     """Why each message stops where it does: the share of messages whose next chunk id (the one a
     longer run would take next) is past its ``caps`` (per direct channel) -- ``cap`` -- or across
     the edge of the sender's own chunks -- ``edge`` -- or not yet at the sender -- ``lacks`` -- or
-    already matched to the destination (it holds it or a message brings it) -- ``held``."""
+    already matched to the destination (it holds it or a message brings it) -- ``held``; a message
+    of several runs (:attr:`~chakra_collectives.synth.tacos.MergeVariant.ranges`): its last run's."""
     c, k = schedule.num_chunks, schedule.chunks_per_npu
     index = schedule.delivery()
-    following = schedule.chunk.astype(np.int64) + schedule.count
+    message, start, length = schedule.runs()  # a message of several runs: the chunk after its last
+    last = np.searchsorted(message, np.arange(schedule.num_transfers), side="right") - 1
+    following = (start + length)[last].astype(np.int64)
     own_first = schedule.src.astype(np.int64) * k
     capped = schedule.count >= caps[schedule.channel]
     edge = ~capped & ((following >= c) | (following == own_first) | (following == own_first + k))
@@ -179,7 +182,8 @@ def profile(spec: str, size_bytes: int, layout: str = "row") -> None:
     for variant in distinct_variants(channels, default_variants(n, 1)):
         started = time.perf_counter()
         schedule = match_all_gather(
-            channels, 1, seed=0, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back
+            channels, 1, seed=0, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back,
+            ranges=variant.ranges,
         )
         seconds = time.perf_counter() - started
         total = schedule.time_ns

@@ -205,3 +205,11 @@ def test_the_commands_read_several_range_files(algo, schedule, cli, tmp_path):
     assert any("one step per range" in w for w in json.loads(exported.stdout)["warnings"])
     assert cli("import-msccl", tmp_path / "ag.xml", "-o", tmp_path / "back", "-s", "4MiB").exit_code == 0
     assert cli("verify", tmp_path / "back").exit_code == 0
+
+
+def test_default_variants_carry_several_runs_only_in_large_phases():
+    from chakra_collectives.synth.tacos import LARGE_MERGE_VARIANTS, SEVERAL_RUNS_VARIANTS, default_variants
+
+    assert all(v.ranges == 1 for v in default_variants(1024, 1)) and default_variants(1024, 1) == LARGE_MERGE_VARIANTS
+    assert default_variants(4096, 1) == SEVERAL_RUNS_VARIANTS and all(v.ranges > 1 for v in SEVERAL_RUNS_VARIANTS)
+    assert all(v.ranges == 1 for v in default_variants(4096, 1, switched=True))

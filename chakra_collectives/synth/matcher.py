@@ -675,8 +675,9 @@ class _Matcher:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Further runs for the messages just matched (``first``, ``count``: their first runs;
         ``cand``: what ``src`` held for ``dst`` before), up to :attr:`ranges` runs and ``cap`` chunks
-        a message: each the run :meth:`_pick_runs` takes among the candidates the earlier runs left
-        (``dst``'s wanted chunks are cleared as they are taken). Only messages that forward received
+        a message: each the run :meth:`_pick_runs` takes among the candidates the earlier runs left,
+        starting at one of the scarcest (:meth:`_scarcest`, worked out once for all of them; all
+        candidates once none is left) (``dst``'s wanted chunks are cleared as they are taken). Only messages that forward received
         chunks take more (the sender's own chunks live in another buffer), and only of those.
 
         Returns ``(row, slot, first, length)``: the row of each further run and its position
@@ -687,21 +688,24 @@ class _Matcher:
         rows = np.flatnonzero(received & (total < cap))
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         if len(rows):
-            cand = cand[rows]
+            cand = cand[rows] & self.wanted[dst[rows]]  # the first run is no longer wanted
             _set_runs(cand, np.arange(len(rows)), own_first[rows], np.full(len(rows), self.k), clear=True)
+            scarce = self._scarcest(cand, channels[rows])  # as the first run: chunks few others can bring (worked out once)
         for slot in range(self.ranges - 1):
             if not len(rows):
                 break
-            cand &= self.wanted[dst[rows]]
-            pool = self._scarcest(cand, channels[rows])  # as the first run: chunks few others can bring
+            if slot:
+                cand &= self.wanted[dst[rows]]
+                scarce &= cand
+            pool = np.where(scarce.any(axis=1, keepdims=True), scarce, cand)
             more_first, more_length = self._pick_runs(pool, cand, src[rows], dst[rows], (cap[rows] - total[rows]).astype(np.int32))
             got = more_first >= 0
-            rows, cand, more_first, more_length = rows[got], cand[got], more_first[got], more_length[got]
+            rows, cand, scarce, more_first, more_length = rows[got], cand[got], scarce[got], more_first[got], more_length[got]
             _set_runs(self.wanted, dst[rows].astype(np.int64), more_first, more_length, clear=True)
             found.append((rows, np.full(len(rows), slot), more_first, more_length.astype(np.int64)))
             total[rows] += more_length
             keep = total[rows] < cap[rows]
-            rows, cand = rows[keep], cand[keep]
+            rows, cand, scarce = rows[keep], cand[keep], scarce[keep]
         if not found:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty, empty

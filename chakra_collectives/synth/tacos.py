@@ -117,16 +117,27 @@ REACHING_BACK = MergeVariant(40.0, extend_held=True, reach_back=True)
 LARGE_PHASE_PAIRS = 2**18
 """(NPU, chunk) pairs per phase from which a phase runs :data:`LARGE_MERGE_VARIANTS` (512 NPUs at one chunk each)."""
 
-LARGE_MERGE_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
+LARGE_MERGE_VARIANTS = (MERGE_VARIANTS[2], REACHING_BACK)
 """The variants of phases of :data:`LARGE_PHASE_PAIRS` or more (NPU, chunk) pairs, two matchings (in
 parallel on two cores): the plain ones never won there. All-Gather of 64 MiB, efficiency of
 ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2d 0.890 / 0.896
 / 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
-/ 0.823, mesh2d - / 0.804 / 0.851 / 0.885. An All-Gather's messages then carry up to 4 and 2 runs
-(:attr:`MergeVariant.ranges`; the other collectives' phases one): extending, up to 1 / 2 / 4 runs,
-1,024 NPUs torus2d 0.905 / 0.917 / 0.911, mesh2d 0.920 / 0.935 / 0.928; reaching back 0.878 /
-0.898 / 0.888 and 0.938 / 0.943 / 0.919; 4,096 NPUs torus2d extending 0.818 / 0.854 / 0.869
-(2.09M / 1.65M / 1.40M messages)."""
+/ 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
+
+SEVERAL_RUNS_PAIRS = 2**22
+"""(NPU, chunk) pairs per phase from which an All-Gather's phase runs :data:`SEVERAL_RUNS_VARIANTS` (2,048 NPUs at one chunk each)."""
+
+SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=4))
+""":data:`LARGE_MERGE_VARIANTS` whose messages carry up to 4 runs of consecutive chunks
+(:attr:`MergeVariant.ranges`; the other collectives' phases take one): a run otherwise ends where
+its sender lacks the next chunk id (53% of the messages on a 4,096-NPU torus) or its destination
+has it (43%). All-Gather of 64 MiB, up to 1 / 2 / 4 runs: 4,096 NPUs torus2d extending 0.818 /
+0.854 / 0.869 (2.09M / 1.65M / 1.40M messages), mesh2d reaching back 0.885 / - / 0.902 (2.34M
+/ - / 1.71M). Each further run costs the matching about what its first run does (1,024 NPUs:
+2.0x the CPU seconds at 2 runs, 2.7x at 4), where the gain is smaller (1,024 NPUs extending
+torus2d 0.905 / 0.917 / 0.911, mesh2d 0.920 / 0.935 / 0.928; reaching back 0.878 / 0.898 /
+0.888 and 0.938 / 0.943 / 0.919; the whole command on torus2d:32x32 +47% CPU): below
+:data:`SEVERAL_RUNS_PAIRS` a message carries one run."""
 
 SWITCH_HANDLING = (
     "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
@@ -467,13 +478,18 @@ def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
 
 def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = False) -> tuple[MergeVariant, ...]:
     """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per
-    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins).
+    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins),
+    :data:`SEVERAL_RUNS_VARIANTS` from :data:`SEVERAL_RUNS_PAIRS`.
 
     >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
-    (['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 2 runs'], 3, 3)
+    (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
+    >>> [str(v) for v in default_variants(4096, 1)]
+    ['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 4 runs']
     """
-    large = num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS and not switched
-    return LARGE_MERGE_VARIANTS if large else MERGE_VARIANTS
+    pairs = num_npus * num_npus * chunks_per_npu
+    if switched or pairs < LARGE_PHASE_PAIRS:
+        return MERGE_VARIANTS
+    return SEVERAL_RUNS_VARIANTS if pairs >= SEVERAL_RUNS_PAIRS else LARGE_MERGE_VARIANTS
 
 
 def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) -> list[MergeVariant]:
