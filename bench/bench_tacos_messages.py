@@ -68,6 +68,11 @@ messages instead of 2.09M; mesh2d:64x64 reaching back 0.885 -> 0.902, 1.71M mess
 2.34M (the plain matcher re-run that day: 0.885 / 0.851, as before, 72-82 CPU s per matching;
 the prototype's bookkeeping took 254 and 564). The message
 is still limited by what reached its sender since its link's last one.
+Several runs as committed (:data:`~chakra_collectives.synth.tacos.SEVERAL_RUNS_VARIANTS`, further
+runs from the scarcest candidates; 2026-11-27, seed 0, 1,024-NPU torus, 16 MiB, extending):
+0.710 -> 0.773 at up to 4 runs, 237,893 -> 164,579 messages, 4.4 -> 6.4 chunks per message in
+3.52 runs (79% of the messages take all 4), latency 27.1% -> 20.5% of the links' busy time; the
+last run still ends where the sender lacks the next chunk (47%) or the destination has it (50%).
 
 ``--layouts``: the chunk layout, by renumbering a grid's NPUs (chunk ``c`` starts on NPU ``c``;
 the same graph, so the same bound): ``row`` (the builders' numbering), ``snake`` (odd rows
