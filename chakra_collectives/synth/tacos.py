@@ -127,13 +127,13 @@ ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2
 SEVERAL_RUNS_PAIRS = 2**22
 """(NPU, chunk) pairs per phase from which an All-Gather's phase runs :data:`SEVERAL_RUNS_VARIANTS` (2,048 NPUs at one chunk each)."""
 
-SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=4))
+SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
 """:data:`LARGE_MERGE_VARIANTS` whose messages carry up to 4 runs of consecutive chunks
 (:attr:`MergeVariant.ranges`; the other collectives' phases take one): a run otherwise ends where
 its sender lacks the next chunk id (53% of the messages on a 4,096-NPU torus) or its destination
 has it (43%). All-Gather of 64 MiB, up to 1 / 2 / 4 runs: 4,096 NPUs torus2d extending 0.818 /
-0.854 / 0.869 (2.09M / 1.65M / 1.40M messages), mesh2d reaching back 0.885 / - / 0.902 (2.34M
-/ - / 1.71M). Each further run costs the matching about what its first run does (1,024 NPUs:
+0.854 / 0.869 (2.09M / 1.65M / 1.40M messages), mesh2d reaching back 0.885 / 0.905 / 0.902
+(2.34M / 1.91M / 1.71M; 126 and 191 CPU s a matching at load 15). Each further run costs the matching about what its first run does (1,024 NPUs:
 2.0x the CPU seconds at 2 runs, 2.7x at 4), where the gain is smaller (1,024 NPUs extending
 torus2d 0.905 / 0.917 / 0.911, mesh2d 0.920 / 0.935 / 0.928; reaching back 0.878 / 0.898 /
 0.888 and 0.938 / 0.943 / 0.919; the whole command on torus2d:32x32 +47% CPU): below
@@ -484,7 +484,7 @@ def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = Fal
     >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
     (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
     >>> [str(v) for v in default_variants(4096, 1)]
-    ['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 4 runs']
+    ['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 2 runs']
     """
     pairs = num_npus * num_npus * chunks_per_npu
     if switched or pairs < LARGE_PHASE_PAIRS:
