@@ -467,7 +467,7 @@ class _Matcher:
         if ranges > 1:  # the further runs of the message in flight, per direct channel (length 0: none)
             self.carrying_first = np.zeros((m, ranges - 1), dtype=np.int64)
             self.carrying_length = np.zeros((m, ranges - 1), dtype=np.int64)
-            self.more: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (message, first, length) per matching
+            self.more: list[tuple[np.ndarray, ...]] = []  # (message, slot, first, length) per matching
         # direct in-neighbours of every NPU, padded with -1
         in_degree = np.bincount(channels.direct_dst, minlength=n)
         self.in_neighbours = np.full((n, max(int(in_degree.max(initial=0)), 1)), -1, dtype=np.int64)
@@ -661,8 +661,8 @@ class _Matcher:
             self.carrying_length[sel] = 0
             self.carrying_first[sel[row], slot] = more_first
             self.carrying_length[sel[row], slot] = more_length
-            if len(row):
-                self.more.append((ids[row], slot, more_first, more_length))
+            if len(row):  # kept compact until the schedule is laid out: millions of runs at 4,096 NPUs
+                self.more.append((ids[row].astype(np.int32), slot.astype(np.int8), more_first.astype(np.int32), more_length.astype(np.int32)))
         if self.has_routed:
             self._note_deliveries(dst, first, count, ids, end)
             for s_, e_ in zip(src.tolist(), end.tolist()):
