@@ -475,7 +475,7 @@ finished = True
 try:
     with progress.reporting(seen, interval_s=1.0):
         schedule = match_all_gather(channels, 1, seed=0, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held,
-                                    reach_back=variant.reach_back)
+                                    reach_back=variant.reach_back, ranges=variant.ranges)
 except Budget:
     finished = False
 print(json.dumps({"npus": n, "set_up_s": begun[0], "samples": samples, "finished": finished, "peak": status("VmHWM")}))

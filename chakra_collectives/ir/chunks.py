@@ -31,7 +31,8 @@ UNKNOWN = -1
 
 
 def sent_chunks(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per operation, the first chunk index a SEND carries and how many consecutive chunks
+    """Per operation, the first chunk index a SEND carries and how many consecutive chunks (a
+    message of several runs: its first run's)
     (``UNKNOWN`` and 0 for other operations, and for data that holds no known chunk: custom
     collectives, files without chunk identity, slots never written)."""
     ops = algo.ops
@@ -41,6 +42,7 @@ def sent_chunks(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]
         return first, count
     src_buf, src_off = algo.resolve(ops.rank, ops.src_buf, ops.src_off)
     dst_buf, dst_off = algo.resolve(ops.rank, ops.dst_buf, ops.dst_off)
+    ranged = ops.ranged_slots(src_off, dst_off)  # messages of several chunk ranges: their slots
     src_buf = np.broadcast_to(src_buf, ops.kind.shape).tolist()
     dst_buf = np.broadcast_to(dst_buf, ops.kind.shape).tolist()
     src_off = np.broadcast_to(src_off, ops.kind.shape).tolist()
@@ -65,13 +67,19 @@ def sent_chunks(algo: CollectiveAlgorithm, partner: np.ndarray, order: list[int]
     for i in order:
         k, r, c = kind[i], rank[i], n[i]
         if k == SEND:
-            data = storage[r, src_buf[i]][src_off[i] : src_off[i] + c]
+            held = storage[r, src_buf[i]]
+            data = [held[at] for at in ranged[i]] if i in ranged else held[src_off[i] : src_off[i] + c]
             messages[i] = data
-            if data and data[0] != UNKNOWN and data == list(range(data[0], data[0] + len(data))):
-                first[i], count[i] = data[0], len(data)
+            run = next((j for j in range(1, len(data)) if data[j] != data[0] + j), len(data))
+            if data and data[0] != UNKNOWN and (i in ranged or run == len(data)):
+                first[i], count[i] = data[0], run
         elif k == RECV and partner[i] >= 0 and int(partner[i]) in messages:
             target = storage[r, dst_buf[i]]
-            target[dst_off[i] : dst_off[i] + c] = messages.pop(int(partner[i]))[:c]
+            if i in ranged:
+                for at, value in zip(ranged[i], messages.pop(int(partner[i]))):
+                    target[at] = value
+            else:
+                target[dst_off[i] : dst_off[i] + c] = messages.pop(int(partner[i]))[:c]
         elif k == COPY:
             storage[r, dst_buf[i]][dst_off[i] : dst_off[i] + c] = storage[r, src_buf[i]][src_off[i] : src_off[i] + c]
         elif k == REDUCE:

@@ -8,7 +8,10 @@ An algorithm has one ordered program per rank; each operation is one of
 * ``COPY``  -- local ``dst[i] = src[i]``;
 * ``COMPUTE`` -- opaque local work with only a duration (a foreign COMP node).
 
-and waits for its ``deps`` (operations of the same rank) to finish. ``src``/``dst`` are chunk
+and waits for its ``deps`` (operations of the same rank) to finish. A SEND or RECV may move
+several ranges of chunks as one message: ``count`` chunks in all, the first range at
+``src``/``dst`` and the further ones listed in the table's ``more_*`` columns (offsets in the
+same buffer, :meth:`OpTable.runs`); the network times the message by its ``count``. ``src``/``dst`` are chunk
 references ``(buffer, offset)`` in chunk units, so bytes are derived only when an algorithm is
 written or replayed for a concrete collective size. Operations read from foreign files may carry
 only bytes: then ``count`` is ``-1`` and ``nbytes`` holds the size. A SEND may name the path its
@@ -104,6 +107,9 @@ class Op:
     """The MSCCL-IR threadblock the operation came from (``None``: not imported from MSCCL-IR)."""
     channel: int | None = None
     """That threadblock's channel."""
+    more: tuple[tuple[int, int], ...] = ()
+    """A SEND's or RECV's further ranges ``(offset, count)`` in its buffer, after its first one
+    (which then holds ``count`` minus theirs)."""
 
 
 _INT_COLUMNS = {
@@ -155,14 +161,24 @@ class OpTable:
     """That threadblock's channel (-1: none)."""
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
+    more_ptr: np.ndarray | None = None
+    """CSR index (one entry per operation, plus one) of the SENDs' and RECVs' further chunk
+    ranges in :attr:`more_off` / :attr:`more_count` (``None``: every operation moves one range)."""
+    more_off: np.ndarray | None = None
+    """Offset of each further range in its operation's buffer (a SEND's source, a RECV's destination)."""
+    more_count: np.ndarray | None = None
+    """Chunks of each further range."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_columns(cls, *, dep_ptr: Any, dep_idx: Any, **columns: Any) -> "OpTable":
+    def from_columns(
+        cls, *, dep_ptr: Any, dep_idx: Any, more_ptr: Any = None, more_off: Any = None, more_count: Any = None, **columns: Any
+    ) -> "OpTable":
         """Build from whole columns; omitted columns get their "not applicable" value.
 
         ``rank`` is required and must be non-decreasing; ``node_id`` defaults to the index
-        of each operation inside its rank.
+        of each operation inside its rank; ``more_*``: the further chunk ranges (CSR, all three
+        or none).
         """
         rank = np.asarray(columns.pop("rank"), dtype=np.int32)
         size = len(rank)
@@ -187,6 +203,10 @@ class OpTable:
             raise TypeError(f"unknown columns {sorted(columns)}")
         built["dep_ptr"] = _column(dep_ptr, np.int64)
         built["dep_idx"] = _column(dep_idx, np.int64)
+        if more_ptr is not None:
+            built["more_ptr"] = _column(more_ptr, np.int64)
+            built["more_off"] = _column(more_off, np.int64)
+            built["more_count"] = _column(more_count, np.int64)
         table = cls(**built)
         table._check_shapes()
         return table
@@ -201,6 +221,7 @@ class OpTable:
         rows = sorted(enumerate(rows), key=lambda item: (item[1]["rank"], item[0]))
         cols: dict[str, list[Any]] = {name: [] for name in (*_INT_COLUMNS, "duration_ns")}
         dep_ptr, dep_idx = [0], []
+        more_ptr, more = [0], []
         first_of_rank: dict[int, int] = {}
         for position, (_, row) in enumerate(rows):
             rank = row["rank"]
@@ -227,19 +248,32 @@ class OpTable:
                 cols[name].append(NONE if value is None and name != "duration_ns" else value)
             dep_idx.extend(first + d for d in row.get("deps", ()))
             dep_ptr.append(len(dep_idx))
-        return cls.from_columns(dep_ptr=dep_ptr, dep_idx=dep_idx, **cols)
+            more.extend(row.get("more", ()))
+            more_ptr.append(len(more))
+        ranges = {}
+        if more:
+            ranges = dict(more_ptr=more_ptr, more_off=[m[0] for m in more], more_count=[m[1] for m in more])
+        return cls.from_columns(dep_ptr=dep_ptr, dep_idx=dep_idx, **ranges, **cols)
 
     def _check_shapes(self) -> None:
         size = len(self.rank)
         for f in fields(self):
             column = getattr(self, f.name)
-            expected = size + 1 if f.name == "dep_ptr" else None
-            if f.name == "dep_idx":
+            expected = size + 1 if f.name in ("dep_ptr", "more_ptr") else None
+            if f.name in ("dep_idx", "more_off", "more_count") or column is None:
                 continue
             if len(column) != (expected if expected is not None else size):
                 raise ValueError(f"column {f.name} has {len(column)} entries, expected {expected or size}")
         if self.dep_ptr[0] != 0 or self.dep_ptr[-1] != len(self.dep_idx) or np.any(np.diff(self.dep_ptr) < 0):
             raise ValueError("dep_ptr is not a valid CSR index into dep_idx")
+        if (self.more_ptr is None) != (self.more_off is None) or (self.more_ptr is None) != (self.more_count is None):
+            raise ValueError("more_ptr, more_off and more_count come together")
+        if self.more_ptr is not None:
+            if self.more_ptr[0] != 0 or self.more_ptr[-1] != len(self.more_off) or len(self.more_count) != len(self.more_off) or np.any(np.diff(self.more_ptr) < 0):
+                raise ValueError("more_ptr is not a valid CSR index into more_off / more_count")
+            ranged = np.diff(self.more_ptr) > 0
+            if np.any(ranged & (self.kind > OpKind.RECV)):
+                raise ValueError("only SENDs and RECVs move several chunk ranges")
 
     # ------------------------------------------------------------------ access
     def __len__(self) -> int:
@@ -249,6 +283,59 @@ class OpTable:
         """``bounds[r]:bounds[r+1]`` is the slice of rank ``r``'s operations."""
         # queries of the ranks' own type: mixed types would convert (copy) all of self.rank per call
         return np.searchsorted(self.rank, np.arange(num_ranks + 1, dtype=np.result_type(self.rank.dtype, np.int32)), side="left")
+
+    @property
+    def multi_range(self) -> bool:
+        """Some SEND or RECV moves more than one range of chunks."""
+        return self.more_ptr is not None and len(self.more_off) > 0
+
+    def more_of(self, index: int) -> tuple[tuple[int, int], ...]:
+        """Operation ``index``'s further ranges ``(offset, count)`` (empty: one range)."""
+        if self.more_ptr is None:
+            return ()
+        lo, hi = int(self.more_ptr[index]), int(self.more_ptr[index + 1])
+        return tuple(zip(self.more_off[lo:hi].tolist(), self.more_count[lo:hi].tolist()))
+
+    def runs(self, chosen: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(operation, start, length)`` of every chunk range of the operations ``chosen``, in
+        order, each operation's first range starting at ``first[i]`` (its own offset, or a slot
+        it resolves to) and the further ones as far from it as their offsets are from the
+        operation's own (:func:`split_runs`).
+
+        >>> t = OpTable.from_rows([dict(rank=0, kind=OpKind.SEND, peer=1, tag=0, src=(Buffer.OUTPUT, 2), count=3, more=[(7, 1)])])
+        >>> [v.tolist() for v in t.runs(np.array([0]), np.array([102]))]   # slots 102, 103 and 107
+        [[0, 0], [102, 107], [2, 1]]
+        """
+        chosen = np.asarray(chosen, dtype=np.int64)
+        count = np.maximum(self.count[chosen].astype(np.int64), 0)
+        if not self.multi_range:
+            return chosen, np.asarray(first, dtype=np.int64), count
+        own = np.where(self.kind[chosen] == OpKind.RECV, self.dst_off[chosen], self.src_off[chosen]).astype(np.int64)
+        more_first = self.more_off.astype(np.int64)
+        op, start, length = split_runs(chosen, own, count, self.more_ptr, more_first, self.more_count)
+        shift = np.repeat(np.asarray(first, dtype=np.int64) - own, np.diff(self.more_ptr)[chosen] + 1)
+        return op, start + shift, length
+
+    def slots(self, chosen: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """Every chunk slot of the operations ``chosen``, in order: ``first[i], first[i] + 1, ..``
+        through each of their ranges (:meth:`runs`)."""
+        _, start, length = self.runs(chosen, first)
+        starts = np.cumsum(length) - length
+        return np.repeat(start - starts, length) + np.arange(int(length.sum()), dtype=np.int64)
+
+    def ranged_slots(self, src_off: np.ndarray, dst_off: np.ndarray) -> dict[int, list[int]]:
+        """Per SEND or RECV of several chunk ranges, its slots in order, from each operation's own
+        offset in ``src_off`` (a SEND's) or ``dst_off`` (a RECV's): the offsets as they are, or as
+        in-place aliasing resolves them. Empty when every operation moves one range."""
+        if not self.multi_range:
+            return {}
+        chosen = np.flatnonzero(np.diff(self.more_ptr) > 0)
+        recv = self.kind[chosen] == OpKind.RECV
+        first = np.where(recv, np.broadcast_to(dst_off, self.kind.shape)[chosen], np.broadcast_to(src_off, self.kind.shape)[chosen])
+        slots = self.slots(chosen, first).tolist()
+        count = self.count[chosen].astype(np.int64)
+        ends = np.cumsum(count).tolist()
+        return {i: slots[end - n : end] for i, n, end in zip(chosen.tolist(), count.tolist(), ends)}
 
     def deps_of(self, index: int) -> np.ndarray:
         return self.dep_idx[self.dep_ptr[index] : self.dep_ptr[index + 1]]
@@ -281,12 +368,21 @@ class OpTable:
             route=optional(self.route[index]),
             threadblock=optional(self.threadblock[index]),
             channel=optional(self.channel[index]),
+            more=self.more_of(index),
         )
 
     def equals(self, other: "OpTable") -> bool:
         """Column-by-column equality (NaN durations compare equal)."""
+        if self.multi_range != other.multi_range:
+            return False
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
+            if a is None or b is None:
+                if self.multi_range and (a is None) != (b is None):
+                    return False
+                continue
+            if f.name.startswith("more_") and not self.multi_range:
+                continue
             if a.shape != b.shape:
                 return False
             if f.name == "duration_ns":
@@ -295,3 +391,30 @@ class OpTable:
             elif not np.array_equal(a, b):
                 return False
         return True
+
+
+def split_runs(
+    ids: np.ndarray, first: np.ndarray, total: np.ndarray, more_ptr: np.ndarray, more_first: np.ndarray, more_count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(item, start, length)`` of every run of the items ``ids`` that move ``total[i]`` chunks:
+    the first run at ``first[i]``, then the further runs ``more_ptr[id] : more_ptr[id + 1]`` of
+    ``more_first`` / ``more_count`` (the first run holds ``total`` minus theirs). ``first`` and
+    ``total`` are per item of ``ids``; ``more_*`` are indexed by id. The one expansion of
+    several-range messages: :meth:`OpTable.runs` and a TACOS schedule's runs.
+
+    >>> [v.tolist() for v in split_runs(np.array([1, 0]), np.array([5, 0]), np.array([2, 4]), np.array([0, 2, 2]), np.array([8, 3]), np.array([1, 1]))]
+    [[1, 0, 0, 0], [5, 0, 8, 3], [2, 2, 1, 1]]
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    lo, hi = more_ptr[ids].astype(np.int64), more_ptr[ids + 1].astype(np.int64)
+    taken = np.concatenate([[0], np.cumsum(more_count, dtype=np.int64)])
+    per = 1 + hi - lo
+    item = np.repeat(ids, per)
+    position = np.arange(len(item)) - np.repeat(np.cumsum(per) - per, per)  # 0: the first run
+    start = np.repeat(np.asarray(first, dtype=np.int64), per)
+    length = np.repeat(np.asarray(total, dtype=np.int64) - (taken[hi] - taken[lo]), per)
+    later = np.flatnonzero(position > 0)
+    j = np.repeat(lo, per)[later] + position[later] - 1
+    start[later] = more_first[j]
+    length[later] = more_count[j]
+    return item, start, length

@@ -74,11 +74,16 @@ def structural_problems(algo: CollectiveAlgorithm, limit: int = 10) -> list[str]
         sizes = np.stack([algo.input_chunks, algo.output_chunks, algo.scratch_chunks])
         limit_of = np.zeros(len(ops), dtype=np.int64)
         limit_of[has] = sizes[buf_col[has], ops.rank[has]]
-        over = has & ((off_col < 0) | (off_col + ops.count > limit_of))
+        chosen = np.flatnonzero(has)
+        op, start, length = ops.runs(chosen, off_col[chosen])  # every range of a several-range message
+        if len(op) > len(chosen):
+            report(np.isin(np.arange(len(ops)), op[length <= 0]), "has a chunk range of no chunks (its further ranges hold all its count)")
+        out = (start < 0) | (start + length > limit_of[op])
+        where = dict(zip(op[out].tolist(), zip(start[out].tolist(), length[out].tolist())))
         report(
-            over,
-            lambda i, b=buf_col, o=off_col, s=side: (
-                f"{s} {'ios'[b[i]]}[{o[i]}:{o[i] + ops.count[i]}] beyond the buffer's {limit_of[i]} chunks"
+            np.isin(np.arange(len(ops)), op[out]),
+            lambda i, b=buf_col, s=side: (
+                f"{s} {'ios'[b[i]]}[{where[i][0]}:{where[i][0] + where[i][1]}] beyond the buffer's {limit_of[i]} chunks"
             ),
         )
     dep_owner = np.repeat(np.arange(len(ops)), np.diff(ops.dep_ptr))

@@ -73,6 +73,8 @@ class _Columns:
         self.cols = {name: np.full(self.size, _NONE, dtype=dtype) for name, dtype in self._TYPES.items()}
         if routed:  # SENDs name their routes
             self.cols["route"] = np.full(self.size, _NONE, dtype=_I32)
+        self.more: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        """Further chunk ranges ``(position, offset, count)``, each operation's in order."""
 
     def put(self, at: np.ndarray, **values) -> None:
         for name, value in values.items():
@@ -84,7 +86,14 @@ class _Columns:
         node_id = np.arange(self.size, dtype=_I32)
         node_id -= np.repeat(self.starts[:-1].astype(_I32), self.ops_per_rank)
         dep_ptr, dep_idx = deps.build()
-        return OpTable.from_columns(rank=rank, node_id=node_id, dep_ptr=dep_ptr, dep_idx=dep_idx, **self.cols)
+        ranges = {}
+        if self.more:
+            position, offset, count = (np.concatenate(column) for column in zip(*self.more))
+            order = np.argsort(position, kind="stable")
+            ptr = np.zeros(self.size + 1, dtype=np.int64)
+            np.cumsum(np.bincount(position, minlength=self.size), out=ptr[1:])
+            ranges = dict(more_ptr=ptr, more_off=offset[order].astype(_I32), more_count=count[order].astype(_I32))
+        return OpTable.from_columns(rank=rank, node_id=node_id, dep_ptr=dep_ptr, dep_idx=dep_idx, **ranges, **self.cols)
 
 
 class _Deps:
@@ -294,6 +303,13 @@ def _add_all_gather(
         recv_pos(receiving), kind=np.int8(OpKind.RECV), peer=src[receiving], tag=tags(receiving, _channel_key(schedule, receiving)),
         dst_buf=np.int8(Buffer.OUTPUT), dst_off=chunk[receiving], count=count[receiving],
     )
+    if schedule.multi_run:  # the further runs of a message: at their chunk ids in both output buffers
+        for rows, pos in ((sending, send_pos), (receiving, recv_pos)):
+            ids = rows[schedule.more_ptr[rows + 1] > schedule.more_ptr[rows]]
+            message, start, length = schedule.runs(ids)
+            later = np.zeros(len(message), dtype=bool)
+            later[1:] = message[1:] == message[:-1]  # each message's first run is the op's own
+            ops.more.append((pos(message[later]).astype(np.int64), start[later], length[later]))
     del send_buf, send_off, receiving
     # forwarding: a send waits for the RECVs that brought its chunks, looked up in the delivery
     # index of a range of senders at a time (the whole index is N x C entries)
@@ -309,9 +325,8 @@ def _add_all_gather(
             deps.add(send_pos(here), recv_pos(via))
         else:
             for block in run_blocks(count[here]):  # per chunk, a block of messages at a time
-                message, offset = expand_runs(count[here[block]])
-                ids = here[block][message]
-                via = delivery[(src[ids].astype(np.int64) - npus.start) * c_total + (chunk[ids] + offset)]
+                ids, chunks = schedule.chunks_of(here[block])
+                via = delivery[(src[ids].astype(np.int64) - npus.start) * c_total + chunks]
                 owners, targets, slot = _consecutive_slots(ids, via)
                 deps.add_slots(send_pos(owners), recv_pos(targets), slot)
         if len(anchored):
@@ -400,6 +415,8 @@ class _ReduceScatter:
     """
 
     def __init__(self, rev: Schedule, *, result_offset, messages: _Messages | None = None, keep: bool = True) -> None:
+        if rev.multi_run:
+            raise ValueError("a Reduce-Scatter is mirrored from a schedule whose messages carry one run each")
         self.rev = rev
         self.result_offset = result_offset
         n = rev.num_npus

@@ -103,6 +103,7 @@ def match_all_gather(
     extend_held: bool = False,
     reach_back: bool = False,
     owner_start: np.ndarray | None = None,
+    ranges: int = 1,
 ) -> Schedule:
     """Greedy link-chunk matching for an All-Gather of ``chunks_per_npu`` chunks per NPU.
 
@@ -112,13 +113,24 @@ def match_all_gather(
     ``latency_ratio`` sets how far messages may merge chunks (:func:`message_caps`; 0: never).
     ``extend_held``: a merged message prefers a run that extends what its destination already
     holds or is getting; ``reach_back``: it may start before its scarcest chunk, where the
-    candidates' run holding that chunk starts (see the module docstring).
+    candidates' run holding that chunk starts (see the module docstring). ``ranges``: a message
+    over a direct channel may carry up to this many runs (:meth:`_Matcher._more_runs`; networks
+    without switches only, else 1).
+
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> from chakra_collectives.topology import torus2d
+    >>> channels = build_channels(torus2d(8, 8), chunk_bytes=2**14)
+    >>> one = match_all_gather(channels, 1, latency_ratio=40.0, extend_held=True)
+    >>> several = match_all_gather(channels, 1, latency_ratio=40.0, extend_held=True, ranges=4)
+    >>> several.multi_run, several.num_transfers < one.num_transfers
+    (True, True)
     """
     caps = message_caps(channels, latency_ratio)
     rng = np.random.default_rng(seed)
-    if owner_start is None and uses_small(channels, chunks_per_npu):  # the same schedule, on Python integers
+    ranges = 1 if channels.routed or int(caps[0].max(initial=1)) == 1 else ranges
+    if owner_start is None and ranges == 1 and uses_small(channels, chunks_per_npu):  # the same schedule, on Python integers
         return match_small(channels, chunks_per_npu, rng, caps[0], extend_held=extend_held, reach_back=reach_back)
-    return _Matcher(channels, chunks_per_npu, rng, caps, extend_held=extend_held, reach_back=reach_back, owner_start=owner_start).run()
+    return _Matcher(channels, chunks_per_npu, rng, caps, extend_held=extend_held, reach_back=reach_back, owner_start=owner_start, ranges=ranges).run()
 
 
 # ---------------------------------------------------------------------- bit helpers
@@ -430,10 +442,12 @@ class _Matcher:
         extend_held: bool = False,
         reach_back: bool = False,
         owner_start: np.ndarray | None = None,
+        ranges: int = 1,
     ) -> None:
         n = channels.num_npus
         self.ch = channels
         self.extend_held, self.reach_back = extend_held, reach_back
+        self.ranges = ranges
         self.n, self.k, self.rng = n, k, rng
         self.num_chunks = n * k
         self.given_owner_start = owner_start
@@ -458,6 +472,10 @@ class _Matcher:
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
         self.carrying = np.full(m, -1, dtype=np.int64)  # transfer in flight
+        if ranges > 1:  # the further runs of the message in flight, per direct channel (length 0: none)
+            self.carrying_first = np.zeros((m, ranges - 1), dtype=np.int64)
+            self.carrying_length = np.zeros((m, ranges - 1), dtype=np.int64)
+            self.more: list[tuple[np.ndarray, ...]] = []  # (message, slot, first, length) per matching
         # direct in-neighbours of every NPU, padded with -1
         in_degree = np.bincount(channels.direct_dst, minlength=n)
         self.in_neighbours = np.full((n, max(int(in_degree.max(initial=0)), 1)), -1, dtype=np.int64)
@@ -485,6 +503,8 @@ class _Matcher:
         # routed channels
         self.routed = channels.routed
         self.has_routed = bool(self.routed)
+        if ranges > 1:
+            self.rec["more"] = np.zeros(capacity, dtype=np.int32)  # chunks in a message's further runs
         if self.has_routed:
             self.rec["anchor"] = np.full(capacity, NO_ANCHOR, dtype=np.int32)
             self.rec["anchor_is_send"] = np.zeros(capacity, dtype=bool)
@@ -566,6 +586,8 @@ class _Matcher:
         ids = self.carrying[done]
         self.busy_until[done] = np.inf
         self.carrying[done] = -1
+        if self.ranges > 1:
+            self._arrive_more(done, ids)
         if self.has_routed:
             routed = []
             while self.pending and self.pending[0][0] == t:
@@ -577,7 +599,8 @@ class _Matcher:
         dsts = rec["dst"][ids].astype(np.int64)
         rec["recv_seq"][ids] = self.program[dsts] + occurrence(dsts)
         self.program += np.bincount(dsts, minlength=self.n)
-        _set_runs(self.held, dsts, rec["chunk"][ids], rec["count"][ids])
+        first_length = rec["count"][ids] if self.ranges == 1 else rec["count"][ids] - rec["more"][ids]
+        _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
         received = np.zeros(self.n, dtype=bool)
         received[dsts] = True
         events: dict[int, tuple[int, bool]] = {}
@@ -620,23 +643,88 @@ class _Matcher:
                 continue
             sel, d, first, count = sel[ok], d[ok], first[ok], count[ok]
             _set_runs(self.wanted, d.astype(np.int64), first, count, clear=True)
-            parts.append((sel, first, count))
+            more = self._more_runs(cand[ok], sel, s[ok], d, first, count, self.direct_cap[sel]) if self.ranges > 1 else None
+            parts.append((sel, first, count, more))
         if not parts:
             return
         sel = np.concatenate([p[0] for p in parts])
         first = np.concatenate([p[1] for p in parts])
         count = np.concatenate([p[2] for p in parts])
+        if self.ranges > 1:
+            more = [p[3] for p in parts]
+            sizes = np.cumsum([0] + [len(p[0]) for p in parts])
+            row = np.concatenate([rows + sizes[i] for i, (rows, _, _, _) in enumerate(more)])
+            slot = np.concatenate([m[1] for m in more])
+            more_first = np.concatenate([m[2] for m in more])
+            more_length = np.concatenate([m[3] for m in more])
+            extra = np.bincount(row, weights=more_length, minlength=len(sel)).astype(np.int32)
+            count = count + extra
         end = t + ch.hop_ns(ch.direct_link[sel], count)
         src, dst = ch.direct_src[sel], ch.direct_dst[sel]
         ids = self._record(first, count, src, dst, t, end, sel)
         self.busy_until[sel] = end
         self.carrying[sel] = ids
+        if self.ranges > 1:
+            self.rec["more"][ids] = extra
+            self.carrying_length[sel] = 0
+            self.carrying_first[sel[row], slot] = more_first
+            self.carrying_length[sel[row], slot] = more_length
+            if len(row):  # kept compact until the schedule is laid out: millions of runs at 4,096 NPUs
+                self.more.append((ids[row].astype(np.int32), slot.astype(np.int8), more_first.astype(np.int32), more_length.astype(np.int32)))
         if self.has_routed:
             self._note_deliveries(dst, first, count, ids, end)
             for s_, e_ in zip(src.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[s_], e_)
             for d_, e_ in zip(dst.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
+
+    def _more_runs(
+        self, cand: np.ndarray, channels: np.ndarray, src: np.ndarray, dst: np.ndarray, first: np.ndarray, count: np.ndarray, cap: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Further runs for the messages just matched (``first``, ``count``: their first runs;
+        ``cand``: what ``src`` held for ``dst`` before), up to :attr:`ranges` runs and ``cap`` chunks
+        a message: each the run :meth:`_pick_runs` takes among the candidates the earlier runs left,
+        starting at one of the scarcest (:meth:`_scarcest`, worked out once for all of them; all
+        candidates once none is left) (``dst``'s wanted chunks are cleared as they are taken). Only messages that forward received
+        chunks take more (the sender's own chunks live in another buffer), and only of those.
+
+        Returns ``(row, slot, first, length)``: the row of each further run and its position
+        (0 for the second run of a message, ...)."""
+        total = count.astype(np.int64)
+        own_first = src.astype(np.int64) * self.k
+        received = (first < own_first) | (first >= own_first + self.k)
+        rows = np.flatnonzero(received & (total < cap))
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        if len(rows):
+            cand = cand[rows] & self.wanted[dst[rows]]  # the first run is no longer wanted
+            _set_runs(cand, np.arange(len(rows)), own_first[rows], np.full(len(rows), self.k), clear=True)
+            scarce = self._scarcest(cand, channels[rows])  # as the first run: chunks few others can bring (worked out once)
+        for slot in range(self.ranges - 1):
+            if not len(rows):
+                break
+            if slot:
+                cand &= self.wanted[dst[rows]]
+                scarce &= cand
+            pool = np.where(scarce.any(axis=1, keepdims=True), scarce, cand)
+            more_first, more_length = self._pick_runs(pool, cand, src[rows], dst[rows], (cap[rows] - total[rows]).astype(np.int32))
+            got = more_first >= 0
+            rows, cand, scarce, more_first, more_length = rows[got], cand[got], scarce[got], more_first[got], more_length[got]
+            _set_runs(self.wanted, dst[rows].astype(np.int64), more_first, more_length, clear=True)
+            found.append((rows, np.full(len(rows), slot), more_first, more_length.astype(np.int64)))
+            total[rows] += more_length
+            keep = total[rows] < cap[rows]
+            rows, cand, scarce = rows[keep], cand[keep], scarce[keep]
+        if not found:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, empty
+        return tuple(np.concatenate(column) for column in zip(*found))  # type: ignore[return-value]
+
+    def _arrive_more(self, done: np.ndarray, ids: np.ndarray) -> None:
+        """Deliver the further runs of the messages ``ids`` arriving over direct channels ``done``."""
+        lengths = self.carrying_length[done]
+        at, slot = np.nonzero(lengths)
+        if len(at):
+            _set_runs(self.held, self.rec["dst"][ids[at]].astype(np.int64), self.carrying_first[done[at], slot], lengths[at, slot])
 
     def _scarcest(self, cand: np.ndarray, channels: np.ndarray) -> np.ndarray:
         """Per row (direct channel ``channels[i]``, ``s -> d``), the candidates held by the fewest
@@ -917,10 +1005,22 @@ class _Matcher:
         cols = {name: values[:size] for name, values in self.rec.items()}
         if size < len(self.rec["chunk"]) // 2:  # merged messages: do not keep the unused capacity
             cols = {name: values.copy() for name, values in cols.items()}
+        more: dict[str, np.ndarray] = {}
+        if self.ranges > 1:
+            del cols["more"]
+            if self.more:
+                message, slot, first, length = (np.concatenate(column) for column in zip(*self.more))
+            else:
+                message = slot = first = length = np.zeros(0, dtype=np.int64)
+            order = np.lexsort((slot, message))
+            more = {
+                "more_ptr": np.searchsorted(message[order], np.arange(size + 1)).astype(np.int64),
+                "more_chunk": first[order].astype(np.int32), "more_count": length[order].astype(np.int32),
+            }
         if not self.has_routed:
             cols["anchor"] = np.broadcast_to(np.int32(NO_ANCHOR), (size,))
             cols["anchor_is_send"] = np.broadcast_to(False, (size,))
         return Schedule(
             num_npus=self.n, chunks_per_npu=self.k, max_chunks=self.max_cap,
-            num_direct=self.ch.num_direct, num_routed=len(self.routed), owner_start=self.given_owner_start, **cols,
+            num_direct=self.ch.num_direct, num_routed=len(self.routed), owner_start=self.given_owner_start, **cols, **more,
         )

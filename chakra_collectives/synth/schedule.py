@@ -1,7 +1,8 @@
 """The schedule of an All-Gather as TACOS's matcher writes it and the lowering and BFB read it.
 
 :class:`Schedule` holds every message as columns (a message carries a run of consecutive
-chunks); :func:`expand_runs` and :func:`run_blocks` turn runs into chunks a block at a time.
+chunks, or several runs: :meth:`Schedule.runs`); :func:`expand_runs` and :func:`run_blocks` turn
+runs into chunks a block at a time.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chakra_collectives.ir.ops import split_runs
+
 NO_ANCHOR = -1
 
 
@@ -17,7 +20,10 @@ NO_ANCHOR = -1
 class Schedule:
     """Every message of an All-Gather schedule (columns, in decision order = start-time order).
 
-    A message carries the ``count`` consecutive chunks ``chunk .. chunk + count - 1``.
+    A message carries ``count`` chunks: the run ``chunk ..`` and, when :attr:`more_ptr` is set,
+    the further runs ``more_chunk[j] .. more_chunk[j] + more_count[j] - 1`` for ``j`` in
+    ``more_ptr[i] : more_ptr[i + 1]`` (the first run then has ``count`` minus theirs);
+    :meth:`runs` lists them all.
     ``send_seq`` / ``recv_seq`` place the message's send and receive in their NPU's *program*:
     the sequence of all sends and receives of that NPU in time order (at one instant receives
     first, then sends; ties in transfer order), numbered from 0.
@@ -51,6 +57,36 @@ class Schedule:
     """Unequal shares (:mod:`~chakra_collectives.synth.shares`): NPU ``i`` owns chunks
     ``owner_start[i] .. owner_start[i + 1] - 1`` (``num_npus + 1`` offsets from 0 to
     :attr:`num_chunks`); ``None``: ``chunks_per_npu`` each, chunk ``c`` on NPU ``c // chunks_per_npu``."""
+    more_ptr: np.ndarray | None = None
+    """CSR index of every message's further runs into :attr:`more_chunk` / :attr:`more_count`
+    (``None``: every message is one run)."""
+    more_chunk: np.ndarray | None = None
+    more_count: np.ndarray | None = None
+
+    @property
+    def multi_run(self) -> bool:
+        """Some message carries more than one run of consecutive chunks."""
+        return self.more_ptr is not None and len(self.more_chunk) > 0
+
+    def runs(self, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(message, first, length)`` of every run of the messages ``ids`` (default: all), message
+        by message, each message's runs in order.
+
+        >>> s = Schedule(2, 2, *[np.array(v) for v in ([0, 2], [3, 1])], *[np.zeros(2, np.int32)] * 10,
+        ...              more_ptr=np.array([0, 1, 1]), more_chunk=np.array([3]), more_count=np.array([1]))
+        >>> [v.tolist() for v in s.runs()]           # message 0: chunks 0, 1 and 3
+        [[0, 0, 1], [0, 3, 2], [2, 1, 1]]
+        """
+        ids = np.arange(self.num_transfers, dtype=np.int64) if ids is None else np.asarray(ids)
+        if not self.multi_run:
+            return ids, self.chunk[ids], self.count[ids]
+        return split_runs(ids, self.chunk[ids], self.count[ids], self.more_ptr, self.more_chunk, self.more_count)
+
+    def chunks_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(message, chunk)`` for every chunk the messages ``ids`` carry, in order."""
+        message, first, length = self.runs(ids)
+        run, offset = expand_runs(length)
+        return message[run], first[run] + offset
 
     @property
     def num_channels(self) -> int:
@@ -108,10 +144,11 @@ class Schedule:
         if into is None:
             into = np.arange(self.num_transfers, dtype=np.int32) if len(npus) == self.num_npus else np.flatnonzero((self.dst >= npus.start) & (self.dst < npus.stop)).astype(np.int32)
         for block in run_blocks(self.count[into]):  # a block's chunks at a time: temporaries stay small
-            ids, offset = expand_runs(self.count[into[block]])
-            at = ids + np.int32(block.start)
+            at, offset = expand_runs(self.count[into[block]])
+            at = at + np.int32(block.start)
             ids = into[at]
-            index[(self.dst[ids].astype(np.int64) - npus.start) * c + (self.chunk[ids] + offset)] = at if positions else ids
+            chunks = self.chunks_of(into[block])[1] if self.multi_run else self.chunk[ids] + offset
+            index[(self.dst[ids].astype(np.int64) - npus.start) * c + chunks] = at if positions else ids
         return index
 
     def npu_ranges(self, budget_bytes: int | None = None) -> list[range]:

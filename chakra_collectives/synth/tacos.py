@@ -89,9 +89,14 @@ class MergeVariant:
     (:func:`~chakra_collectives.synth.matcher.match_all_gather`)."""
     reach_back: bool = False
     """A merged message may start before its scarcest chunk, where the candidates' run holding it starts."""
+    ranges: int = 1
+    """Runs of consecutive chunks a merged message over a direct link may carry (an All-Gather's;
+    the other collectives' phases take one)."""
 
     def __str__(self) -> str:
         rules = [name for name, on in (("runs extend held", self.extend_held), ("runs reach back", self.reach_back)) if on]
+        if self.ranges > 1:
+            rules.append(f"up to {self.ranges} runs")
         return ", ".join([f"{self.latency_ratio:g}", *rules])
 
 
@@ -119,6 +124,21 @@ parallel on two cores): the plain ones never won there. All-Gather of 64 MiB, ef
 ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2d 0.890 / 0.896
 / 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
 / 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
+
+SEVERAL_RUNS_PAIRS = 2**22
+"""(NPU, chunk) pairs per phase from which an All-Gather's phase runs :data:`SEVERAL_RUNS_VARIANTS` (2,048 NPUs at one chunk each)."""
+
+SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
+""":data:`LARGE_MERGE_VARIANTS` whose messages carry up to 4 runs of consecutive chunks
+(:attr:`MergeVariant.ranges`; the other collectives' phases take one): a run otherwise ends where
+its sender lacks the next chunk id (53% of the messages on a 4,096-NPU torus) or its destination
+has it (43%). All-Gather of 64 MiB, up to 1 / 2 / 4 runs: 4,096 NPUs torus2d extending 0.818 /
+0.854 / 0.869 (2.09M / 1.65M / 1.40M messages), mesh2d reaching back 0.885 / 0.905 / 0.902
+(2.34M / 1.91M / 1.71M; 126 and 191 CPU s a matching at load 15). Each further run costs the matching about what its first run does (1,024 NPUs:
+2.0x the CPU seconds at 2 runs, 2.7x at 4), where the gain is smaller (1,024 NPUs extending
+torus2d 0.905 / 0.917 / 0.911, mesh2d 0.920 / 0.935 / 0.928; reaching back 0.878 / 0.898 /
+0.888 and 0.938 / 0.943 / 0.919; the whole command on torus2d:32x32 +47% CPU): below
+:data:`SEVERAL_RUNS_PAIRS` a message carries one run."""
 
 SWITCH_HANDLING = (
     "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
@@ -249,8 +269,10 @@ def tacos(
         if merge_variants is None:
             merge_variants = default_variants(topology.num_npus, chunks_per_npu, switched=bool(topology.num_switches))
         variants = tuple(v if isinstance(v, MergeVariant) else MergeVariant(float(v)) for v in merge_variants)
-    if not variants or any(v.latency_ratio < 0 for v in variants):
-        raise InputError(f"merge variants must have non-negative latency ratios, got {merge_variants}")
+    if not variants or any(v.latency_ratio < 0 or v.ranges < 1 for v in variants):
+        raise InputError(f"merge variants must have non-negative latency ratios and at least one run, got {merge_variants}")
+    if collective is not Collective.ALL_GATHER:  # a mirrored phase's messages carry one run each
+        variants = tuple(dict.fromkeys(replace(v, ranges=1) for v in variants))
     if topology.num_npus < 2:
         raise InputError("a collective needs at least 2 NPUs")
     topology.validate()
@@ -448,6 +470,7 @@ def _provenance(
     phases: tuple[Trial, ...], topology: Topology, chunks_per_npu: int, seed: int, trials: int, routing: ChannelRouting | None
 ) -> dict[str, str]:
     """What the lowered algorithm records of how it was synthesized."""
+    several = {"phase_ranges": ",".join(str(p.variant.ranges) for p in phases)} if any(p.variant.ranges > 1 for p in phases) else {}
     return {
         "algorithm": "tacos",
         "topology": topology.name,
@@ -459,6 +482,7 @@ def _provenance(
         "phase_extend_held": ",".join(str(int(p.variant.extend_held)) for p in phases),
         "phase_reach_back": ",".join(str(int(p.variant.reach_back)) for p in phases),
         "switches": ("detours" if routing is not None else "routed") if topology.num_switches else "none",
+        **several,
     }
 
 
@@ -478,13 +502,18 @@ def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
 
 def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = False) -> tuple[MergeVariant, ...]:
     """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per
-    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins).
+    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins),
+    :data:`SEVERAL_RUNS_VARIANTS` from :data:`SEVERAL_RUNS_PAIRS`.
 
     >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
     (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
+    >>> [str(v) for v in default_variants(4096, 1)]
+    ['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 2 runs']
     """
-    large = num_npus * num_npus * chunks_per_npu >= LARGE_PHASE_PAIRS and not switched
-    return LARGE_MERGE_VARIANTS if large else MERGE_VARIANTS
+    pairs = num_npus * num_npus * chunks_per_npu
+    if switched or pairs < LARGE_PHASE_PAIRS:
+        return MERGE_VARIANTS
+    return SEVERAL_RUNS_VARIANTS if pairs >= SEVERAL_RUNS_PAIRS else LARGE_MERGE_VARIANTS
 
 
 def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) -> list[MergeVariant]:
@@ -495,11 +524,11 @@ def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) ->
     merge), so only the first runs.
     """
     kept: list[MergeVariant] = []
-    seen: list[tuple[np.ndarray, np.ndarray, tuple[bool, bool]]] = []
+    seen: list[tuple[np.ndarray, np.ndarray, tuple[bool, bool, int]]] = []
     for variant in variants:
         direct, routed = message_caps(channels, variant.latency_ratio)
         merges = bool(direct.max(initial=1) > 1 or routed.max(initial=1) > 1)
-        key = (direct, routed, (variant.extend_held and merges, variant.reach_back and merges))
+        key = (direct, routed, (variant.extend_held and merges, variant.reach_back and merges, variant.ranges if merges and not channels.routed else 1))
         if not any(np.array_equal(direct, d) and np.array_equal(routed, r) and key[2] == rules for d, r, rules in seen):
             kept.append(variant)
             seen.append(key)
@@ -642,6 +671,7 @@ def _match(channels: Channels, k: int, seed: int, variant: MergeVariant, owner_s
     return match_all_gather(
         channels, k, seed=seed, latency_ratio=variant.latency_ratio, extend_held=variant.extend_held, reach_back=variant.reach_back,
         owner_start=owner_start,
+        ranges=variant.ranges,
     )
 
 

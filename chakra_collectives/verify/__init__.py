@@ -197,17 +197,21 @@ def claim_misfit(algo: CollectiveAlgorithm) -> str | None:
         buf, off = algo.resolve(rank, buf_col[has], off_col[has])
         buf = np.broadcast_to(buf, rank.shape).astype(np.int64)
         off = np.broadcast_to(off, rank.shape).astype(np.int64)
-        over = np.flatnonzero(off + ops.count[has] > storage[buf, rank])
+        chosen = np.flatnonzero(has)
+        op, start, length = ops.runs(chosen, off)  # every range of a several-range message, resolved
+        _, own_start, _ = ops.runs(chosen, off_col[has])
+        at = np.searchsorted(chosen, op)  # each range's operation among those chosen
+        over = np.flatnonzero(start + length > storage[buf[at], rank[at]])
         if len(over):
-            i = int(np.flatnonzero(has)[over[0]])
-            j = over[0]
+            r = int(over[0])
+            i, j = int(op[r]), int(at[r])
             names = ("input", "output", "scratch")
             what = f"in-place {algo.collective.value}" if algo.inplace else algo.collective.value
             what = ("an " if what[0] in "aeiou" else "a ") + what
-            count = int(ops.count[i])
+            count = int(length[r])
             return (
-                f"rank {ops.rank[i]}: node {ops.node_id[i]}: {verb} {names[buf_col[i]]}[{off_col[i]}:{off_col[i] + count}], "
-                f"which {what} keeps at {names[buf[j]]}[{off[j]}:{off[j] + count}], beyond its {storage[buf[j], rank[j]]} chunks: "
+                f"rank {ops.rank[i]}: node {ops.node_id[i]}: {verb} {names[buf_col[i]]}[{own_start[r]}:{own_start[r] + count}], "
+                f"which {what} keeps at {names[buf[j]]}[{start[r]}:{start[r] + count}], beyond its {storage[buf[j], rank[j]]} chunks: "
                 f"the files are not {what}"
             )
     return None

@@ -211,10 +211,10 @@ def _accesses(algo: CollectiveAlgorithm, resolved: tuple[np.ndarray, ...], lo: i
 
 def _expand(ops, mask: np.ndarray, buf: np.ndarray, off: np.ndarray, writes: bool):
     chosen = np.flatnonzero(mask & (ops.count > 0))
-    counts = ops.count[chosen]
+    counts = ops.count[chosen].astype(np.int64)
     op = np.repeat(chosen, counts)
-    within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    key = ((ops.rank[op].astype(np.int64) * 3 + buf[op]) << _OFFSET_BITS) + off[op] + within
+    slot = ops.slots(chosen, off[chosen])  # through every range of a several-range message
+    key = ((ops.rank[op].astype(np.int64) * 3 + buf[op]) << _OFFSET_BITS) + slot
     return op, key, np.full(len(op), writes)
 
 

@@ -65,9 +65,16 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
     messages: dict[int, list[Value]] = {}
     faults: list[str] = []
     SEND, RECV, REDUCE, COPY = (int(k) for k in (OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY))
+    ranged = ops.ranged_slots(src_off, dst_off)
     for i in execution.order:
         k, n, source, so, target, do, p = operations[i]
-        if k == SEND:
+        if i in ranged:  # a message of several chunk ranges: its chunks in order, range by range
+            if k == SEND:
+                messages[i] = [source[at] for at in ranged[i]]
+            elif k == RECV:
+                for at, value in zip(ranged[i], messages.pop(p)):
+                    target[at] = value
+        elif k == SEND:
             messages[i] = source[so : so + n]
         elif k == RECV:
             target[do : do + n] = messages.pop(p)
@@ -153,13 +160,16 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
     bounds = np.searchsorted(level[order], np.arange(int(level.max(initial=0)) + 2))
 
     def spread(chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
+        return ops.slots(chosen, start)  # through every range of a several-range message
+
+    def in_message(chosen: np.ndarray, start: np.ndarray) -> np.ndarray:
         n = np.maximum(count[chosen], 0)
         return np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
 
     for lv in range(len(bounds) - 1):
         now = order[bounds[lv] : bounds[lv + 1]]
         sends, copies, recvs, reduces = now[is_send[now]], now[is_copy[now]], now[is_recv[now]], now[is_reduce[now]]
-        message[spread(sends, message_at[sends])] = slots[spread(sends, src_at[sends])]
+        message[in_message(sends, message_at[sends])] = slots[spread(sends, src_at[sends])]
         copied = slots[spread(copies, src_at[copies])]
         if len(reduces):
             into = spread(reduces, dst_at[reduces])
@@ -172,7 +182,7 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
             chunk_of[fresh], ranks_of[fresh] = chunk_of[held], ranks_of[held] | ranks_of[added]
             made += len(into)
         slots[spread(copies, dst_at[copies])] = copied
-        slots[spread(recvs, dst_at[recvs])] = message[spread(recvs, message_at[partner[recvs]])]
+        slots[spread(recvs, dst_at[recvs])] = message[in_message(recvs, message_at[partner[recvs]])]
         if len(reduces):
             slots[into] = fresh
     present = np.zeros(made + 1, dtype=bool)

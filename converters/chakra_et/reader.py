@@ -140,6 +140,13 @@ def _as_threadblock(kind: str | None, value: Any) -> tuple[int, int] | None:
     return (int(value[0]), int(value[1])) if kind == "int64_list" and len(value) == 2 and 0 <= min(value) and max(value) < 2**31 else None
 
 
+def _as_ranges(kind: str | None, value: Any) -> tuple[int, ...] | None:
+    """``cc_ranges``: pairs ``offset, count``, offsets non-negative and counts positive."""
+    if kind != "int64_list" or not value or len(value) % 2 or min(value[0::2]) < 0 or min(value[1::2]) < 1:
+        return None
+    return tuple(int(v) for v in value)
+
+
 _LOCAL_OPS = {"reduce": OpKind.REDUCE, "copy": OpKind.COPY}
 
 
@@ -213,6 +220,10 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         local & ~(src_present & dst_present & (src_count == dst_count)),
         "a reduce/copy needs cc_src and cc_dst with the same count",
     )
+    more = _further_ranges(nodes, (send & src_present) | (recv & dst_present))
+    if more:
+        src_count = src_count + np.where(send, more["extra"], 0)
+        dst_count = dst_count + np.where(recv, more["extra"], 0)
     kind = np.select([send, recv, reduce, local], [OpKind.SEND, OpKind.RECV, OpKind.REDUCE, OpKind.COPY], OpKind.COMPUTE).astype(np.int8)
     reads = send | local
     writes = recv | local
@@ -237,8 +248,29 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
         "node_id": _compact(nodes.ids),
         "route": route,
         **placed,
+        **{name: column for name, column in more.items() if name != "extra"},
         "routes": tuple(routes),
     }
+
+
+def _further_ranges(nodes: NodeColumns, carriers: np.ndarray) -> dict[str, np.ndarray]:
+    """``more_ptr`` / ``more_off`` / ``more_count`` from ``cc_ranges`` (none when no node has it),
+    and ``extra``: the chunks they add to each node's ``cc_src`` / ``cc_dst`` count."""
+    present, ok, pairs = nodes.attributes.converted("cc_ranges", _as_ranges, fill=None, dtype=object)
+    if not np.any(present):
+        return {}
+    _refuse(nodes, present & ~ok, "cc_ranges must be an int64_list [offset, count, ...] of non-negative offsets and positive counts")
+    _refuse(nodes, present & ~carriers, "cc_ranges belongs on a SEND with cc_src or a RECV with cc_dst")
+    holders = np.flatnonzero(present)
+    flat = [pairs[i] for i in holders.tolist()]
+    per = np.zeros(len(present), dtype=np.int64)
+    per[holders] = [len(p) // 2 for p in flat]
+    values = np.fromiter((v for p in flat for v in p), dtype=np.int64, count=int(per.sum()) * 2)
+    ptr = np.zeros(len(present) + 1, dtype=np.int64)
+    np.cumsum(per, out=ptr[1:])
+    extra = np.zeros(len(present), dtype=np.int64)
+    extra[holders] = [sum(p[1::2]) for p in flat]
+    return {"more_ptr": ptr, "more_off": _compact(values[0::2]), "more_count": _compact(values[1::2]), "extra": extra}
 
 
 def _threadblock_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:

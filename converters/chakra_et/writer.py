@@ -356,6 +356,7 @@ class _NodeEncoder:
         self.paths = _Fragments(lambda path: _attr_bytes("cc_route", "int64_list", path))
         self.exact = _Fragments(lambda ns: _attr_bytes("cc_duration_ns", "double_val", ns))
         self.threadblocks = _Fragments(lambda where: _attr_bytes("cc_threadblock", "int64_list", where))
+        self.ranges = _Fragments(lambda more: _attr_bytes("cc_ranges", "int64_list", more))
         # comm_type + comm_dst/comm_src + comm_size, keyed by (kind, peer, bytes)
         self.comm = _Fragments(self._comm_fragment)
         self.not_cpu = _attr_bytes("is_cpu_op", "bool_val", False)
@@ -366,7 +367,7 @@ class _NodeEncoder:
 
     def trim(self) -> None:
         """Forget the fragment tables that grew past :attr:`LIMIT` (called between ranks)."""
-        for table in (self.ids, self.deps, self.durations, self.tags, self.sources, self.destinations, self.exact, self.comm):
+        for table in (self.ids, self.deps, self.durations, self.tags, self.sources, self.destinations, self.exact, self.comm, self.ranges):
             if len(table) > self.LIMIT:
                 table.clear()
 
@@ -420,6 +421,7 @@ class _NodeEncoder:
         SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
         routes, paths, threadblocks = algo.routes, self.paths, self.threadblocks
         placed = _threadblocks(ops, start, stop)
+        count, more = _first_ranges(ops, start, stop)
         columns = zip(
             placed,
             ops.route[start:stop].tolist(),
@@ -431,7 +433,7 @@ class _NodeEncoder:
             ops.src_off[start:stop].tolist(),
             ops.dst_buf[start:stop].tolist(),
             ops.dst_off[start:stop].tolist(),
-            ops.count[start:stop].tolist(),
+            count,
             nbytes[start:stop].tolist(),
             durations[start:stop].tolist(),
             dep_ptr,
@@ -445,12 +447,16 @@ class _NodeEncoder:
                 payload = head + comm[kind, peer, size_i] + tags[tag]
                 if count >= 0:
                     payload += sources[sbuf, soff, count]
+                    if node_id in more:
+                        payload += self.ranges[more[node_id]]
                 if route >= 0:
                     payload += paths[routes[route]]
             elif kind == RECV:
                 payload = head + comm[kind, peer, size_i] + tags[tag]
                 if count >= 0:
                     payload += destinations[dbuf, doff, count]
+                    if node_id in more:
+                        payload += self.ranges[more[node_id]]
             else:
                 payload = self._local_tail(head, kind, sbuf, soff, dbuf, doff, count, duration)
             if where is not None:
@@ -471,6 +477,24 @@ class _NodeEncoder:
         if timed:
             parts.append(self.exact[float(duration)])
         return b"".join(parts)
+
+
+def _first_ranges(ops, start: int, stop: int) -> tuple[list[int], dict[int, tuple[int, ...]]]:
+    """The chunk counts of operations ``start:stop`` as ``cc_src`` / ``cc_dst`` name them (a
+    several-range message's first range) and, by node id, the ``cc_ranges`` of those that have
+    further ranges: ``(offset, count, offset, count, ...)``."""
+    count = ops.count[start:stop].astype(np.int64)
+    if not ops.multi_range:
+        return count.tolist(), {}
+    lo, hi = int(ops.more_ptr[start]), int(ops.more_ptr[stop])
+    per = np.diff(ops.more_ptr[start : stop + 1])
+    owner = np.repeat(np.arange(stop - start), per)
+    count -= np.bincount(owner, weights=ops.more_count[lo:hi], minlength=stop - start).astype(np.int64)
+    pairs = np.stack([ops.more_off[lo:hi], ops.more_count[lo:hi]], axis=1).astype(np.int64).ravel().tolist()
+    ends = np.cumsum(per).tolist()
+    node_id = ops.node_id[start:stop].tolist()
+    more = {node_id[i]: tuple(pairs[2 * (end - n) : 2 * end]) for i, (n, end) in enumerate(zip(per.tolist(), ends)) if n}
+    return count.tolist(), more
 
 
 def _threadblocks(ops, start: int, stop: int) -> Iterable:

@@ -34,6 +34,7 @@ from chakra_collectives.errors import AlgorithmError
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.ir.execution import describe_stuck, execute
 from chakra_collectives.ir.matching import Matching, match_messages
+from chakra_collectives.ir.ranges import split_ranges
 from chakra_collectives.ir.structure import structural_problems
 from chakra_collectives.converters.msccl.checks import MAX_STEPS_PER_TB, MAX_TBS_PER_CHANNEL, limit_warnings
 from chakra_collectives.converters.msccl.lower import lower_program
@@ -74,6 +75,9 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
     exceeds a runtime limit is refused (:class:`~chakra_collectives.errors.AlgorithmError`
     naming the threadblock) rather than written.
 
+    A message of several chunk ranges becomes one step per range (:func:`~chakra_collectives.ir.ranges.split_ranges`,
+    with a warning).
+
     Rendezvous sends: when ``algo`` finishes with rendezvous sends (a send waits for its
     receive, as on a runtime whose per-connection buffers are full), the steps are ordered by
     a rendezvous execution and the program is read back and executed the same way. If that
@@ -84,6 +88,11 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
     relies on the runtime's buffers.
     """
     options = options or MscclOptions()
+    split_note = None
+    if algo.ops.multi_range:  # MSCCL-IR steps move one run of consecutive chunks each
+        messages = int(np.count_nonzero((np.diff(algo.ops.more_ptr) > 0) & (algo.ops.kind == OpKind.SEND)))
+        algo = algo.with_ops(split_ranges(algo.ops))
+        split_note = f"{messages} messages of several chunk ranges are sent as one step per range (MSCCL-IR steps move consecutive chunks)"
     matching = _check_exportable(algo)
     execution = execute(algo, matching.partner, semantics="rendezvous", order="fifo")
     rendezvous_free = execution.finished
@@ -100,6 +109,8 @@ def lift_algorithm(algo: CollectiveAlgorithm, options: MscclOptions | None = Non
     lifted = kept or _own_layout(algo, cols, matching, position, options, rendezvous_free)
     if not_kept:
         lifted.layout_note = "; ".join(filter(None, [f"the imported threadblocks are not kept: {not_kept}", lifted.layout_note]))
+    if split_note:
+        lifted.warnings.append(split_note)
     return lifted
 
 
