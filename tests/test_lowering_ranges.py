@@ -204,3 +204,28 @@ def test_synth_writes_tacos_in_parts(cli, tmp_path, monkeypatch, collective):
     assert summary["operations"] == whole.algorithm.num_ops and summary["predicted_ns"] == whole.predicted_ns
     for rank in range(36):
         assert (tmp_path / "parts" / f"c.{rank}.et").read_bytes() == (tmp_path / "whole" / f"c.{rank}.et").read_bytes()
+
+
+def test_messages_of_several_runs_are_lowered_range_by_range_as_the_whole_has_them(monkeypatch):
+    """A matching whose messages carry up to 4 runs (``ranges``): every range of ranks lowered
+    alone holds the whole All-Gather's operations of those ranks, further runs included."""
+    from chakra_collectives.synth.channels import build_channels
+    from chakra_collectives.synth.lowering import all_gather_algorithm
+    from chakra_collectives.synth.matcher import match_all_gather
+
+    topology = load_topology("torus2d:6x6")
+    schedule = match_all_gather(build_channels(topology, chunk_bytes=2**14), 1, latency_ratio=40.0, extend_held=True, ranges=4)
+    assert schedule.multi_run
+    whole = all_gather_algorithm(schedule, size_bytes=36 * 2**14)
+    assert verify_algorithm(whole).ok
+    bounds = whole.rank_bounds()
+    monkeypatch.setattr(schedule_module, "DELIVERY_BYTES", 4 * 36 * 2)
+    for ranks in (range(0, 1), range(1, 18), range(18, 36)):
+        part = all_gather_algorithm(schedule, size_bytes=36 * 2**14, ranks=ranks)
+        lo, hi = int(bounds[ranks.start]), int(bounds[ranks.stop])
+        for name in COLUMNS:
+            assert (getattr(part.ops, name) == getattr(whole.ops, name)[lo:hi]).all(), name
+        runs = whole.ops.more_ptr[lo : hi + 1] - whole.ops.more_ptr[lo]
+        assert (part.ops.more_ptr == runs).all()
+        span = slice(int(whole.ops.more_ptr[lo]), int(whole.ops.more_ptr[hi]))
+        assert (part.ops.more_off == whole.ops.more_off[span]).all() and (part.ops.more_count == whole.ops.more_count[span]).all()

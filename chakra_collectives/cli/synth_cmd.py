@@ -52,6 +52,11 @@ def synth(
         None, "--trials", metavar="N",
         help="TACOS: try seeds seed .. seed+N-1 for each phase (and merge variant), keep each phase's best. Default: 1 to 8, as many as fit 16,384 (NPU, chunk) pairs.",
     ),
+    several_runs: bool = typer.Option(
+        False, "--several-runs",
+        help="TACOS: an All-Gather message may carry up to 4 runs of chunk ids (written as cc_ranges) where one run would end: "
+        "fewer messages and +2-5% efficiency at 4,096 NPUs, for about 1.6-1.9x the synthesis time and twice the memory.",
+    ),
     root: int = typer.Option(0, "--root", metavar="R", help="Root rank of broadcast / reduce (tree, forestcoll)."),
     trees_per_npu: Optional[str] = typer.Option(
         None, "--trees-per-npu", metavar="K",
@@ -108,6 +113,7 @@ def synth(
     Examples:
       chakra-coll synth -t torus3d:4x4x4 -c all-reduce -s 64MiB -o out/ar
       chakra-coll synth -t hypercube:4x4x4 -c all-gather -a tacos --trials 8
+      chakra-coll synth -t torus2d:64x64 -c all-gather -a tacos --several-runs -o out/ag
       chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll -o out/ag
       chakra-coll synth -t torus2d:4x4 -a forestcoll --group 0,4,8,12 -o out/g
       chakra-coll synth -t torus2d:4x4 -a forestcoll --groups dp.json -o out/dp
@@ -150,7 +156,7 @@ def synth(
         result = synthesize(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
-            time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit,
+            time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit, several_runs=several_runs,
             in_parts=output_text is not None and astra_sim is None,  # only written: TACOS without switches is lowered as it is written
         )
         write_s = None

@@ -80,6 +80,9 @@ class SynthesisOptions:
     an algorithm over ``len(group)`` ranks whose ``placement`` is ``group``."""
     pattern: ChunkPattern | None = None
     """The pre- and postcondition of a :attr:`Collective.PATTERN` collective (``synth --pattern``)."""
+    several_runs: bool = False
+    """TACOS's All-Gather messages may carry several runs of chunk ids (``synth --several-runs``;
+    :data:`~chakra_collectives.synth.tacos.SEVERAL_RUNS_VARIANTS`)."""
 
     in_parts: bool = False
     """The caller only writes the algorithm and reports its summary: a producer may return it as

@@ -234,6 +234,7 @@ def synthesize(
     pattern: ChunkPattern | None = None,
     time_limit_s: float | None = None,
     in_parts: bool = False,
+    several_runs: bool = False,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
 
@@ -268,6 +269,8 @@ def synthesize(
     (:meth:`~chakra_collectives.synth.registry.Synthesizer.serves`), and the bounds are the
     group's (:func:`group_bounds`).
     ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
+    ``several_runs``: TACOS's All-Gather messages may carry several runs of chunk ids
+    (:attr:`SynthesisOptions.several_runs`).
     ``in_parts``: the caller only writes the algorithm and reads the summary; one producer asked
     by name (not ``best``, whose candidates are compared whole) may then return it as
     :class:`~chakra_collectives.ir.parts.AlgorithmParts` (:attr:`SynthesisOptions.in_parts`).
@@ -290,7 +293,7 @@ def synthesize(
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
     forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s,
-              "in_parts": in_parts and name != "best"}
+              "in_parts": in_parts and name != "best", "several_runs": several_runs}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}

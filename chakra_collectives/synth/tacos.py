@@ -125,9 +125,6 @@ ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2
 / 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
 / 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
 
-SEVERAL_RUNS_PAIRS = 2**22
-"""(NPU, chunk) pairs per phase from which an All-Gather's phase runs :data:`SEVERAL_RUNS_VARIANTS` (2,048 NPUs at one chunk each)."""
-
 SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
 """:data:`LARGE_MERGE_VARIANTS` whose messages carry up to 4 runs of consecutive chunks
 (:attr:`MergeVariant.ranges`; the other collectives' phases take one): a run otherwise ends where
@@ -137,8 +134,9 @@ has it (43%). All-Gather of 64 MiB, up to 1 / 2 / 4 runs: 4,096 NPUs torus2d ext
 (2.34M / 1.91M / 1.71M; 126 and 191 CPU s a matching at load 15). Each further run costs the matching about what its first run does (1,024 NPUs:
 2.0x the CPU seconds at 2 runs, 2.7x at 4), where the gain is smaller (1,024 NPUs extending
 torus2d 0.905 / 0.917 / 0.911, mesh2d 0.920 / 0.935 / 0.928; reaching back 0.878 / 0.898 /
-0.888 and 0.938 / 0.943 / 0.919; the whole command on torus2d:32x32 +47% CPU): below
-:data:`SEVERAL_RUNS_PAIRS` a message carries one run."""
+0.888 and 0.938 / 0.943 / 0.919; the whole command on torus2d:32x32 +47% CPU). Asked for
+(``synth --several-runs``, :func:`default_variants`), not the default: at 4,096 NPUs the
+whole ``synth -o`` takes 1.6-1.9x the CPU and twice the memory of one run a message."""
 
 SWITCH_HANDLING = (
     "switches are routed, not unwound: a message crosses the route's switch hops store-and-forward "
@@ -208,6 +206,7 @@ def tacos(
     flows: Mapping[int, np.ndarray] | None = None,
     to_beat_ns: float | None = None,
     in_parts: bool = False,
+    several_runs: bool = False,
 ) -> TacosResult:
     """Synthesize ``collective`` of ``size_bytes`` on ``topology`` (see the module docstring).
 
@@ -215,7 +214,8 @@ def tacos(
     ``ceil(size / chunks)`` bytes (the IR's padding rule). Each phase runs
     ``trials * len(merge_variants)`` matchings (fewer when variants coincide) and keeps its
     best; ``trials=None`` picks :func:`auto_trials`, ``merge_variants=None``
-    :func:`default_variants` (a number ``r`` means ``MergeVariant(r)``).
+    :func:`default_variants` (a number ``r`` means ``MergeVariant(r)``; ``several_runs``: its
+    variants whose All-Gather messages carry several runs of chunk ids).
     :data:`FORWARDED` collectives (all-to-all, gather, scatter, a ``pattern``; ``root`` for
     gather and scatter) are matched by :func:`~chakra_collectives.synth.forwarding.match_demand`,
     ``trials`` seeds (at most :data:`FORWARDING_TRIALS` by default), the fastest kept, merging
@@ -267,7 +267,7 @@ def tacos(
         variants: tuple[MergeVariant, ...] = (MergeVariant(0.0),)
     else:
         if merge_variants is None:
-            merge_variants = default_variants(topology.num_npus, chunks_per_npu, switched=bool(topology.num_switches))
+            merge_variants = default_variants(topology.num_npus, chunks_per_npu, switched=bool(topology.num_switches), several_runs=several_runs)
         variants = tuple(v if isinstance(v, MergeVariant) else MergeVariant(float(v)) for v in merge_variants)
     if not variants or any(v.latency_ratio < 0 or v.ranges < 1 for v in variants):
         raise InputError(f"merge variants must have non-negative latency ratios and at least one run, got {merge_variants}")
@@ -500,20 +500,22 @@ def auto_trials(num_npus: int, chunks_per_npu: int) -> int:
     return max(1, min(8, TRIAL_BUDGET // (num_npus * num_npus * chunks_per_npu)))
 
 
-def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = False) -> tuple[MergeVariant, ...]:
+def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = False, several_runs: bool = False) -> tuple[MergeVariant, ...]:
     """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per
-    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins),
-    :data:`SEVERAL_RUNS_VARIANTS` from :data:`SEVERAL_RUNS_PAIRS`.
+    phase on networks without switches (where they were measured; on switch:16, ratio 20 wins);
+    ``several_runs`` (asked for): :data:`SEVERAL_RUNS_VARIANTS` on networks without switches,
+    whatever the size (messages over switches carry one run).
 
     >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
     (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
-    >>> [str(v) for v in default_variants(4096, 1)]
+    >>> [str(v) for v in default_variants(4096, 1, several_runs=True)]
     ['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 2 runs']
     """
-    pairs = num_npus * num_npus * chunks_per_npu
-    if switched or pairs < LARGE_PHASE_PAIRS:
+    if several_runs and not switched:
+        return SEVERAL_RUNS_VARIANTS
+    if switched or num_npus * num_npus * chunks_per_npu < LARGE_PHASE_PAIRS:
         return MERGE_VARIANTS
-    return SEVERAL_RUNS_VARIANTS if pairs >= SEVERAL_RUNS_PAIRS else LARGE_MERGE_VARIANTS
+    return LARGE_MERGE_VARIANTS
 
 
 def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) -> list[MergeVariant]:
@@ -687,7 +689,7 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
         )
     # rescaled to other sizes: one chunk per message and one seed, a schedule whose shape does
     # not depend on the size it was synthesized for
-    tuning = {"trials": 1, "merge_variants": (0.0,)} if options.any_size else {"trials": options.trials}
+    tuning = {"trials": 1, "merge_variants": (0.0,)} if options.any_size else {"trials": options.trials, "several_runs": options.several_runs}
     common = dict(chunks_per_npu=options.chunks_per_npu, seed=options.seed, root=options.root, pattern=options.pattern, **tuning)
     if options.group is not None:
         found = tacos_for_group(topology, options.group, collective, options.size_bytes, **common)
