@@ -113,7 +113,7 @@ def synth(
     Examples:
       chakra-coll synth -t torus3d:4x4x4 -c all-reduce -s 64MiB -o out/ar
       chakra-coll synth -t hypercube:4x4x4 -c all-gather -a tacos --trials 8
-      chakra-coll synth -t torus2d:64x64 -c all-gather -a tacos --several-runs -o out/ag
+      chakra-coll synth -t torus2d:64x64 -c all-gather -a tacos --several-runs
       chakra-coll synth -t a100:2 -c all-gather -s 1GiB -a forestcoll -o out/ag
       chakra-coll synth -t torus2d:4x4 -a forestcoll --group 0,4,8,12 -o out/g
       chakra-coll synth -t torus2d:4x4 -a forestcoll --groups dp.json -o out/dp
