@@ -72,6 +72,23 @@ _CHANNEL = operator.itemgetter(3)
 """The channel of a round's entry ``(destination, candidates' count, draw, channel, candidates)``."""
 
 
+def _drawn(pool: int, u: float) -> int:
+    """The set bit of ``pool`` a uniform draw ``u`` in [0, 1) picks (its index): the lowest few
+    by clearing bits, the rest by :func:`_select`.
+
+    >>> _drawn(0b101100, 0.0), _drawn(0b101100, 0.5), _drawn(0b101100, 0.99)
+    (2, 3, 5)
+    """
+    pick = int(u * pool.bit_count())
+    if pick == 0:
+        return (pool & -pool).bit_length() - 1
+    if pick < 4:
+        for _ in range(pick):
+            pool &= pool - 1
+        return (pool & -pool).bit_length() - 1
+    return _select(pool, pick)
+
+
 def _select(bits: int, pick: int) -> int:
     """The index of the ``pick``-th set bit (from 0, lowest first) of ``bits``.
 
@@ -233,15 +250,7 @@ class _SmallMatcher:
                         if levels is None:
                             levels = scarce[d] = self._levels(d)
                         pool = pool & levels[0] or pool & levels[1] or pool
-                        pick = int(u * pool.bit_count())
-                        if pick == 0:
-                            first = (pool & -pool).bit_length() - 1
-                        elif pick < 4:
-                            for _ in range(pick):
-                                pool &= pool - 1
-                            first = (pool & -pool).bit_length() - 1
-                        else:
-                            first = _select(pool, pick)
+                        first = _drawn(pool, u)
                         bits = 1 << first
                     else:
                         bits = pool
@@ -302,15 +311,7 @@ class _SmallMatcher:
                         extending = pool & ~(wanted[d] << 1)
                         if extending:
                             pool = extending
-                pick = int(u * pool.bit_count())
-                if pick == 0:
-                    first = (pool & -pool).bit_length() - 1
-                elif pick < 4:
-                    for _ in range(pick):
-                        pool &= pool - 1
-                    first = (pool & -pool).bit_length() - 1
-                else:
-                    first = _select(pool, pick)
+                first = _drawn(pool, u)
                 if runs:
                     s = src[c]
                     same = cand & own[s] if first // k == s else cand & ~own[s]
