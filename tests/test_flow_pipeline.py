@@ -15,7 +15,7 @@ from chakra_collectives.flow.multicommodity import flow_bound
 from chakra_collectives.network.collective import predict_time
 from chakra_collectives.synth import synthesize
 from chakra_collectives.synth.channels import build_channels
-from chakra_collectives.synth.flowpipe import ORDERS, PACE_LEADS, pipeline_demand, routes_as_named
+from chakra_collectives.synth.flowpipe import ORDERS, pipeline_demand, routes_as_named
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
 from chakra_collectives.synth.multipath import fill_and_drain_ns, piece_message_floor_ns, spread_paths
 from chakra_collectives.synth.tacos import tacos_for_group
@@ -53,7 +53,7 @@ def test_random_groups_are_delivered_and_timed_as_scheduled(data):
     size = data.draw(st.integers(2, fabric.num_npus))
     group = tuple(sorted(data.draw(st.permutations(list(range(fabric.num_npus))))[:size]))
     k = data.draw(st.integers(1, 3))
-    order = data.draw(st.sampled_from([o for o in ORDERS if o not in PACE_LEADS]))
+    order = data.draw(st.sampled_from([o for o in ORDERS if o != "paced"]))
     timed = data.draw(st.booleans())
     view = group_view(fabric, group)
     channels = build_channels(view.topology, chunk_bytes=MIB)
@@ -71,7 +71,7 @@ def test_random_groups_are_delivered_and_timed_as_scheduled(data):
 @settings(max_examples=20, deadline=None)
 @given(st.data())
 def test_paced_schedules_wait_for_a_message_their_origin_received(data):
-    """Random fabrics and groups, the paced orders: the verifier proves the all-to-all; every
+    """Random fabrics and groups, the paced order: the verifier proves the all-to-all; every
     message that waits leaves its piece's origin and waits for a message that arrived there (its
     SEND depends on that message's RECV, on the same rank), which the schedule ends no later than
     the waiting one starts; and the network model's replay keeps every wait."""
@@ -82,13 +82,12 @@ def test_paced_schedules_wait_for_a_message_their_origin_received(data):
     size = data.draw(st.integers(2, fabric.num_npus))
     group = tuple(sorted(data.draw(st.permutations(list(range(fabric.num_npus))))[:size]))
     k = data.draw(st.integers(1, 4))
-    order = data.draw(st.sampled_from(sorted(PACE_LEADS)))
     view = group_view(fabric, group)
     channels = build_channels(view.topology, chunk_bytes=MIB)
     demand = demand_for(Collective.ALL_TO_ALL, num_npus=size, chunks_per_npu=k)
     plan = spread_paths(channels, demand, direct=False, timed=data.draw(st.booleans()))
     assume(routes_as_named(plan.channels, plan.paths))
-    schedule = pipeline_demand(plan.channels, demand, plan.paths, order)
+    schedule = pipeline_demand(plan.channels, demand, plan.paths, "paced")
     assert schedule.after is not None and len(schedule.after) == schedule.num_messages
     waits = np.flatnonzero(schedule.after >= 0)
     first = schedule.entry_ptr[waits]

@@ -10,9 +10,11 @@ enough the busiest link of the flow optimum is busy from start to end, and the t
 flow bound plus a latency per message and the fill of the last pieces' paths.
 
 The origins' order decides the rest. :data:`ORDERS` are tried and the fastest kept (each is
-one event-driven run, :func:`pipeline_demand`, timed exactly as the network model times it):
+one event-driven run, :func:`pipeline_demand`, timed as the network model times it):
 the pieces of every path spread evenly over the sending time (so that a relay's links see each
-path's flow at its rate), the longer paths' a little earlier or not.
+path's flow at its rate), the longer paths' a little earlier or not, or paced -- each piece
+leaving only when it is due, so that the switches' queues serve the pieces in the order
+planned (a paced piece waits for a message that reached its origin: the model has no clock).
 
 >>> from chakra_collectives.ir import Collective
 >>> from chakra_collectives.ir.demand import demand_for
@@ -28,6 +30,11 @@ path's flow at its rate), the longer paths' a little earlier or not.
 [1, 1, 1, 1, 3, 3, 3, 3]
 >>> int(f.entry_delivered.sum())
 8
+>>> paced = pipeline_demand(plan.channels, demand, plan.paths, "paced")
+>>> [(int(paced.src[m]), int(paced.src[w])) for m, w in enumerate(paced.after.tolist()) if w >= 0]   # leaves once a message reached its origin
+[(0, 1), (1, 0)]
+>>> paced.time_ns == f.time_ns
+True
 """
 
 from __future__ import annotations
@@ -43,12 +50,12 @@ from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.forwarding import Forwarding
 from chakra_collectives.synth.multipath import spread_paths
 
-ORDERS = ("spread", "spread-farthest", "paced", "paced-half")
+ORDERS = ("spread", "spread-farthest", "paced")
 """How the origins order their pieces: by position in their path's share (piece ``i`` of ``n``
 at ``(i + 1/2) / n``), or by that position less the rest of the path's time over the busiest
 origin link's (long paths a little earlier); or **paced**: each piece is due at its destination
-at its position times the busiest origin link's work and leaves its trip time (``paced-half``:
-half of it) before, in order of departure. The network model has no clock -- an operation waits
+at its position times the busiest origin link's work and leaves its trip time before, in order
+of departure. The network model has no clock -- an operation waits
 only for others -- so a paced piece waits for the last message that reached its origin by its
 departure (when none has, it leaves at once): a first run with the departures as planned finds
 those messages, the second run is the schedule (:attr:`~chakra_collectives.synth.forwarding.Forwarding.after`).
@@ -56,10 +63,8 @@ Pacing keeps the switches' first come, first served queues in the order planned:
 leaves early overtakes later-due ones on their shared links (64 MiB, against the better of the
 first two: torus2d:8x8 random group 410.6 -> 376.8 µs, mesh2d:8x8 strided 615.9 -> 576.0 µs).
 (Farthest first, what the matcher does, was slower on every suite group: 513-1138 µs against
-382-801 µs for the better of the first two.)"""
-
-PACE_LEADS = {"paced": 1.0, "paced-half": 0.5}
-"""How much of its trip time a paced piece leaves before it is due."""
+382-801 µs for the better of the first two; leaving half the trip time before, or a window of
+0.7-1.2 times the busiest link's work, never beat these.)"""
 
 
 def pipeline_demand(channels: Channels, demand: Demand, paths: dict[int, list[int]], order: str = "spread-farthest") -> Forwarding:
@@ -98,8 +103,8 @@ def pipeline_demand(channels: Channels, demand: Demand, paths: dict[int, list[in
     first_hop = np.array([hop[hops[0]] for hops in hops_of])
     busiest = max(float(np.bincount([hops[0] for hops in hops_of], weights=first_hop).max()), 1e-9)
     after: list[tuple[int, int] | None] | None = None
-    if order in PACE_LEADS:
-        release = np.maximum(0.0, position * busiest - PACE_LEADS[order] * (remaining - first_hop))
+    if order == "paced":
+        release = np.maximum(0.0, position * busiest - (remaining - first_hop))
         start_order = np.lexsort((np.arange(len(position)), -remaining, release))
         _, _, arrivals = _run(hops_of, hop, start_order, reached, release=release)
         after = _waits(arrivals, release, demand, channels, paths)
@@ -250,4 +255,4 @@ def _as_forwarding(
     )
 
 
-__all__ = ["ORDERS", "PACE_LEADS", "pipeline_demand", "pipelined_schedules", "routes_as_named"]
+__all__ = ["ORDERS", "pipeline_demand", "pipelined_schedules", "routes_as_named"]

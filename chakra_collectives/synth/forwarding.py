@@ -77,7 +77,7 @@ class Forwarding:
     after: np.ndarray | None = None
     """Per message, the message whose arrival at its sender it waits for before it leaves (-1:
     none; ``None``: no message waits): paces an origin's departures
-    (:func:`~chakra_collectives.synth.flowpipe.pipeline_demand`'s paced orders)."""
+    (:func:`~chakra_collectives.synth.flowpipe.pipeline_demand`'s paced order)."""
 
     @property
     def num_messages(self) -> int:
