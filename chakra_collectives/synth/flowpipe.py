@@ -61,10 +61,10 @@ departure (when none has, it leaves at once): a first run with the departures as
 those messages, the second run is the schedule (:attr:`~chakra_collectives.synth.forwarding.Forwarding.after`).
 Pacing keeps the switches' first come, first served queues in the order planned: a piece that
 leaves early overtakes later-due ones on their shared links (64 MiB, against the better of the
-first two: torus2d:8x8 random group 410.6 -> 376.8 µs, mesh2d:8x8 strided 615.9 -> 576.0 µs).
+first two: torus2d:8x8 random group 410.6 -> 376.8 µs, mesh2d:8x8 strided 615.9 -> 581.3 µs).
 (Farthest first, what the matcher does, was slower on every suite group: 513-1138 µs against
 382-801 µs for the better of the first two; leaving half the trip time before, or a window of
-0.7-1.2 times the busiest link's work, never beat these.)"""
+0.7-1.2 times the busiest link's work, did not beat it on the suite groups.)"""
 
 
 def pipeline_demand(channels: Channels, demand: Demand, paths: dict[int, list[int]], order: str = "spread-farthest") -> Forwarding:
@@ -98,7 +98,10 @@ def pipeline_demand(channels: Channels, demand: Demand, paths: dict[int, list[in
     hop = [a + b for a, b in zip(latency, serial)]
     hops_of = [[link for c in paths[piece] for link in links_of[c - base]] for piece in range(demand.num_pieces)]
     # the hop after which a piece reaches a member: the end of channel ``position`` of its path
-    reached = [{int(h) - 1: position for position, h in enumerate(np.cumsum([len(links_of[c - base]) for c in paths[piece]]).tolist())} for piece in range(demand.num_pieces)]
+    reached = []
+    for piece in range(demand.num_pieces):
+        ends = np.cumsum([len(links_of[c - base]) for c in paths[piece]]) - 1
+        reached.append({h: position for position, h in enumerate(ends.tolist())})
     remaining = np.array([sum(hop[link] for link in hops) for hops in hops_of])
     first_hop = np.array([hop[hops[0]] for hops in hops_of])
     busiest = max(float(np.bincount([hops[0] for hops in hops_of], weights=first_hop).max()), 1e-9)
@@ -122,7 +125,8 @@ def _run(
     ``start_order``): when each hop of each piece begins and ends, and every (time, piece,
     channel position) at which a piece reached a member. A piece leaves its origin at
     ``release`` (default 0), or once the message ``after[piece]`` (piece, channel position) has
-    arrived."""
+    arrived. (Every wait ends: a piece waits for a message that reached its origin, in the
+    planned run, before it left, so waits follow that run's time and cannot close a cycle.)"""
     free = [0.0] * len(hop)
     begin: list[list[float]] = [[] for _ in hops_of]
     end: list[list[float]] = [[] for _ in hops_of]
@@ -157,7 +161,9 @@ def _run(
     return begin, end, arrivals
 
 
-def _waits(arrivals: list[tuple[float, int, int]], release: np.ndarray, demand: Demand, channels: Channels, paths: dict[int, list[int]]) -> list[tuple[int, int] | None]:
+def _waits(
+    arrivals: list[tuple[float, int, int]], release: np.ndarray, demand: Demand, channels: Channels, paths: dict[int, list[int]]
+) -> list[tuple[int, int] | None]:
     """For each piece due to leave after 0, the last message (piece, channel position) that
     reached its origin by then in ``arrivals``; ``None`` for the others."""
     base = channels.num_direct
@@ -251,7 +257,7 @@ def _as_forwarding(
         entry_piece=piece,
         entry_via=np.array([message_of[row[5], row[6] - 1] if row[6] else -1 for row in rows], dtype=np.int64),
         entry_delivered=target[piece] == dst,
-        after=None if after is None else np.array([message_of[after[row[5]]] if row[6] == 0 and after[row[5]] is not None else -1 for row in rows], dtype=np.int64),
+        after=None if after is None else np.array([message_of[after[row[5]]] if row[6] == 0 and after[row[5]] else -1 for row in rows], dtype=np.int64),
     )
 
 

@@ -401,11 +401,13 @@ def _forwarded(
                 done.advance()
     assert best is not None
     best_ns = best.time_ns
-    lowered = {"collective": collective, "chunk_count": chunk_count, "size_bytes": size_bytes, "root": root if collective.has_root else None, "pattern": pattern}
+    lowered = {
+        "collective": collective, "chunk_count": chunk_count, "size_bytes": size_bytes, "root": root if collective.has_root else None, "pattern": pattern,
+    }
     if spread is not None and len(spread.paths) == demand.num_pieces:
         for piped, piped_channels in pipelined_schedules(channels, demand, planned, timed=flows is None):
             piped_ns = piped.time_ns
-            if piped.after is not None:  # paced: the network model's own time (it may serve messages that reach a link at one instant in another order)
+            if piped.after is not None:  # paced: the network model's time (messages meeting a link at one instant may go in another order)
                 piped_ns = predict_time(_name_routes(forwarding_algorithm(piped, demand, **lowered), piped, piped_channels), topology)
             if piped_ns < best_ns:
                 best, best_ns, best_channels, matching = piped, piped_ns, piped_channels, "flow-pipeline"
