@@ -74,6 +74,10 @@ class Forwarding:
     """The entry that brought the piece to the sender (-1: the sender is its origin)."""
     entry_delivered: np.ndarray
     """The receiver is one of the piece's destinations."""
+    after: np.ndarray | None = None
+    """Per message, the message whose arrival at its sender it waits for before it leaves (-1:
+    none; ``None``: no message waits): paces an origin's departures
+    (:func:`~chakra_collectives.synth.flowpipe.pipeline_demand`'s paced order)."""
 
     @property
     def num_messages(self) -> int:

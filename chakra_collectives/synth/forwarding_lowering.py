@@ -11,7 +11,8 @@ output. Destinations that hold the data from the start copy it from their input.
 
 Dependencies are exactly what the schedule assumed: a SEND waits for the operations that
 brought (or staged) its pieces and, over a direct channel, for the previous SEND over it (one
-message at a time per link, in the schedule's order). Each rank's program is in time order (at
+message at a time per link, in the schedule's order); a paced message (``Forwarding.after``)
+also for the RECV of the message it waits for. Each rank's program is in time order (at
 one instant: receives, their copies, then staging and sends).
 
 Built column-wise with numpy, *level* by level: a message's level is one more than the highest
@@ -177,6 +178,7 @@ def forwarding_algorithm(
     out_slot[delivered] = d.out_slot[np.searchsorted(dest_key, piece[delivered] * n + receiver[delivered])]
     tag = message_tags(f)
     send_op = np.full(f.num_messages, -1, dtype=np.int64)
+    recv_op = np.full(f.num_messages, -1, dtype=np.int64)
     level = _levels(f, message_of)
     entry_level = level[message_of]
     for lvl in range(int(level.max(initial=-1)) + 1):
@@ -236,6 +238,7 @@ def forwarding_algorithm(
         if into_scratch.any():
             recv_off[into_scratch] = _allocate(scratch, v[into_scratch], size[into_scratch])
         recvs = ops.add(v, _RECV, f.end[messages], 1, peer=u, tag=tag[messages], dst=(recv_buf, recv_off), count=size)
+        recv_op[messages] = recvs
         position_of = np.searchsorted(messages, msg)
         e_buf[entries] = recv_buf[position_of]
         e_off[entries] = recv_off[position_of] + index
@@ -257,6 +260,9 @@ def forwarding_algorithm(
     by_channel = direct[np.argsort(f.channel[direct], kind="stable")]
     same = f.channel[by_channel[1:]] == f.channel[by_channel[:-1]]
     ops.depend(send_op[by_channel[1:][same]], send_op[by_channel[:-1][same]])
+    if f.after is not None:  # a paced message leaves once the message it waits for has reached its sender
+        paced = np.flatnonzero(f.after >= 0)
+        ops.depend(send_op[paced], recv_op[f.after[paced]])
     idle = np.flatnonzero(np.bincount(np.concatenate([b["rank"] for b in ops.blocks] or [np.zeros(0, np.int64)]), minlength=n) == 0)
     if len(idle):  # a rank no piece crosses still needs one operation (an ET file holds at least one node)
         ops.add(idle, _COMPUTE, 0.0, 0, count=-1, duration=0.0)

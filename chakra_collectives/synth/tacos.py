@@ -400,10 +400,17 @@ def _forwarded(
                     best, best_seed, best_channels = found, seed + trial, plan_channels
                 done.advance()
     assert best is not None
+    best_ns = best.time_ns
+    lowered = {
+        "collective": collective, "chunk_count": chunk_count, "size_bytes": size_bytes, "root": root if collective.has_root else None, "pattern": pattern,
+    }
     if spread is not None and len(spread.paths) == demand.num_pieces:
         for piped, piped_channels in pipelined_schedules(channels, demand, planned, timed=flows is None):
-            if piped.time_ns < best.time_ns:
-                best, best_channels, matching = piped, piped_channels, "flow-pipeline"
+            piped_ns = piped.time_ns
+            if piped.after is not None:  # paced: the network model's time (messages meeting a link at one instant may go in another order)
+                piped_ns = predict_time(_name_routes(forwarding_algorithm(piped, demand, **lowered), piped, piped_channels), topology)
+            if piped_ns < best_ns:
+                best, best_ns, best_channels, matching = piped, piped_ns, piped_channels, "flow-pipeline"
     provenance = {
         "algorithm": "tacos",
         "topology": topology.name,
@@ -414,13 +421,10 @@ def _forwarded(
         "switches": "routed" if topology.num_switches else "none",
     }
     with progress.task("lower to operations"):
-        algo = forwarding_algorithm(
-            best, demand, collective=collective, chunk_count=chunk_count, size_bytes=size_bytes,
-            root=root if collective.has_root else None, pattern=pattern, provenance=provenance,
-        )
+        algo = forwarding_algorithm(best, demand, **lowered, provenance=provenance)
         if best_channels is not channels:  # several routes per pair: every SEND names its own
             algo = _name_routes(algo, best, best_channels)
-    return TacosResult(algorithm=algo, schedule_ns=best.time_ns, phases=(), trials=trials, forwarding_seed=best_seed)
+    return TacosResult(algorithm=algo, schedule_ns=best_ns, phases=(), trials=trials, forwarding_seed=best_seed)
 
 
 def _name_routes(algo: CollectiveAlgorithm, forwarding: Forwarding, channels: Channels) -> CollectiveAlgorithm:
