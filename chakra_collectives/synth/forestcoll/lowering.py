@@ -6,7 +6,8 @@ root's data into ``K = k * P`` chunks; a tree of weight ``w`` owns ``w * P`` con
 of its root's data and moves them as ``P`` pieces of ``w`` chunks, each piece along every edge
 of the tree. A tree edge that stands for several switch paths (edge splitting may give one
 NPU pair more than one) sends each piece as one message per path, of the units that path
-carries.
+carries. A root's trees that cross one path in one piece go as one message: of one chunk range
+where their chunks follow on, and in All-Gather also of several (:data:`RANGES_APART`).
 
 Two directions, one layout:
 
