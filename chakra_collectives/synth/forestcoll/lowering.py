@@ -406,8 +406,9 @@ def _emit_down(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _
     (:func:`_runs`): trees split from one another share their first edges. ``apart``: chunks
     apart too, as one message of several chunk ranges (see :data:`RANGES_APART`)."""
     n = layout.n
-    for merge in (True, False):
-        run_of, heads, in_runs = _runs(layout, msgs, merge=merge, batch=batch if merge else None, apart=apart and merge)
+    tries = [(True, True)] * apart + [(True, False), (False, False)]  # (merge, apart): fewer merges while runs wait in a cycle
+    for merge, ranges in tries:
+        run_of, heads, in_runs = _runs(layout, msgs, merge=merge, batch=batch if merge else None, apart=ranges)
         waits = _run_levels(layout, msgs, run_of, len(heads))
         if waits is not None:
             break
