@@ -239,10 +239,12 @@ def scaling(full: bool) -> None:
 # ---------------------------------------------------------------------- 6. the default
 REALISED = ["a100:2", "mi250:2", "a100:4", "mi250:4", "dgx:4x8"]
 REALISED_TARGET = 0.98
-FLOORS = {  # 1 GiB All-Gather: (bytes the binding cut's switch downlinks carry, their classes); docs/bounds.md
+FLOORS = {  # 1 GiB All-Gather: (bytes the binding cut's links carry, their classes: switch downlinks, or direct links at latency 0); docs/bounds.md
     "a100:2": (16 * 15 * 2**26, [(16 * 300.0, 250.0), (16 * 25.0, 500.0)]),
     "a100:4": (4 * 24 * 2**25, [(32 * 25.0, 500.0)]),
     "dgx:4x8": (4 * 24 * 2**25, [(32 * 25.0, 1000.0)]),
+    "mi250:2": (16 * 30 * 2**25, [(32 * 16.0, 1000.0), (16 * 300.0, 0.0)]),  # per GCD pair: 2 NICs + direct links (no fill)
+    "mi250:4": (4 * 48 * 2**24, [(64 * 16.0, 1000.0)]),
 }
 DEFAULT_SPEED = [("mi250:2", "all-gather", "64MiB", 1.0), ("a100:16", "all-gather", "64MiB", 0.5), ("mesh2d:8x8", "all-reduce", "64MiB", None)]
 

@@ -349,3 +349,37 @@ def test_store_and_forward_floor_holds_for_every_producer(spec, demand, classes)
     schedules += [bidirectional_ring(Collective.ALL_GATHER, n, size_bytes=size)]
     for algorithm in schedules:
         assert predict_time(algorithm, topology) >= floor
+
+
+@pytest.mark.parametrize(
+    ("spec", "demand", "classes"),
+    [
+        # summed over the 16 GCD pairs: 30 shares of 2 MiB into each, over its 2 NIC downlinks
+        # and 300 GB/s of direct links (no switch feeds them: a class without fill)
+        ("mi250:2", 16 * 30 * 2**21, [(32 * 16.0, 1000.0), (16 * 300.0, 0.0)]),
+        # summed over the 4 servers: 48 shares of 1 MiB into each, over its 16 NIC downlinks
+        ("mi250:4", 4 * 48 * 2**20, [(64 * 16.0, 1000.0)]),
+    ],
+)
+def test_store_and_forward_floor_of_mi250(spec, demand, classes):
+    """mi250's floors (docs/bounds.md) at 64 MiB: the classes are the binding cut's links (their
+    bandwidth term is the cut bound), a class of direct links adds no fill, and ForestColl's
+    schedules at several tree and piece counts and the ring predict above the floor."""
+    from chakra_collectives.synth.forestcoll import forestcoll
+
+    topology = load_topology(spec)
+    n, size = topology.num_npus, 2**26
+    cut_ns = lower_bounds(topology, Collective.ALL_GATHER, size).cut_ns
+    assert cut_ns == pytest.approx(demand / bytes_per_ns(sum(gbps for gbps, _ in classes)), rel=1e-12)
+    floor = bounds_module.store_and_forward_floor_ns(demand, classes)
+    switched = [c for c in classes if c[1] > 0]
+    assert cut_ns * 1.005 < floor
+    if len(switched) < len(classes):  # the direct links dilute the fill by their share of the bandwidth
+        alone = bounds_module.store_and_forward_floor_ns(demand, switched) - demand / bytes_per_ns(sum(g for g, _ in switched))
+        assert floor - cut_ns < alone * sum(g for g, _ in switched) / sum(g for g, _ in classes) * 1.01
+    if n > 32:
+        return  # mi250:4: ForestColl's schedules take minutes to predict
+    schedules = [forestcoll(topology, Collective.ALL_GATHER, size, trees_per_npu=k, chunks_per_tree=p).algorithm for k, p in ((1, 8), (1, 32), (3, 16))]
+    schedules += [bidirectional_ring(Collective.ALL_GATHER, n, size_bytes=size)]
+    for algorithm in schedules:
+        assert predict_time(algorithm, topology) >= floor

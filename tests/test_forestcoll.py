@@ -470,3 +470,28 @@ def test_a100_16_all_gather_is_built_without_scipy():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "False"]
+
+
+def test_all_gather_merges_a_roots_trees_over_one_path_into_one_message_of_several_ranges(monkeypatch):
+    """mi250:1, three trees per NPU: where one path carries two of a root's trees in a piece but
+    not the tree whose chunks lie between them, the two go as one message of two chunk ranges;
+    the schedule verifies, and without such messages (RANGES_APART off) there are that many
+    more SENDs, none of several ranges. Broadcast and All-Reduce keep one range per message."""
+    from chakra_collectives.ir import OpKind
+    from chakra_collectives.synth.forestcoll import lowering
+
+    topology = load_topology("mi250:1")
+    sends_of = lambda algorithm: int((algorithm.ops.kind == OpKind.SEND).sum())
+    ranged = lambda algorithm: np.flatnonzero(np.diff(algorithm.ops.more_ptr) > 0) if algorithm.ops.multi_range else np.zeros(0, dtype=np.int64)
+    merged = forestcoll(topology, Collective.ALL_GATHER, 64 * 2**20, trees_per_npu=3, chunks_per_tree=2).algorithm
+    several = ranged(merged)
+    assert len(several) and set(merged.ops.kind[several].tolist()) == {int(OpKind.SEND), int(OpKind.RECV)}
+    assert verify_algorithm(merged).ok
+    monkeypatch.setattr(lowering, "RANGES_APART", False)
+    apart = forestcoll(topology, Collective.ALL_GATHER, 64 * 2**20, trees_per_npu=3, chunks_per_tree=2).algorithm
+    assert len(ranged(apart)) == 0
+    further = np.diff(merged.ops.more_ptr)[several][merged.ops.kind[several] == OpKind.SEND]
+    assert sends_of(apart) == sends_of(merged) + int(further.sum())  # each further range was a message
+    monkeypatch.undo()
+    for collective in (Collective.BROADCAST, Collective.ALL_REDUCE):
+        assert len(ranged(forestcoll(topology, collective, 64 * 2**20, trees_per_npu=3, chunks_per_tree=2).algorithm)) == 0
