@@ -363,11 +363,14 @@ def test_layers_tested_together_grow_the_trees_layer_by_layer_would(spec, monkey
 
 
 def test_a_test_with_many_sinks_agrees_with_each_sinks_own_flow():
-    """Connectivity.check solves its sinks together and skips those whose last flow still fits:
-    its verdict, deficit and worst sink must be those of one max-flow per sink."""
+    """Connectivity.check solves its sinks together, skips those whose last flow still fits and
+    fails a test a kept cut proves short without any flow: its verdict, deficit and worst sink
+    must be those of one max-flow per sink (a kept cut's: a failing sink, and a deficit it
+    lacks at least)."""
     from chakra_collectives.synth.forestcoll.connectivity import Connectivity, Gadget
 
     rng = np.random.default_rng(5)
+    by_cut = 0
     for _ in range(60):
         n = int(rng.integers(3, 9))
         capacity = {(u, v): int(rng.integers(0, 40)) for u in range(n) for v in range(n) if u != v and rng.random() < 0.7}
@@ -378,14 +381,19 @@ def test_a_test_with_many_sinks_agrees_with_each_sinks_own_flow():
             order = list(net.sinks)
             network, source, total = net.network(supply, gadgets)
             values = [network.max_flow(source, sink) for sink in order]
+            flows = net.flows
             found = net.check(supply, gadgets, want_cut=step % 2 == 0)
             assert found.ok == (min(values) >= total)
             if step % 2 == 0:  # the deficit and the first of the worst sinks
                 assert found.deficit == total - min(values) and found.sink == order[values.index(min(values))]
+            elif not found.ok and net.flows == flows:  # a kept cut: a failing sink, lacking at least the deficit
+                by_cut += 1
+                assert 0 < found.deficit <= total - values[order.index(found.sink)]
             elif not found.ok:  # the first failing sink
                 assert found.sink == next(s for s, v in zip(order, values) if v < total)
             for key in list(capacity)[:2]:
                 capacity[key] = max(0, capacity[key] - 3)
+    assert by_cut > 0
 
 
 def test_auto_takes_the_fewest_trees_that_reach_the_optimums_bandwidth():
