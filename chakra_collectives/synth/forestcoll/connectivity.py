@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ test on 64-NPU meshes, most of the rest being call overhead) -- unless they have
 scipy is not loaded yet (:func:`~chakra_collectives.flow.maxflow.small_edges_for`)."""
 
 KEPT_CUTS = 16
-"""Failing cuts a :class:`Connectivity` keeps, the latest or latest useful first
+"""Failing cuts a :class:`Connectivity` keeps, the latest first
 (:meth:`Connectivity.check`): mi250:2's packings catch 113 of their 181 failing tests with the
 last one, 141 with four, 165 with sixteen."""
 
@@ -86,20 +87,27 @@ class Connectivity:
         self.flows = 0
         """Max-flows run (tests answered by a certificate run none)."""
         self.failed = False
-        """Whether the last test failed (the next one first tries the sink that failed alone)."""
+        """Whether the last test that ran max-flows failed (the next one first tries the sink
+        that failed alone; a test a kept cut failed leaves it: the next one mostly passes)."""
         self.cuts: list[tuple[np.ndarray, int]] = []
         """Cuts of failed tests, ``(sink side, sink)`` (the side a boolean mask over the graph's
-        nodes), at most :data:`KEPT_CUTS`, the latest or latest useful first; a later test
+        nodes), at most :data:`KEPT_CUTS`, the latest first; a later test
         without ``want_cut`` whose state leaves one of them short fails without a max-flow."""
+        self._sides = np.zeros((0, num_nodes), dtype=bool)
+        """The sides of :attr:`cuts`, stacked."""
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(src, dst, cap)`` of the edges with positive residual capacity."""
-        items = [(u, v, c) for (u, v), c in self.capacity.items() if c > 0]
-        if not items:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        src, dst, cap = zip(*items)
-        return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), integer_array(list(cap))
+        capacity = self.capacity
+        ends = np.fromiter(chain.from_iterable(capacity), dtype=np.int64, count=2 * len(capacity)).reshape(-1, 2)
+        try:
+            cap = np.fromiter(capacity.values(), dtype=np.int64, count=len(capacity))
+            if len(cap) and cap.max() >= 2**62:
+                raise OverflowError
+        except OverflowError:  # Python integers: exact beyond 64 bits
+            cap = integer_array(list(capacity.values()))
+        keep = cap > 0
+        return ends[keep, 0], ends[keep, 1], cap[keep]
 
     def network(
         self, supply: dict[int, int], gadgets: Iterable[Gadget] = (), *, base=None, feeder: int | None = None
@@ -206,6 +214,7 @@ class Connectivity:
     def _keep_cut(self, side: np.ndarray, sink: int) -> None:
         """Keep a failed test's cut (:attr:`cuts`), first."""
         self.cuts = [(side, sink)] + [cut for cut in self.cuts if not np.array_equal(cut[0], side)][: KEPT_CUTS - 1]
+        self._sides = np.array([side for side, _ in self.cuts])
 
     def _short_cut(self, supply: dict[int, int], gadgets: list[Gadget], base) -> CheckResult | None:
         """The failed test a kept cut proves, or ``None``.
@@ -213,11 +222,11 @@ class Connectivity:
         A cut (sink side ``X``) receives the residual capacity of the edges into it, the supply
         of the roots in it, and the weight of every gadget reaching a node of it (a gadget's
         node takes the cheaper side); less than the total weight means no flow can bring the
-        total into ``X``'s sink: the test fails. The cut moves to the front."""
+        total into ``X``'s sink: the test fails (its sink moves to the front of the sinks)."""
         src, dst, cap = base
         if cap.dtype == object or any(c >= 2**62 for c in supply.values()):
             return None  # beyond 64 bits: the max-flows decide
-        sides = np.array([side for side, _ in self.cuts])
+        sides = self._sides
         total = sum(supply.values()) + sum(g.weight for g in gadgets)
         received = (~sides[:, src] & sides[:, dst]).astype(np.int64) @ cap.astype(np.int64)
         if supply:
@@ -232,12 +241,10 @@ class Connectivity:
         if not len(short):
             return None
         first = int(short[0])
-        side, sink = self.cuts.pop(first)
-        self.cuts.insert(0, (side, sink))
+        sink = self.cuts[first][1]
         if sink != self.sinks[0]:
             self.sinks.remove(sink)
             self.sinks.insert(0, sink)
-        self.failed = True
         return CheckResult(False, total - int(received[first]), sink)
 
 
