@@ -437,13 +437,20 @@ def test_trees_packed_from_the_shallower_partner_order():
     capacity = {(u, v): c for u, v, c in zip(graph.src.tolist(), graph.dst.tolist(), trees.optimum.capacities) if c > 0}
     supply = {v: 2 for v in range(n)}
     sinks = default_sinks(topology, [1] * n)  # one NPU per symmetry class, as build_trees packs
-    depth = {}
+    depth, depths, logicals = {}, {}, {}
     for within in (True, False):
-        logical = split_switches(topology, supply, capacity=capacity, sinks=sinks, within_servers=within)
+        logical = logicals[within] = split_switches(topology, supply, capacity=capacity, sinks=sinks, within_servers=within)
         forest = pack_trees(logical, {r: 2 for r in sinks}, elements=topology.symmetry.elements, sinks=sinks)
         depth[within] = max(tree.depth() for tree in forest.trees)
+        depths[within] = (depth[within], sum(tree.depth() for tree in forest.trees))
     chosen = max(tree.depth() for tree in trees.forest.trees)
     assert chosen == min(depth.values()) < max(depth.values())
+    # build_trees packs the deeper alternative against the shallower one's depths: it stops
+    # early; against its own depths (a tie, which the first alternative wins) it is packed whole
+    deeper, shallower = sorted(depths, key=depths.get, reverse=True)
+    pack = lambda within, beat: pack_trees(logicals[within], {r: 2 for r in sinks}, elements=topology.symmetry.elements, sinks=sinks, beat=beat)
+    assert pack(deeper, depths[shallower]) is None
+    assert pack(deeper, depths[deeper]).depths() == depths[deeper]
 
 
 def test_one_sink_flows_run_in_python_only_while_scipy_is_absent_and_within_the_budget(monkeypatch):
