@@ -7,6 +7,8 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from networkx.algorithms.flow import preflow_push
 
 from chakra_collectives.flow import FlowNetwork, max_cut_ratio, maxflow
@@ -139,6 +141,29 @@ def test_pure_python_flows_match_scipy_on_random_networks(monkeypatch):
         value, side = python.min_cut(0, n - 1)
         assert python.max_flow(0, n - 1) == value == compiled.max_flow(0, n - 1)
         assert side.tolist() == compiled.min_cut(0, n - 1)[1].tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_residual_source_side_of_a_maximum_flow_is_a_minimum_cut(data):
+    """FlowNetwork.source_side of the flow max_flows returns (both backends): the source in,
+    the sink out, and the capacity leaving it equal to networkx's maximum flow value."""
+    n = data.draw(st.integers(2, 9))
+    edges = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(1, n - 1), st.integers(0, 9)), min_size=1, max_size=40))
+    src = np.array([u for u, _, _ in edges])
+    dst, cap = (src + np.array([d for _, d, _ in edges])) % n, np.array([c for _, _, c in edges])
+    sink = data.draw(st.integers(1, n - 1))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    for u, v, c in zip(src.tolist(), dst.tolist(), cap.tolist()):
+        graph.add_edge(u, v, capacity=graph.get_edge_data(u, v, {"capacity": 0})["capacity"] + c)
+    expected = nx.maximum_flow_value(graph, 0, sink, flow_func=preflow_push)
+    for small_edges in (0, 10**6):  # scipy, then pure Python
+        network = FlowNetwork(n, src=src, dst=dst, cap=cap, small_edges=small_edges)
+        [(value, flow)] = maxflow.max_flows([(network, 0, sink)], with_flows=True)
+        side = network.source_side(0, flow)
+        leaving = sum(c for u, v, c in zip(src.tolist(), dst.tolist(), cap.tolist()) if side[u] and not side[v])
+        assert value == expected == leaving and side[0] and not side[sink]
 
 
 def test_flows_solved_together_are_each_problems_maximum_flow():

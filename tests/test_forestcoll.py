@@ -363,11 +363,14 @@ def test_layers_tested_together_grow_the_trees_layer_by_layer_would(spec, monkey
 
 
 def test_a_test_with_many_sinks_agrees_with_each_sinks_own_flow():
-    """Connectivity.check solves its sinks together and skips those whose last flow still fits:
-    its verdict, deficit and worst sink must be those of one max-flow per sink."""
+    """Connectivity.check solves its sinks together, skips those whose last flow still fits and
+    fails a test a kept cut proves short without any flow: its verdict, deficit and worst sink
+    must be those of one max-flow per sink (a kept cut's: a failing sink, and a deficit it
+    lacks at least)."""
     from chakra_collectives.synth.forestcoll.connectivity import Connectivity, Gadget
 
     rng = np.random.default_rng(5)
+    by_cut = 0
     for _ in range(60):
         n = int(rng.integers(3, 9))
         capacity = {(u, v): int(rng.integers(0, 40)) for u in range(n) for v in range(n) if u != v and rng.random() < 0.7}
@@ -378,14 +381,19 @@ def test_a_test_with_many_sinks_agrees_with_each_sinks_own_flow():
             order = list(net.sinks)
             network, source, total = net.network(supply, gadgets)
             values = [network.max_flow(source, sink) for sink in order]
+            flows = net.flows
             found = net.check(supply, gadgets, want_cut=step % 2 == 0)
             assert found.ok == (min(values) >= total)
             if step % 2 == 0:  # the deficit and the first of the worst sinks
                 assert found.deficit == total - min(values) and found.sink == order[values.index(min(values))]
+            elif not found.ok and net.flows == flows:  # a kept cut: a failing sink, lacking at least the deficit
+                by_cut += 1
+                assert 0 < found.deficit <= total - values[order.index(found.sink)]
             elif not found.ok:  # the first failing sink
                 assert found.sink == next(s for s, v in zip(order, values) if v < total)
             for key in list(capacity)[:2]:
                 capacity[key] = max(0, capacity[key] - 3)
+    assert by_cut > 0
 
 
 def test_auto_takes_the_fewest_trees_that_reach_the_optimums_bandwidth():
@@ -429,13 +437,20 @@ def test_trees_packed_from_the_shallower_partner_order():
     capacity = {(u, v): c for u, v, c in zip(graph.src.tolist(), graph.dst.tolist(), trees.optimum.capacities) if c > 0}
     supply = {v: 2 for v in range(n)}
     sinks = default_sinks(topology, [1] * n)  # one NPU per symmetry class, as build_trees packs
-    depth = {}
+    depth, depths, logicals = {}, {}, {}
     for within in (True, False):
-        logical = split_switches(topology, supply, capacity=capacity, sinks=sinks, within_servers=within)
+        logical = logicals[within] = split_switches(topology, supply, capacity=capacity, sinks=sinks, within_servers=within)
         forest = pack_trees(logical, {r: 2 for r in sinks}, elements=topology.symmetry.elements, sinks=sinks)
         depth[within] = max(tree.depth() for tree in forest.trees)
+        depths[within] = (depth[within], sum(tree.depth() for tree in forest.trees))
     chosen = max(tree.depth() for tree in trees.forest.trees)
     assert chosen == min(depth.values()) < max(depth.values())
+    # build_trees packs the deeper alternative against the shallower one's depths: it stops
+    # early; against its own depths (a tie, which the first alternative wins) it is packed whole
+    deeper, shallower = sorted(depths, key=depths.get, reverse=True)
+    pack = lambda within, beat: pack_trees(logicals[within], {r: 2 for r in sinks}, elements=topology.symmetry.elements, sinks=sinks, beat=beat)
+    assert pack(deeper, depths[shallower]) is None
+    assert pack(deeper, depths[deeper]).depths() == depths[deeper]
 
 
 def test_one_sink_flows_run_in_python_only_while_scipy_is_absent_and_within_the_budget(monkeypatch):

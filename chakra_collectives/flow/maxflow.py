@@ -297,6 +297,28 @@ class FlowNetwork:
             return int(value), None
         return int(value), np.array([routed[u][v] for u, v in zip(self._src.tolist(), self._dst.tolist())], dtype=np.int64)
 
+    def source_side(self, source: int, flow: np.ndarray) -> np.ndarray:
+        """The nodes ``source`` reaches in the residual graph of ``flow`` (a net flow on each of
+        :meth:`distinct_edges`, as :func:`max_flows` gives one), as a boolean mask: of a maximum
+        flow to some sink, the source side of a minimum cut for that sink.
+
+        >>> net = FlowNetwork(4, src=[0, 0, 1, 2], dst=[1, 2, 3, 3], cap=[3, 2, 2, 5])
+        >>> net.source_side(0, np.array([2, 2, 2, 2])).tolist()      # 0->1 has 1 unit left
+        [True, True, False, False]
+        """
+        _, capacity = self.distinct_edges()
+        tails, heads = self._ends
+        room, used = capacity > flow, flow > 0
+        tail = np.concatenate([tails[room], heads[used]])  # edges with room, and back along used ones
+        head = np.concatenate([heads[room], tails[used]])
+        reached = np.zeros(self.num_nodes, dtype=bool)
+        reached[source] = True
+        while True:
+            new = head[reached[tail] & ~reached[head]]
+            if not len(new):
+                return reached
+            reached[new] = True
+
     def min_cut(self, source: int, sink: int) -> tuple[int, np.ndarray]:
         """``(value, sink_side)``: a minimum cut's value and its sink side as a boolean mask.
 

@@ -74,6 +74,12 @@ class Forest:
     base_trees: int = 0
     """Trees grown (the rest are their images under the symmetry)."""
 
+    def depths(self) -> tuple[int, int]:
+        """``(deepest tree, total depth)`` in NPU hops: every hop of a tree is a store-and-forward
+        step its last piece waits for."""
+        depths = [tree.depth() for tree in self.trees]
+        return max(depths, default=0), sum(depths)
+
     def loads(self) -> dict[tuple[int, int], int]:
         """Units each edge carries."""
         load: dict[tuple[int, int], int] = {}
@@ -115,8 +121,14 @@ class _Growing:
         return rest
 
 
+class _Deeper(Exception):
+    """The forest being packed is already deeper than the one to beat (``pack_trees(beat=...)``)."""
+
+
 class _Packer:
-    def __init__(self, graph: LogicalGraph, supply: dict[int, int], elements: np.ndarray, sinks: Sequence[int], progress) -> None:
+    def __init__(
+        self, graph: LogicalGraph, supply: dict[int, int], elements: np.ndarray, sinks: Sequence[int], progress, beat: tuple[int, int] | None = None
+    ) -> None:
         self.n = graph.num_npus
         self.capacity = dict(graph.capacity)
         self.elements = elements
@@ -137,6 +149,11 @@ class _Packer:
         self.progress = progress
         self.lookahead = LOOKAHEAD
         """Layers :meth:`ahead` may test together (doubled when that passes, halved when not)."""
+        self.beat = beat
+        """``(deepest tree, total depth)`` of a forest to beat: packing stops (:class:`_Deeper`)
+        once the trees grown so far make that impossible."""
+        self.grown_depths = (0, 0)
+        """``(deepest, total depth)`` of the trees grown so far, every image counted."""
         self.edge_images: dict[tuple[int, int], list[tuple[int, int]]] = {}
         """Every image of an edge (:meth:`images_of`), kept: the growth asks for the same edges'
         images thousands of times (mi250:2, one tree per NPU: 5,200 additions and removals)."""
@@ -184,7 +201,25 @@ class _Packer:
             else:
                 self.grow_symmetric(tree)
             self.done.append(tree)
+            depth = max(tree.depth.values())
+            deepest, total = self.grown_depths
+            self.grown_depths = (max(deepest, depth), total + depth * self.order)
+            self.check_depth()
         return self.done
+
+    def check_depth(self, growing: _Growing | None = None) -> None:
+        """Raise :class:`_Deeper` when the forest cannot end shallower than :attr:`beat` (its
+        ``(deepest, total depth)`` compared in that order; a tie may still win): the trees grown,
+        and ``growing`` as deep as its nodes so far, are already deeper, or as deep with a
+        greater total (depths only grow)."""
+        if self.beat is None:
+            return
+        deepest, total = self.grown_depths
+        if growing is not None:
+            depth = max(growing.depth.values())
+            deepest, total = max(deepest, depth), total + depth * self.order
+        if deepest > self.beat[0] or (deepest == self.beat[0] and total > self.beat[1]):
+            raise _Deeper
 
     def candidates(self, tree: _Growing) -> list[tuple[int, int]]:
         """Edges from the tree to a new node, one per new node: from the shallowest tree node
@@ -263,6 +298,7 @@ class _Packer:
 
     def grow_symmetric(self, tree: _Growing) -> None:
         while len(tree.order) < self.n:
+            self.check_depth(tree)
             batch = self.candidates(tree)
             if not batch:
                 raise AlgorithmError(f"tree packing is stuck: the tree of NPU {tree.root} reaches {len(tree.order)} of {self.n} NPUs")
@@ -380,19 +416,33 @@ def pack_trees(
     elements: np.ndarray | None = None,
     sinks: Sequence[int] | None = None,
     progress: Callable[[str], None] | None = None,
-) -> Forest:
+    beat: tuple[int, int] | None = None,
+) -> Forest | None:
     """Trees rooted at the NPUs of ``supply`` (units per NPU), within ``graph``'s capacities.
 
     ``elements``: the symmetry group as node permutations (rows; see
     :class:`~chakra_collectives.topology.symmetry.NpuSymmetry`), restricted to the NPUs; the
     supply must then name one NPU per class. ``sinks``: one NPU per class (default: all).
+    ``beat``: ``(deepest tree, total depth)`` in NPU hops of a forest already packed: ``None``
+    is returned as soon as this one cannot be shallower (deeper, or as deep with a greater
+    total; :meth:`Forest.depths`), which the growth knows from the trees grown so far.
+
+    >>> from chakra_collectives.synth.forestcoll.splitting import LogicalGraph
+    >>> ring = LogicalGraph(3, {(0, 1): 2, (1, 2): 2, (2, 0): 2}, {})
+    >>> pack_trees(ring, {0: 1, 1: 1, 2: 1}).depths()          # three paths of two hops
+    (2, 6)
+    >>> pack_trees(ring, {0: 1, 1: 1, 2: 1}, beat=(2, 5)) is None
+    True
     """
     n = graph.num_npus
     if elements is None:
         elements = np.arange(n, dtype=np.int64)[None, :]
     elements = np.asarray(elements)[:, :n]
-    packer = _Packer(graph, supply, elements, list(range(n)) if sinks is None else sinks, progress)
-    grown = packer.run()
+    packer = _Packer(graph, supply, elements, list(range(n)) if sinks is None else sinks, progress, beat)
+    try:
+        grown = packer.run()
+    except _Deeper:
+        return None
     trees = []
     for tree in grown:
         parent = np.full(n, -1, dtype=np.int64)

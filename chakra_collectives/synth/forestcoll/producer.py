@@ -151,23 +151,21 @@ def build_trees(
     started = time.perf_counter()
     if progress is not None:
         progress("pack trees")
-    packed = []
-    for logical in alternatives:
+    # the shallowest forest, the first of the alternatives on a tie; packed last first: a later
+    # one stops as soon as it cannot beat the forest packed (mi250:2, 2 trees per NPU: across
+    # servers only, 10 hops deep, packed first stops the other one at its first 12-hop tree)
+    shallowest = None
+    for place, logical in reversed(list(enumerate(alternatives))):
+        beat = None if shallowest is None else shallowest[0][0]
         if symmetric:
-            forest = pack_trees(logical, {r: supply[r] for r in sinks if r in supply}, elements=symmetry.elements, sinks=sinks)
+            forest = pack_trees(logical, {r: supply[r] for r in sinks if r in supply}, elements=symmetry.elements, sinks=sinks, beat=beat)
         else:
-            forest = pack_trees(logical, supply, sinks=list(range(n)))
-        packed.append((_depths(forest), logical, forest))
-    _, logical, forest = min(packed, key=lambda item: item[0])
+            forest = pack_trees(logical, supply, sinks=list(range(n)), beat=beat)
+        if forest is not None and (shallowest is None or (forest.depths(), place) < shallowest[0]):
+            shallowest = ((forest.depths(), place), logical, forest)
+    _, logical, forest = shallowest
     timings["pack_s"] = timings.get("pack_s", 0.0) + time.perf_counter() - started
     return Trees(best, logical, forest, reverse, balanced)
-
-
-def _depths(forest: Forest) -> tuple[int, int]:
-    """``(deepest tree, total depth)`` in NPU hops: every hop of a tree is a store-and-forward
-    step its last piece waits for."""
-    depths = [tree.depth() for tree in forest.trees]
-    return max(depths, default=0), sum(depths)
 
 
 def _optimum(graph: CapacityGraph, demand, sinks, trees_per_npu, name, known: Optimum | None = None) -> Optimum:
