@@ -100,6 +100,7 @@ from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 from chakra_collectives.topology.distances import dijkstra_in_python
 from chakra_collectives.topology.groups import group_view
+from chakra_collectives.topology.tiers import bandwidth_tiers, island_bandwidths
 from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -293,21 +294,13 @@ def multiway_cut_bound(topology: Topology, size_bytes: int) -> tuple[float, tupl
     >>> round(ns / 1e3, 2), island                      # 1.5 x 64 MiB / 200 GB/s
     (468.75, (0, 1, 2, 3, 4, 5, 6, 7))
     """
-    from chakra_collectives.topology.tiers import bandwidth_tiers  # imported when used (scipy)
-
-    arrays = topology.link_arrays
-    src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
-    gbps = arrays["bandwidth_gbps"].astype(np.float64)
     best, best_set = 0.0, ()
     for labels in bandwidth_tiers(topology):
-        k = int(labels.max()) + 1
-        crossing = labels[src] != labels[dst]
-        into = np.bincount(labels[dst][crossing & (labels[dst] >= 0)], weights=gbps[crossing & (labels[dst] >= 0)], minlength=k)
-        out = np.bincount(labels[src][crossing & (labels[src] >= 0)], weights=gbps[crossing & (labels[src] >= 0)], minlength=k)
+        into, out = island_bandwidths(topology, labels)
         rate = min(float(into.sum()), float(out.sum()))
         if rate <= 0:
             continue
-        found = 2 * (k - 1) * size_bytes / bytes_per_ns(rate)
+        found = 2 * (len(into) - 1) * size_bytes / bytes_per_ns(rate)
         if found > best:
             weakest = int(np.argmin(np.minimum(into, out)))
             best, best_set = found, tuple(np.flatnonzero(labels == weakest).tolist())

@@ -36,15 +36,18 @@ def bandwidth_tiers(topology: Topology) -> list[np.ndarray]:
     >>> [labels.tolist() for labels in bandwidth_tiers(two)]
     [[0, 0, 1, 1]]
     """
-    from scipy.sparse import csr_matrix  # imported when used (start-up time)
-    from scipy.sparse.csgraph import connected_components
-
     arrays = topology.link_arrays
     src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
     gbps = arrays["bandwidth_gbps"].astype(np.float64)
     n, nodes = topology.num_npus, topology.num_nodes
+    thresholds = np.unique(gbps)[:-1]
+    if not len(thresholds):  # links of one bandwidth: no islands (and no scipy to import)
+        return []
+    from scipy.sparse import csr_matrix  # imported when used (start-up time)
+    from scipy.sparse.csgraph import connected_components
+
     tiers: list[np.ndarray] = []
-    for threshold in np.unique(gbps)[:-1]:
+    for threshold in thresholds:
         fast = gbps > threshold
         graph = csr_matrix((np.ones(int(fast.sum())), (src[fast], dst[fast])), shape=(nodes, nodes))
         _, component = connected_components(graph, directed=True, connection="weak")
@@ -59,4 +62,23 @@ def bandwidth_tiers(topology: Topology) -> list[np.ndarray]:
     return tiers
 
 
-__all__ = ["bandwidth_tiers"]
+def island_bandwidths(topology: Topology, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bandwidth (GB/s) of the links into and out of each island of ``labels`` (one of
+    :func:`bandwidth_tiers`) from nodes outside it.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> dgx = load_topology("dgx:4x8")
+    >>> [side.tolist() for side in island_bandwidths(dgx, bandwidth_tiers(dgx)[0])]   # 8 NICs of 25 GB/s
+    [[200.0, 200.0, 200.0, 200.0], [200.0, 200.0, 200.0, 200.0]]
+    """
+    arrays = topology.link_arrays
+    src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
+    gbps = arrays["bandwidth_gbps"].astype(np.float64)
+    k = int(labels.max()) + 1
+    crossing = labels[src] != labels[dst]
+    entering, leaving = crossing & (labels[dst] >= 0), crossing & (labels[src] >= 0)
+    return (np.bincount(labels[dst][entering], weights=gbps[entering], minlength=k),
+            np.bincount(labels[src][leaving], weights=gbps[leaving], minlength=k))
+
+
+__all__ = ["bandwidth_tiers", "island_bandwidths"]
