@@ -104,7 +104,11 @@ def island_shares(topology: Topology) -> list[np.ndarray]:
     none. Between islands an All-Reduce moves what its islands do not reduce, so islands that
     hold several members reduce no more than those that hold one: then every island receives for
     the same time, and reduce-scatter + all-gather reaches the islands' bound
-    (:func:`~chakra_collectives.bounds.multiway_cut_bound`).
+    (:func:`~chakra_collectives.bounds.multiway_cut_bound`). Rails
+    (:mod:`~chakra_collectives.synth.rails`) owns chunks so; as a TACOS layout it gained little
+    (dgx:4x8's random group, 64 MiB: 777 -> 764 us; its matching limits it) for one more layout
+    searched at every chunk count (that group's synthesis 10 -> 40 s of CPU), so TACOS does not
+    try it.
 
     >>> from chakra_collectives.topology import load_topology
     >>> from chakra_collectives.topology.groups import group_view
@@ -140,8 +144,8 @@ def share_layouts(topology: Topology, chunks_per_npu: int) -> list[np.ndarray | 
     shares = bandwidth_shares(member_bandwidths(topology))
     equal = np.arange(n + 1) * chunks_per_npu
     layouts: list[np.ndarray | None] = []
-    candidates = [owner_starts(weight * shares + (1 - weight) / n, n * chunks_per_npu) for weight in SHARE_BLENDS]
-    for starts in [*(owner_starts(island, n * chunks_per_npu) for island in island_shares(topology)), *candidates]:
+    for weight in SHARE_BLENDS:
+        starts = owner_starts(weight * shares + (1 - weight) / n, n * chunks_per_npu)
         if not np.array_equal(starts, equal) and not any(np.array_equal(starts, seen) for seen in layouts):
             layouts.append(starts)
     return [*layouts, None]
