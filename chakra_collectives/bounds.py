@@ -704,4 +704,4 @@ def store_and_forward_floor_ns(demand_bytes: float, classes: Iterable[tuple[floa
     return low  # below the least feasible time: still a bound
 
 
-__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds", "store_and_forward_floor_ns"]
+__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds", "multiway_cut_bound", "store_and_forward_floor_ns"]
