@@ -114,13 +114,15 @@ def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTI
                     result = synthesize(fabric, collective, SIZE, algorithm=name, group=group)
                     cells.append(result.efficiency)
                     mine[name].append(result.efficiency)
-                found.append(max(e for e in cells if e is not None))
+                best_of = max((e for e in cells if e is not None), default=None)
+                if best_of is not None:
+                    found.append(best_of)
                 ring_result = synthesize(fabric, collective, SIZE, algorithm="ring", group=group)
                 ring, bounds = ring_result.efficiency, ring_result.bounds
                 cap = "-" if bounds.reduce_scatter_all_gather_ns is None else f"{bounds.best_ns / bounds.reduce_scatter_all_gather_ns:.3f}"
                 spent = time.perf_counter() - started
                 print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join("-".rjust(10) if e is None else f"{e:>10.3f}" for e in cells)
-                      + f" {found[-1]:>7.3f} {ring:>7.3f} {cap:>9} {spent:>8.1f}")
+                      + ("-".rjust(8) if best_of is None else f" {best_of:>7.3f}") + f" {ring:>7.3f} {cap:>9} {spent:>8.1f}")
     for name, values in mine.items():
         print(f"{name}: median {statistics.median(values):.3f} over {len(values)}")
     if found:

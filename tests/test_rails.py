@@ -25,7 +25,7 @@ MIB = 2**20
 def test_rails_verify_and_cross_the_servers_2k_minus_2_times(group, depth):
     fabric = load_topology("dgx:4x8")
     size = 16 * MIB
-    algo = rails_all_reduce(fabric, group, size, chunks_per_npu=4, depth=depth)
+    algo = rails_all_reduce(fabric, group, size, chunks_per_npu=8, depth=depth)
     assert verify_algorithm(algo).ok
     timing = simulate_collective(algo, fabric)
     hub = fabric.num_npus

@@ -18,9 +18,10 @@ spreads chunks unevenly over them and sends some twice into one server. Rails pl
 * all-gather: the owner sends the result back the same way, the collectors passing it on to
   their island mates.
 
-Transfers inside an island go round robin over the direct link and the two-hop paths through
-each other GPU of the island. Every message carries one chunk, every chunk is independent of the
-others, so the chunks pipeline through the four store-and-forward hops of a rail.
+Transfers inside an island take the least loaded of the direct link and the two-hop paths
+through each other GPU of the island; a collector serves every rail in turn. Every message
+carries one chunk, every chunk is independent of the others, so the chunks pipeline through the
+four store-and-forward hops of a rail.
 
 >>> from chakra_collectives.topology import load_topology
 >>> from chakra_collectives.verify import verify_algorithm
@@ -120,8 +121,10 @@ def find_islands(topology: Topology, group: tuple[int, ...]) -> Islands | None:
 
 def rails_all_reduce(topology: Topology, group: tuple[int, ...] | None, size_bytes: int, *, chunks_per_npu: int = 8, depth: int = 0) -> CollectiveAlgorithm:
     """The All-Reduce of the module docstring over ``group`` (``None``: every NPU) of
-    ``topology``, ``chunks_per_npu`` chunks per member on average; :class:`InputError` where the
-    fabric has no DGX-like islands holding the group (:func:`find_islands`)."""
+    ``topology``, ``chunks_per_npu`` chunks per member on average, at most ``depth`` of a member's
+    own values on their way to its mates (0: no limit);
+    :class:`InputError` where the fabric has no DGX-like islands holding the group
+    (:func:`find_islands`)."""
     members = tuple(range(topology.num_npus)) if group is None else tuple(group)
     found = find_islands(topology, members)
     if found is None:
@@ -141,8 +144,8 @@ def rails_all_reduce(topology: Topology, group: tuple[int, ...] | None, size_byt
     load: dict[tuple[int, int], int] = defaultdict(int)  # chunks each link has been given
 
     def send(a: int, b: int, src: tuple[int, int], dst_buf: Buffer, c: int, path: tuple[int, ...], send_deps, recv_deps=()) -> tuple[int, int, tuple[int, int]]:
-        """A one-chunk message from rank ``a`` to ``b`` along the fabric ``path``; into scratch when
-        ``dst_buf`` is SCRATCH (a fresh slot), else into chunk ``c`` of the output."""
+        """A one-chunk message from rank ``a`` to ``b`` along the fabric ``path``; into a fresh
+        scratch slot when ``dst_buf`` is SCRATCH, else into chunk ``c`` of the output."""
         if dst_buf is Buffer.SCRATCH:
             dst = (Buffer.SCRATCH, scratch[b])
             scratch[b] += 1
@@ -168,41 +171,38 @@ def rails_all_reduce(topology: Topology, group: tuple[int, ...] | None, size_byt
         path = [members[a], found.ports[ia][r], found.switch, found.ports[ib][r], members[b]]
         return carry(tuple(node for i, node in enumerate(path) if i == 0 or node != path[i - 1]))
 
-    final: dict[tuple[int, int], int] = {}  # (rank, step) -> the op after which the rank holds that step's chunk reduced
     paced: list[list[int]] = [[] for _ in range(n)]  # each rank's sends of its own values to island mates
 
     def pace(a: int) -> list[int]:
         """A rank's send of its own value to an island mate waits for its ``depth``-th such send
         before: the mates' links are not flooded ahead of the rails' messages (0: no wait)."""
         return [paced[a][-depth]] if depth and len(paced[a]) >= depth else []
-    # the owners' chunks taken in turn, so that every island receives at every moment
-    order = sorted(range(chunks), key=lambda c: (c - start[owner[c]], owner[c]))
-    for step, c in enumerate(order):
+    # the owners' chunks taken in turn, in proportion to how many each owns, so that every island
+    # receives at every moment
+    owned = np.diff(start)
+    order = sorted(range(chunks), key=lambda c: ((c - start[owner[c]] + 0.5) / owned[owner[c]], owner[c]))
+    for c in order:
         o = int(owner[c])
+        index = int(c - start[o])
         q = int(found.island[o])
-        r = int(c - start[o] + o) % found.rails  # each owner over every rail in turn, owners side by side on different ones
-
+        r = (index + o) % found.rails  # each owner over every rail in turn, owners side by side on different ones
         collectors = {}
         # reduce-scatter: every island's members into its collector, the collector to the owner over rail r
         partials: list[tuple[int, int]] = []  # (sender rank, its op)
         for p, mates in enumerate(found.members):
             if p == q:
                 continue
-            col = mates[c % len(mates)]
+            col = mates[(index // found.rails + o) % len(mates)]  # every collector on every rail in turn
             collectors[p] = col
-            base = builder.copy(col, src=(Buffer.INPUT, c), dst=(Buffer.OUTPUT, c), count=1)
-            deps = [base]
+            deps = [builder.copy(col, src=(Buffer.INPUT, c), dst=(Buffer.OUTPUT, c), count=1)]
             for a in mates:
                 if a != col:
                     sent, got, slot = send(a, col, (Buffer.INPUT, c), Buffer.SCRATCH, c, local(a, col), pace(a))
                     paced[a].append(sent)
                     deps.append(builder.reduce(col, src=slot, dst=(Buffer.OUTPUT, c), count=1, deps=[got, deps[-1]]))
             partials.append((col, deps[-1]))
-        base = builder.copy(o, src=(Buffer.INPUT, c), dst=(Buffer.OUTPUT, c), count=1)
-        last = base
-        for a in found.members[q]:
-            if a != o:
-                partials.append((a, -1))
+        last = builder.copy(o, src=(Buffer.INPUT, c), dst=(Buffer.OUTPUT, c), count=1)
+        partials.extend((a, -1) for a in found.members[q] if a != o)
         sent_partial = {}
         for a, after in partials:
             path = rail(a, o, r) if found.island[a] != q else local(a, o)
@@ -212,16 +212,14 @@ def rails_all_reduce(topology: Topology, group: tuple[int, ...] | None, size_byt
                 paced[a].append(sent_partial[a])
             last = builder.reduce(o, src=slot, dst=(Buffer.OUTPUT, c), count=1, deps=[got, last])
         # all-gather: the owner to its island mates and the collectors, the collectors to theirs
-        final[o, step] = last
         for a in found.members[q]:
             if a != o:
-                _, final[a, step], _ = send(o, a, (Buffer.OUTPUT, c), Buffer.OUTPUT, c, local(o, a), [last], [sent_partial[a]])
+                send(o, a, (Buffer.OUTPUT, c), Buffer.OUTPUT, c, local(o, a), [last], [sent_partial[a]])
         for p, col in collectors.items():
             _, got, _ = send(o, col, (Buffer.OUTPUT, c), Buffer.OUTPUT, c, rail(o, col, r), [last], [sent_partial[col]])  # after its partial left
-            final[col, step] = got
             for a in found.members[p]:
                 if a != col:
-                    _, final[a, step], _ = send(col, a, (Buffer.OUTPUT, c), Buffer.OUTPUT, c, local(col, a), [got])
+                    send(col, a, (Buffer.OUTPUT, c), Buffer.OUTPUT, c, local(col, a), [got])
     algo = builder.build(scratch_chunks=scratch)
     sizes = np.bincount(algo.ops.rank, minlength=n)
     offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
@@ -238,8 +236,10 @@ RAIL_DEPTHS = (0, 16)
 """How many of its own values a member may have on their way to island mates before it sends
 the next (:func:`rails_all_reduce`'s ``depth``; 0: no limit); the producer keeps the faster.
 One member per server needs none; with two or three, 16 keeps the mates' links from flooding
-ahead of the rails (dgx:4x8's strided group, 64 MiB, K = 32: 687.6 -> 601.4 us; 4 and 8 were
-slower, 24-48 no faster)."""
+ahead of the rails (dgx:4x8's strided group, 64 MiB, K = 32: 688.6 -> 611.6 us; 4 and 8 were
+slower, 24-48 no faster). Messages of several chunks in the middle of each owner's run (one
+chunk first and last, up to 2, 4 or 8 between, at 2-4 times the chunks) gained at most 1% on
+dgx:4x8's groups and were never kept at the chunk counts ``synthesize`` tries."""
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
@@ -268,7 +268,7 @@ register(
         "rails",
         _make,
         (Collective.ALL_REDUCE,),
-        "All-Reduce between the servers of a DGX-like fabric over every NIC (one chunk per rail, partial sums combined in each server)",
+        "All-Reduce between the servers of a DGX-like fabric over every NIC (pieces in turn on every rail, partial sums combined in each server)",
         whole_topology=True,
         groups=True,
         fits=lambda topology: bool(bandwidth_tiers(topology)),
