@@ -4,7 +4,8 @@ and hybrid TP x DP / MoE steps with topology-aware producers against rings.
 * :func:`group_efficiency_table` -- ``synthesize(..., group=G)`` for rows, columns, strided and
   random subsets of the suite's fabrics: efficiency against the group's own bound
   (:func:`~chakra_collectives.synth.group_bounds`: the fabric's links, the members the only
-  sources and sinks) for every producer that serves groups, and the ring's;
+  sources and sinks) for every producer that serves groups (rails: all-reduces with members in
+  two DGX servers or more), the best of them (what ``best`` keeps), and the ring's;
 * :func:`concurrent_table` -- ``synth --groups``: the data-parallel groups of a TP x DP job at
   once, each plan's time together against the slowest group alone;
 * :func:`step_table` -- a hybrid TP x DP and an MoE step replayed with ``*=forestcoll`` (and
@@ -77,18 +78,28 @@ def subsets(num_npus: int, side: int) -> dict[str, tuple[int, ...]]:
 
 def group_producers() -> list[str]:
     """The producers that plan for a group's links (the registry's ``groups`` capability)."""
-    return [name for name in ("tacos", "forestcoll") if get(name).groups]
+    return [name for name in ("tacos", "forestcoll", "rails") if get(name).groups]
+
+
+def serves(name: str, fabric, collective: str, group: tuple[int, ...]) -> bool:
+    """Whether ``best`` would try producer ``name`` for ``collective`` over ``group`` (rails: an
+    All-Reduce with members in two servers or more)."""
+    producer = get(name)
+    return producer.supports(Collective(collective), len(group)) and producer.fits(fabric) and (
+        producer.fits_group is None or producer.fits_group(fabric, group))
 
 
 def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTIVES, producers: list[str] | None = None) -> list[float]:
-    """Print the efficiency table (``producers``: default every one that serves groups); returns
-    every topology-aware efficiency (for the target). ``rs+ag cap``: the most an all-reduce that
-    reduce-scatters and all-gathers with equal shares can reach (the group's all-reduce bound over
-    twice its all-gather's; TACOS's group all-reduce may pass it with unequal shares)."""
+    """Print the efficiency table (``producers``: default every one that serves groups; ``-``
+    where one does not serve the case); returns the best of them per case (what ``best`` keeps,
+    for the target). ``rs+ag cap``: the most an all-reduce that reduce-scatters and all-gathers
+    with equal shares can reach (the group's all-reduce bound over twice its all-gather's; TACOS's
+    group all-reduce may pass it with unequal shares)."""
     producers = group_producers() if producers is None else producers
     print(f"\ngroup collectives, {SIZE // 2**20} MiB: efficiency against the group's own bound ({', '.join(producers)} vs ring)")
-    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'collective':<11} " + " ".join(f"{p:>10}" for p in producers) + f" {'ring':>7} {'rs+ag cap':>9} {'synth s':>8}")
+    print(f"{'fabric':<14} {'group':<8} {'ranks':>5} {'collective':<11} " + " ".join(f"{p:>10}" for p in producers) + f" {'best of':>7} {'ring':>7} {'rs+ag cap':>9} {'synth s':>8}")
     found = []
+    mine: dict[str, list[float]] = defaultdict(list)
     for spec in fabrics:
         fabric = load_topology(spec)
         side = int(spec.split(":")[1].split("x")[-1]) if "x" in spec else 8
@@ -97,16 +108,25 @@ def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTI
                 cells = []
                 started = time.perf_counter()
                 for name in producers:
+                    if not serves(name, fabric, collective, group):
+                        cells.append(None)
+                        continue
                     result = synthesize(fabric, collective, SIZE, algorithm=name, group=group)
                     cells.append(result.efficiency)
-                    found.append(result.efficiency)
+                    mine[name].append(result.efficiency)
+                best_of = max((e for e in cells if e is not None), default=None)
+                if best_of is not None:
+                    found.append(best_of)
                 ring_result = synthesize(fabric, collective, SIZE, algorithm="ring", group=group)
                 ring, bounds = ring_result.efficiency, ring_result.bounds
                 cap = "-" if bounds.reduce_scatter_all_gather_ns is None else f"{bounds.best_ns / bounds.reduce_scatter_all_gather_ns:.3f}"
                 spent = time.perf_counter() - started
-                print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join(f"{e:>10.3f}" for e in cells) + f" {ring:>7.3f} {cap:>9} {spent:>8.1f}")
+                print(f"{spec:<14} {label:<8} {len(group):>5} {collective:<11} " + " ".join("-".rjust(10) if e is None else f"{e:>10.3f}" for e in cells)
+                      + ("-".rjust(8) if best_of is None else f" {best_of:>7.3f}") + f" {ring:>7.3f} {cap:>9} {spent:>8.1f}")
+    for name, values in mine.items():
+        print(f"{name}: median {statistics.median(values):.3f} over {len(values)}")
     if found:
-        print(f"median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")
+        print(f"best of them: median {statistics.median(found):.3f}, min {min(found):.3f}, >= 0.90: {sum(e >= 0.90 for e in found)} of {len(found)}")
     return found
 
 
@@ -272,10 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of the 512-NPU all-to-all command (median)")
     parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="efficiency table: which collectives, comma-separated")
     parser.add_argument("--producers", default=None, help="efficiency table: which producers (default: every one that serves groups)")
+    parser.add_argument("--fabrics", default=None, help="efficiency and group all-to-all tables: which fabrics, comma-separated (default: the suite's)")
     parser.add_argument("--before", default=None, help="steps table: also run each replay from this checkout of the code before (git archive REV | tar -x -C DIR)")
     args = parser.parse_args(argv)
     tables = set(args.tables.split(","))
-    fabrics = QUICK_FABRICS if args.quick else FABRICS
+    fabrics = args.fabrics.split(",") if args.fabrics else QUICK_FABRICS if args.quick else FABRICS
     if "efficiency" in tables:
         group_efficiency_table(fabrics, args.collectives.split(","), None if args.producers is None else args.producers.split(","))
     if "concurrent" in tables:

@@ -27,7 +27,16 @@ at least ``2(N-1)`` transfers (Patarasuk and Yuan), so ``2(N-1) M`` bytes leave 
 ``ingress_ns = max(2(N-1) M / min(sum of NPU B_out, sum of NPU B_in), M / min over NPUs of
 min(B_in, B_out))`` (every NPU sends and receives one value per position); and ``M`` bytes cross
 every cut separating NPUs, ``cut_ns = M / (min over such cuts of B_out(S))`` (``2(N-1)``
-max-flows). On any topology whose NPUs all have the same bandwidth (rings, tori, hypercubes,
+max-flows). Over ``k`` islands (disjoint node sets that each hold an NPU and together hold all,
+the servers of ``dgx:4x8``: :func:`multiway_cut_bound`) the same count holds with the islands as
+the NPUs -- the islands' combined values take ``2(k-1)`` transfers between islands per position
+(one-way gossip among ``k`` parties needs ``2k-2`` calls: up to the first call after which one
+party knows everything, each of the other ``k-1`` has sent one; after it, each of them must
+receive one) -- and every such transfer enters an island through its links in and leaves one
+through its links out (messages go point to point; a relay does not copy them), so ``cut_ns`` is
+also at least ``2(k-1) M / min(sum over islands of B_in, of B_out)``: on ``dgx:4x8``, and over a
+group with members in four of its servers, ``1.5 M`` over a server's NICs, not ``M``. On any
+topology whose NPUs all have the same bandwidth (rings, tori, hypercubes,
 switches, fully-connected) the first is ``2(N-1)/N * M / B``: **twice the All-Gather ingress
 bound**, as docs/bounds.md states. Doubling per-NPU or cut bounds is *not* valid in general: on
 heterogeneous topologies an algorithm can spare a weak NPU (one value in, one out) while the
@@ -91,6 +100,7 @@ from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 from chakra_collectives.topology.distances import dijkstra_in_python
 from chakra_collectives.topology.groups import group_view
+from chakra_collectives.topology.tiers import bandwidth_tiers, island_bandwidths
 from chakra_collectives.units import bytes_per_ns, parse_size
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -262,8 +272,39 @@ def _all_reduce_bounds(topology: Topology, size_bytes: int) -> tuple[float, floa
     per_npu = ns(size_bytes, min(min(into[v], out[v]) for v in range(n)))
     weakest, weakest_set = _weakest_npu_cut(topology, capacity)
     ingress_ns = max(aggregate, per_npu)
-    cut_ns = max(ns(size_bytes, weakest), ingress_ns)
-    return ingress_ns, cut_ns, tuple(sorted(weakest_set))
+    cut_ns, cut_set = ns(size_bytes, weakest), tuple(sorted(weakest_set))
+    multiway_ns, multiway_set = multiway_cut_bound(topology, size_bytes)
+    if multiway_ns > cut_ns:
+        cut_ns, cut_set = multiway_ns, multiway_set
+    return ingress_ns, max(cut_ns, ingress_ns), cut_set
+
+
+def multiway_cut_bound(topology: Topology, size_bytes: int) -> tuple[float, tuple[int, ...]]:
+    """An All-Reduce bound over the fabric's islands (:func:`~chakra_collectives.topology.tiers.bandwidth_tiers`)
+    and the island that gives it (the nodes of its least bandwidth in); ``(0.0, ())`` without islands.
+
+    For ``k`` disjoint node sets (islands) that each hold an NPU and together hold all, every
+    position takes at least ``2(k-1)`` transfers between islands (the module docstring), each
+    entering one island from outside it and leaving one: ``2(k-1) M / min(sum of B_in, sum of
+    B_out)`` over the islands. On ``dgx:4x8`` (servers of 200 GB/s of NICs each way) that is
+    ``1.5 M / 200 GB/s``, where a cut alone gives ``M / 200 GB/s``.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> ns, island = multiway_cut_bound(load_topology("dgx:4x8"), 64 * 2**20)
+    >>> round(ns / 1e3, 2), island                      # 1.5 x 64 MiB / 200 GB/s
+    (468.75, (0, 1, 2, 3, 4, 5, 6, 7))
+    """
+    best, best_set = 0.0, ()
+    for labels in bandwidth_tiers(topology):
+        into, out = island_bandwidths(topology, labels)
+        rate = min(float(into.sum()), float(out.sum()))
+        if rate <= 0:
+            continue
+        found = 2 * (len(into) - 1) * size_bytes / bytes_per_ns(rate)
+        if found > best:
+            weakest = int(np.argmin(np.minimum(into, out)))
+            best, best_set = found, tuple(np.flatnonzero(labels == weakest).tolist())
+    return best, best_set
 
 
 def _weakest_npu_cut(topology: Topology, capacity: dict[tuple[int, int], int]) -> tuple[int, frozenset[int]]:
@@ -466,7 +507,11 @@ class _Links:
                 if rates[i] < weakest:
                     members = self._set(order, int(sizes[i]), switches_in)
                     weakest, weakest_set = float(rates[i]), members if not reverse else tuple(u for u in range(self.nodes) if u not in set(members))
-        return ingress, max(size_bytes / bytes_per_ns(weakest), ingress), weakest_set
+        cut = size_bytes / bytes_per_ns(weakest)
+        multiway, multiway_set = multiway_cut_bound(self.topology, size_bytes)
+        if multiway > cut:
+            cut, weakest_set = multiway, multiway_set
+        return ingress, max(cut, ingress), weakest_set
 
 
 def concurrent_bound_ns(
@@ -659,4 +704,4 @@ def store_and_forward_floor_ns(demand_bytes: float, classes: Iterable[tuple[floa
     return low  # below the least feasible time: still a bound
 
 
-__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds", "store_and_forward_floor_ns"]
+__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds", "multiway_cut_bound", "store_and_forward_floor_ns"]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chakra_collectives import bounds as bounds_module
-from chakra_collectives.bounds import _integer_bandwidths, _weakest_npu_cut, lower_bounds
+from chakra_collectives.bounds import _integer_bandwidths, _weakest_npu_cut, lower_bounds, multiway_cut_bound
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import predict_time
@@ -66,8 +66,9 @@ def test_cut_bound_equals_brute_force(data):
     ar = lower_bounds(topo, Collective.ALL_REDUCE, size)
     assert ag.cut_ns == pytest.approx(brute_force_cut(topo, size), rel=1e-12)
     assert rs.cut_ns == pytest.approx(brute_force_cut(topo, size, reverse=True), rel=1e-12)
-    # all-reduce: M over the weakest NPU-separating cut (brute force over the same sets)
-    assert ar.cut_ns == pytest.approx(max(brute_force_all_reduce_cut(topo, size), ar.ingress_ns), rel=1e-12)
+    # all-reduce: M over the weakest NPU-separating cut (brute force over the same sets), or the islands' bound
+    islands, _ = multiway_cut_bound(topo, size)
+    assert ar.cut_ns == pytest.approx(max(brute_force_all_reduce_cut(topo, size), islands, ar.ingress_ns), rel=1e-12)
     assert ag.cut_ns >= ag.ingress_ns * (1 - 1e-12)
     s = set(ag.cut_nodes)  # the reported set really achieves the bound
     assert any(v < topo.num_npus for v in s) and not all(v in s for v in range(topo.num_npus))
@@ -383,3 +384,61 @@ def test_store_and_forward_floor_of_mi250(spec, demand, classes):
     schedules += [bidirectional_ring(Collective.ALL_GATHER, n, size_bytes=size)]
     for algorithm in schedules:
         assert predict_time(algorithm, topology) >= floor
+
+
+def islands_fabric(sizes: list[int], fast: list[float], nic: list[float]) -> Topology:
+    """Islands of ``sizes`` NPUs, fully connected inside at ``fast[i]`` GB/s, every NPU with a NIC
+    of ``nic[i]`` GB/s each way to one switch (slower than every island's links)."""
+    topo = Topology(sum(sizes), num_switches=1)
+    switch, first = topo.num_npus, 0
+    for size, inside, outside in zip(sizes, fast, nic):
+        for a in range(first, first + size):
+            for b in range(first, first + size):
+                if a != b:
+                    topo.add_link(a, b, inside, 100.0)
+            topo.add_link(a, switch, outside, 1000.0, bidirectional=True)
+        first += size
+    return topo
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_islands_bound_holds_for_verified_all_reduces_and_counts_2k_minus_2_crossings(data):
+    k = data.draw(st.integers(2, 4))
+    sizes = data.draw(st.lists(st.integers(1, 3), min_size=k, max_size=k))
+    fast = data.draw(st.lists(st.sampled_from([100.0, 200.0]), min_size=k, max_size=k))
+    nic = data.draw(st.lists(st.sampled_from([12.5, 25.0, 50.0]), min_size=k, max_size=k))
+    topo = islands_fabric(sizes, fast, nic)
+    n = topo.num_npus
+    size = n * data.draw(st.integers(1, 2**20))
+    # every position enters islands 2(k-1) times, through the islands' NICs: sizes[i] * nic[i] in, the same out
+    nics = sum(s * b for s, b in zip(sizes, nic))
+    bound = lower_bounds(topo, Collective.ALL_REDUCE, size)
+    assert bound.cut_ns >= 2 * (k - 1) * size / bytes_per_ns(nics) * (1 - 1e-12)
+    chunks = data.draw(st.integers(1, 2))
+    algorithms = [
+        ring(Collective.ALL_REDUCE, n, size_bytes=size, chunks_per_npu=chunks),
+        direct(Collective.ALL_REDUCE, n, size_bytes=size, chunks_per_npu=chunks),
+        tacos(topo, Collective.ALL_REDUCE, size, chunks_per_npu=chunks).algorithm,
+    ]
+    for algo in algorithms:
+        assert verify_algorithm(algo).ok
+        assert bound.best_ns <= predict_time(algo, topo) * (1 + 1e-12), algo.name
+
+
+def test_a_dgx_group_with_a_member_per_server_is_bound_by_its_servers_nics_one_and_a_half_times():
+    from chakra_collectives.synth import group_bounds
+
+    fabric = load_topology("dgx:4x8")
+    size = 64 * MIB
+    servers = bytes_per_ns(8 * 25.0)  # a server's 8 NICs, each way
+    for group in [(0, 8, 16, 24), (1, 5, 9, 13, 17, 21, 25, 29)]:
+        for method in ("exact", "fast"):
+            bound = group_bounds(fabric, Collective.ALL_REDUCE, size, group, method=method)
+            # four islands: 2 x 3 crossings of M over four servers' NICs; a cut alone says M / servers
+            assert bound.best_ns == pytest.approx(1.5 * size / servers)
+            assert set(bound.cut_nodes) in [set(range(first, first + 8)) for first in range(0, 32, 8)]  # a server
+        # reduce-scatter + all-gather with a server's share reduced in it reaches it: the bound is tight for that family
+        assert group_bounds(fabric, Collective.ALL_REDUCE, size, group).reduce_scatter_all_gather_ns == pytest.approx(1.5 * size / servers)
+    row = group_bounds(fabric, Collective.ALL_REDUCE, size, tuple(range(8)))  # one server: no islands between members
+    assert row.cut_ns < 1.5 * size / servers

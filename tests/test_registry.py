@@ -87,15 +87,17 @@ def test_names_are_unique_and_lookups_say_what_exists(scratch_registry):
         register(Synthesizer("ring", get("ring").make, (Collective.ALL_GATHER,), "again"))
     with pytest.raises(ValueError):
         register(Synthesizer("best", get("ring").make, (Collective.ALL_GATHER,), "best is a strategy, not a producer"))
-    with pytest.raises(InputError, match=r"unknown algorithm 'nope' \(valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, milp, gridpipe\)"):
+    with pytest.raises(InputError, match=r"unknown algorithm 'nope' \(valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe\)"):
         get("nope")
     with pytest.raises(InputError, match="unknown algorithm 'nope'"):
         synthesize(load_topology("ring:4"), "all-gather", 1024, algorithm="nope")
 
 
 def test_built_in_metadata_matches_what_the_producers_build():
-    topo = load_topology("torus2d:2x4")
+    torus, servers = load_topology("torus2d:2x4"), load_topology("dgx:2x4")
     for synthesizer in registry.synthesizers():
+        topo = torus if synthesizer.fits(torus) else servers  # rails: a fabric of islands
+        assert synthesizer.fits(topo)
         for collective in Collective:
             if not synthesizer.supports(collective, 8) or collective in (Collective.CUSTOM, Collective.PATTERN):  # a pattern needs its file
                 continue

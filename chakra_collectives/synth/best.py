@@ -46,7 +46,7 @@ def applicable(collective: Collective, num_npus: int, topology: Topology | None 
     and, when ``topology`` is given, fits it.
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
-    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll'])
+    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll', 'rails'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll'])
     """
     return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
 

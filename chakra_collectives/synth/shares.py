@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from chakra_collectives.topology.core import Topology
+from chakra_collectives.topology.tiers import bandwidth_tiers, island_bandwidths
 
 
 def member_bandwidths(topology: Topology) -> np.ndarray:
@@ -95,6 +96,36 @@ half blend does (1,365 us against 1,601 us, equal 1,458 us, K = 16): there dista
 bandwidth, sets the time."""
 
 
+def island_shares(topology: Topology) -> list[np.ndarray]:
+    """Shares by island (:func:`~chakra_collectives.topology.tiers.bandwidth_tiers`: a DGX
+    cluster's servers), one per tier: each island's part of the buffer from
+    :func:`bandwidth_shares` of the islands' bandwidths (the smaller of their links in and out),
+    split equally among its members; the NPUs of ``topology`` (a group's view) outside islands own
+    none. Between islands an All-Reduce moves what its islands do not reduce, so islands that
+    hold several members reduce no more than those that hold one: then every island receives for
+    the same time, and reduce-scatter + all-gather reaches the islands' bound
+    (:func:`~chakra_collectives.bounds.multiway_cut_bound`). Rails
+    (:mod:`~chakra_collectives.synth.rails`) owns chunks so; as a TACOS layout it gained little
+    (dgx:4x8's random group, 64 MiB: 777 -> 764 us; its matching limits it) for one more layout
+    searched at every chunk count (that group's synthesis 10 -> 40 s of CPU), so TACOS does not
+    try it.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> from chakra_collectives.topology.groups import group_view
+    >>> view = group_view(load_topology("dgx:4x8"), (1, 8, 13, 15, 16, 24, 28, 31)).topology   # 1, 3, 1, 3 per server
+    >>> [(shares * 12).round(6).tolist() for shares in island_shares(view)]
+    [[3.0, 1.0, 1.0, 1.0, 3.0, 1.0, 1.0, 1.0]]
+    """
+    n = topology.num_npus
+    found = []
+    for labels in bandwidth_tiers(topology):
+        into, out = island_bandwidths(topology, labels)
+        island = bandwidth_shares(np.minimum(into, out))
+        members = np.bincount(labels[:n], minlength=len(into))
+        found.append(island[labels[:n]] / members[labels[:n]])
+    return found
+
+
 def share_layouts(topology: Topology, chunks_per_npu: int) -> list[np.ndarray | None]:
     """The distinct owner offsets (:attr:`~chakra_collectives.synth.schedule.Schedule.owner_start`)
     of :data:`SHARE_BLENDS` for an All-Reduce over the NPUs of ``topology`` (a group's view) at
@@ -120,4 +151,4 @@ def share_layouts(topology: Topology, chunks_per_npu: int) -> list[np.ndarray | 
     return [*layouts, None]
 
 
-__all__ = ["SHARE_BLENDS", "bandwidth_shares", "member_bandwidths", "owner_starts", "share_layouts"]
+__all__ = ["SHARE_BLENDS", "bandwidth_shares", "island_shares", "member_bandwidths", "owner_starts", "share_layouts"]
