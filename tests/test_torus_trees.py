@@ -73,3 +73,15 @@ def test_tacos_keeps_the_faster_of_plan_and_matchings():
 def test_reduce_scatter_and_all_reduce_keep_one_run_matchings():
     result = tacos(torus2d(16, 16), Collective.ALL_REDUCE, 2**26)
     assert not any(p.plan for p in result.phases)
+
+
+def test_large_square_tori_take_the_plan_without_matching(monkeypatch):
+    import chakra_collectives.synth.tacos as tacos_module
+
+    def no_matching(*args, **kwargs):
+        raise AssertionError("matched a phase the plan settles")
+
+    monkeypatch.setattr(tacos_module, "_match", no_matching)
+    result = tacos(torus2d(32, 32), Collective.ALL_GATHER, 2**20)  # 2^20 (NPU, chunk) pairs: PLANNED_ONLY_PAIRS
+    assert result.phases[0].plan == TORUS_TREES
+    assert result.predicted_ns == result.phases[0].schedule.time_ns

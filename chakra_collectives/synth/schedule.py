@@ -242,8 +242,10 @@ def from_messages(
         per = np.diff(ptr)[order]
         new_ptr = np.zeros(m + 1, dtype=np.int64)
         np.cumsum(per, out=new_ptr[1:])
-        taken = np.repeat(ptr[:-1][order] - new_ptr[:-1], per) + np.arange(int(new_ptr[-1]))
-        runs = {"more_ptr": new_ptr, "more_chunk": more_first[taken].astype(np.int32), "more_count": more_length[taken].astype(np.int32)}
+        index = np.int32 if new_ptr[-1] < 2**31 else np.int64  # the gather of every run: 4 bytes a run where they fit
+        taken = np.repeat((ptr[:-1][order] - new_ptr[:-1]).astype(index), per)
+        taken += np.arange(int(new_ptr[-1]), dtype=index)
+        runs = {"more_ptr": new_ptr, "more_chunk": more_first[taken].astype(np.int32, copy=False), "more_count": more_length[taken].astype(np.int32, copy=False)}
     i32 = np.int32
     return Schedule(
         num_npus=n, chunks_per_npu=k, chunk=chunk.astype(i32), count=count.astype(i32), src=src.astype(i32), dst=dst.astype(i32),

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from chakra_collectives.synth.channels import Channels
-from chakra_collectives.synth.gridpipe import grid_of
+from chakra_collectives.synth.gridpipe import Grid, grid_of
 from chakra_collectives.synth.schedule import Schedule, from_messages
 from chakra_collectives.topology.core import Topology
 
@@ -84,26 +84,36 @@ def tree_template(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return dr, dc, direction, parent
 
 
+def torus_grid(topology: Topology) -> Grid | None:
+    """The grid of a 2-D torus whose rows and columns both close into rings (sides of 3 or
+    more), or ``None``.
+
+    >>> from chakra_collectives.topology import mesh2d, torus2d
+    >>> torus_grid(torus2d(8, 4)), torus_grid(torus2d(2, 8)), torus_grid(mesh2d(4, 4))
+    (Grid(cols=8, rows=4, wrap=True), None, None)
+    """
+    grid = grid_of(topology)
+    return grid if grid is not None and grid.wrap_cols and grid.wrap_rows else None
+
+
 def tree_all_gather(topology: Topology, channels: Channels, k: int) -> Schedule | None:
     """The All-Gather schedule of the translated trees on ``topology`` (module docstring), or
     ``None`` when it is not a 2-D torus of direct links whose both rings close (sides of 3 or more)."""
-    grid = grid_of(topology)
-    if grid is None or not (grid.wrap_cols and grid.wrap_rows) or channels.routed:
+    grid = torus_grid(topology)
+    if grid is None or channels.routed:
         return None
     rows, cols, n = grid.rows, grid.cols, topology.num_npus
     dr, dc, direction, parent = tree_template(rows, cols)
     hop = np.abs(dr) + np.abs(dc)
     node = np.arange(n, dtype=np.int64)
     r, c = node // cols, node % cols
+    neighbour = [((r + a) % rows) * cols + (c + b) % cols for a, b in _STEPS]  # neighbour[d][u]: u's neighbour in direction d
     channel_of = {int(s) * n + int(d): i for i, (s, d) in enumerate(zip(channels.direct_src, channels.direct_dst))}
-    # out[d][u]: the channel from u in direction d; into[d][u]: the channel into u in direction d
-    out = np.array([[channel_of[int(u) * n + int(((ru + a) % rows) * cols + (cu + b) % cols)] for u, ru, cu in zip(node, r, c)] for a, b in _STEPS])
-    into = np.array([out[d][((r - a) % rows) * cols + (c - b) % cols] for d, (a, b) in enumerate(_STEPS)])
-    last_end = np.zeros(n * 4)
+    out = [np.array([channel_of[int(u) * n + int(v)] for u, v in zip(node, neighbour[d])]) for d in range(4)]
+    last_end = np.zeros(channels.num_direct)
     end_at = {}  # (direction, hop) -> end of every NPU's message in that direction at that hop
-    columns: list[list[np.ndarray]] = [[] for _ in range(6)]
-    runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    message_base = 0
+    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
+    further: list[list[np.ndarray]] = [[], []]
     for h in range(1, int(hop.max()) + 1):
         for d in range(4):
             edges = np.flatnonzero((hop == h) & (direction == d))
@@ -111,49 +121,50 @@ def tree_all_gather(topology: Topology, channels: Channels, k: int) -> Schedule 
                 continue
             links = out[d]
             start = last_end[links].copy()
-            for f in np.unique(direction[parent[edges][parent[edges] >= 0]]):
-                # the message into u from direction f at hop h - 1 brought some of these chunks
-                start = np.maximum(start, end_at[f, h - 1][((r - _STEPS[f][0]) % rows) * cols + (c - _STEPS[f][1]) % cols])
+            fed = parent[edges][parent[edges] >= 0]
+            for f in np.unique(direction[fed]):  # the message into u from direction f at hop h - 1 brought some of its chunks
+                start = np.maximum(start, end_at[f, h - 1][neighbour[_OPPOSITE[f]]])
             count = len(edges) * k
             end = start + channels.hop_ns(channels.direct_link[links], count)
-            end_at[d, h] = end
-            last_end[links] = end
-            # the chunks: each tree crossing u -> u + step at hop h starts at u - (parent's offset)
+            end_at[d, h] = last_end[links] = end
+            # the chunks: each tree crossing u -> u + step at hop h started at u - (parent's offset)
             pr = np.where(parent[edges] >= 0, dr[np.maximum(parent[edges], 0)], 0)
             pc = np.where(parent[edges] >= 0, dc[np.maximum(parent[edges], 0)], 0)
             sources = np.sort(((r[:, None] - pr) % rows) * cols + (c[:, None] - pc) % cols, axis=1)
-            first, length, message = _runs(sources, k)
-            runs.append((message + np.int32(message_base), first, length))
-            message_base += n
-            for column, value in zip(columns, (links, node, (r + _STEPS[d][0]) % rows * cols + (c + _STEPS[d][1]) % cols, start, end, np.full(n, count))):
+            first, more_first, more_length, more_runs = _runs(sources, k)
+            further[0].append(more_first)
+            further[1].append(more_length)
+            for column, value in zip(columns, (first, np.full(n, count), node, neighbour[d], start, end, links, more_runs)):
                 column.append(value)
-    channel, src, dst, start, end, count = (np.concatenate(column) for column in columns)
-    message, first, length = (np.concatenate(part) for part in zip(*runs))
-    # every message's first run in the columns, the others as further runs (CSR)
-    is_first = np.ones(len(message), dtype=bool)
-    is_first[1:] = message[1:] != message[:-1]
-    chunk = first[is_first]
-    further = ~is_first
-    ptr = np.zeros(len(chunk) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(message[further], minlength=len(chunk)), out=ptr[1:])
-    return from_messages(n, k, channels.num_direct, chunk, count, src, dst, start, end, channel, more=(ptr, first[further], length[further]))
+    first, count, src, dst, start, end, channel, more_runs = (np.concatenate(column) for column in columns)
+    ptr = np.zeros(len(first) + 1, dtype=np.int64)
+    np.cumsum(more_runs, out=ptr[1:])
+    more = (ptr, np.concatenate(further[0]), np.concatenate(further[1]))
+    del further
+    return from_messages(n, k, channels.num_direct, first, count, src, dst, start, end, channel, more=more)
 
 
-def _runs(sources: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(first chunk, length, row)`` of the runs of consecutive chunks of every row of
-    ``sources`` (ascending NPU ids, ``k`` chunks each), row by row.
+_OPPOSITE = (1, 0, 3, 2)
+
+
+def _runs(sources: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of consecutive chunks of every row of ``sources`` (ascending NPU ids, ``k``
+    chunks each): each row's first chunk, then the further runs' first chunks and lengths (row
+    by row) and how many further runs each row has.
 
     >>> [v.tolist() for v in _runs(np.array([[1, 2, 5], [0, 3, 4]]), 2)]
-    [[2, 10, 0, 6], [4, 2, 2, 4], [0, 0, 1, 1]]
+    [[2, 0], [10, 6], [2, 4], [1, 1]]
     """
     m, w = sources.shape
     starts = np.ones((m, w), dtype=bool)
     starts[:, 1:] = np.diff(sources, axis=1) != 1
     row, at = np.nonzero(starts)
-    flat = row * w + at
-    ends = np.append(flat[1:], m * w)
-    ends = np.minimum(ends, (row + 1) * w)
-    return (sources.ravel()[flat] * k).astype(np.int32), ((ends - flat) * k).astype(np.int32), row.astype(np.int32)
+    ends = np.append(at[1:], w)
+    ends[np.append(row[1:] != row[:-1], True)] = w  # a row's last run ends with the row
+    length = (ends - at) * k
+    later = at > 0
+    i32 = np.int32
+    return (sources[:, 0] * k).astype(i32), (sources[row[later], at[later]] * k).astype(i32), length[later].astype(i32), np.bincount(row[later], minlength=m).astype(i32)
 
 
-__all__ = ["tree_all_gather", "tree_template"]
+__all__ = ["torus_grid", "tree_all_gather", "tree_template"]
