@@ -298,8 +298,9 @@ def tacos(
 
     def phases_of(search: _Search, steps: progress.Task) -> tuple[Trial, ...]:
         if collective is Collective.ALL_GATHER:
-            planned = _planned_all_gather(topology, channels, chunks_per_npu, seed) if search.owner_start is None and routing is None else None
-            if planned is not None and not matchings_asked and planned.schedule.num_npus**2 * chunks_per_npu >= PLANNED_ONLY_PAIRS and _square(topology):
+            # the plan is a candidate unless merge variants are given (then those matchings are what is asked for)
+            planned = _planned_all_gather(topology, channels, chunks_per_npu, seed) if search.owner_start is None and routing is None and not matchings_asked else None
+            if planned is not None and topology.num_npus**2 * chunks_per_npu >= PLANNED_ONLY_PAIRS and _square(topology):
                 return (planned,)
             # the plan's time is a time to beat: a variant whose floor is not below it runs only if the others end above its floor
             to_beat = beat if planned is None else min(planned.time_ns, beat if beat is not None else np.inf)
@@ -360,6 +361,13 @@ MiB 344.8 -> 329.7 us, 1 GiB 5,128 -> 5,036 us; ``torus2d:64x64`` 64 MiB 381.9 -
 plan takes seconds where a 4,096-NPU matching took 35-60 CPU s and a 16,384-NPU one 572."""
 
 
+PLANNED_RUNS = 2**25
+"""The most runs of chunks (about one per (NPU, NPU) pair: ``N (N - 1)``) a :data:`TORUS_TREES`
+schedule is built with: 16.8M at 4,096 NPUs (the plan peaks at 0.77 GiB); at 16,384 NPUs it
+would hold 268M runs (2 GiB of them alone, more in the lowering and the files' ``cc_ranges``),
+so the matchings run there as before (the plan's time there: 0.830 of the bound)."""
+
+
 def _square(topology: Topology) -> bool:
     from chakra_collectives.synth.torus_trees import torus_grid  # imported when used
 
@@ -370,7 +378,8 @@ def _square(topology: Topology) -> bool:
 def _planned_all_gather(topology: Topology, channels: Channels, k: int, seed: int) -> Trial | None:
     """The :data:`TORUS_TREES` All-Gather as a trial, where it applies (checked first by the
     link count: a 2-D torus of sides 3 or more has 4 links out of each NPU)."""
-    if topology.num_switches or len(topology.links) != 4 * topology.num_npus:
+    n = topology.num_npus
+    if topology.num_switches or len(topology.links) != 4 * n or n * (n - 1) > PLANNED_RUNS:
         return None
     from chakra_collectives.synth.torus_trees import tree_all_gather  # imported when used: the small meshes' start-up
 
