@@ -239,6 +239,9 @@ def tacos(
     floor: the result is the same, and when it is below their floor they are never run (a
     mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
     646.7 us, the slowest of its five).
+    An All-Gather on a 2-D torus, when ``merge_variants`` is not given, also has the planned
+    :data:`TORUS_TREES` schedule as a candidate (kept when faster), and takes it without matching
+    on a square torus from :data:`PLANNED_ONLY_PAIRS` (NPU, chunk) pairs.
     ``in_parts``: an All-Gather, Reduce-Scatter or All-Reduce that predicts itself from its
     schedules (one without switches) is returned unlowered, as
     :class:`~chakra_collectives.ir.parts.AlgorithmParts` lowered a range of ranks at a time by
@@ -348,8 +351,8 @@ TORUS_TREES = "torus trees"
 tori), kept where it is faster than every matching: every NPU's chunks spread along the same
 translated tree, one message per link and hop count. All-Gather of 64 MiB, one chunk per NPU:
 ``torus2d:32x32`` 0.905 -> 0.947 of the bound, ``torus2d:64x64`` 0.823 -> 0.906 (one message
-per link and hop: 64 of 16 chunks, against 110 of 9.3), ``torus2d:128x128`` 0.691 -> 0.830;
-small tori keep their matchings (``torus2d:8x8``: 0.915 planned)."""
+per link and hop: 64 of 16 chunks, against 110 of 9.3; ``torus2d:128x128``'s would be 0.830, not
+built: :data:`PLANNED_RUNS`); small tori keep their matchings (``torus2d:8x8``: 0.915 planned)."""
 
 
 PLANNED_ONLY_PAIRS = 2**20
