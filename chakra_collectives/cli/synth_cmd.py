@@ -163,13 +163,14 @@ def synth(
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")
         if output is not None:
             from chakra_collectives.converters.chakra_et import write_algorithm, write_parts
+            from chakra_collectives.converters.chakra_et.writer import PART_OPS
             from chakra_collectives.ir.parts import AlgorithmParts
 
             with progress.task("write ETs"):
                 started = time.perf_counter()
                 algo = result.algorithm
                 if isinstance(algo, AlgorithmParts):
-                    write_parts(algo.lower, algo.ops_per_rank, output, size_bytes=algo.size_bytes)
+                    write_parts(algo.lower, algo.ops_per_rank, output, size_bytes=algo.size_bytes, part_ops=algo.part_ops(PART_OPS))
                 else:
                     write_algorithm(algo, output)
                 write_s = time.perf_counter() - started

@@ -39,10 +39,23 @@ class AlgorithmParts:
     provenance: dict[str, str] = field(default_factory=dict)
     """What the parts' ET metadata say of where the algorithm came from (as
     :attr:`CollectiveAlgorithm.provenance <chakra_collectives.ir.algorithm.CollectiveAlgorithm.provenance>`)."""
+    further_runs: int = 0
+    """Chunk runs beyond their operation's first, all operations together (messages of several
+    runs): a part holds them beside its operations, so a writer takes fewer operations a part."""
 
     @property
     def num_ops(self) -> int:
         return int(np.sum(self.ops_per_rank))
+
+    def part_ops(self, limit: int) -> int:
+        """How many operations a part may hold where ``limit`` would be the most without further
+        runs: ``limit`` with each further run counted as an operation (on average).
+
+        >>> AlgorithmParts(Collective.ALL_GATHER, 4, 4, 10**6, np.array([7, 7, 7, 7]), lambda ranks: None, further_runs=84).part_ops(100)
+        25
+        """
+        ops = self.num_ops
+        return max(1, limit * ops // (ops + self.further_runs)) if ops else limit
 
     def chunk_bytes(self, size_bytes: int | None = None) -> int:
         """Bytes of one chunk for a collective of ``size_bytes`` (default :attr:`size_bytes`)."""

@@ -54,7 +54,7 @@ from chakra_collectives.processes import ForkedJob, can_fork
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
-from chakra_collectives.synth.schedule import NO_ANCHOR, Schedule
+from chakra_collectives.synth.schedule import Schedule, from_messages
 from chakra_collectives.topology.core import Topology
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
@@ -360,31 +360,7 @@ def _schedule(rec: list[tuple], n: int, k: int, num_links: int) -> Schedule:
     """The messages as a :class:`Schedule`: in start order, with tags and program positions."""
     columns = np.array(rec, dtype=np.float64).T if rec else np.zeros((7, 0))
     chunk, count, src, dst, start, end, channel = columns
-    order = np.lexsort((np.arange(len(start)), start))
-    chunk, count, src, dst, start, end, channel = (column[order] for column in (chunk, count, src, dst, start, end, channel))
-    src, dst, channel = src.astype(np.int64), dst.astype(np.int64), channel.astype(np.int64)
-    m = len(start)
-    index = np.arange(m)
-    tag = np.empty(m, dtype=np.int64)
-    by_channel = np.lexsort((index, channel))
-    first = np.searchsorted(channel[by_channel], channel[by_channel], side="left")
-    tag[by_channel] = np.arange(m) - first
-    # program of every NPU: at one instant receives first, then sends; ties in transfer order
-    npu = np.concatenate([dst, src])
-    time = np.concatenate([end, start])
-    is_send = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8)])
-    ids = np.concatenate([index, index])
-    program = np.lexsort((ids, is_send, time, npu))
-    position = np.empty(2 * m, dtype=np.int64)
-    first = np.searchsorted(npu[program], npu[program], side="left")
-    position[program] = np.arange(2 * m) - first
-    i32 = np.int32
-    return Schedule(
-        num_npus=n, chunks_per_npu=k, chunk=chunk.astype(i32), count=count.astype(i32), src=src.astype(i32), dst=dst.astype(i32),
-        start=start, end=end, channel=channel.astype(i32), tag=tag.astype(i32), send_seq=position[m:].astype(i32),
-        recv_seq=position[:m].astype(i32), anchor=np.broadcast_to(i32(NO_ANCHOR), (m,)), anchor_is_send=np.broadcast_to(False, (m,)),
-        max_chunks=int(count.max(initial=1)), num_direct=num_links,
-    )
+    return from_messages(n, k, num_links, chunk, count, src, dst, start, end, channel)
 
 
 def plan_all_gather(grid: Grid, channels: Channels, k: int, variant: PlanVariant = PlanVariant()) -> Schedule:

@@ -830,7 +830,8 @@ def lowered_in_parts(
         def lower(ranks: range) -> CollectiveAlgorithm:
             return _all_reduce(rs, gather_schedule, gather, rs_messages, ranks=ranks, gather_lengths=gather_lengths, **common)
 
-    return AlgorithmParts(collective, n, n * k, size_bytes, lengths, lower, provenance=dict(provenance or {}))
+    further = sum(2 * len(s.more_chunk) for s in schedules if s.multi_run)  # a message's SEND and RECV each list its further runs
+    return AlgorithmParts(collective, n, n * k, size_bytes, lengths, lower, provenance=dict(provenance or {}), further_runs=further)
 
 
 def _algorithm(collective, schedule, table, size_bytes, name, provenance, *, scratch, routing: ChannelRouting | None = None) -> CollectiveAlgorithm:

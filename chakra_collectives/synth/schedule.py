@@ -207,4 +207,52 @@ def run_blocks(count: np.ndarray, max_chunks: int | None = None) -> list[slice]:
     return blocks
 
 
-__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "run_blocks"]
+def from_messages(
+    n: int, k: int, num_direct: int, chunk: np.ndarray, count: np.ndarray, src: np.ndarray, dst: np.ndarray, start: np.ndarray,
+    end: np.ndarray, channel: np.ndarray, more: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> Schedule:
+    """The :class:`Schedule` of messages over direct channels given in any order: put in start
+    order (ties in the given order), with their tags and program positions (at one instant an NPU
+    receives first, then sends). ``more``: ``(ptr, first, length)``, every message's further runs
+    in CSR form indexed as given (``count`` is all its chunks).
+
+    >>> s = from_messages(2, 1, 2, *[np.array(v) for v in ([1, 0], [1, 1], [1, 0], [0, 1], [5.0, 0.0], [9.0, 4.0], [1, 0])])
+    >>> s.chunk.tolist(), s.tag.tolist(), s.send_seq.tolist(), s.recv_seq.tolist()
+    ([0, 1], [0, 0], [0, 1], [0, 1])
+    """
+    m = len(start)
+    order = np.lexsort((np.arange(m), start))
+    chunk, count, src, dst, start, end, channel = (np.asarray(c)[order] for c in (chunk, count, src, dst, start, end, channel))
+    src, dst, channel = src.astype(np.int64), dst.astype(np.int64), channel.astype(np.int64)
+    index = np.arange(m)
+    tag = np.empty(m, dtype=np.int64)
+    by_channel = np.lexsort((index, channel))
+    first = np.searchsorted(channel[by_channel], channel[by_channel], side="left")
+    tag[by_channel] = index - first
+    npu = np.concatenate([dst, src])
+    time = np.concatenate([end, start])
+    is_send = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8)])
+    program = np.lexsort((np.concatenate([index, index]), is_send, time, npu))
+    position = np.empty(2 * m, dtype=np.int64)
+    first = np.searchsorted(npu[program], npu[program], side="left")
+    position[program] = np.arange(2 * m) - first
+    runs = {}
+    if more is not None:
+        ptr, more_first, more_length = more
+        per = np.diff(ptr)[order]
+        new_ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(per, out=new_ptr[1:])
+        index = np.int32 if new_ptr[-1] < 2**31 else np.int64  # the gather of every run: 4 bytes a run where they fit
+        taken = np.repeat((ptr[:-1][order] - new_ptr[:-1]).astype(index), per)
+        taken += np.arange(int(new_ptr[-1]), dtype=index)
+        runs = {"more_ptr": new_ptr, "more_chunk": more_first[taken].astype(np.int32, copy=False), "more_count": more_length[taken].astype(np.int32, copy=False)}
+    i32 = np.int32
+    return Schedule(
+        num_npus=n, chunks_per_npu=k, chunk=chunk.astype(i32), count=count.astype(i32), src=src.astype(i32), dst=dst.astype(i32),
+        start=start.astype(np.float64), end=end.astype(np.float64), channel=channel.astype(i32), tag=tag.astype(i32), send_seq=position[m:].astype(i32),
+        recv_seq=position[:m].astype(i32), anchor=np.broadcast_to(i32(NO_ANCHOR), (m,)), anchor_is_send=np.broadcast_to(False, (m,)),
+        max_chunks=int(count.max(initial=1)), num_direct=num_direct, **runs,
+    )
+
+
+__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "from_messages", "run_blocks"]

@@ -156,6 +156,8 @@ class Trial:
     pinned: bool = False
     """A Reduce-Scatter whose routed messages leave when the mirrored schedule says
     (:func:`~chakra_collectives.synth.lowering.mirrored_release`), not as soon as their data is there."""
+    plan: str = ""
+    """Not a matching: the planned schedule that won (:data:`TORUS_TREES`; ``seed`` and ``variant`` then mean nothing)."""
 
     @property
     def latency_ratio(self) -> float:
@@ -237,6 +239,9 @@ def tacos(
     floor: the result is the same, and when it is below their floor they are never run (a
     mesh2d:8x8 All-Gather of 64 MiB at K=2, after 641 us at K=1: the two ratio-20 trials, floor
     646.7 us, the slowest of its five).
+    An All-Gather on a 2-D torus, when ``merge_variants`` is not given, also has the planned
+    :data:`TORUS_TREES` schedule as a candidate (kept when faster), and takes it without matching
+    on a square torus from :data:`PLANNED_ONLY_PAIRS` (NPU, chunk) pairs.
     ``in_parts``: an All-Gather, Reduce-Scatter or All-Reduce that predicts itself from its
     schedules (one without switches) is returned unlowered, as
     :class:`~chakra_collectives.ir.parts.AlgorithmParts` lowered a range of ranks at a time by
@@ -257,6 +262,7 @@ def tacos(
     if chunks_per_npu < 1:
         raise InputError(f"chunks per NPU must be positive, got {chunks_per_npu}")
     explicit_trials = trials
+    matchings_asked = merge_variants is not None
     if trials is None:
         trials = auto_trials(topology.num_npus, chunks_per_npu)
         if detours and collective not in FORWARDED:
@@ -295,7 +301,14 @@ def tacos(
 
     def phases_of(search: _Search, steps: progress.Task) -> tuple[Trial, ...]:
         if collective is Collective.ALL_GATHER:
-            return (search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat),)
+            # the plan is a candidate unless merge variants are given (then those matchings are what is asked for)
+            planned = _planned_all_gather(topology, channels, chunks_per_npu, seed) if search.owner_start is None and routing is None and not matchings_asked else None
+            if planned is not None and topology.num_npus**2 * chunks_per_npu >= PLANNED_ONLY_PAIRS and _square(topology):
+                return (planned,)
+            # the plan's time is a time to beat: a variant whose floor is not below it runs only if the others end above its floor
+            to_beat = beat if planned is None else min(planned.time_ns, beat if beat is not None else np.inf)
+            best = search.best(channels, judge_by_model=False, name="all-gather", beat_ns=to_beat)
+            return (planned if planned is not None and planned.time_ns < best.time_ns else best,)
         if mirror is not None:  # the reversed network is the same network: one search serves both phases
             best = search.best(channels, judge_by_model=False, name="all-gather", beat_ns=beat)
             reversed_phase = replace(best, schedule=replace(best.schedule, channel=mirror[best.schedule.channel]))
@@ -331,6 +344,53 @@ def tacos(
     return TacosResult(
         algorithm=algo, schedule_ns=sum(p.schedule.time_ns for p in phases), phases=phases, trials=trials, predicted_ns=predicted_ns, bottleneck=limit,
     )
+
+
+TORUS_TREES = "torus trees"
+"""The planned All-Gather of :func:`~chakra_collectives.synth.torus_trees.tree_all_gather` (2-D
+tori), kept where it is faster than every matching: every NPU's chunks spread along the same
+translated tree, one message per link and hop count. All-Gather of 64 MiB, one chunk per NPU:
+``torus2d:32x32`` 0.905 -> 0.947 of the bound, ``torus2d:64x64`` 0.823 -> 0.906 (one message
+per link and hop: 64 of 16 chunks, against 110 of 9.3; ``torus2d:128x128``'s would be 0.830, not
+built: :data:`PLANNED_RUNS`); small tori keep their matchings (``torus2d:8x8``: 0.915 planned)."""
+
+
+PLANNED_ONLY_PAIRS = 2**20
+"""(NPU, chunk) pairs from which an All-Gather on a square 2-D torus takes :data:`TORUS_TREES`
+without matching (unless merge variants are given): it beat the matchings on every square torus
+tried from 16x16 (All-Gather, default variants): ``torus2d:16x16`` 1 MiB 18.7 -> 13.0 us, 64 MiB
+at K=4 330.9 -> 325.4 us; ``torus2d:32x32`` 1 MiB 30.9 -> 20.9 us, 16 MiB 107.2 -> 94.4 us, 64
+MiB 344.8 -> 329.7 us, 1 GiB 5,128 -> 5,036 us; ``torus2d:64x64`` 64 MiB 381.9 -> 344.8 us. The
+plan takes seconds where a 4,096-NPU matching took 35-60 CPU s and a 16,384-NPU one 572."""
+
+
+PLANNED_RUNS = 2**25
+"""The most runs of chunks (about one per (NPU, NPU) pair: ``N (N - 1)``) a :data:`TORUS_TREES`
+schedule is built with: 16.8M at 4,096 NPUs (the plan peaks at 0.77 GiB); at 16,384 NPUs it
+would hold 268M runs (2 GiB of them alone, more in the lowering and the files' ``cc_ranges``),
+so the matchings run there as before (the plan's time there: 0.830 of the bound)."""
+
+
+def _square(topology: Topology) -> bool:
+    from chakra_collectives.synth.torus_trees import torus_grid  # imported when used
+
+    grid = torus_grid(topology)
+    return grid is not None and grid.rows == grid.cols
+
+
+def _planned_all_gather(topology: Topology, channels: Channels, k: int, seed: int) -> Trial | None:
+    """The :data:`TORUS_TREES` All-Gather as a trial, where it applies (checked first by the
+    link count: a 2-D torus of sides 3 or more has 4 links out of each NPU)."""
+    n = topology.num_npus
+    if topology.num_switches or len(topology.links) != 4 * n or n * (n - 1) > PLANNED_RUNS:
+        return None
+    from chakra_collectives.synth.torus_trees import tree_all_gather  # imported when used: the small meshes' start-up
+
+    with progress.task("plan torus trees"):
+        schedule = tree_all_gather(topology, channels, k)
+    if schedule is None:
+        return None
+    return Trial(seed=seed, variant=MergeVariant(0.0), schedule=schedule, time_ns=schedule.time_ns, plan=TORUS_TREES)
 
 
 def _layout_floor_ns(topology: Topology, size_bytes: int, k: int, owner_start: np.ndarray | None, variants: tuple[MergeVariant, ...]) -> float:
@@ -475,6 +535,8 @@ def _provenance(
 ) -> dict[str, str]:
     """What the lowered algorithm records of how it was synthesized."""
     several = {"phase_ranges": ",".join(str(p.variant.ranges) for p in phases)} if any(p.variant.ranges > 1 for p in phases) else {}
+    if any(p.plan for p in phases):
+        several["phase_plans"] = ",".join(p.plan or "matching" for p in phases)
     return {
         "algorithm": "tacos",
         "topology": topology.name,

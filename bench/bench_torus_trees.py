@@ -1,0 +1,67 @@
+"""TACOS's translated torus trees (synth/torus_trees.py): efficiency and planning time by torus size.
+
+``python bench/bench_torus_trees.py [--sides 8,16,32,64,128] [--sizes 64MiB,16MiB] [--schedules]``
+
+For each square 2-D torus and All-Gather size (one chunk per NPU): the plan's time worked out
+without its chunks (:func:`~chakra_collectives.synth.torus_trees.tree_time_ns`), its efficiency
+against the fast lower bound, messages per link (the tree's depth: the torus's diameter), the
+latency share of a link's time, and the CPU seconds of the timing. ``--schedules`` also builds
+each whole schedule up to 4,096 NPUs (:func:`~chakra_collectives.synth.torus_trees.tree_all_gather`,
+16.8M runs there): CPU seconds and the process's peak RSS so far. 16,384 NPUs are only timed: the
+schedule would hold 268M runs. Figures of 2026-11-27 are in the README (*At scale*).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+
+from chakra_collectives.bounds import fast_lower_bounds
+from chakra_collectives.ir import Collective
+from chakra_collectives.synth.channels import build_channels
+from chakra_collectives.synth.torus_trees import tree_all_gather, tree_template, tree_time_ns
+from chakra_collectives.topology import torus2d
+from chakra_collectives.units import parse_size
+
+
+def row(side: int, size: int, schedules: bool) -> str:
+    topology = torus2d(side, side)
+    n = side * side
+    channels = build_channels(topology, chunk_bytes=-(-size // n))
+    bound = fast_lower_bounds(topology, Collective.ALL_GATHER, size).best_ns
+    started = time.process_time()
+    time_ns = tree_time_ns(topology, channels, 1)
+    timed = time.process_time() - started
+    dr, dc, direction, _ = tree_template(side, side)
+    hop = np.abs(dr) + np.abs(dc)
+    messages = max(len(np.unique(hop[direction == d])) for d in range(4))  # one per hop count, up to the diameter
+    latency = messages * float(channels.model.hop_ns([int(channels.direct_link[0])], 0)[0])
+    line = f"torus2d:{side}x{side} {size / 2**20:6.0f} MiB  eff {bound / time_ns:.4f}  {time_ns / 1e3:9.1f} us  msgs/link <= {messages}  latency {latency / time_ns:.1%}  timed {timed:.2f} s"
+    if schedules and n <= 4096:
+        started = time.process_time()
+        schedule = tree_all_gather(topology, channels, 1)
+        built = time.process_time() - started
+        assert schedule.time_ns == time_ns
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        line += f"  schedule {built:.1f} s, {schedule.num_transfers} messages, peak {peak:.0f} MiB"
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sides", default="8,16,32,64,128")
+    parser.add_argument("--sizes", default="64MiB,16MiB")
+    parser.add_argument("--schedules", action="store_true")
+    args = parser.parse_args()
+    for side in map(int, args.sides.split(",")):
+        loads = np.bincount(tree_template(side, side)[2], minlength=4).tolist()
+        print(f"torus2d:{side}x{side}: chunks a link carries by direction {loads} (share {(side * side - 1) / 4:g})")
+        for size in args.sizes.split(","):
+            print(row(side, parse_size(size), args.schedules), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Translated broadcast trees: an All-Gather schedule for 2-D tori with one message per link and hop.
+
+TACOS's greedy decides every hop anew, so on a large torus a link's messages stay short (9.3
+chunks on ``torus2d:64x64``) and pay a latency each: 110 messages per link. Here every NPU's
+chunks spread along the same broadcast tree, translated to start at that NPU, and every link
+sends, for each hop count ``h``, **one** message with every chunk whose tree crosses it at hop
+``h`` -- as many messages as the torus's diameter (64 on ``torus2d:64x64``), each carrying the
+chunks of many NPUs (a further run per NPU: :attr:`~chakra_collectives.synth.schedule.Schedule.more_ptr`).
+
+The tree reaches the NPU ``(dr, dc)`` rows and columns away (the nearer way round; half a
+ring away, either, chosen so that opposite links carry equally) along shortest paths: along
+the row first where ``|dc| / cols > |dr| / rows``, down the column first where it is less, and
+on the diagonals row first where ``dr`` and ``dc`` have the same sign. Every NPU on the
+way is reached the same way (its offset is nearer the same axis), so the paths form a tree; on
+a square torus the four links of every NPU carry ``(N - 1) K / 4`` chunks each, the bound's
+share, within 2 (``torus2d:64x64``: 1,024, 1,023, 1,025 and 1,023 of 1,023.75). Each message
+leaves as soon as its link is free and the messages that bring its chunks have arrived (the
+lowering's dependencies: the network model replays the schedule exactly).
+
+The price is latency along the tree's depth: a chunk reaches the NPU farthest away after as
+many messages as hops, so a link sends at least the diameter's count of messages (any schedule
+that treats every NPU alike must). All-Gather of 64 MiB, one chunk per NPU, against the bound:
+``torus2d:32x32`` 0.947, ``torus2d:64x64`` 0.906 (TACOS's matchings 0.905 and 0.823),
+``torus2d:128x128`` 0.830 (0.691).
+
+>>> from chakra_collectives.topology import torus2d
+>>> from chakra_collectives.synth.channels import build_channels
+>>> schedule = tree_all_gather(torus2d(4, 4), build_channels(torus2d(4, 4), chunk_bytes=2**16), 1)
+>>> int(schedule.count.sum()) == 16 * 15, int(schedule.num_transfers)   # 64 links, up to 4 hops each
+(True, 208)
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from chakra_collectives.synth.channels import Channels
+from chakra_collectives.synth.gridpipe import Grid, grid_of
+from chakra_collectives.synth.schedule import Schedule, from_messages
+from chakra_collectives.topology.core import Topology
+
+_STEPS = ((0, 1), (0, -1), (1, 0), (-1, 0))
+"""Directions of a link (row, column step): right, left, up (next row), down."""
+
+
+def tree_template(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The tree from NPU ``(0, 0)`` of a ``rows x cols`` torus: for every other NPU its signed
+    offset ``(dr, dc)`` along the tree's path, the direction (index of :data:`_STEPS`) of the
+    link that brings it, and the index of its parent (``-1``: the root).
+
+    >>> dr, dc, direction, parent = tree_template(4, 4)
+    >>> len(dr), np.bincount(direction).tolist()   # 15 NPUs; the links of each direction carry this many chunks
+    (15, [4, 3, 5, 3])
+    >>> np.bincount(tree_template(64, 64)[2]).tolist()   # 4,095 NPUs: 1,023.75 each is the bound's share
+    [1024, 1023, 1025, 1023]
+    >>> bool(np.all(np.abs(dr) + np.abs(dc) - 1 == np.where(parent >= 0, np.abs(dr[parent]) + np.abs(dc[parent]), 0)))
+    True
+    """
+    dr = np.repeat(np.arange(rows), cols)[1:]
+    dc = np.tile(np.arange(cols), rows)[1:]
+    dr = np.where(dr > rows // 2, dr - rows, dr)
+    dc = np.where(dc > cols // 2, dc - cols, dc)
+    ar, ac = np.abs(dr) * cols, np.abs(dc) * rows  # as fractions of the sides: a long side's links carry their share
+    row_first = (ac > ar) | ((ac == ar) & (np.sign(dr) == np.sign(dc)))
+    # half a ring away: the other way round where the path's last leg there is free to choose
+    # (a row-first path's column, a column-first path's row), on every other NPU
+    flip_r = row_first & (rows % 2 == 0) & (dr == rows // 2) & (dc % 2 == 1)
+    flip_c = ~row_first & (cols % 2 == 0) & (dc == cols // 2) & (dr % 2 == 1)
+    dr = np.where(flip_r, -dr, dr)
+    dc = np.where(flip_c, -dc, dc)
+    sr, sc = np.sign(dr), np.sign(dc)
+    last_in_column = np.where(row_first, dr != 0, dc == 0)
+    pr = np.where(last_in_column, dr - sr, dr)
+    pc = np.where(last_in_column, dc, dc - sc)
+    direction = np.where(last_in_column, np.where(sr > 0, 2, 3), np.where(sc > 0, 0, 1))
+    # the parent's index: offsets as keys (the parent is nearer the same axis, so it took the same way)
+    key = dr.astype(np.int64) * (2 * cols + 1) + dc
+    order = np.argsort(key)
+    parent_key = pr.astype(np.int64) * (2 * cols + 1) + pc
+    at = np.clip(np.searchsorted(key[order], parent_key), 0, len(key) - 1)
+    parent = np.where((pr == 0) & (pc == 0), -1, order[at])
+    if not np.all((parent < 0) | (key[order[at]] == parent_key)):
+        raise AssertionError("the torus tree's paths do not form a tree")
+    return dr, dc, direction, parent
+
+
+def torus_grid(topology: Topology) -> Grid | None:
+    """The grid of a 2-D torus whose rows and columns both close into rings (sides of 3 or
+    more), or ``None``.
+
+    >>> from chakra_collectives.topology import mesh2d, torus2d
+    >>> torus_grid(torus2d(8, 4)), torus_grid(torus2d(2, 8)), torus_grid(mesh2d(4, 4))
+    (Grid(cols=8, rows=4, wrap=True), None, None)
+    """
+    grid = grid_of(topology)
+    return grid if grid is not None and grid.wrap_cols and grid.wrap_rows else None
+
+
+def tree_all_gather(topology: Topology, channels: Channels, k: int) -> Schedule | None:
+    """The All-Gather schedule of the translated trees on ``topology`` (module docstring), or
+    ``None`` when it is not a 2-D torus of direct links whose both rings close (sides of 3 or more)."""
+    grid = torus_grid(topology)
+    if grid is None or channels.routed:
+        return None
+    rows, cols, n = grid.rows, grid.cols, topology.num_npus
+    node = np.arange(n, dtype=np.int64)
+    r, c = node // cols, node % cols
+    columns: list[list[np.ndarray]] = [[] for _ in range(8)]
+    further: list[list[np.ndarray]] = [[], []]
+    for d, pr, pc, links, neighbour, start, end in _messages(grid, channels, k):
+        # the chunks: each tree crossing u -> u + step at hop h started at u - (parent's offset)
+        sources = np.sort(((r[:, None] - pr) % rows) * cols + (c[:, None] - pc) % cols, axis=1)
+        first, more_first, more_length, more_runs = _runs(sources, k)
+        further[0].append(more_first)
+        further[1].append(more_length)
+        for column, value in zip(columns, (first, np.full(n, len(pr) * k), node, neighbour, start, end, links, more_runs)):
+            column.append(value)
+    first, count, src, dst, start, end, channel, more_runs = (np.concatenate(column) for column in columns)
+    ptr = np.zeros(len(first) + 1, dtype=np.int64)
+    np.cumsum(more_runs, out=ptr[1:])
+    more = (ptr, np.concatenate(further[0]), np.concatenate(further[1]))
+    del further
+    return from_messages(n, k, channels.num_direct, first, count, src, dst, start, end, channel, more=more)
+
+
+def tree_time_ns(topology: Topology, channels: Channels, k: int) -> float | None:
+    """The time of :func:`tree_all_gather`'s schedule, worked out without its chunks (seconds at
+    16,384 NPUs, whose schedule would hold 268M runs), or ``None`` where it does not apply.
+
+    >>> from chakra_collectives.topology import torus2d
+    >>> from chakra_collectives.synth.channels import build_channels
+    >>> topo = torus2d(4, 4)
+    >>> channels = build_channels(topo, chunk_bytes=2**16)
+    >>> tree_time_ns(topo, channels, 1) == tree_all_gather(topo, channels, 1).time_ns
+    True
+    """
+    grid = torus_grid(topology)
+    if grid is None or channels.routed:
+        return None
+    return max(float(end.max()) for *_, end in _messages(grid, channels, k))
+
+
+def _messages(grid: Grid, channels: Channels, k: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every NPU's message in one direction at one hop count, hop count after hop count:
+    ``(direction, parents' row offsets, parents' column offsets, channels, destinations, starts,
+    ends)``, the offsets those of the tree edges it carries (one chunk run of ``k`` per edge)."""
+    rows, cols = grid.rows, grid.cols
+    n = rows * cols
+    dr, dc, direction, parent = tree_template(rows, cols)
+    hop = np.abs(dr) + np.abs(dc)
+    node = np.arange(n, dtype=np.int64)
+    r, c = node // cols, node % cols
+    neighbour = [((r + a) % rows) * cols + (c + b) % cols for a, b in _STEPS]  # neighbour[d][u]: u's neighbour in direction d
+    channel_of = {int(s) * n + int(d): i for i, (s, d) in enumerate(zip(channels.direct_src, channels.direct_dst))}
+    out = [np.array([channel_of[int(u) * n + int(v)] for u, v in zip(node, neighbour[d])]) for d in range(4)]
+    last_end = np.zeros(channels.num_direct)
+    end_at = {}  # (direction, hop) -> end of every NPU's message in that direction at that hop
+    for h in range(1, int(hop.max()) + 1):
+        for d in range(4):
+            edges = np.flatnonzero((hop == h) & (direction == d))
+            if not len(edges):
+                continue
+            links = out[d]
+            start = last_end[links].copy()
+            fed = parent[edges][parent[edges] >= 0]
+            for f in np.unique(direction[fed]):  # the message into u from direction f at hop h - 1 brought some of its chunks
+                start = np.maximum(start, end_at[f, h - 1][neighbour[_OPPOSITE[f]]])
+            end = start + channels.hop_ns(channels.direct_link[links], len(edges) * k)
+            end_at[d, h] = last_end[links] = end
+            pr = np.where(parent[edges] >= 0, dr[np.maximum(parent[edges], 0)], 0)
+            pc = np.where(parent[edges] >= 0, dc[np.maximum(parent[edges], 0)], 0)
+            yield d, pr, pc, links, neighbour[d], start, end
+
+
+_OPPOSITE = (1, 0, 3, 2)
+
+
+def _runs(sources: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of consecutive chunks of every row of ``sources`` (ascending NPU ids, ``k``
+    chunks each): each row's first chunk, then the further runs' first chunks and lengths (row
+    by row) and how many further runs each row has.
+
+    >>> [v.tolist() for v in _runs(np.array([[1, 2, 5], [0, 3, 4]]), 2)]
+    [[2, 0], [10, 6], [2, 4], [1, 1]]
+    """
+    m, w = sources.shape
+    starts = np.ones((m, w), dtype=bool)
+    starts[:, 1:] = np.diff(sources, axis=1) != 1
+    row, at = np.nonzero(starts)
+    ends = np.append(at[1:], w)
+    ends[np.append(row[1:] != row[:-1], True)] = w  # a row's last run ends with the row
+    length = (ends - at) * k
+    later = at > 0
+    i32 = np.int32
+    return (sources[:, 0] * k).astype(i32), (sources[row[later], at[later]] * k).astype(i32), length[later].astype(i32), np.bincount(row[later], minlength=m).astype(i32)
+
+
+__all__ = ["torus_grid", "tree_all_gather", "tree_template", "tree_time_ns"]
