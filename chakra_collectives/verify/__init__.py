@@ -36,10 +36,10 @@ from chakra_collectives.ir.execution import describe_stuck, execute, finishes
 from chakra_collectives.ir.matching import match_messages
 from chakra_collectives.ir.structure import structural_problems
 from chakra_collectives.resources import require
-from chakra_collectives.verify.footprint import verification_estimate
+from chakra_collectives.verify.footprint import symbolic_run_estimate, verification_estimate
 from chakra_collectives.verify.races import find_race
 from chakra_collectives.verify.report import EXIT_UNPROVED, Check, Report, Status, Verdict
-from chakra_collectives.verify.semantics import output_view, postcondition_violation, run_moves, run_symbolically
+from chakra_collectives.verify.semantics import SemanticRun, run_moves, run_symbolically
 
 SEMANTICS = ("eager", "rendezvous")
 _SEMANTICS_MEANING = {
@@ -114,8 +114,8 @@ def _run_stages(algo: CollectiveAlgorithm, report: Report, send_semantics: tuple
     misfit = None if algo.collective is Collective.CUSTOM else claim_misfit(algo)
     needs_semantics = algo.collective is not Collective.CUSTOM and algo.has_chunk_identity and misfit is None
     with progress.task("symbolic execution"):
-        moved = run_moves(algo, matching.partner) if needs_semantics else None  # numpy, when it only moves data
-        first_run = moved or (run_symbolically(algo, matching.partner, order="fifo") if needs_semantics else None)
+        moved = run_moves(algo, matching.partner) if needs_semantics else None  # numpy, when every reduction is sound
+        first_run = moved or (_run_in_python(algo, matching.partner) if needs_semantics else None)
     finished: dict[str, bool] = {}
     notes: list[str] = []
     failure: list[str] = []
@@ -157,9 +157,9 @@ def _run_stages(algo: CollectiveAlgorithm, report: Report, send_semantics: tuple
     with progress.task("data races"):
         race = find_race(algo, matching.partner, first_run.execution.order)
     if race and moved is not None:  # what the fifo order computes is reported, whichever order found the race
-        first_run = run_symbolically(algo, matching.partner, order="fifo")
+        first_run = _run_in_python(algo, matching.partner)
     fault = first_run.fault
-    violation = postcondition_violation(algo, output_view(algo, first_run.storage))
+    violation = first_run.violation(algo)
     if fault or violation or race:
         summary = violation or (f"data race: {race}" if race else fault)
         details = [d for d in (fault and f"first fault: {fault}", race and violation and f"data race: {race}") if d]
@@ -168,6 +168,13 @@ def _run_stages(algo: CollectiveAlgorithm, report: Report, send_semantics: tuple
         report.add(
             Check("semantics", Status.PASSED, f"computes {algo.collective.value} (postcondition proved on every output slot, for every execution order: no data races)")
         )
+
+
+def _run_in_python(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun:
+    """The fifo symbolic run, slot by slot, which names the first fault; refused up front when
+    its tuple per slot would not fit the memory limit (:func:`symbolic_run_estimate`)."""
+    require(symbolic_run_estimate(algo))
+    return run_symbolically(algo, partner, order="fifo")
 
 
 def claim_misfit(algo: CollectiveAlgorithm) -> str | None:

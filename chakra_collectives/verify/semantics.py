@@ -36,6 +36,93 @@ class SemanticRun:
     storage: dict[tuple[int, int], list[Value]]
     fault: str | None
 
+    def violation(self, algo: CollectiveAlgorithm) -> str | None:
+        """:func:`postcondition_violation` of the run's outputs."""
+        return postcondition_violation(algo, output_view(algo, self.storage))
+
+
+@dataclass
+class MovedRun:
+    """:func:`run_moves`'s result, held compactly: per slot the index of its value, per value its
+    chunk and its ranks -- the one rank of an initial value, a bitset row (``uint64`` words) of a
+    reduction's. A 1,024-rank value is 128 bytes, not a Python tuple and integer per slot.
+    """
+
+    execution: Execution
+    layout: tuple[list[tuple[int, int]], np.ndarray, np.ndarray]
+    """The (rank, buffer) storages, each one's first slot (by rank and buffer) and its length."""
+    slots: np.ndarray
+    """Per slot the index of the value it holds (-1: nothing)."""
+    chunk_of: np.ndarray
+    """Per value its chunk index."""
+    origin: np.ndarray
+    """Per initial value (the first ``len(origin)``) the rank it comes from."""
+    bits: np.ndarray
+    """Per reduced value (after the initial ones) its ranks as bits, 64 to a word."""
+    fault: None = None
+
+    def rows(self, values: np.ndarray) -> np.ndarray:
+        """The ranks of ``values`` (indices, none -1) as bitset rows."""
+        out = np.zeros((len(values), self.bits.shape[1]), dtype=np.uint64)
+        initial = len(self.origin)
+        first = np.flatnonzero((values >= 0) & (values < initial))
+        ranks = self.origin[values[first]]
+        out[first, ranks >> 6] = np.left_shift(np.uint64(1), (ranks & 63).astype(np.uint64))
+        reduced = np.flatnonzero(values >= initial)
+        out[reduced] = self.bits[values[reduced] - initial]
+        return out
+
+    def value(self, index: int) -> Value:
+        """The symbolic value of one index (``-1``: nothing)."""
+        if index < 0:
+            return None
+        row = self.rows(np.array([index]))[0]
+        return int(self.chunk_of[index]), int.from_bytes(row.astype("<u8").tobytes(), "little")
+
+    @property
+    def storage(self) -> dict[tuple[int, int], list[Value]]:
+        """Every slot's symbolic value, as :func:`run_symbolically` holds them (for small runs)."""
+        keys, base, lengths = self.layout
+        table: dict[int, Value] = {}
+        storage: dict[tuple[int, int], list[Value]] = {}
+        for key, length in zip(keys, lengths.tolist()):
+            start = int(base[key])
+            storage[key] = [table[i] if i in table else table.setdefault(i, self.value(i)) for i in self.slots[start : start + length].tolist()]
+        return storage
+
+    def violation(self, algo: CollectiveAlgorithm) -> str | None:
+        """:func:`postcondition_violation` of the run's outputs, compared a rank at a time as arrays."""
+        _, base, _ = self.layout
+        pattern = _pattern(algo)
+        masks: dict[int, np.ndarray] = {}
+        shared: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+        for r in range(algo.num_ranks):
+            n = _view_size(algo, r, Buffer.OUTPUT)
+            slots = np.arange(n)
+            buffers, offsets = (np.broadcast_to(c, (n,)) for c in algo.resolve(r, np.full(n, int(Buffer.OUTPUT)), slots))
+            got = self.slots[base[r, buffers] + offsets]
+            if shared is not None and shared[0] == n:
+                _, chunk, ranks, given = shared
+            else:
+                expected = _expected_values(algo, pattern, r, n)
+                given = np.array([e is not None for e in expected], dtype=bool)
+                chunk = np.array([-1 if e is None else e[0] for e in expected], dtype=np.int64)
+                ranks = np.zeros((n, self.bits.shape[1]), dtype=np.uint64)
+                for slot, e in enumerate(expected):
+                    if e is not None:
+                        if e[1] not in masks:
+                            masks[e[1]] = np.frombuffer(e[1].to_bytes(8 * self.bits.shape[1], "little"), dtype="<u8")
+                        ranks[slot] = masks[e[1]]
+                if algo.collective in SAME_ON_EVERY_RANK and pattern is None:
+                    shared = (n, chunk, ranks, given)
+            held = got >= 0
+            right = held & (self.chunk_of[np.maximum(got, 0)] == chunk) & np.all(self.rows(got) == ranks, axis=1)
+            wrong = np.flatnonzero(given & ~right)
+            if len(wrong):
+                slot = int(wrong[0])
+                return _counterexample(algo, r, slot, _expected_values(algo, pattern, r, n)[slot], self.value(int(got[slot])))
+        return None
+
 
 def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: str) -> SemanticRun:
     """Execute ``algo`` eagerly in ``order`` ("fifo" or "lifo") on symbolic data.
@@ -99,16 +186,17 @@ def run_symbolically(algo: CollectiveAlgorithm, partner: np.ndarray, *, order: s
     return SemanticRun(execution=execution, storage=storage, fault=faults[0] if faults else None)
 
 
-def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | None:
+def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> MovedRun | None:
     """:func:`run_symbolically`'s result computed with numpy, for an algorithm that finishes with
     eager sends and whose every reduction is sound (two values of one chunk over disjoint ranks);
     ``None`` for any other (the fifo run then finds and reports the fault).
 
     The operations run a topological level at a time (every SEND of a level captures its slots,
     every COPY and REDUCE reads, then COPYs, RECVs and REDUCEs write), slots holding the index of
-    their value in a table of (chunk, ranks) values that each level's reductions extend. The
-    order is a valid one, not ``fifo``'s: where no two unordered operations touch one slot with a
-    write (what the race check proves) the result is the same.
+    their value in a table of (chunk, ranks) values that each level's reductions extend (a
+    reduction's ranks as a bitset row). The order is a valid one, not ``fifo``'s: where no two
+    unordered operations touch one slot with a write (what the race check proves) the result is
+    the same.
 
     >>> from chakra_collectives.synth.baselines import ring
     >>> from chakra_collectives.ir.matching import match_messages
@@ -124,38 +212,31 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
     level = topological_levels(size, *happens_before_edges(algo, partner))
     if np.any(level < 0):
         return None
-    storage = _initial_storage(algo)
-    keys = list(storage)
-    lengths = np.array([len(storage[k]) for k in keys], dtype=np.int64)
-    base = np.zeros((algo.num_ranks, 3), dtype=np.int64)
-    base[tuple(np.array(keys).T)] = np.cumsum(lengths) - lengths
-    where: list[int] = []
-    initial: list[Value] = []
-    for (r, b), held in storage.items():
-        at = int(base[r, b])
-        for offset, value in enumerate(held):
-            if value is not None:
-                where.append(at + offset)
-                initial.append(value)
-    made = len(initial)
-    slots = np.full(int(lengths.sum()), -1, dtype=np.int64)
-    slots[np.array(where, dtype=np.int64)] = np.arange(made)
+    layout = _layout(algo)
+    keys, base, lengths = layout
+    initial = _initial_values(algo, base)
+    if initial is None:
+        return None
+    where, chunks, origin = initial
+    made = initial_count = len(where)
     count = ops.count.astype(np.int64)
     is_send, is_recv, is_copy = ops.kind == OpKind.SEND, (ops.kind == OpKind.RECV) & (partner >= 0), ops.kind == OpKind.COPY
     is_reduce = ops.kind == OpKind.REDUCE
     # the value table: the initial values, then one value per reduced slot (a level's reductions append)
-    known = made + int(np.maximum(count[is_reduce], 0).sum())
-    chunk_of = np.full(known, -1, dtype=np.int64)
-    ranks_of = np.empty(known, dtype=object)
-    chunk_of[:made] = [v[0] for v in initial]  # type: ignore[index]
-    ranks_of[:made] = [v[1] for v in initial]  # type: ignore[index]
+    reduced = int(np.maximum(count[is_reduce], 0).sum())
+    index = np.int32 if made + reduced < 2**31 else np.int64
+    slots = np.full(int(lengths.sum()), -1, dtype=index)
+    slots[where] = np.arange(made, dtype=index)
+    chunk_of = np.full(made + reduced, -1, dtype=np.int64)
+    chunk_of[:made] = chunks
+    run = MovedRun(Execution(order=[], stuck=[]), layout, slots, chunk_of, origin, np.zeros((reduced, (algo.num_ranks + 63) // 64), dtype=np.uint64))
     src_buf, src_off = (np.broadcast_to(c, (size,)) for c in algo.resolve(ops.rank, ops.src_buf, ops.src_off))
     dst_buf, dst_off = (np.broadcast_to(c, (size,)) for c in algo.resolve(ops.rank, ops.dst_buf, ops.dst_off))
     src_at = base[ops.rank, np.maximum(src_buf, 0)] + src_off
     dst_at = base[ops.rank, np.maximum(dst_buf, 0)] + dst_off
     carried = np.where(is_send, np.maximum(count, 0), 0)
     message_at = np.cumsum(carried) - carried
-    message = np.full(int(carried.sum()), -1, dtype=np.int64)
+    message = np.full(int(carried.sum()), -1, dtype=index)
     order = np.lexsort((np.arange(size), level))
     bounds = np.searchsorted(level[order], np.arange(int(level.max(initial=0)) + 2))
 
@@ -176,24 +257,57 @@ def run_moves(algo: CollectiveAlgorithm, partner: np.ndarray) -> SemanticRun | N
             held, added = slots[into], slots[spread(reduces, src_at[reduces])]
             if np.any((held < 0) | (added < 0)) or np.any((chunk_of[held] != chunk_of[added]) | (chunk_of[held] < 0)):
                 return None  # a reduction with nothing, or of two chunks: the fifo run reports it
-            if any((ranks_of[held] & ranks_of[added]).tolist()):
+            ranks, more = run.rows(held), run.rows(added)
+            if np.any(ranks & more):
                 return None  # a rank counted twice
-            fresh = np.arange(made, made + len(into))
-            chunk_of[fresh], ranks_of[fresh] = chunk_of[held], ranks_of[held] | ranks_of[added]
+            fresh = np.arange(made, made + len(into), dtype=index)
+            chunk_of[fresh] = chunk_of[held]
+            run.bits[fresh - initial_count] = np.bitwise_or(ranks, more, out=ranks)
+            del ranks, more
             made += len(into)
         slots[spread(copies, dst_at[copies])] = copied
         slots[spread(recvs, dst_at[recvs])] = message[in_message(recvs, message_at[partner[recvs]])]
         if len(reduces):
             slots[into] = fresh
-    present = np.zeros(made + 1, dtype=bool)
-    present[slots] = True
-    used = np.flatnonzero(present[:made])
-    table: list[Value] = [None] * (made + 1)  # index -1: nothing
-    for i, chunk, ranks in zip(used.tolist(), chunk_of[used].tolist(), ranks_of[used].tolist()):
-        table[i] = (chunk, ranks)
-    for k, start, length in zip(keys, (base[r, b] for r, b in keys), lengths.tolist()):
-        storage[k] = [table[i] for i in slots[start : start + length].tolist()]
-    return SemanticRun(execution=Execution(order=order.tolist(), stuck=[]), storage=storage, fault=None)
+    run.execution = Execution(order=order.tolist(), stuck=[])
+    return run
+
+
+def _layout(algo: CollectiveAlgorithm) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """The verifier's storages (a rank's input, output and scratch, in that order, rank by rank):
+    their keys, each one's first slot (indexed by rank and buffer) and its length."""
+    declared = np.stack([np.broadcast_to(np.asarray(c), (algo.num_ranks,)) for c in (algo.input_chunks, algo.output_chunks, algo.scratch_chunks)], axis=1)
+    lengths = declared.astype(np.int64)
+    lengths[:, :2] = np.maximum(lengths[:, :2], algo.chunk_count)  # in-place aliasing reaches up to chunk_count slots
+    base = (np.cumsum(lengths.ravel()) - lengths.ravel()).reshape(lengths.shape)
+    keys = [(r, int(b)) for r in range(algo.num_ranks) for b in Buffer]
+    return keys, base, lengths.ravel()
+
+
+def _initial_values(algo: CollectiveAlgorithm, base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Where the collective's precondition puts a value (slots of :func:`_layout`), its chunk
+    and the one rank it comes from; ``None`` when a value is not from exactly one rank."""
+    if algo.collective is Collective.CUSTOM:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pattern = _pattern(algo)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for r in range(algo.num_ranks):
+        n = _view_size(algo, r, Buffer.INPUT)
+        slots = np.arange(n)
+        buffers, offsets = (np.broadcast_to(c, (n,)) for c in algo.resolve(r, np.full(n, int(Buffer.INPUT)), slots))
+        if pattern is not None:
+            values = [pattern.initial_value(rank=r, slot=slot) for slot in range(n)]
+            held = np.array([v is not None for v in values], dtype=bool)
+            chunks = np.array([v[0] for v in values if v is not None], dtype=np.int64)
+            masks = [v[1] for v in values if v is not None]
+        else:
+            first, mask = algo.collective.initial_value(rank=r, slot=0, share=algo.share)
+            held, chunks, masks = np.ones(n, dtype=bool), first + slots, [mask]
+        if any(m <= 0 or m & (m - 1) for m in masks):
+            return None
+        origin = np.array([m.bit_length() - 1 for m in masks], dtype=np.int64)
+        parts.append((base[r, buffers[held]] + offsets[held], chunks, np.broadcast_to(origin, chunks.shape)))
+    return tuple(np.concatenate(column) if parts else np.zeros(0, dtype=np.int64) for column in zip(*parts))  # type: ignore[return-value]
 
 
 def _initial_storage(algo: CollectiveAlgorithm) -> dict[tuple[int, int], list[Value]]:
@@ -257,32 +371,34 @@ def postcondition_violation(algo: CollectiveAlgorithm, outputs: list[list[Value]
     when they differ); the expected values of :data:`SAME_ON_EVERY_RANK` collectives are made
     once, not once per rank.
     """
-    share = algo.share
     pattern = _pattern(algo)
     shared: list[Value] | None = None
     for r, values in enumerate(outputs):
         if shared is not None and len(shared) == len(values):
             expected_values = shared
-        elif pattern is not None:
-            expected_values = [pattern.expected_value(rank=r, slot=slot) for slot in range(len(values))]
         else:
-            expected_values = [
-                algo.collective.expected_value(rank=r, slot=slot, share=share, num_ranks=algo.num_ranks, root=algo.root)
-                for slot in range(len(values))
-            ]
-            if algo.collective in SAME_ON_EVERY_RANK:
+            expected_values = _expected_values(algo, pattern, r, len(values))
+            if algo.collective in SAME_ON_EVERY_RANK and pattern is None:
                 shared = expected_values
         if values == expected_values:
             continue
         for slot, (got, expected) in enumerate(zip(values, expected_values)):
             if expected is not None and got != expected:
-                b, o = (int(v) for v in algo.resolve(r, Buffer.OUTPUT, slot))
-                alias = "" if (b, o) == (Buffer.OUTPUT, slot) else f" (stored at {_slot(b, o)})"
-                return (
-                    f"counterexample: rank {r}, buffer output, slot {slot}{alias}: expected {describe_value(expected)}, "
-                    f"got {describe_value(got)}"
-                )
+                return _counterexample(algo, r, slot, expected, got)
     return None
+
+
+def _expected_values(algo: CollectiveAlgorithm, pattern: ChunkPattern | None, rank: int, n: int) -> list[Value]:
+    """What ``output[rank][0:n]`` must hold (``None``: unconstrained)."""
+    if pattern is not None:
+        return [pattern.expected_value(rank=rank, slot=slot) for slot in range(n)]
+    return [algo.collective.expected_value(rank=rank, slot=slot, share=algo.share, num_ranks=algo.num_ranks, root=algo.root) for slot in range(n)]
+
+
+def _counterexample(algo: CollectiveAlgorithm, rank: int, slot: int, expected: Value, got: Value) -> str:
+    b, o = (int(v) for v in algo.resolve(rank, Buffer.OUTPUT, slot))
+    alias = "" if (b, o) == (Buffer.OUTPUT, slot) else f" (stored at {_slot(b, o)})"
+    return f"counterexample: rank {rank}, buffer output, slot {slot}{alias}: expected {describe_value(expected)}, got {describe_value(got)}"
 
 
 def describe_value(value: Value) -> str:
