@@ -99,3 +99,14 @@ def test_cli_writes_planned_files_that_verify(cli, tmp_path):
     assert algorithm.ops.multi_range and algorithm.provenance["phase_plans"] == TORUS_TREES
     checked = cli("verify", tmp_path / "ag", "--json")
     assert checked.exit_code == 0 and json.loads(checked.stdout)["ok"]
+
+
+def test_summary_names_the_plan_instead_of_a_matching_seed(cli):
+    """The human summary says the phase was planned, not which seed and merge ratio matched it
+    (a planned phase has neither); a small torus that keeps its matching still names them."""
+    planned = cli("synth", "-t", "torus2d:16x16", "-c", "all-gather", "-a", "tacos")
+    assert planned.exit_code == 0, planned.stdout
+    assert f"all-gather: {TORUS_TREES} (planned, not matched)" in planned.stdout and "merge ratio" not in planned.stdout
+    matched = cli("synth", "-t", "torus2d:8x8", "-c", "all-gather", "-a", "tacos")
+    assert matched.exit_code == 0, matched.stdout
+    assert "all-gather: seed" in matched.stdout and "planned" not in matched.stdout

@@ -273,8 +273,12 @@ def _print_summary(result: SynthesisResult, summary: dict) -> None:
     if result.phase_seeds:
         names = {"all-gather": ["all-gather"], "reduce-scatter": ["reduce-scatter"]}.get(algo.collective.value, ["reduce-scatter", "all-gather"])
         variants = result.details.get("phase_merge_variants", tuple(f"{r:g}" for r in result.phase_latency_ratios))
-        phases = "; ".join(f"{p}: seed {s}, merge ratio {v}" for p, s, v in zip(names, result.phase_seeds, variants))
-        rows.append(("tacos", f"{phases} (best of {result.trials} trial(s) per phase)"))
+        plans = algo.provenance.get("phase_plans", "").split(",") if algo.provenance.get("phase_plans") else ["matching"] * len(names)
+        phases = "; ".join(
+            f"{p}: seed {s}, merge ratio {v}" if plan == "matching" else f"{p}: {plan} (planned, not matched)"
+            for p, s, v, plan in zip(names, result.phase_seeds, variants, plans)
+        )
+        rows.append(("tacos", f"{phases} (best of {result.trials} trial(s) per phase)" if "matching" in plans else phases))
         shares = algo.provenance.get("owner_chunks")
         if shares:
             rows.append(("", f"unequal shares by bandwidth: ranks reduce {shares.replace(',', ', ')} of the {algo.chunk_count} chunks"))
