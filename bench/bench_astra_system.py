@@ -12,7 +12,8 @@ custom ring ETs) that ``synth -t ring:N -a ring -c all-reduce -s 1MiB --astra-si
 each in a fresh process (wall, CPU, peak RSS): ``synth -o`` and ``synth --astra-sim`` of the same
 algorithm (their ratio: target <= 1.5) and ``replay --network-model astra-sim --system`` of the
 directory (target at 1,024: <= 12 s, <= 2 GB). Then its parts in this process: reading the
-workload and the custom ETs, the model timed level by level (``simulate``, reading included)
+workload and the custom ETs (from the columns ``synth --astra-sim`` keeps beside them, and
+decoded with that file put aside), the model timed level by level (``simulate``, reading included)
 and -- up to ``--events-up-to`` ranks (default 256; 4.35 GB at 1,024) -- the event simulation it
 replaces (``method="events"``), with their ratio. Run 1,024 ranks under the machine's big-run
 lock.
@@ -39,6 +40,7 @@ from timing import whole_command
 from chakra_collectives.astra_system import SystemConfig, simulate
 from chakra_collectives.astra_system.report import network_of
 from chakra_collectives.converters.astra_sim import AnalyticalNetwork, Dimension
+from chakra_collectives.converters.chakra_et.columns_file import columns_path
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.topology import load_topology
 from chakra_collectives.workload import data_parallel, microbenchmark
@@ -124,9 +126,16 @@ def whole_commands(ranks: int, events_up_to: int, repeat: int = 1, before: str |
         started = time.perf_counter()
         work = read_workload(directory / workload)
         parts["read the workload"] = time.perf_counter() - started
+        custom_prefix = directory / "collectives" / "all_reduce"
         started = time.perf_counter()
-        read_workload(directory / "collectives" / "all_reduce")
-        parts["read the custom ETs"] = time.perf_counter() - started
+        read_workload(custom_prefix)
+        parts["read the custom ETs" + (" (kept columns)" if columns_path(custom_prefix).exists() else "")] = time.perf_counter() - started
+        if columns_path(custom_prefix).exists():
+            aside = columns_path(custom_prefix).rename(Path(tmp) / "aside.npz")
+            started = time.perf_counter()
+            read_workload(custom_prefix)
+            parts["decode the custom ETs (columns file put aside)"] = time.perf_counter() - started
+            aside.rename(columns_path(custom_prefix))
         network = network_of(load_topology(str(directory / "network.yml")))
         config = SystemConfig.from_file(directory / "system.json")
         started = time.perf_counter()
@@ -141,7 +150,8 @@ def whole_commands(ranks: int, events_up_to: int, repeat: int = 1, before: str |
         for label, seconds in parts.items():
             print(f"  {label:<44} {seconds:>8.2f} s")
         if ranks <= events_up_to:
-            model = [parts[label] - parts["read the custom ETs"] for label in parts if label.startswith("simulate")]
+            reading = next(seconds for label, seconds in parts.items() if label.startswith("read the custom ETs"))
+            model = [parts[label] - reading for label in parts if label.startswith("simulate")]
             print(f"  the model without reading: events / levels = {model[1]:.2f} s / {model[0]:.2f} s = {model[1] / model[0]:.1f}x")
 
 

@@ -6,7 +6,8 @@
   :mod:`.workload_writer`): what ASTRA-sim's workload feeder runs, read into a
   :class:`~chakra_collectives.ir.workload.Workload`;
 * :mod:`.nodes`, :mod:`.one_parse` and :mod:`.stream` -- the framing and node decoding both
-  readers share (every node of a file in one protobuf parse);
+  readers share (every node of a file in one protobuf parse); :mod:`.columns_file` -- a
+  workload's columns kept beside large rank files, read back while the files are unchanged;
   :mod:`.attributes` -- every attribute we write and the one ``ET_VERSION``.
 """
 

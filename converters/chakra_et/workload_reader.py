@@ -37,6 +37,7 @@ from chakra.schema.protobuf.et_def_pb2 import (
     METADATA_NODE,
 )
 
+from chakra_collectives.converters.chakra_et.columns_file import load_columns
 from chakra_collectives.converters.chakra_et.footprint import reading_estimate
 from chakra_collectives.resources import require
 from chakra_collectives.converters.chakra_et.nodes import NodeColumns, decode_files, decode_rank_files
@@ -135,10 +136,16 @@ def read_workload(prefix: str | Path, policy: ReadPolicy | None = None) -> Workl
 
     ``policy`` says what to do with each quirk of converter-made files
     (:mod:`~chakra_collectives.converters.chakra_et.read_policy`; default: repair, and say so
-    in ``Workload.repairs``; ``ReadPolicy.strict()``: refuse).
+    in ``Workload.repairs``; ``ReadPolicy.strict()``: refuse). Under the default policy, the
+    columns kept beside the files (:mod:`~chakra_collectives.converters.chakra_et.columns_file`)
+    are returned instead of decoding while the files hold the bytes they were read from.
     """
     policy = policy or ReadPolicy()
     paths = rank_files(prefix)
+    if policy == ReadPolicy():
+        kept = load_columns(prefix, paths)
+        if kept is not None:
+            return kept
     require(reading_estimate(prefix, paths))
     nodes = decode_rank_files(paths, missing="error" if policy.dangling == "error" else "keep")
     return _workload(str(prefix), paths, nodes, policy)
