@@ -622,9 +622,10 @@ class _Matcher:
         if len(active) == 0:
             return
         s, d = ch.direct_src[active], ch.direct_dst[active]
-        options = np.bitwise_count(self.held[s] & self.wanted[d]).sum(axis=1, dtype=np.int64)
-        useful = options > 0
-        if not useful.any():
+        first_cand = self.held[s] & self.wanted[d]
+        options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
+        useful = np.flatnonzero(options)
+        if not len(useful):
             return
         active, d, options = active[useful], d[useful], options[useful]
         # per destination, most constrained channel first (random among equals)
@@ -633,9 +634,11 @@ class _Matcher:
         round_of = np.arange(len(active)) - np.searchsorted(d, d, side="left")
         parts = []
         for j in range(int(round_of.max()) + 1):
-            sel = active[round_of == j]
+            in_round = round_of == j
+            sel = active[in_round]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
-            cand = self.held[s] & self.wanted[d]
+            # the first round's candidates are the ones just counted (no channel has been matched since)
+            cand = first_cand[useful[order[in_round]]] if j == 0 else self.held[s] & self.wanted[d]
             pool = self._scarcest(cand, sel)
             first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
             ok = first >= 0
