@@ -185,6 +185,8 @@ class FlowNetwork:
         self.flow_bound = bound
         """No flow asked of this network is larger (the sum of all capacities, or the caller's bound)."""
         self.fits_int32 = largest <= INT32_LIMIT and bound <= INT32_LIMIT
+        self.fits_int64 = total < 2**62
+        """Whether every sum of capacities fits ``int64`` (then :meth:`distinct_edges` may be asked)."""
         self._src, self._dst, self._cap = src_array, dst_array, cap_array
         self._built_matrix = self._built_graph = self._built_small = None
         self._distinct: tuple[np.ndarray, np.ndarray] | None = None
@@ -241,8 +243,7 @@ class FlowNetwork:
 
     def distinct_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, capacities)``: every distinct edge ``u -> v`` as ``u * num_nodes + v``, ascending,
-        with the capacities of its parallel edges summed (int64; on the ``python`` and ``scipy``
-        backends, whose capacities fit 64 bits)."""
+        with the capacities of its parallel edges summed (int64: only where :attr:`fits_int64`)."""
         if self._distinct is None:
             keys = self._src * self.num_nodes + self._dst
             order = np.argsort(keys)

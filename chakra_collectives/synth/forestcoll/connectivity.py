@@ -126,7 +126,7 @@ class Connectivity:
         parts_dst = [dst, np.fromiter(supply.keys(), dtype=np.int64, count=len(supply))]
         parts_cap = [cap, integer_array(list(supply.values()))]
         if gadgets:
-            weights = np.array([g.weight for g in gadgets], dtype=np.int64)
+            weights = integer_array([g.weight for g in gadgets])
             sizes = np.array([len(g.nodes) for g in gadgets], dtype=np.int64)
             nodes = np.arange(self.num_nodes, source, dtype=np.int64)
             parts_src += [np.full(len(gadgets), source, dtype=np.int64), np.repeat(nodes, sizes)]
@@ -166,7 +166,7 @@ class Connectivity:
         network, source, total = self.network(supply, gadgets, base=base)
         values: dict[int, int] = {}
         failing: dict[int, np.ndarray] = {}
-        keys, capacity = network.distinct_edges() if network.backend != "networkx" else (None, None)
+        keys, capacity = network.distinct_edges() if network.backend != "networkx" and network.fits_int64 else (None, None)
         usable = [s for s in self.sinks if keys is not None and self.certificates.get(s, (0, 0))[:2] == (total, network.num_nodes)]
         fitting = _all_fit([self.certificates[s][2:] for s in usable], keys, capacity)
         values.update((sink, total) for sink, fits in zip(usable, fitting) if fits)
@@ -224,10 +224,10 @@ class Connectivity:
         node takes the cheaper side); less than the total weight means no flow can bring the
         total into ``X``'s sink: the test fails (its sink moves to the front of the sinks)."""
         src, dst, cap = base
-        if cap.dtype == object or any(c >= 2**62 for c in supply.values()):
+        total = sum(supply.values()) + sum(g.weight for g in gadgets)
+        if cap.dtype == object or total >= 2**62:
             return None  # beyond 64 bits: the max-flows decide
         sides = self._sides
-        total = sum(supply.values()) + sum(g.weight for g in gadgets)
         received = (~sides[:, src] & sides[:, dst]).astype(np.int64) @ cap.astype(np.int64)
         if supply:
             roots = np.fromiter(supply.keys(), dtype=np.int64, count=len(supply))
