@@ -53,6 +53,7 @@ from chakra_collectives.converters.chakra_et import write_algorithm
 from chakra_collectives.astra_system.report import default_backend
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.converters.chakra_et.columns_file import save_columns
+from chakra_collectives.converters.chakra_et.writer import write_algorithm_hashed
 from chakra_collectives.converters.chakra_et.written_workload import written_workload
 from chakra_collectives.ir.workload import Workload, collective_name
 from chakra_collectives.errors import InputError
@@ -302,12 +303,12 @@ def _write(
     written: dict[str, Workload] = {}  # what the custom ETs read as, for the model (no second reading)
     for algo in algos:
         prefix = f"collectives/{algo.collective.value.replace('-', '_')}"
-        write_algorithm(algo, root / prefix)
+        _, digest = write_algorithm_hashed(algo, root / prefix)  # the files' digest as written: none read back
         collectives[algo.collective.value] = prefix
         as_read = written_workload(algo, root / prefix)
         if as_read is not None:
             written[prefix] = as_read
-            save_columns(as_read, root / prefix, as_read.paths)  # replay reads these instead of decoding large ETs
+            save_columns(as_read, root / prefix, as_read.paths, digest=digest)  # replay reads these instead of decoding large ETs
     workload_prefix = f"workload/{workload.name}"
     workload.write(root / workload_prefix)
     comm_groups = str(groups_path(workload_prefix)) if workload.groups else None

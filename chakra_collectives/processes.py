@@ -8,10 +8,12 @@ True
 False
 
 :func:`run_forked` runs the first job here and the others in forked processes, which see this
-process's memory as it was (no pickling of large inputs); a job's error is raised here:
+process's memory as it was (no pickling of large inputs), and returns what they return; a
+job's error is raised here:
 
 >>> done = []
->>> run_forked([lambda: done.append("here"), lambda: None])
+>>> run_forked([lambda: done.append("here"), lambda: 6 * 7])
+[None, 42]
 >>> done
 ['here']
 >>> run_forked([lambda: None, lambda: 1 / 0])
@@ -66,11 +68,12 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and can_start_processes() and threading.active_count() == 1
 
 
-def run_forked(jobs: list[Callable[[], None]]) -> None:
+def run_forked(jobs: list[Callable[[], T]]) -> list[T]:
     """Run ``jobs[0]`` in this process and every other job in a process forked for it, all at
-    once; return when all have finished. The first error (in job order) is raised here: the
-    child's exception itself when it pickles, else a :class:`RuntimeError` naming it. Jobs
-    communicate only through what they leave behind (files); their return values are dropped."""
+    once; return their return values, in job order, when all have finished (a forked job's
+    comes back pickled through a pipe: keep it small -- large results go through files). The
+    first error (in job order) is raised here: the child's exception itself when it pickles,
+    else a :class:`RuntimeError` naming it."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
@@ -82,13 +85,14 @@ def run_forked(jobs: list[Callable[[], None]]) -> None:
         send.close()
         children.append((child, receive))
     errors: list[BaseException] = []
+    values: list = [None] * len(jobs)
     try:
-        jobs[0]()
+        values[0] = jobs[0]()
     except BaseException as exc:  # noqa: BLE001 - raised below, after the children are reaped
         errors.append(exc)
-    for child, receive in children:
+    for index, (child, receive) in enumerate(children, start=1):
         try:
-            outcome = receive.recv()
+            outcome, values[index] = receive.recv()
         except EOFError:  # killed before it could say
             outcome = None
         child.join()
@@ -99,6 +103,7 @@ def run_forked(jobs: list[Callable[[], None]]) -> None:
             errors.append(pickle.loads(outcome) if isinstance(outcome, bytes) else outcome)
     if errors:
         raise errors[0]
+    return values
 
 
 class ForkedJob:
@@ -144,7 +149,7 @@ class ForkedJob:
         """Its return value, once it has finished (its error raised here)."""
         try:
             try:
-                outcome = self._receive.recv()
+                outcome, _ = self._receive.recv()
             except EOFError:  # killed before it could say
                 outcome = None
             self._child.join()
@@ -170,10 +175,11 @@ class ForkedJob:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _report_to(send, job: Callable[[], None]) -> None:
-    """A forked worker: run ``job``, send ``None`` or its pickled exception."""
+def _report_to(send, job: Callable[[], T]) -> None:
+    """A forked worker: run ``job``, send ``(None, its value)`` or ``(its pickled exception, None)``."""
+    value = None
     try:
-        job()
+        value = job()
         outcome = None
     except BaseException as exc:  # noqa: BLE001 - the parent raises it
         try:
@@ -181,7 +187,10 @@ def _report_to(send, job: Callable[[], None]) -> None:
             pickle.loads(outcome)
         except Exception:  # noqa: BLE001 - an exception that does not survive pickling
             outcome = RuntimeError(f"{type(exc).__name__}: {exc}")
-    send.send(outcome)
+    try:
+        send.send((outcome, value))
+    except Exception as exc:  # noqa: BLE001 - a value that does not pickle
+        send.send((RuntimeError(f"a worker's result cannot be sent back: {type(exc).__name__}: {exc}"), None))
     send.close()
 
 

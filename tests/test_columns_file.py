@@ -4,6 +4,7 @@ file, another read policy, what the file cannot keep."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -15,6 +16,7 @@ from chakra_collectives.converters.chakra_et.read_policy import ReadPolicy
 from chakra_collectives.converters.chakra_et.reader import rank_files
 from chakra_collectives.converters.chakra_et.workload_reader import read_workload
 from chakra_collectives.converters.chakra_et.workload_writer import single_collective_workload
+from chakra_collectives.converters.chakra_et.writer import write_algorithm_hashed
 from chakra_collectives.converters.chakra_et.written_workload import written_workload
 from chakra_collectives.ir import Collective
 from chakra_collectives.synth.baselines import direct, ring
@@ -75,6 +77,42 @@ def test_kept_columns_read_as_the_files_decode(tmp_path, monkeypatch, label, alg
     kept = read_workload(prefix)
     same_workload(kept, files)
     assert read_workload(str(prefix)).prefix == str(prefix)
+
+
+def sha256_of_files(paths):
+    """The digest as the module documents it, from the files on disk: SHA-256 over each file's
+    size (8 bytes, little-endian) and SHA-256, in rank order."""
+    outer = hashlib.sha256()
+    for path in paths:
+        data = path.read_bytes()
+        outer.update(len(data).to_bytes(8, "little") + hashlib.sha256(data).digest())
+    return outer.hexdigest()
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_writers_digest_is_the_files_digest(tmp_path, monkeypatch, workers):
+    algo = ring(Collective.ALL_REDUCE, 7, size_bytes=MIB)  # 3 workers: 3 shares of ranks, 2 in forked processes
+    prefix = tmp_path / "c"
+    paths, digest = write_algorithm_hashed(algo, prefix, workers=workers)
+    assert paths == rank_files(prefix) and digest == sha256_of_files(paths)
+    assert digest == columns_file.files_digest(paths)
+    monkeypatch.setattr(columns_file, "files_digest", lambda paths: pytest.fail("read the files back to save"))
+    assert save_columns(written_workload(algo, prefix), prefix, paths, min_bytes=0, digest=digest)
+    monkeypatch.undo()
+    files = decoded(prefix)
+    no_decoding(monkeypatch)
+    same_workload(read_workload(prefix), files)
+
+
+def test_columns_saved_with_a_wrong_digest_are_not_used(tmp_path):
+    algo = ring(Collective.ALL_REDUCE, 4, size_bytes=MIB)
+    prefix = tmp_path / "c"
+    paths, digest = write_algorithm_hashed(algo, prefix)
+    wrong = hashlib.sha256(b"other files").hexdigest()
+    assert save_columns(written_workload(algo, prefix), prefix, paths, min_bytes=0, digest=wrong)
+    assert load_columns(prefix, paths) is None  # validated against the files on reading, whatever the writer said
+    assert save_columns(written_workload(algo, prefix), prefix, paths, min_bytes=0, digest=digest)
+    assert load_columns(prefix, paths) is not None
 
 
 def test_files_with_other_bytes_are_decoded(tmp_path):

@@ -7,8 +7,10 @@ checks). Whoever writes the files and knows what they read as (``synth --astra-s
 :func:`~chakra_collectives.converters.chakra_et.written_workload.written_workload`) saves those
 columns with :func:`save_columns`; :func:`load_columns` returns them only when
 
-* the rank files hold, byte for byte, what they held then (a SHA-256 over every file, in rank
-  order, and its size: half a second for 0.5 GB), and
+* the rank files hold, byte for byte, what they held then (a SHA-256 over every file's size
+  and SHA-256, in rank order: half a second for 0.5 GB; the writer hashes each file's bytes as
+  it produces them, :func:`~chakra_collectives.converters.chakra_et.writer.write_algorithm_hashed`,
+  so that saving reads nothing back), and
 * the reading code is the one that read them (a digest of the modules that decide what files
   read as: a change there ignores every saved file), and
 * the caller reads under the default policy (the columns are what that policy reads).
@@ -43,6 +45,7 @@ import json
 import os
 import zipfile
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
@@ -50,7 +53,7 @@ from chakra_collectives.converters.chakra_et.read_policy import Repairs
 from chakra_collectives.ir.workload import Workload
 
 SUFFIX = ".columns.npz"
-FORMAT = 1
+FORMAT = 2
 COLUMNS = ("rank", "node_id", "node_type", "duration_ns", "is_cpu_op", "comm_type", "comm_size", "peer", "tag", "dep_ptr", "dep_idx")
 """The array columns of a :class:`~chakra_collectives.ir.workload.Workload` kept (the others --
 no process groups, no dimensions, no repairs -- are what every saved workload has)."""
@@ -66,11 +69,14 @@ def columns_path(prefix: str | Path) -> Path:
     return Path(f"{prefix}{SUFFIX}")
 
 
-def save_columns(workload: Workload, prefix: str | Path, paths: list[Path], *, min_bytes: int | None = None) -> bool:
+def save_columns(
+    workload: Workload, prefix: str | Path, paths: list[Path], *, min_bytes: int | None = None, digest: str | None = None
+) -> bool:
     """Keep ``workload`` -- what the rank files ``paths`` of ``prefix`` read as under the
     default policy -- beside them; ``False`` (nothing written) when they are smaller than
     ``min_bytes`` (default :data:`SAVED_BYTES`) or the workload has what the file does not keep
-    (process groups, dimensions, repairs)."""
+    (process groups, dimensions, repairs). ``digest``: the files' :func:`files_digest` as their
+    writer computed it from the bytes it wrote (default: read the files and compute it)."""
     least = SAVED_BYTES if min_bytes is None else min_bytes
     if sum(p.stat().st_size for p in paths) < least or not _keepable(workload):
         return False
@@ -82,7 +88,7 @@ def save_columns(workload: Workload, prefix: str | Path, paths: list[Path], *, m
         if narrow is not None:
             arrays[name] = narrow
     meta = {
-        "format": FORMAT, "reader": _reader_digest(), "files": _files_digest(paths),
+        "format": FORMAT, "reader": _reader_digest(), "files": files_digest(paths) if digest is None else digest,
         "num_ranks": workload.num_ranks, "nodes": len(workload), "columns": stored,
     }
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -108,7 +114,7 @@ def load_columns(prefix: str | Path, paths: list[Path]) -> Workload | None:
             meta = json.loads(saved["meta"].tobytes())
             if meta.get("format") != FORMAT or meta.get("reader") != _reader_digest() or meta.get("num_ranks") != len(paths):
                 return None
-            if meta.get("files") != _files_digest(paths):
+            if meta.get("files") != files_digest(paths):
                 return None
             columns = {name: _widened(meta["columns"][name], saved.get(name), int(meta["nodes"])) for name in COLUMNS}
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError):
@@ -123,11 +129,8 @@ def load_columns(prefix: str | Path, paths: list[Path]) -> Workload | None:
 
 
 def _keepable(workload: Workload) -> bool:
-    return (
-        workload.repairs.summary() is None
-        and all(name is None for name in workload.pg_name)
-        and all(dims is None for dims in workload.involved_dim)
-    )
+    count = len(workload)  # list.count: C speed over millions of nodes
+    return workload.repairs.summary() is None and workload.pg_name.count(None) == count and workload.involved_dim.count(None) == count
 
 
 def _narrowed(column: np.ndarray) -> tuple[dict, np.ndarray | None]:
@@ -168,14 +171,28 @@ def _consistent(columns: dict[str, np.ndarray], count: int, ranks: int) -> bool:
     )
 
 
-def _files_digest(paths: list[Path]) -> str:
-    """SHA-256 over every file's size and bytes, in order."""
+def file_digest(data: bytes) -> tuple[int, bytes]:
+    """One file's part of :func:`files_digest`: its size and SHA-256, from its bytes."""
+    return len(data), hashlib.sha256(data).digest()
+
+
+def combined_digest(parts: Iterable[tuple[int, bytes]]) -> str:
+    """:func:`files_digest` from every file's :func:`file_digest`, in order.
+
+    >>> combined_digest([file_digest(b"a"), file_digest(b"bc")]) == combined_digest([file_digest(b"ab"), file_digest(b"c")])
+    False
+    """
     digest = hashlib.sha256()
-    for path in paths:
-        data = path.read_bytes()
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
+    for size, sha in parts:
+        digest.update(size.to_bytes(8, "little"))
+        digest.update(sha)
     return digest.hexdigest()
+
+
+def files_digest(paths: list[Path]) -> str:
+    """SHA-256 over every file's size and SHA-256, in order: any changed, added, removed or
+    reordered byte changes it."""
+    return combined_digest(file_digest(path.read_bytes()) for path in paths)
 
 
 _READER_DIGEST: list[str] = []
@@ -192,4 +209,4 @@ def _reader_digest() -> str:
     return _READER_DIGEST[0]
 
 
-__all__ = ["SAVED_BYTES", "SUFFIX", "columns_path", "load_columns", "save_columns"]
+__all__ = ["SAVED_BYTES", "SUFFIX", "columns_path", "combined_digest", "file_digest", "files_digest", "load_columns", "save_columns"]

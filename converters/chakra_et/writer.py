@@ -60,6 +60,7 @@ from chakra_collectives.resources import Estimate, count, require_disk
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
 from chakra_collectives.ir.pattern import pattern_lines
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
+from chakra_collectives.converters.chakra_et.columns_file import combined_digest, file_digest
 from chakra_collectives.converters.chakra_et.commit import commit_files, commit_staged
 from chakra_collectives.processes import can_fork, run_forked
 from chakra_collectives.converters.chakra_et.stream import length_prefix
@@ -102,6 +103,22 @@ def file_bytes(num_ops: int, num_ranks: int, *, compress: bool = False) -> float
     return (GZIP_BYTES_PER_OP if compress else BYTES_PER_OP) * float(num_ops) + BYTES_PER_FILE * num_ranks
 
 
+def write_algorithm_hashed(
+    algo: CollectiveAlgorithm,
+    prefix: str | Path,
+    *,
+    size_bytes: int | None = None,
+    reduce_bandwidth_gbps: float | None = None,
+    compress: bool = False,
+    workers: int | None = None,
+) -> tuple[list[Path], str]:
+    """:func:`write_algorithm`, and the files' digest
+    (:func:`~chakra_collectives.converters.chakra_et.columns_file.files_digest`) computed from
+    each file's bytes as they are written (by the processes writing them): the digest without
+    reading the files back."""
+    return _write_algorithm(algo, prefix, size_bytes, reduce_bandwidth_gbps, compress, workers, hashed=True)
+
+
 def write_algorithm(
     algo: CollectiveAlgorithm,
     prefix: str | Path,
@@ -120,6 +137,14 @@ def write_algorithm(
     Returns the paths written. Files that would not fit the disk (:func:`file_bytes` against its
     free space) are refused before any is written (:class:`~chakra_collectives.errors.LimitError`).
     """
+    return _write_algorithm(algo, prefix, size_bytes, reduce_bandwidth_gbps, compress, workers, hashed=False)[0]
+
+
+def _write_algorithm(
+    algo: CollectiveAlgorithm, prefix: str | Path, size_bytes: int | None, reduce_bandwidth_gbps: float | None,
+    compress: bool, workers: int | None, *, hashed: bool,
+) -> tuple[list[Path], str]:
+    """:func:`write_algorithm`'s work; the files' digest when ``hashed`` (else ``""``)."""
     size = algo.size_bytes if size_bytes is None else size_bytes
     if size <= 0:
         raise InputError(f"collective size must be positive, got {size}")
@@ -146,21 +171,29 @@ def write_algorithm(
     shares = balanced_rank_shares(bounds, workers)
     unit = "files" if len(shares) == 1 else f"files (1/{len(shares)} share)"
 
+    digests: list[tuple[int, bytes]] = []
+
     def stage(staging: Path) -> None:
-        def writer_of(ranks: range) -> Callable[[], None]:
-            def write_share() -> None:
+        def writer_of(ranks: range) -> Callable[[], list[tuple[int, bytes]]]:
+            def write_share() -> list[tuple[int, bytes]]:
+                share_digests = []
                 # the shares hold as many operations each: the share written here shows the progress of all
                 with progress.task("encode rank files", total=len(ranks), unit=unit) as done:
                     for rank in ranks:
-                        (staging / paths[rank].name).write_bytes(rank_bytes(rank))
+                        data = rank_bytes(rank)
+                        (staging / paths[rank].name).write_bytes(data)
+                        if hashed:
+                            share_digests.append(file_digest(data))
                         done.advance()
+                return share_digests
 
             return write_share
 
-        run_forked([writer_of(ranks) for ranks in shares])  # one share: written here, no fork
+        for share_digests in run_forked([writer_of(ranks) for ranks in shares]):  # one share: written here, no fork
+            digests.extend(share_digests)  # the shares are consecutive ranges of ranks, in order
 
     commit_staged(paths, stage, name=Path(prefix).name, after=lambda: _remove_stale_rank_files(prefix, paths))
-    return paths
+    return paths, combined_digest(digests) if hashed else ""
 
 
 PART_OPS = 2**22
@@ -544,4 +577,4 @@ def _metadata_record(algo: CollectiveAlgorithm, rank: int, size: int) -> bytes:
     return sink.getvalue()
 
 
-__all__ = ["BYTES_PER_OP", "PART_OPS", "file_bytes", "rank_parts", "rank_path", "write_algorithm", "write_files_atomically", "write_parts"]
+__all__ = ["BYTES_PER_OP", "PART_OPS", "file_bytes", "rank_parts", "rank_path", "write_algorithm", "write_algorithm_hashed", "write_files_atomically", "write_parts"]
