@@ -46,3 +46,15 @@ def test_several_runs_are_counted_only_when_asked(several_runs):
     asked = estimate("tacos", topology, Collective.ALL_GATHER, 1024, SynthesisOptions(size_bytes=2**26, several_runs=several_runs))
     assert (asked.nbytes > plain.nbytes) is several_runs
     assert ("further runs" in asked.work) is several_runs
+
+
+def test_a_refused_planned_all_gather_says_where_the_memory_goes(cli, tmp_path):
+    """torus2d:64x64 with -o, capped below the estimate: refused before planning, exit 4, one line
+    naming the plan, its runs and the stage that peaks (the part's runs), nothing written."""
+    result = cli("synth", "-t", "torus2d:64x64", "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "-o", tmp_path / "ag", "--max-memory", "512MiB")
+    assert result.exit_code == 4, result.output
+    line = " ".join(result.output.split())
+    assert "Traceback" not in line
+    for phrase in ("needs about", "1.04M messages (torus trees, planned)", "15.7M further runs", "lowering", "a part", "planning", "lowered as written"):
+        assert phrase in line, line
+    assert list(tmp_path.iterdir()) == []

@@ -19,7 +19,13 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   part of :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations instead
   of the table) and the
   prediction (the table and the level-by-level timing) -- from the messages it will send
-  (:func:`tacos_messages`); the estimate says which stage holds what.
+  (:func:`tacos_messages`); the estimate says which stage holds what. An All-Gather planned
+  without matching (:func:`planned_messages`: torus trees on a square 2-D torus) has planning
+  for its first stage instead (no bitsets), exactly its messages, and ``N (N - 1)`` runs of
+  chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message) that every
+  stage holds: the schedule's :data:`PER_RUN`, the table's or a part's :data:`PER_TABLE_RUN` /
+  :data:`PER_PART_RUN` per run a SEND or RECV lists. ``torus2d:64x64`` All-Gather of 64 MiB:
+  estimated 0.96 GiB with ``-o`` (measured 0.91-0.99 GiB RSS) and 2.82 GiB without (2.76).
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -110,10 +116,15 @@ PER_TABLE_RUN = 80
 """Bytes per further run a SEND or RECV of the whole operation table lists: its offset and count,
 the lowering's positions and sort of them (measured by tracemalloc 50 at ``torus2d:32x32`` and 67
 at ``torus2d:64x64``: 2.37 GiB for 31.2M listed runs, 2.76 GiB RSS in all without ``-o``)."""
-PER_PLANNED_MESSAGE = 144
+PER_PLANNED_MESSAGE = 300
 """Bytes per message of :data:`~chakra_collectives.synth.tacos.TORUS_TREES`' plan besides its
-schedule and runs: the columns as built and their copies in start order (measured 139 at
-``torus2d:64x64``)."""
+schedule and runs: the columns as built, their copies in start order, the heap they leave
+(``torus2d:64x64``: 433 MiB traced at the plan's peak, 139 bytes a message above the schedule
+and the runs twice; 650 MiB RSS, 41 of them imports: 300 bytes a message)."""
+PER_PART_RUN = 150
+"""Bytes per further run a SEND or RECV of one part lists, lowered and encoded as it is written
+(``in_parts``; ``torus2d:64x64``: parts of 261k operations and 3.9M listed runs, the write
+peaking at 897 MiB RSS, 41 of them imports; ``torus2d:32x32``, one part: 228 MiB)."""
 SEVERAL_RUNS = 4
 """Runs a message of ``--several-runs`` carries at most (:data:`~chakra_collectives.synth.tacos.SEVERAL_RUNS_VARIANTS`)."""
 OPS_PER_MESSAGE = {Collective.ALL_GATHER: 2.0, Collective.REDUCE_SCATTER: 3.0, Collective.ALL_REDUCE: 5.0}
@@ -223,7 +234,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
 
         # a further run takes an operation's place in a part (AlgorithmParts.part_ops), at a table's bytes per run
         share = min(1.0, PART_OPS / (operations + 2 * further))
-        part = share * (PER_PART_OP * operations + PER_TABLE_RUN * 2 * further)
+        part = share * (PER_PART_OP * operations + PER_PART_RUN * 2 * further)
         by_npu = PER_INDEXED_MESSAGE * messages
         lowering = schedules + by_npu + part + indexes
     # a phase on a network without switches is its own prediction (schedule_timing): no task graph
