@@ -116,11 +116,11 @@ PER_TABLE_RUN = 80
 """Bytes per further run a SEND or RECV of the whole operation table lists: its offset and count,
 the lowering's positions and sort of them (measured by tracemalloc 50 at ``torus2d:32x32`` and 67
 at ``torus2d:64x64``: 2.37 GiB for 31.2M listed runs, 2.76 GiB RSS in all without ``-o``)."""
-PER_PLANNED_MESSAGE = 300
+PER_PLANNED_MESSAGE = 340
 """Bytes per message of :data:`~chakra_collectives.synth.tacos.TORUS_TREES`' plan besides its
-schedule and runs: the columns as built, their copies in start order, the heap they leave
-(``torus2d:64x64``: 433 MiB traced at the plan's peak, 139 bytes a message above the schedule
-and the runs twice; 650 MiB RSS, 41 of them imports: 300 bytes a message)."""
+schedule and runs: the columns as built, their copies in start order, the gather of the runs
+into that order, the heap they leave (``torus2d:64x64``: 493 MiB traced at the plan's peak;
+698 MiB RSS, 41 of them imports: 338 bytes a message above the schedule and the runs twice)."""
 PER_PART_RUN = 150
 """Bytes per further run a SEND or RECV of one part lists, lowered and encoded as it is written
 (``in_parts``; ``torus2d:64x64``: parts of 261k operations and 3.9M listed runs, the write
@@ -217,7 +217,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     words = -(-num_ranks * options.chunks_per_npu // 64)
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
     runs = PER_RUN * further + (8.0 * messages if further else 0.0)  # and their CSR index
-    # the plan (no matching, no bitsets): its schedule, the runs once more while placed in start order, the columns' copies
+    # the plan (no matching, no bitsets): its schedule, the runs once more while gathered in start order, the columns' copies
     matching = PER_MESSAGE * messages + 2 * runs + PER_PLANNED_MESSAGE * messages if planned is not None else bitsets + PER_MESSAGE * messages + 2 * runs
     table = PER_TABLE_OP * operations + PER_TABLE_RUN * 2 * further  # a message's SEND and RECV each list its further runs
     # the schedules: a mirrored All-Reduce's Reduce-Scatter is its All-Gather with the channels renamed

@@ -236,11 +236,17 @@ def from_messages(
     position = np.empty(2 * m, dtype=np.int64)
     first = np.searchsorted(npu[program], npu[program], side="left")
     position[program] = np.arange(2 * m) - first
-    del npu, time, is_send, program, first, by_channel  # before the runs are placed: at torus2d:64x64, 150 MiB
+    del npu, time, is_send, program, first, by_channel  # before the runs are gathered: at torus2d:64x64, 150 MiB
     runs = {}
     if more is not None:
-        ptr, chunk_ids, lengths = placed_runs(order, *more)
-        runs = {"more_ptr": ptr, "more_chunk": chunk_ids, "more_count": lengths}
+        ptr, more_first, more_length = more
+        per = np.diff(ptr)[order]
+        new_ptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(per, out=new_ptr[1:])
+        index = np.int32 if new_ptr[-1] < 2**31 else np.int64  # the gather of every run: 4 bytes a run where they fit
+        taken = np.repeat((ptr[:-1][order] - new_ptr[:-1]).astype(index), per)
+        taken += np.arange(int(new_ptr[-1]), dtype=index)
+        runs = {"more_ptr": new_ptr, "more_chunk": more_first[taken].astype(np.int32, copy=False), "more_count": more_length[taken].astype(np.int32, copy=False)}
     i32 = np.int32
     return Schedule(
         num_npus=n, chunks_per_npu=k, chunk=chunk.astype(i32), count=count.astype(i32), src=src.astype(i32), dst=dst.astype(i32),
@@ -250,29 +256,4 @@ def from_messages(
     )
 
 
-def placed_runs(order: np.ndarray, ptr: np.ndarray, first: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Further runs in CSR form ``(ptr, first, length)`` of messages given in one order, put in
-    ``order`` (``order[i]``: the message that comes ``i``-th): ``(ptr, first, length)`` with
-    ``int32`` runs. Placed a block of :data:`RUN_BLOCK_CHUNKS` runs at a time, so besides the
-    runs in and out it needs a block's index, not a gather index of every run (at
-    ``torus2d:64x64``'s 15.6M runs the gather took 0.4 GiB more).
-
-    >>> ptr, first, length = placed_runs(np.array([2, 0, 1]), np.array([0, 1, 1, 3]), np.array([7, 8, 9]), np.array([1, 2, 3]))
-    >>> ptr.tolist(), first.tolist(), length.tolist()     # message 2's two runs come first
-    ([0, 2, 3, 3], [8, 9, 7], [2, 3, 1])
-    """
-    per = np.diff(ptr)
-    new_ptr = np.zeros(len(per) + 1, dtype=np.int64)
-    np.cumsum(per[order], out=new_ptr[1:])
-    shift = np.empty(len(per), dtype=np.int64)  # where a message's runs go, less where they are
-    shift[order] = new_ptr[:-1]
-    shift -= ptr[:-1]
-    placed_first, placed_length = np.empty(int(new_ptr[-1]), dtype=np.int32), np.empty(int(new_ptr[-1]), dtype=np.int32)
-    for block in run_blocks(per):
-        lo, hi = int(ptr[block.start]), int(ptr[block.stop])
-        to = np.repeat(shift[block], per[block]) + np.arange(lo, hi)
-        placed_first[to], placed_length[to] = first[lo:hi], length[lo:hi]
-    return new_ptr, placed_first, placed_length
-
-
-__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "from_messages", "placed_runs", "run_blocks"]
+__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "from_messages", "run_blocks"]
