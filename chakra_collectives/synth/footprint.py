@@ -25,7 +25,7 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message) that every
   stage holds: the schedule's :data:`PER_RUN`, the table's or a part's :data:`PER_TABLE_RUN` /
   :data:`PER_PART_RUN` per run a SEND or RECV lists. ``torus2d:64x64`` All-Gather of 64 MiB:
-  estimated 0.96 GiB with ``-o`` (measured 0.91-0.99 GiB RSS) and 2.82 GiB without (2.76).
+  estimated 0.96 GiB with ``-o`` (measured 0.88 GiB RSS) and 2.82 GiB without (2.76).
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
