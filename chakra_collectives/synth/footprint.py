@@ -19,7 +19,13 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   part of :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations instead
   of the table) and the
   prediction (the table and the level-by-level timing) -- from the messages it will send
-  (:func:`tacos_messages`); the estimate says which stage holds what.
+  (:func:`tacos_messages`); the estimate says which stage holds what. An All-Gather planned
+  without matching (:func:`planned_messages`: torus trees on a square 2-D torus) has planning
+  for its first stage instead (no bitsets), exactly its messages, and ``N (N - 1)`` runs of
+  chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message) that every
+  stage holds: the schedule's :data:`PER_RUN`, the table's or a part's :data:`PER_TABLE_RUN` /
+  :data:`PER_PART_RUN` per run a SEND or RECV lists. ``torus2d:64x64`` All-Gather of 64 MiB:
+  estimated 0.96 GiB with ``-o`` (measured 0.88 GiB RSS) and 2.82 GiB without (2.76).
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -102,6 +108,25 @@ columns are the All-Gather's)."""
 PER_BLOCK_CHUNK = 48
 """Bytes per chunk of the lowering's block of runs (:data:`~chakra_collectives.synth.schedule.RUN_BLOCK_CHUNKS`
 expanded at once; measured ~30 MiB a block)."""
+PER_RUN = 8
+"""Bytes per further run of chunks a message carries (its first chunk and length, ``int32``;
+:attr:`~chakra_collectives.synth.schedule.Schedule.more_chunk`): in the schedule, and once more
+while the plan or matching puts them in start order."""
+PER_TABLE_RUN = 80
+"""Bytes per further run a SEND or RECV of the whole operation table lists: its offset and count,
+the lowering's positions and sort of them (measured by tracemalloc 50 at ``torus2d:32x32`` and 67
+at ``torus2d:64x64``: 2.37 GiB for 31.2M listed runs, 2.76 GiB RSS in all without ``-o``)."""
+PER_PLANNED_MESSAGE = 340
+"""Bytes per message of :data:`~chakra_collectives.synth.tacos.TORUS_TREES`' plan besides its
+schedule and runs: the columns as built, their copies in start order, the gather of the runs
+into that order, the heap they leave (``torus2d:64x64``: 493 MiB traced at the plan's peak;
+698 MiB RSS, 41 of them imports: 338 bytes a message above the schedule and the runs twice)."""
+PER_PART_RUN = 150
+"""Bytes per further run a SEND or RECV of one part lists, lowered and encoded as it is written
+(``in_parts``; ``torus2d:64x64``: parts of 261k operations and 3.9M listed runs, the write
+peaking at 897 MiB RSS, 41 of them imports; ``torus2d:32x32``, one part: 228 MiB)."""
+SEVERAL_RUNS = 4
+"""Runs a message of ``--several-runs`` carries at most (:data:`~chakra_collectives.synth.tacos.SEVERAL_RUNS_VARIANTS`)."""
 OPS_PER_MESSAGE = {Collective.ALL_GATHER: 2.0, Collective.REDUCE_SCATTER: 3.0, Collective.ALL_REDUCE: 5.0}
 """Operations per message pair of phases: SEND and RECV; a Reduce-Scatter also reduces."""
 
@@ -185,15 +210,19 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
         return pair_footprint(topology, collective, num_ranks, options)
     per_phase = float(num_ranks) * num_ranks * options.chunks_per_npu
     pairs = per_phase * phases(collective)
-    messages = tacos_messages(topology, num_ranks, options)
+    planned = planned_messages(topology, collective, options)
+    messages = tacos_messages(topology, num_ranks, options) if planned is None else planned
+    further = further_runs(topology, collective, num_ranks, options, messages, planned is not None)
     operations = OPS_PER_MESSAGE[collective] * messages + 2 * num_ranks
     words = -(-num_ranks * options.chunks_per_npu // 64)
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
-    matching = bitsets + PER_MESSAGE * messages
-    table = PER_TABLE_OP * operations
+    runs = PER_RUN * further + (8.0 * messages if further else 0.0)  # and their CSR index
+    # the plan (no matching, no bitsets): its schedule, the runs once more while gathered in start order, the columns' copies
+    matching = PER_MESSAGE * messages + 2 * runs + PER_PLANNED_MESSAGE * messages if planned is not None else bitsets + PER_MESSAGE * messages + 2 * runs
+    table = PER_TABLE_OP * operations + PER_TABLE_RUN * 2 * further  # a message's SEND and RECV each list its further runs
     # the schedules: a mirrored All-Reduce's Reduce-Scatter is its All-Gather with the channels renamed
     shared = collective is Collective.ALL_REDUCE and not topology.num_switches and twinned(topology)
-    schedules = PER_MESSAGE * messages * (1 if shared else phases(collective)) + (PER_CHANNEL_COLUMN * messages if shared else 0.0)
+    schedules = PER_MESSAGE * messages * (1 if shared else phases(collective)) + (PER_CHANNEL_COLUMN * messages if shared else 0.0) + runs
     delivery = 0.0 if collective is Collective.REDUCE_SCATTER else min(4 * per_phase, DELIVERY_BYTES)
     layout = 0.0 if collective is Collective.ALL_GATHER else PER_LAYOUT_PAIR * min(per_phase, REDUCE_SCATTER_PAIRS)
     indexes = layout + delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS)
@@ -203,16 +232,21 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedules, their messages by NPU and one part
         from chakra_collectives.converters.chakra_et.writer import PART_OPS  # the ET schema's import: only here
 
-        part = PER_PART_OP * min(operations, PART_OPS)
+        # a further run takes an operation's place in a part (AlgorithmParts.part_ops), at a table's bytes per run
+        share = min(1.0, PART_OPS / (operations + 2 * further))
+        part = share * (PER_PART_OP * operations + PER_PART_RUN * 2 * further)
         by_npu = PER_INDEXED_MESSAGE * messages
         lowering = schedules + by_npu + part + indexes
     # a phase on a network without switches is its own prediction (schedule_timing): no task graph
     prediction = 0.0 if self_predicted(topology, num_ranks, options) else table + PER_PREDICTED_OP * operations
-    stages = {"matching": matching, "lowering": lowering, "prediction": prediction}
+    first = "planning" if planned is not None else "matching"
+    stages = {first: matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
     per_chunk = (f"Reduce-Scatter range {format_size(layout)} + " if layout else "") + f"delivery rows {format_size(delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS))}"
+    placed = f" + runs {format_size(runs)} placed in start order" if further else ""
     shares = {
-        "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}",
+        "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}{placed}",
+        "planning": f"schedule {format_size(PER_MESSAGE * messages + runs)} + columns {format_size(PER_PLANNED_MESSAGE * messages)}{placed}",
         "lowering": (
             f"schedules {format_size(schedules)} + messages by NPU {format_size(by_npu)} + a part {format_size(part)} "
             f"+ {per_chunk}, lowered as written" if in_parts
@@ -220,12 +254,53 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
         ),
         "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule, no task graph",
     }
+    run_work = f", {count(further)} further runs" if further else ""
+    how = " (torus trees, planned)" if planned is not None else ""
     work = (
-        f"{count(pairs)} (NPU, chunk) pairs, {count(phases(collective) * messages)} messages, {count(operations)} operations: "
+        f"{count(pairs)} (NPU, chunk) pairs, {count(phases(collective) * messages)} messages{how}{run_work}, {count(operations)} operations: "
         f"{peak} {format_size(stages[peak])} ({shares[peak]}); "
         + ", ".join(f"{name} {format_size(nbytes) if nbytes else shares[name]}" for name, nbytes in stages.items() if name != peak)
     )
     return PAIR_BASE + stages[peak], work
+
+
+def planned_messages(topology: Topology, collective: Collective, options: SynthesisOptions) -> float | None:
+    """The messages of TACOS's planned All-Gather where it takes one without matching
+    (:func:`~chakra_collectives.synth.tacos.plans_only`: one a link and hop level,
+    :func:`~chakra_collectives.synth.torus_trees.tree_levels` an NPU), else ``None``.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> planned_messages(load_topology("torus2d:64x64"), Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**26))   # measured: 1,036,288
+    1036288.0
+    >>> planned_messages(load_topology("mesh2d:64x64"), Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**26)) is None
+    True
+    """
+    if collective is not Collective.ALL_GATHER or options.any_size or options.group is not None or topology.num_switches:
+        return None
+    from chakra_collectives.synth.tacos import plans_only  # imported when used: tacos states this module's footprint
+    from chakra_collectives.synth.torus_trees import torus_grid, tree_levels
+
+    if not plans_only(topology, options.chunks_per_npu):
+        return None
+    grid = torus_grid(topology)
+    return float(topology.num_npus * tree_levels(grid.rows, grid.cols))
+
+
+def further_runs(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions, messages: float, planned: bool) -> float:
+    """Runs of chunks TACOS's messages carry beyond their first, at most: a planned All-Gather's
+    messages one per tree edge they carry (``N (N - 1)`` runs in all; measured 16.66M of 16.77M
+    at ``torus2d:64x64``), ``--several-runs``' All-Gather messages up to :data:`SEVERAL_RUNS`
+    each, others none.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> round(further_runs(load_topology("torus2d:64x64"), Collective.ALL_GATHER, 4096, SynthesisOptions(size_bytes=2**26), 1036288.0, True) / 1e6, 2)   # measured: 15.62M
+    15.74
+    """
+    if planned:
+        return float(num_ranks) * (num_ranks - 1) - messages
+    if options.several_runs and collective is Collective.ALL_GATHER and not topology.num_switches and not options.any_size:
+        return (SEVERAL_RUNS - 1) * messages
+    return 0.0
 
 
 def self_predicted(topology: Topology, num_ranks: int, options: SynthesisOptions) -> bool:
@@ -291,5 +366,5 @@ def mean_route_length(topology: Topology, num_ranks: int, pattern: str) -> float
 
 __all__ = [
     "ADVICE", "Footprint", "PER_HOP", "PER_OP", "PER_PAIR", "estimate", "mean_route_length", "message_footprint", "pair_footprint", "phases",
-    "tacos_footprint", "tacos_messages",
+    "further_runs", "planned_messages", "tacos_footprint", "tacos_messages",
 ]

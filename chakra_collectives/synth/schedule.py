@@ -236,6 +236,7 @@ def from_messages(
     position = np.empty(2 * m, dtype=np.int64)
     first = np.searchsorted(npu[program], npu[program], side="left")
     position[program] = np.arange(2 * m) - first
+    del npu, time, is_send, program, first, by_channel  # before the runs are gathered: at torus2d:64x64, 150 MiB
     runs = {}
     if more is not None:
         ptr, more_first, more_length = more

@@ -303,7 +303,7 @@ def tacos(
         if collective is Collective.ALL_GATHER:
             # the plan is a candidate unless merge variants are given (then those matchings are what is asked for)
             planned = _planned_all_gather(topology, channels, chunks_per_npu, seed) if search.owner_start is None and routing is None and not matchings_asked else None
-            if planned is not None and topology.num_npus**2 * chunks_per_npu >= PLANNED_ONLY_PAIRS and _square(topology):
+            if planned is not None and plans_only(topology, chunks_per_npu):
                 return (planned,)
             # the plan's time is a time to beat: a variant whose floor is not below it runs only if the others end above its floor
             to_beat = beat if planned is None else min(planned.time_ns, beat if beat is not None else np.inf)
@@ -369,6 +369,22 @@ PLANNED_RUNS = 2**25
 schedule is built with: 16.8M at 4,096 NPUs (the plan peaks at 0.77 GiB); at 16,384 NPUs it
 would hold 268M runs (2 GiB of them alone, more in the lowering and the files' ``cc_ranges``),
 so the matchings run there as before (the plan's time there: 0.830 of the bound)."""
+
+
+def plans_only(topology: Topology, chunks_per_npu: int) -> bool:
+    """Whether TACOS's All-Gather over all of ``topology`` takes :data:`TORUS_TREES` without
+    matching (default merge variants): a square 2-D torus of direct links, from
+    :data:`PLANNED_ONLY_PAIRS` pairs up to :data:`PLANNED_RUNS` runs.
+
+    >>> from chakra_collectives.topology import mesh2d, torus2d
+    >>> plans_only(torus2d(32, 32), 1), plans_only(torus2d(16, 16), 1), plans_only(torus2d(16, 16), 16), plans_only(mesh2d(32, 32), 1)
+    (True, False, True, False)
+    """
+    n = topology.num_npus
+    return (
+        not topology.num_switches and len(topology.links) == 4 * n and n * (n - 1) <= PLANNED_RUNS
+        and n * n * chunks_per_npu >= PLANNED_ONLY_PAIRS and _square(topology)
+    )
 
 
 def _square(topology: Topology) -> bool:
