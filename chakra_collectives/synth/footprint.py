@@ -278,10 +278,11 @@ def planned_messages(topology: Topology, collective: Collective, options: Synthe
     if collective is not Collective.ALL_GATHER or options.any_size or options.group is not None or topology.num_switches:
         return None
     from chakra_collectives.synth.tacos import plans_only  # imported when used: tacos states this module's footprint
-    from chakra_collectives.synth.torus_trees import torus_grid, tree_levels
 
     if not plans_only(topology, options.chunks_per_npu):
         return None
+    from chakra_collectives.synth.torus_trees import torus_grid, tree_levels  # only for a plan: small meshes' start-up
+
     grid = torus_grid(topology)
     return float(topology.num_npus * tree_levels(grid.rows, grid.cols))
 
