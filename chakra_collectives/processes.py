@@ -121,9 +121,16 @@ class ForkedJob:
     True
     >>> slow = ForkedJob(lambda: __import__("time").sleep(60))
     >>> slow.cancel()
+
+    ``nests``: the job may fork jobs of its own (its process is not daemonic, which
+    multiprocessing forbids children; so it is not ended for its parent at exit either: the
+    caller must take its result or cancel it, as for any job).
+
+    >>> ForkedJob(lambda: ForkedJob(lambda: 6 * 7).result(), nests=True).result()
+    42
     """
 
-    def __init__(self, job: Callable[[], T]) -> None:
+    def __init__(self, job: Callable[[], T], *, nests: bool = False) -> None:
         import tempfile
 
         self._folder = tempfile.mkdtemp(prefix="chakra-forked-")
@@ -137,7 +144,7 @@ class ForkedJob:
             with open(self._path, "wb") as out:
                 pickle.dump(job(), out, protocol=pickle.HIGHEST_PROTOCOL)
 
-        self._child = context.Process(target=_report_to, args=(send, run), daemon=True)
+        self._child = context.Process(target=_report_to, args=(send, run), daemon=not nests)
         self._child.start()
         send.close()
 

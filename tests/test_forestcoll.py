@@ -532,3 +532,27 @@ def test_all_gather_merges_a_roots_trees_over_one_path_into_one_message_of_sever
     monkeypatch.undo()
     for collective in (Collective.BROADCAST, Collective.ALL_REDUCE):
         assert len(ranged(forestcoll(topology, collective, 64 * 2**20, trees_per_npu=3, chunks_per_tree=2).algorithm)) == 0
+
+
+def test_the_candidate_built_beside_the_first_gives_the_serial_result(monkeypatch):
+    """auto builds its second candidate in a forked process beside the first (producer._aside)
+    and merges the two in order: on mesh2d:4x8 All-Reduce the forked one (one tree per NPU)
+    wins, and the schedule, its pieces and its predicted time are the serial search's."""
+    import os
+
+    from chakra_collectives.processes import can_fork
+    from chakra_collectives.synth.forestcoll import producer
+
+    if (os.cpu_count() or 1) < 2 or not can_fork():
+        pytest.skip("needs two cores and a process that may fork")
+    topology = load_topology("mesh2d:4x8")
+    forked = []
+    real = producer.ForkedJob
+    monkeypatch.setattr(producer, "ForkedJob", lambda job: forked.append(job) or real(job))
+    beside = forestcoll(topology, "all-reduce", "64MiB")
+    monkeypatch.setattr(producer, "PARALLEL_NPUS", (10**9, 0))
+    serial = forestcoll(topology, "all-reduce", "64MiB")
+    assert len(forked) == 1
+    assert beside.k == serial.k == 1 < beside.optimal_k
+    assert (beside.chunks_per_tree, beside.predicted_ns) == (serial.chunks_per_tree, serial.predicted_ns)
+    assert beside.algorithm.equals(serial.algorithm)
