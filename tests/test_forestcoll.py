@@ -545,6 +545,7 @@ def test_the_candidate_built_beside_the_first_gives_the_serial_result(monkeypatc
 
     if (os.cpu_count() or 1) < 2 or not can_fork():
         pytest.skip("needs two cores and a process that may fork")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # as on an idle machine
     topology = load_topology("mesh2d:4x8")
     forked = []
     real = producer.ForkedJob
@@ -556,3 +557,33 @@ def test_the_candidate_built_beside_the_first_gives_the_serial_result(monkeypatc
     assert beside.k == serial.k == 1 < beside.optimal_k
     assert (beside.chunks_per_tree, beside.predicted_ns) == (serial.chunks_per_tree, serial.predicted_ns)
     assert beside.algorithm.equals(serial.algorithm)
+
+
+def test_the_lowering_made_ahead_is_the_one_the_piece_search_would_make(monkeypatch):
+    """A candidate built alone lowers and predicts twice the search's first piece count in a
+    forked process beside the first (producer.SPECULATED): on dgx:4x8 All-Gather the search
+    takes it (4 -> 8 pieces), and the result is the serial search's."""
+    import os
+
+    from chakra_collectives.processes import can_fork
+    from chakra_collectives.synth.forestcoll import producer
+
+    if (os.cpu_count() or 1) < 2 or not can_fork():
+        pytest.skip("needs two cores and a process that may fork")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    topology = load_topology("dgx:4x8")
+    taken = []
+    real = producer.ForkedJob
+
+    class Spy(real):
+        def result(self):
+            taken.append(True)
+            return super().result()
+
+    monkeypatch.setattr(producer, "ForkedJob", Spy)
+    ahead = forestcoll(topology, "all-gather", "64MiB")
+    monkeypatch.setattr(producer, "PARALLEL_NPUS", (10**9, 0))
+    serial = forestcoll(topology, "all-gather", "64MiB")
+    assert taken == [True] and ahead.chunks_per_tree == 8
+    assert (ahead.k, ahead.predicted_ns) == (serial.k, serial.predicted_ns)
+    assert ahead.algorithm.equals(serial.algorithm)

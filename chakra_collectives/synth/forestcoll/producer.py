@@ -362,9 +362,11 @@ def forestcoll(
         # on opposite links, so their sum is no bound)
         return best is not None and best.predicted_ns is not None and max(bandwidth_terms(known)) >= best.score
 
-    def build(known: dict[bool, Optimum], incumbent: _Lowered | None, timings: dict[str, float]) -> _Lowered | None:
+    def build(known: dict[bool, Optimum], incumbent: _Lowered | None, timings: dict[str, float], *, spare: bool = False) -> _Lowered | None:
         """The fastest lowering of ``known``'s trees (the first of the fastest), or ``None`` when
-        none was made (a guess no faster than ``incumbent``, the fastest of the candidates before)."""
+        none was made (a guess no faster than ``incumbent``, the fastest of the candidates before).
+        ``spare``: another core is free for the piece search's likely second lowering
+        (:data:`SPECULATED`), made in a forked process beside the first."""
         trees = max(o.k for o in known.values())
         bandwidth_ns = bandwidth_terms(known)
         phases = _phases(topology, collective, demand, progress, timings, known)
@@ -372,24 +374,40 @@ def forestcoll(
         shapes = [forest_shape(p, topology) for p in phases]
         assigned: dict = {}  # this forest's paths, assigned by its first lowering
         mine: _Lowered | None = None
+        ahead: tuple[int, ForkedJob] | None = None  # (pieces, the forked lowering of them)
 
-        def attempt(P: int, *, judge: bool, batch: int = 1) -> Measured:
-            """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
-            and busiest link (only its model estimate unless ``judge``)."""
-            nonlocal mine
-            estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
-            if incumbent is not None and not judge and estimate >= incumbent.score:
-                return Measured(estimate, estimate, 0.0)
+        def lowered(P: int, batch: int, judge: bool, timings: dict[str, float]) -> tuple[CollectiveAlgorithm, Measured | None, Bottleneck | None]:
+            """The schedule with ``P`` pieces, its predicted time and busiest link (when predicted)."""
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
             algorithm = _lower(topology, collective, phases, P, size, root, batch, assigned)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
-            measured = None
+            measured = limit = None
             if (judge or len(candidates) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
                 measured, limit = _measure(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
+            return algorithm, measured, limit
+
+        def lowered_aside(P: int) -> tuple[tuple, dict[str, float]]:
+            aside: dict[str, float] = {}
+            return lowered(P, 1, True, aside), aside
+
+        def attempt(P: int, *, judge: bool, batch: int = 1) -> Measured:
+            """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
+            and busiest link (only its model estimate unless ``judge``)."""
+            nonlocal mine, ahead
+            estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
+            if incumbent is not None and not judge and estimate >= incumbent.score:
+                return Measured(estimate, estimate, 0.0)
+            if ahead is not None and ahead[0] == P and batch == 1 and judge:
+                (algorithm, measured, limit), seconds = ahead[1].result()
+                ahead = None
+                for key, value in seconds.items():
+                    timings[key] = timings.get(key, 0.0) + value
+            else:
+                algorithm, measured, limit = lowered(P, batch, judge, timings)
             score = estimate if measured is None else measured.time_ns
             if mine is None or score < mine.score:
                 mine = _Lowered(score, estimate, judge, trees, phases, P, algorithm, None if measured is None else measured.time_ns, None if measured is None else limit)
@@ -403,7 +421,14 @@ def forestcoll(
             attempt(pieces[0], judge=False)
             return mine
         per_piece = operations_per_piece(shapes)
-        P = search_pieces(pieces[0], lambda P: attempt(P, judge=True), lambda P: P * per_piece <= PREDICTION_BUDGET)
+        affordable = lambda P: P * per_piece <= PREDICTION_BUDGET
+        if spare and affordable(SPECULATED * pieces[0]):
+            ahead = (SPECULATED * pieces[0], ForkedJob(partial(lowered_aside, SPECULATED * pieces[0])))
+        try:
+            P = search_pieces(pieces[0], lambda P: attempt(P, judge=True), affordable)
+        finally:
+            if ahead is not None:  # the search went elsewhere
+                ahead[1].cancel()
         if k == 1 and collective.value in ("all-gather", "broadcast", "all-reduce"):
             # several pieces per message over fast paths, slow ones cut finer (lowering._batches)
             for pieces_per_tree in (P, 2 * P):
@@ -415,24 +440,30 @@ def forestcoll(
         aside: dict[str, float] = {}
         return build(known, None, aside), aside
 
-    # the second candidate built in a forked process beside the first (the search's outcome is
-    # the same: what the first would rule out is ruled out when the two are merged in order)
-    aside = _aside(topology, candidates, lambda known: auto and max(o.k for o in known.values()) in AUTO_FEW_TREES[2:] and not _exact(known, optima))
+    # the second candidate built in a forked process beside the first (PARALLEL_NPUS; the
+    # search's outcome is the same: what the first rules out is ruled out when merged in order)
+    forks = _may_fork(topology)
+    ruled = lambda known: auto and max(o.k for o in known.values()) in AUTO_FEW_TREES[2:] and not _exact(known, optima)
+    aside = 1 if forks and len(candidates) > 1 and not ruled(candidates[1]) else None
     job = ForkedJob(partial(built_aside, candidates[aside])) if aside is not None else None
     best: _Lowered | None = None
     try:
         for index, known in enumerate(candidates):
             if index == aside:
+                if skipped(known, best):  # ended unused (what it would raise, the search never meets)
+                    job.cancel()
+                    job = None
+                    continue
                 found, child_timings = job.result()
                 job = None
                 for key, seconds in child_timings.items():
                     timings[key] = timings.get(key, 0.0) + seconds
-                if skipped(known, best) or found is None or not found.judged and best is not None and found.estimate >= best.score:
+                if found is None or not found.judged and best is not None and found.estimate >= best.score:
                     continue
             elif skipped(known, best):
                 continue
             else:
-                found = build(known, best, timings)
+                found = build(known, best, timings, spare=forks and (aside is None or index > aside))
             if found is not None and (best is None or found.score < best.score):
                 best = found
     finally:
@@ -465,19 +496,26 @@ class _Lowered:
 
 PARALLEL_NPUS = (16, 128)
 """NPUs from which up to which ``auto`` builds its second candidate in a forked process beside
-the first (below, forking costs more than a candidate; above, the two would hold twice the
-memory the footprint estimate counts)."""
+the first, unless the search may skip it by the first's result (a third ``k``), and a candidate
+built alone its likely second lowering (:data:`SPECULATED`). Below, forking costs more than a
+candidate; above, the two would hold twice the memory the footprint estimate counts."""
 
 
-def _aside(topology: Topology, candidates: list, ruled: Callable[[dict], bool]) -> int | None:
-    """The candidate :func:`forestcoll` builds in a forked process beside the first: the second,
-    when there is one the search does not skip by the result of the first (``ruled``), the
-    topology's NPUs are within :data:`PARALLEL_NPUS` and this process may fork onto another
-    core; else ``None``."""
+def _may_fork(topology: Topology) -> bool:
+    """Whether :func:`forestcoll` may build beside itself: the topology's NPUs are within
+    :data:`PARALLEL_NPUS`, this process may fork, and another core is idle (the last minute's
+    load average below the cores less half of one: on a busy machine the forked work only
+    takes turns with this process, at the price of the fork and of its result's pickle)."""
     low, high = PARALLEL_NPUS
-    if len(candidates) < 2 or ruled(candidates[1]) or not low <= topology.num_npus <= high:
-        return None
-    return 1 if (os.cpu_count() or 1) > 1 and can_fork() else None
+    cores = os.cpu_count() or 1
+    return low <= topology.num_npus <= high and cores > 1 and os.getloadavg()[0] < cores - 0.5 and can_fork()
+
+
+SPECULATED = 2
+"""A candidate built alone (another core free) lowers and predicts ``SPECULATED`` times the
+piece search's first count in a forked process beside the first: the jump the search most
+often takes next (mesh2d:8x8 All-Reduce 2 -> 4, a100:16 All-Gather 2 -> 4, mi250:2 4 -> 8);
+elsewhere the forked lowering is ended unused."""
 
 
 def _exact(candidate: dict[bool, Optimum], optima: dict[bool, Optimum]) -> bool:
