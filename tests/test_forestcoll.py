@@ -587,3 +587,35 @@ def test_the_lowering_made_ahead_is_the_one_the_piece_search_would_make(monkeypa
     assert taken == [True] and ahead.chunks_per_tree == 8
     assert (ahead.k, ahead.predicted_ns) == (serial.k, serial.predicted_ns)
     assert ahead.algorithm.equals(serial.algorithm)
+
+
+@pytest.mark.parametrize("spec", ["mi250:2", "a100:2", "torus2d:4x4"])
+def test_fixed_k_starts_from_the_optimums_cut_and_finds_the_same_least_U(spec, monkeypatch):
+    """fixed_k_optimum starts from the least U the optimum's critical cut allows (Optimum.critical)
+    instead of testing x* k first: the same U and capacities for every k below the optimum's,
+    with half the flow tests on these fabrics (the first test at x* k failed on that cut)."""
+    from dataclasses import replace
+
+    from chakra_collectives.flow import CapacityGraph
+    from chakra_collectives.flow.cut_ratio import default_sinks
+    from chakra_collectives.synth.forestcoll import connectivity
+    from chakra_collectives.synth.forestcoll.optimum import fixed_k_optimum, optimum
+
+    tests = []
+    real = connectivity.Connectivity.check
+    monkeypatch.setattr(connectivity.Connectivity, "check", lambda self, *a, **k: tests.append(1) or real(self, *a, **k))
+    topology = load_topology(spec)
+    demand = [1] * topology.num_npus
+    graph = CapacityGraph.from_topology(topology)
+    sinks = default_sinks(topology, demand)
+    best = optimum(graph, demand, sinks=sinks)
+    assert best.critical is not None and best.critical.any()
+    counts = []
+    for known in (best, replace(best, critical=None)):
+        tests.clear()
+        found = [fixed_k_optimum(graph, demand, sinks=sinks, k=k, best=known) for k in range(1, min(best.k, 9))]
+        counts.append(len(tests))
+        if known is best:
+            with_cut = [(f.U, f.capacities) for f in found]
+    assert with_cut == [(f.U, f.capacities) for f in found]
+    assert counts[0] * 2 == counts[1]
