@@ -503,12 +503,13 @@ candidate; above, the two would hold twice the memory the footprint estimate cou
 
 def _may_fork(topology: Topology) -> bool:
     """Whether :func:`forestcoll` may build beside itself: the topology's NPUs are within
-    :data:`PARALLEL_NPUS`, this process may fork, and another core is idle (the last minute's
-    load average below the cores less half of one: on a busy machine the forked work only
-    takes turns with this process, at the price of the fork and of its result's pickle)."""
+    :data:`PARALLEL_NPUS`, this process may fork, and the machine has cores to spare (the last
+    minute's load average below the cores: on a busy machine the forked work only takes turns
+    with this process, at the price of the fork and of its result's pickle; commands run one
+    after another, each on up to two cores, keep it between 1 and 2)."""
     low, high = PARALLEL_NPUS
     cores = os.cpu_count() or 1
-    return low <= topology.num_npus <= high and cores > 1 and os.getloadavg()[0] < cores - 0.5 and can_fork()
+    return low <= topology.num_npus <= high and cores > 1 and os.getloadavg()[0] < cores and can_fork()
 
 
 SPECULATED = 2
