@@ -509,7 +509,12 @@ def _may_fork(topology: Topology) -> bool:
     after another, each on up to two cores, keep it between 1 and 2)."""
     low, high = PARALLEL_NPUS
     cores = os.cpu_count() or 1
-    return low <= topology.num_npus <= high and cores > 1 and os.getloadavg()[0] < cores and can_fork()
+    if not (low <= topology.num_npus <= high and cores > 1 and can_fork()):
+        return False
+    try:
+        return os.getloadavg()[0] < cores
+    except OSError:  # no load average on this platform
+        return True
 
 
 SPECULATED = 2
