@@ -509,12 +509,13 @@ def _may_fork(topology: Topology) -> bool:
     after another, each on up to two cores, keep it between 1 and 2)."""
     low, high = PARALLEL_NPUS
     cores = os.cpu_count() or 1
-    if not (low <= topology.num_npus <= high and cores > 1 and can_fork()):
+    if not (low <= topology.num_npus <= high and cores > 1):
         return False
     try:
-        return os.getloadavg()[0] < cores
+        spare = os.getloadavg()[0] < cores
     except OSError:  # no load average on this platform
-        return True
+        spare = True
+    return spare and can_fork()  # (which imports multiprocessing: asked last)
 
 
 SPECULATED = 2
