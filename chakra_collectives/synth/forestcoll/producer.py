@@ -391,6 +391,7 @@ def forestcoll(
             return algorithm, measured, limit
 
         def lowered_aside(P: int) -> tuple[tuple, dict[str, float]]:
+            """:func:`lowered` judged, in a forked process: its result and the seconds it spent."""
             aside: dict[str, float] = {}
             return lowered(P, 1, True, aside), aside
 
@@ -437,14 +438,15 @@ def forestcoll(
         return mine
 
     def built_aside(known: dict[bool, Optimum]) -> tuple[_Lowered | None, dict[str, float]]:
+        """:func:`build` with no incumbent, in a forked process: its result and the seconds it spent."""
         aside: dict[str, float] = {}
         return build(known, None, aside), aside
 
     # the second candidate built in a forked process beside the first (PARALLEL_NPUS; the
     # search's outcome is the same: what the first rules out is ruled out when merged in order)
     forks = _may_fork(topology)
-    ruled = lambda known: auto and max(o.k for o in known.values()) in AUTO_FEW_TREES[2:] and not _exact(known, optima)
-    aside = 1 if forks and len(candidates) > 1 and not ruled(candidates[1]) else None
+    # (not a third k, which is built only when the second won: skipped with nothing built yet)
+    aside = 1 if forks and len(candidates) > 1 and not skipped(candidates[1], None) else None
     job = ForkedJob(partial(built_aside, candidates[aside])) if aside is not None else None
     best: _Lowered | None = None
     try:
@@ -504,9 +506,8 @@ candidate; above, the two would hold twice the memory the footprint estimate cou
 def _may_fork(topology: Topology) -> bool:
     """Whether :func:`forestcoll` may build beside itself: the topology's NPUs are within
     :data:`PARALLEL_NPUS`, this process may fork, and the machine has cores to spare (the last
-    minute's load average below the cores: on a busy machine the forked work only takes turns
-    with this process, at the price of the fork and of its result's pickle; commands run one
-    after another, each on up to two cores, keep it between 1 and 2)."""
+    minute's load average below the cores: on a busier machine the forked work only takes
+    turns with this process, at the price of the fork and of its result's pickle)."""
     low, high = PARALLEL_NPUS
     cores = os.cpu_count() or 1
     if not (low <= topology.num_npus <= high and cores > 1):
