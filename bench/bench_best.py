@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import cpu_seconds
+
 SUITE = [
     "ring:8", "ring:64", "mesh2d:4x4", "mesh2d:8x8", "mesh2d:16x16", "torus2d:8x8", "torus3d:4x4x4", "torus3d:8x8x8",
     "hypercube:4x4x4", "hetero-mesh2d:8x8", "switch:64", "dgx:4x8",
@@ -266,10 +268,10 @@ def forestcoll(repeat: int) -> list[str]:
         topo = load_topology(spec)
         samples, cpus = [], []
         for _ in range(repeat):
-            started, cpu = time.perf_counter(), time.process_time()
+            started, cpu = time.perf_counter(), cpu_seconds()
             get("forestcoll").make(topo, Collective.ALL_GATHER, topo.num_npus, SynthesisOptions(size_bytes=2**30))
             samples.append(time.perf_counter() - started)
-            cpus.append(time.process_time() - cpu)
+            cpus.append(cpu_seconds() - cpu)  # its forked candidate's too
         median = statistics.median(samples)
         print(f"ForestColl all-gather {spec:10} {median:6.2f} s wall, {statistics.median(cpus):5.2f} s CPU, median of {repeat} (target <= {target} s)")
         if median > target:

@@ -249,16 +249,17 @@ FLOORS = {  # 1 GiB All-Gather: (bytes the binding cut's links carry, their clas
 DEFAULT_SPEED = [("mi250:2", "all-gather", "64MiB", 1.0), ("a100:16", "all-gather", "64MiB", 0.5), ("mesh2d:8x8", "all-reduce", "64MiB", None)]
 
 _DEFAULT = """
-import json, sys, time
+import json, resource, sys, time
 started = time.perf_counter()
+cpu_now = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) + sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # forked candidates too
 from chakra_collectives.synth.forestcoll import forestcoll, report
 from chakra_collectives.topology import load_topology
 topo = load_topology(sys.argv[1])
 imported = time.perf_counter()
-cpu = time.process_time()
+cpu = cpu_now()
 result = forestcoll(topo, sys.argv[2], sys.argv[3])
 done = time.perf_counter()
-cpu = time.process_time() - cpu
+cpu = cpu_now() - cpu
 row = report(result)
 if result.predicted_ns is None:
     from chakra_collectives.network import predict_time

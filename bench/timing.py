@@ -33,6 +33,15 @@ def peak_memory_mb(run: Callable[[], Any]) -> float:
         tracemalloc.stop()
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of the children it has waited for (forked
+    workers included: ``time.process_time()`` alone misses the work they did for it)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def whole_command(arguments: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system, with the child's own workers) and peak RSS (MiB)
     of one command in a fresh process (``env``: its environment); raises when it fails."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import threading
 from typing import Callable, TypeVar
 
@@ -121,9 +122,17 @@ class ForkedJob:
     True
     >>> slow = ForkedJob(lambda: __import__("time").sleep(60))
     >>> slow.cancel()
+
+    ``nests``: the job may fork jobs of its own (its process is not daemonic, which
+    multiprocessing forbids children; so it is not ended for its parent at exit either: the
+    caller must take its result or cancel it, as for any job). It runs in a process group of
+    its own, which :meth:`cancel` ends whole: the jobs it forked end with it.
+
+    >>> ForkedJob(lambda: ForkedJob(lambda: 6 * 7).result(), nests=True).result()
+    42
     """
 
-    def __init__(self, job: Callable[[], T]) -> None:
+    def __init__(self, job: Callable[[], T], *, nests: bool = False) -> None:
         import tempfile
 
         self._folder = tempfile.mkdtemp(prefix="chakra-forked-")
@@ -134,12 +143,20 @@ class ForkedJob:
         self._receive, send = context.Pipe(duplex=False)
 
         def run() -> None:
+            if nests:
+                os.setpgid(0, 0)
             with open(self._path, "wb") as out:
                 pickle.dump(job(), out, protocol=pickle.HIGHEST_PROTOCOL)
 
-        self._child = context.Process(target=_report_to, args=(send, run), daemon=True)
+        self._nests = nests
+        self._child = context.Process(target=_report_to, args=(send, run), daemon=not nests)
         self._child.start()
         send.close()
+        if nests:
+            try:  # here too: a cancel before the child has set it still ends the group
+                os.setpgid(self._child.pid, self._child.pid)
+            except OSError:  # it has already (or has ended)
+                pass
 
     def done(self) -> bool:
         """Whether it has finished (:meth:`result` then returns at once)."""
@@ -163,7 +180,12 @@ class ForkedJob:
             self._close()
 
     def cancel(self) -> None:
-        """End it now, unfinished."""
+        """End it now, unfinished (with every job it forked, when it ``nests``)."""
+        if self._nests:
+            try:
+                os.killpg(self._child.pid, signal.SIGKILL)
+            except OSError:  # the group has ended already
+                pass
         self._child.kill()
         self._child.join()
         self._close()

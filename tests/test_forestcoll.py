@@ -532,3 +532,90 @@ def test_all_gather_merges_a_roots_trees_over_one_path_into_one_message_of_sever
     monkeypatch.undo()
     for collective in (Collective.BROADCAST, Collective.ALL_REDUCE):
         assert len(ranged(forestcoll(topology, collective, 64 * 2**20, trees_per_npu=3, chunks_per_tree=2).algorithm)) == 0
+
+
+def test_the_candidate_built_beside_the_first_gives_the_serial_result(monkeypatch):
+    """auto builds its second candidate in a forked process beside the first (producer._aside)
+    and merges the two in order: on mesh2d:4x8 All-Reduce the forked one (one tree per NPU)
+    wins, and the schedule, its pieces and its predicted time are the serial search's."""
+    import os
+
+    from chakra_collectives.processes import can_fork
+    from chakra_collectives.synth.forestcoll import producer
+
+    if (os.cpu_count() or 1) < 2 or not can_fork():
+        pytest.skip("needs two cores and a process that may fork")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # as on an idle machine
+    topology = load_topology("mesh2d:4x8")
+    forked = []
+    real = producer.ForkedJob
+    monkeypatch.setattr(producer, "ForkedJob", lambda job: forked.append(job) or real(job))
+    beside = forestcoll(topology, "all-reduce", "64MiB")
+    monkeypatch.setattr(producer, "PARALLEL_NPUS", (10**9, 0))
+    serial = forestcoll(topology, "all-reduce", "64MiB")
+    assert len(forked) == 1
+    assert beside.k == serial.k == 1 < beside.optimal_k
+    assert (beside.chunks_per_tree, beside.predicted_ns) == (serial.chunks_per_tree, serial.predicted_ns)
+    assert beside.algorithm.equals(serial.algorithm)
+
+
+def test_the_lowering_made_ahead_is_the_one_the_piece_search_would_make(monkeypatch):
+    """A candidate built alone lowers and predicts twice the search's first piece count in a
+    forked process beside the first (producer.SPECULATED): on dgx:4x8 All-Gather the search
+    takes it (4 -> 8 pieces), and the result is the serial search's."""
+    import os
+
+    from chakra_collectives.processes import can_fork
+    from chakra_collectives.synth.forestcoll import producer
+
+    if (os.cpu_count() or 1) < 2 or not can_fork():
+        pytest.skip("needs two cores and a process that may fork")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    topology = load_topology("dgx:4x8")
+    taken = []
+    real = producer.ForkedJob
+
+    class Spy(real):
+        def result(self):
+            taken.append(True)
+            return super().result()
+
+    monkeypatch.setattr(producer, "ForkedJob", Spy)
+    ahead = forestcoll(topology, "all-gather", "64MiB")
+    monkeypatch.setattr(producer, "PARALLEL_NPUS", (10**9, 0))
+    serial = forestcoll(topology, "all-gather", "64MiB")
+    assert taken == [True] and ahead.chunks_per_tree == 8
+    assert (ahead.k, ahead.predicted_ns) == (serial.k, serial.predicted_ns)
+    assert ahead.algorithm.equals(serial.algorithm)
+
+
+@pytest.mark.parametrize("spec", ["mi250:2", "a100:2", "torus2d:4x4"])
+def test_fixed_k_starts_from_the_optimums_cut_and_finds_the_same_least_U(spec, monkeypatch):
+    """fixed_k_optimum starts from the least U the optimum's critical cut allows (Optimum.critical)
+    instead of testing x* k first: the same U and capacities for every k below the optimum's,
+    with half the flow tests on these fabrics (the first test at x* k failed on that cut)."""
+    from dataclasses import replace
+
+    from chakra_collectives.flow import CapacityGraph
+    from chakra_collectives.flow.cut_ratio import default_sinks
+    from chakra_collectives.synth.forestcoll import connectivity
+    from chakra_collectives.synth.forestcoll.optimum import fixed_k_optimum, optimum
+
+    tests = []
+    real = connectivity.Connectivity.check
+    monkeypatch.setattr(connectivity.Connectivity, "check", lambda self, *a, **k: tests.append(1) or real(self, *a, **k))
+    topology = load_topology(spec)
+    demand = [1] * topology.num_npus
+    graph = CapacityGraph.from_topology(topology)
+    sinks = default_sinks(topology, demand)
+    best = optimum(graph, demand, sinks=sinks)
+    assert best.critical is not None and best.critical.any()
+    counts = []
+    for known in (best, replace(best, critical=None)):
+        tests.clear()
+        found = [fixed_k_optimum(graph, demand, sinks=sinks, k=k, best=known) for k in range(1, min(best.k, 9))]
+        counts.append(len(tests))
+        if known is best:
+            with_cut = [(f.U, f.capacities) for f in found]
+    assert with_cut == [(f.U, f.capacities) for f in found]
+    assert counts[0] * 2 == counts[1]

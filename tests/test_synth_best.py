@@ -409,8 +409,8 @@ def _spied_jobs(monkeypatch) -> list:
     started = []
 
     class Spied(synthesis_module.ForkedJob):
-        def __init__(self, job):
-            super().__init__(job)
+        def __init__(self, job, **options):
+            super().__init__(job, **options)
             self.cancelled = False
             started.append(self)
 

@@ -497,7 +497,7 @@ def _prefetch(
     if name not in applicable(collective, topology.num_npus, topology) or not fits(estimate(name, topology, collective, topology.num_npus, options)):
         return None
     step = on_step or (lambda step: None)
-    job = ForkedJob(partial(_produce, topology, collective, replace(options, chunks_per_npu=counts[0]), name, network_model, step, True))
+    job = ForkedJob(partial(_produce, topology, collective, replace(options, chunks_per_npu=counts[0]), name, network_model, step, True), nests=True)
     return _Prefetched((name, counts[0]), job)
 
 
@@ -638,7 +638,8 @@ def _synthesize_best(
         def fork(chain: list[tuple[str, int]]) -> ForkedJob | _Chained:
             if len(chain) == 1 and (job := handed.pop(key(*chain[0]), None)) is not None:
                 return _Chained(job, key(*chain[0]))
-            return ForkedJob(partial(run, chain))
+            # ForestColl alone may fork its second candidate (forestcoll.PARALLEL_NPUS)
+            return ForkedJob(partial(run, chain), nests=all(name == "forestcoll" for name, _ in chain))
 
         first_production([key(*chains[0][0])] + [key(*chain[0]) for chain in chains[1:] if len(chain) == 1])
         with progress.task(" + ".join(chain[0][0] for chain in chains)):

@@ -30,9 +30,11 @@ bandwidth term of the schedule is then ``share * (U / k)`` per unit of bandwidth
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Sequence
+
+import numpy as np
 
 from chakra_collectives.errors import InputError
 from chakra_collectives.flow import CapacityGraph, max_demand_ratio
@@ -53,6 +55,9 @@ class Optimum:
     """``U / k`` in shares per GB/s: the bandwidth term of a share of ``S`` bytes is ``S * ratio`` (GB/s)⁻¹."""
     optimal_ratio_gbps: Fraction
     """The cut ratio ``x*`` (equal to :attr:`ratio_gbps` unless ``k`` was fixed below the optimum's)."""
+    critical: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """The sink side of the cut that sets ``x*`` (a boolean mask over the graph's nodes), when
+    known: :func:`fixed_k_optimum` starts from the least ``U`` it allows, without a flow test."""
 
     @property
     def is_optimal(self) -> bool:
@@ -66,12 +71,12 @@ def _capacities(graph: CapacityGraph, U: Fraction) -> list[int]:
 def optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int]) -> Optimum:
     """The optimal ``(U, k)`` (see the module docstring)."""
     small = small_edges_for(len(sinks), graph.num_nodes + 1, len(graph.src) + sum(1 for d in demand if d > 0), SMALL_TEST_EDGES)  # as the tests that follow
-    ratio, _ = max_demand_ratio(graph, demand, sinks=sinks, small_edges=small)
+    ratio, side = max_demand_ratio(graph, demand, sinks=sinks, small_edges=small)
     p, q = ratio.numerator, ratio.denominator
     g = math.gcd(q, *graph.cap.tolist())
     U = Fraction(p, g)
     x = ratio * graph.scale
-    return Optimum(k=q // g, U=U, capacities=tuple(_capacities(graph, U)), ratio_gbps=x, optimal_ratio_gbps=x)
+    return Optimum(k=q // g, U=U, capacities=tuple(_capacities(graph, U)), ratio_gbps=x, optimal_ratio_gbps=x, critical=side)
 
 
 def fixed_k_optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Sequence[int], k: int, best: Optimum | None = None) -> Optimum:
@@ -91,22 +96,29 @@ def fixed_k_optimum(graph: CapacityGraph, demand: Sequence[int], *, sinks: Seque
     cap = graph.cap.tolist()
     total_demand = sum(demand)
     supply = {r: k * d for r, d in enumerate(demand) if d > 0}
+
+    def least_for(side) -> Fraction:
+        """The least ``U`` with which the edges into ``side`` carry what its NPUs lack."""
+        needed = k * (total_demand - sum(d for r, d in enumerate(demand) if side[r]))
+        entering = [b for u, v, b in zip(graph.src.tolist(), graph.dst.tolist(), cap) if not side[u] and side[v]]
+        return _least_factor(entering, needed)
+
+    if best.critical is not None:  # the optimum's own cut: floors on its edges mostly lose some
+        U = max(U, least_for(best.critical))
     while True:
         capacities = _capacities(graph, U)
         residual = {(u, v): c for u, v, c in zip(graph.src.tolist(), graph.dst.tolist(), capacities) if c > 0}
         found = Connectivity(graph.num_nodes, graph.num_npus, residual, sinks=sinks).check(supply, want_cut=True)
         if found.ok:
             return Optimum(k=k, U=U, capacities=tuple(capacities), ratio_gbps=U / k * graph.scale, optimal_ratio_gbps=best.ratio_gbps)
-        side = found.sink_side
-        needed = k * (total_demand - sum(d for r, d in enumerate(demand) if side[r]))
-        entering = [b for u, v, b in zip(graph.src.tolist(), graph.dst.tolist(), cap) if not side[u] and side[v]]
-        U = max(U, _least_factor(entering, needed))
+        U = max(U, least_for(found.sink_side))
 
 
 def same_optimum(graph: CapacityGraph, found: Optimum) -> Optimum:
     """``found`` (its ``k`` and ``U``) on ``graph``, a graph with the same edges in another order
-    (the reverse of a fabric equal to its reverse): only the capacities follow its order."""
-    return replace(found, capacities=tuple(_capacities(graph, found.U)))
+    (the reverse of a fabric equal to its reverse): only the capacities follow its order (its
+    critical cut is the original graph's)."""
+    return replace(found, capacities=tuple(_capacities(graph, found.U)), critical=None)
 
 
 def _least_factor(bandwidths: list[int], needed: int) -> Fraction:

@@ -6,9 +6,11 @@ the result, and the module registers ``forestcoll`` with the synthesizer registr
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -20,6 +22,7 @@ from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.ir import Collective, CollectiveAlgorithm
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
+from chakra_collectives.processes import ForkedJob, can_fork
 from chakra_collectives.synth.forestcoll.lowering import lower_forest
 from chakra_collectives.synth.forestcoll.optimum import Optimum, fixed_k_optimum, optimum, same_optimum
 from chakra_collectives.synth.forestcoll.packing import Forest, pack_trees
@@ -345,66 +348,182 @@ def forestcoll(
         candidates = [fixed_optima(fixed)]
     timings["optimum_s"] = time.perf_counter() - started
     share = size if collective.has_root else size / n
-    best = None
-    trees_of: dict[int, int] = {}  # trees per NPU of each candidate built (by id of its phases)
-    for known in candidates:
+
+    def bandwidth_terms(known: dict[bool, Optimum]) -> list[float]:
+        return [share * float(known[reverse].ratio_gbps) / bytes_per_ns(1.0) for reverse in _directions(collective)]
+
+    def skipped(known: dict[bool, Optimum], best: _Lowered | None) -> bool:
+        """Whether the search passes over ``known`` given the fastest lowering so far."""
         trees = max(o.k for o in known.values())
-        fastest_k = None if best is None else trees_of[id(best[1])]
-        if auto and trees in AUTO_FEW_TREES[2:] and fastest_k != trees - 1 and not _exact(known, optima):
-            continue  # the k before it did not pay for its messages
-        bandwidth_ns = [share * float(known[reverse].ratio_gbps) / bytes_per_ns(1.0) for reverse in _directions(collective)]
-        if best is not None and best[4] is not None and max(bandwidth_ns) >= best[0]:
-            # one phase's bandwidth term alone is slower than a schedule already predicted: not
-            # built (each phase is a whole Reduce-Scatter or All-Gather; All-Reduce's two
-            # overlap on opposite links, so their sum is no bound)
-            continue
+        if auto and trees in AUTO_FEW_TREES[2:] and (best is None or best.trees != trees - 1) and not _exact(known, optima):
+            return True  # the k before it did not pay for its messages
+        # one phase's bandwidth term alone is slower than a schedule already predicted: not
+        # built (each phase is a whole Reduce-Scatter or All-Gather; All-Reduce's two overlap
+        # on opposite links, so their sum is no bound)
+        return best is not None and best.predicted_ns is not None and max(bandwidth_terms(known)) >= best.score
+
+    def build(known: dict[bool, Optimum], incumbent: _Lowered | None, timings: dict[str, float], *, spare: bool = False) -> _Lowered | None:
+        """The fastest lowering of ``known``'s trees (the first of the fastest), or ``None`` when
+        none was made (a guess no faster than ``incumbent``, the fastest of the candidates before).
+        ``spare``: another core is free for the piece search's likely second lowering
+        (:data:`SPECULATED`), made in a forked process beside the first."""
+        trees = max(o.k for o in known.values())
+        bandwidth_ns = bandwidth_terms(known)
         phases = _phases(topology, collective, demand, progress, timings, known)
-        trees_of[id(phases)] = trees
         k = phases[-1].optimum.k
         shapes = [forest_shape(p, topology) for p in phases]
         assigned: dict = {}  # this forest's paths, assigned by its first lowering
+        mine: _Lowered | None = None
+        ahead: tuple[int, ForkedJob] | None = None  # (pieces, the forked lowering of them)
 
-        def attempt(P: int, *, judge: bool, batch: int = 1) -> Measured:
-            """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
-            and busiest link (only its model estimate unless ``judge``)."""
-            nonlocal best
-            estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
-            if best is not None and not judge and estimate >= best[0]:
-                return Measured(estimate, estimate, 0.0)
+        def lowered(P: int, batch: int, judge: bool, timings: dict[str, float]) -> tuple[CollectiveAlgorithm, Measured | None, Bottleneck | None]:
+            """The schedule with ``P`` pieces, its predicted time and busiest link (when predicted)."""
             started = time.perf_counter()
             if progress is not None:
                 progress(f"lower to IR (k={k}, P={P})")
             algorithm = _lower(topology, collective, phases, P, size, root, batch, assigned)
             timings["lower_s"] = timings.get("lower_s", 0.0) + time.perf_counter() - started
-            measured = None
+            measured = limit = None
             if (judge or len(candidates) > 1) and algorithm.num_ops <= PREDICTION_BUDGET:
                 started = time.perf_counter()
                 measured, limit = _measure(algorithm, topology)
                 timings["choose_s"] = timings.get("choose_s", 0.0) + time.perf_counter() - started
+            return algorithm, measured, limit
+
+        def lowered_aside(P: int) -> tuple[tuple, dict[str, float]]:
+            """:func:`lowered` judged, in a forked process: its result and the seconds it spent."""
+            aside: dict[str, float] = {}
+            return lowered(P, 1, True, aside), aside
+
+        def attempt(P: int, *, judge: bool, batch: int = 1) -> Measured:
+            """Lower with ``P`` pieces (``batch``: see :func:`lower_forest`); its predicted time
+            and busiest link (only its model estimate unless ``judge``)."""
+            nonlocal mine, ahead
+            estimate = sum(estimate_ns(s, share_bytes=share, k=k, pieces=P, bandwidth_ns=b) for s, b in zip(shapes, bandwidth_ns))
+            if incumbent is not None and not judge and estimate >= incumbent.score:
+                return Measured(estimate, estimate, 0.0)
+            if ahead is not None and ahead[0] == P and batch == 1 and judge:
+                (algorithm, measured, limit), seconds = ahead[1].result()
+                ahead = None
+                for key, value in seconds.items():
+                    timings[key] = timings.get(key, 0.0) + value
+            else:
+                algorithm, measured, limit = lowered(P, batch, judge, timings)
             score = estimate if measured is None else measured.time_ns
-            if best is None or score < best[0]:
-                best = (score, phases, P, algorithm, None if measured is None else measured.time_ns, None if measured is None else limit)
+            if mine is None or score < mine.score:
+                mine = _Lowered(score, estimate, judge, trees, phases, P, algorithm, None if measured is None else measured.time_ns, None if measured is None else limit)
             return Measured(estimate, estimate, 0.0) if measured is None else measured
 
         if chunks_per_tree is not None:
             attempt(chunks_per_tree, judge=False)
-            continue
+            return mine
         pieces = candidate_pieces(shapes, share_bytes=share, k=k, affordable=PREDICTION_BUDGET)
         if len(pieces) == 1:  # predicting is too dear: the model's guess
             attempt(pieces[0], judge=False)
-            continue
+            return mine
         per_piece = operations_per_piece(shapes)
-        P = search_pieces(pieces[0], lambda P: attempt(P, judge=True), lambda P: P * per_piece <= PREDICTION_BUDGET)
+        affordable = lambda P: P * per_piece <= PREDICTION_BUDGET
+        if spare and affordable(SPECULATED * pieces[0]):
+            ahead = (SPECULATED * pieces[0], ForkedJob(partial(lowered_aside, SPECULATED * pieces[0])))
+        try:
+            P = search_pieces(pieces[0], lambda P: attempt(P, judge=True), affordable)
+        finally:
+            if ahead is not None:  # the search went elsewhere
+                ahead[1].cancel()
         if k == 1 and collective.value in ("all-gather", "broadcast", "all-reduce"):
             # several pieces per message over fast paths, slow ones cut finer (lowering._batches)
             for pieces_per_tree in (P, 2 * P):
                 if pieces_per_tree > FAST_PIECES and pieces_per_tree * per_piece <= PREDICTION_BUDGET:
                     attempt(pieces_per_tree, judge=True, batch=pieces_per_tree // FAST_PIECES)
-    _, phases, P, algorithm, predicted, limit = best
+        return mine
+
+    def built_aside(known: dict[bool, Optimum]) -> tuple[_Lowered | None, dict[str, float]]:
+        """:func:`build` with no incumbent, in a forked process: its result and the seconds it spent."""
+        aside: dict[str, float] = {}
+        return build(known, None, aside), aside
+
+    # the second candidate built in a forked process beside the first (PARALLEL_NPUS; the
+    # search's outcome is the same: what the first rules out is ruled out when merged in order)
+    forks = _may_fork(topology)
+    # (not a third k, which is built only when the second won: skipped with nothing built yet)
+    aside = 1 if forks and len(candidates) > 1 and not skipped(candidates[1], None) else None
+    job = ForkedJob(partial(built_aside, candidates[aside])) if aside is not None else None
+    best: _Lowered | None = None
+    try:
+        for index, known in enumerate(candidates):
+            if index == aside:
+                if skipped(known, best):  # ended unused (what it would raise, the search never meets)
+                    job.cancel()
+                    job = None
+                    continue
+                found, child_timings = job.result()
+                job = None
+                for key, seconds in child_timings.items():
+                    timings[key] = timings.get(key, 0.0) + seconds
+                if found is None or not found.judged and best is not None and found.estimate >= best.score:
+                    continue
+            elif skipped(known, best):
+                continue
+            else:
+                found = build(known, best, timings, spare=forks and (aside is None or index > aside))
+            if found is not None and (best is None or found.score < best.score):
+                best = found
+    finally:
+        if job is not None:
+            job.cancel()
+    phases, P, algorithm, predicted, limit = best.phases, best.pieces, best.algorithm, best.predicted_ns, best.limit
     return ForestCollResult(
         algorithm, phases, P, timings,
         optimal_k=optimal_k, optimal_U=optimal_U, predicted_ns=predicted, bottleneck=limit,
     )
+
+
+@dataclass
+class _Lowered:
+    """One lowering of a candidate's trees, as :func:`forestcoll`'s search keeps it."""
+
+    score: float
+    """Its predicted time, else its model estimate."""
+    estimate: float
+    judged: bool
+    """Whether it was lowered to be predicted whatever the estimate (else only when the
+    estimate beat the fastest so far)."""
+    trees: int
+    phases: list[Trees]
+    pieces: int
+    algorithm: CollectiveAlgorithm
+    predicted_ns: float | None
+    limit: Bottleneck | None
+
+
+PARALLEL_NPUS = (16, 128)
+"""NPUs from which up to which ``auto`` builds its second candidate in a forked process beside
+the first, unless the search may skip it by the first's result (a third ``k``), and a candidate
+built alone its likely second lowering (:data:`SPECULATED`). Below, forking costs more than a
+candidate; above, the two would hold twice the memory the footprint estimate counts."""
+
+
+def _may_fork(topology: Topology) -> bool:
+    """Whether :func:`forestcoll` may build beside itself: the topology's NPUs are within
+    :data:`PARALLEL_NPUS`, this process may fork, and the machine has cores to spare (the last
+    minute's load average below the cores: on a busier machine the forked work only takes
+    turns with this process, at the price of the fork and of its result's pickle)."""
+    low, high = PARALLEL_NPUS
+    cores = os.cpu_count() or 1
+    if not (low <= topology.num_npus <= high and cores > 1):
+        return False
+    try:
+        spare = os.getloadavg()[0] < cores
+    except OSError:  # no load average on this platform
+        spare = True
+    return spare and can_fork()  # (which imports multiprocessing: asked last)
+
+
+SPECULATED = 2
+"""A candidate built alone (another core free) lowers and predicts ``SPECULATED`` times the
+piece search's first count in a forked process beside the first: the jump the search most
+often takes next (mesh2d:8x8 All-Reduce 2 -> 4, a100:16 All-Gather 2 -> 4, mi250:2 4 -> 8);
+elsewhere the forked lowering is ended unused."""
 
 
 def _exact(candidate: dict[bool, Optimum], optima: dict[bool, Optimum]) -> bool:
