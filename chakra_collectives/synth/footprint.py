@@ -22,10 +22,11 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   (:func:`tacos_messages`); the estimate says which stage holds what. An All-Gather planned
   without matching (:func:`planned_messages`: torus trees on a square 2-D torus) has planning
   for its first stage instead (no bitsets), exactly its messages, and ``N (N - 1)`` runs of
-  chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message) that every
-  stage holds: the schedule's :data:`PER_RUN`, the table's or a part's :data:`PER_TABLE_RUN` /
-  :data:`PER_PART_RUN` per run a SEND or RECV lists. ``torus2d:64x64`` All-Gather of 64 MiB:
-  estimated 0.96 GiB with ``-o`` (measured 0.88 GiB RSS) and 2.82 GiB without (2.76).
+  chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message): the table or
+  a part lists them (:data:`PER_TABLE_RUN` / :data:`PER_PART_RUN` per run a SEND or RECV
+  lists), the schedule does not hold them (``--several-runs``' :data:`PER_RUN`: it works them
+  out as they are lowered). ``torus2d:64x64`` All-Gather of 64 MiB: estimated XXX with ``-o``
+  (measured 545 MiB RSS) and YYY without (ZZZ).
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -216,9 +217,10 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     operations = OPS_PER_MESSAGE[collective] * messages + 2 * num_ranks
     words = -(-num_ranks * options.chunks_per_npu // 64)
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
-    runs = PER_RUN * further + (8.0 * messages if further else 0.0)  # and their CSR index
-    # the plan (no matching, no bitsets): its schedule, the runs once more while gathered in start order, the columns' copies
-    matching = PER_MESSAGE * messages + 2 * runs + PER_PLANNED_MESSAGE * messages if planned is not None else bitsets + PER_MESSAGE * messages + 2 * runs
+    # held with their CSR index, but a plan's are worked out from its tree when lowered (TreeRuns)
+    runs = PER_RUN * further + 8.0 * messages if further and planned is None else 0.0
+    # the plan (no matching, no bitsets): its schedule and the columns' copies while put in start order
+    matching = (PER_MESSAGE + PER_PLANNED_MESSAGE) * messages if planned is not None else bitsets + PER_MESSAGE * messages + 2 * runs
     table = PER_TABLE_OP * operations + PER_TABLE_RUN * 2 * further  # a message's SEND and RECV each list its further runs
     # the schedules: a mirrored All-Reduce's Reduce-Scatter is its All-Gather with the channels renamed
     shared = collective is Collective.ALL_REDUCE and not topology.num_switches and twinned(topology)
@@ -243,10 +245,10 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     stages = {first: matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
     per_chunk = (f"Reduce-Scatter range {format_size(layout)} + " if layout else "") + f"delivery rows {format_size(delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS))}"
-    placed = f" + runs {format_size(runs)} placed in start order" if further else ""
+    placed = f" + runs {format_size(runs)} placed in start order" if runs else ""
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}{placed}",
-        "planning": f"schedule {format_size(PER_MESSAGE * messages + runs)} + columns {format_size(PER_PLANNED_MESSAGE * messages)}{placed}",
+        "planning": f"schedule {format_size(PER_MESSAGE * messages)} + columns {format_size(PER_PLANNED_MESSAGE * messages)}",
         "lowering": (
             f"schedules {format_size(schedules)} + messages by NPU {format_size(by_npu)} + a part {format_size(part)} "
             f"+ {per_chunk}, lowered as written" if in_parts
