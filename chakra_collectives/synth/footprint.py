@@ -24,9 +24,10 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   for its first stage instead (no bitsets), exactly its messages, and ``N (N - 1)`` runs of
   chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message): the table or
   a part lists them (:data:`PER_TABLE_RUN` / :data:`PER_PART_RUN` per run a SEND or RECV
-  lists), the schedule does not hold them (``--several-runs``' :data:`PER_RUN`: it works them
-  out as they are lowered). ``torus2d:64x64`` All-Gather of 64 MiB: estimated XXX with ``-o``
-  (measured 545 MiB RSS) and YYY without (ZZZ).
+  lists); unlike ``--several-runs``' (:data:`PER_RUN`), the schedule does not hold them but
+  works them out as they are lowered. All-Gather of 64 MiB: ``torus2d:64x64`` estimated 0.84
+  GiB in parts (``synth -o`` measured 545 MiB RSS), 2.70 GiB lowered whole;
+  ``torus2d:128x128`` 2.13 GiB in parts, the plan's peak (measured 2.06 GiB RSS), 40 GiB whole.
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -112,16 +113,17 @@ expanded at once; measured ~30 MiB a block)."""
 PER_RUN = 8
 """Bytes per further run of chunks a message carries (its first chunk and length, ``int32``;
 :attr:`~chakra_collectives.synth.schedule.Schedule.more_chunk`): in the schedule, and once more
-while the plan or matching puts them in start order."""
+while the matching puts them in start order (a plan's are worked out as they are lowered)."""
 PER_TABLE_RUN = 80
 """Bytes per further run a SEND or RECV of the whole operation table lists: its offset and count,
 the lowering's positions and sort of them (measured by tracemalloc 50 at ``torus2d:32x32`` and 67
 at ``torus2d:64x64``: 2.37 GiB for 31.2M listed runs, 2.76 GiB RSS in all without ``-o``)."""
-PER_PLANNED_MESSAGE = 340
+PER_PLANNED_MESSAGE = 210
 """Bytes per message of :data:`~chakra_collectives.synth.tacos.TORUS_TREES`' plan besides its
-schedule and runs: the columns as built, their copies in start order, the gather of the runs
-into that order, the heap they leave (``torus2d:64x64``: 493 MiB traced at the plan's peak;
-698 MiB RSS, 41 of them imports: 338 bytes a message above the schedule and the runs twice)."""
+schedule: the columns as built and their copies in start order (``torus2d:64x64``: 240.6 MiB
+traced at the plan's peak for 1.04M messages, 243 bytes a message with the schedule's;
+``torus2d:128x128``: 2,113 MiB RSS for 8.34M, 266 with the schedule's and the imports). It
+holds no runs: :class:`~chakra_collectives.synth.torus_trees.TreeRuns` works them out."""
 PER_PART_RUN = 150
 """Bytes per further run a SEND or RECV of one part lists, lowered and encoded as it is written
 (``in_parts``; ``torus2d:64x64``: parts of 261k operations and 3.9M listed runs, the write
