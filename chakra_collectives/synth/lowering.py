@@ -305,7 +305,7 @@ def _add_all_gather(
     )
     if schedule.multi_run:  # the further runs of a message: at their chunk ids in both output buffers
         for rows, pos in ((sending, send_pos), (receiving, recv_pos)):
-            message, start, length = schedule.runs(schedule.several_runs(rows))
+            message, start, length = schedule.runs(schedule.of_several_runs(rows))
             later = np.zeros(len(message), dtype=bool)
             later[1:] = message[1:] == message[:-1]  # each message's first run is the op's own
             ops.more.append((pos(message[later]).astype(np.int64), start[later], length[later]))

@@ -92,7 +92,7 @@ class Schedule:
             return self.run_plan.further_runs
         return len(self.more_chunk) if self.more_ptr is not None else 0
 
-    def several_runs(self, ids: np.ndarray) -> np.ndarray:
+    def of_several_runs(self, ids: np.ndarray) -> np.ndarray:
         """The messages of ``ids`` that may carry more than one run (a :attr:`run_plan`'s: all)."""
         if self.run_plan is not None:
             return ids
