@@ -16,7 +16,7 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   its stages -- the matching (the matcher's bitsets and its messages' columns), the lowering
   (the operation table, the schedules and the per-``(NPU, chunk)`` rows of a range of NPUs it
   works on; asked ``in_parts``, without switches, the schedules, their messages by NPU and one
-  part of :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations instead
+  part of :data:`~chakra_collectives.ir.parts.PART_OPS` operations instead
   of the table) and the
   prediction (the table and the level-by-level timing) -- from the messages it will send
   (:func:`tacos_messages`); the estimate says which stage holds what. An All-Gather planned
@@ -50,6 +50,7 @@ import numpy as np
 
 from chakra_collectives.ir.grouping import distinct
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.parts import PART_OPS
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
@@ -234,8 +235,6 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     in_parts = options.in_parts and self_predicted(topology, num_ranks, options)
     part = by_npu = 0.0
     if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedules, their messages by NPU and one part
-        from chakra_collectives.converters.chakra_et.writer import PART_OPS  # the ET schema's import: only here
-
         # a further run takes an operation's place in a part (AlgorithmParts.part_ops), at a table's bytes per run
         share = min(1.0, PART_OPS / (operations + 2 * further))
         part = share * (PER_PART_OP * operations + PER_PART_RUN * 2 * further)

@@ -58,6 +58,7 @@ from chakra_collectives.errors import AlgorithmError, InputError
 from chakra_collectives.limits import check_size
 from chakra_collectives.resources import Estimate, count, require_disk
 from chakra_collectives.ir import CollectiveAlgorithm, OpKind
+from chakra_collectives.ir.parts import PART_OPS
 from chakra_collectives.ir.pattern import pattern_lines
 from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMAT
 from chakra_collectives.converters.chakra_et.columns_file import combined_digest, file_digest
@@ -196,9 +197,6 @@ def _write_algorithm(
     return paths, combined_digest(digests) if hashed else ""
 
 
-PART_OPS = 2**22
-"""Operations :func:`write_parts` lowers at once in each writing process (a part's operation
-table: about 200 MiB)."""
 
 
 def write_parts(
