@@ -31,8 +31,9 @@ def test_the_estimate_counts_the_plans_runs_and_bounds_its_measured_peak():
     schedule = found.phases[0].schedule
     assert found.phases[0].plan == "torus trees"
     # the runs the estimate counts: at most one per (NPU, other NPU) pair, and not far fewer
-    runs = len(schedule.more_chunk) + schedule.num_transfers
+    runs = len(schedule.runs()[0])
     assert 0.8 * 1024 * 1023 <= runs <= 1024 * 1023
+    assert runs <= schedule.num_transfers + schedule.further_runs == 1024 * 1023   # the bound parts are sized by
     assert f"{schedule.num_transfers / 1000:.0f}k messages (torus trees, planned)" in guess.work
     assert "further runs" in guess.work and "planning" in guess.work and "bitsets" not in guess.work
     assert peak <= guess.nbytes - PAIR_BASE and guess.nbytes <= 3 * peak, (peak / 2**20, guess.nbytes / 2**20, guess.work)

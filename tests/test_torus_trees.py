@@ -110,3 +110,76 @@ def test_summary_names_the_plan_instead_of_a_matching_seed(cli):
     matched = cli("synth", "-t", "torus2d:8x8", "-c", "all-gather", "-a", "tacos")
     assert matched.exit_code == 0, matched.stdout
     assert "all-gather: seed" in matched.stdout and "planned" not in matched.stdout
+
+
+def test_planned_runs_are_worked_out_alike_for_any_messages_asked():
+    """The plan holds no runs (TreeRuns works them out): any messages asked, in any order, get the
+    runs the whole schedule has for them -- maximal runs of consecutive chunks, ``count`` in all."""
+    topology = torus2d(8, 6)
+    schedule = tree_all_gather(topology, build_channels(topology, chunk_bytes=2**16), 3)
+    assert schedule.more_ptr is None and schedule.run_plan is not None
+    message, first, length = schedule.runs()
+    assert (np.bincount(message, weights=length, minlength=schedule.num_transfers) == schedule.count).all()
+    same = message[1:] == message[:-1]
+    assert not np.any(same & (first[1:] == first[:-1] + length[:-1]))  # runs that touch would be one run
+    assert (first[np.flatnonzero(np.append(True, ~same))] == schedule.chunk).all()  # each message's first run is its own column
+    assert schedule.further_runs >= len(message) - schedule.num_transfers
+    ids = np.random.default_rng(3).permutation(schedule.num_transfers)[:100]
+    got = schedule.runs(ids)
+    want = [np.concatenate([column[message == i] for i in ids]) for column in (message, first, length)]
+    for a, b in zip(got, want):
+        assert (a == b).all()
+
+
+def test_a_planned_all_gather_lowered_range_by_range_is_the_whole(monkeypatch):
+    """Every range of ranks of the plan, lowered alone (its runs worked out for its messages, two
+    NPUs' delivery rows at a time), holds exactly the whole's operations and runs of those ranks."""
+    from chakra_collectives.synth import schedule as schedule_module
+
+    topology = torus2d(8, 8)
+    schedule = tree_all_gather(topology, build_channels(topology, chunk_bytes=2**16), 2)
+    whole = all_gather_algorithm(schedule, size_bytes=2**23)
+    assert verify_algorithm(whole).ok
+    bounds = whole.rank_bounds()
+    monkeypatch.setattr(schedule_module, "DELIVERY_BYTES", 4 * 128 * 2)
+    for ranks in (range(0, 1), range(1, 37), range(37, 64)):
+        part = all_gather_algorithm(schedule, size_bytes=2**23, ranks=ranks)
+        lo, hi = int(bounds[ranks.start]), int(bounds[ranks.stop])
+        for name in ("kind", "peer", "tag", "src_buf", "src_off", "dst_off", "count"):
+            assert (getattr(part.ops, name) == getattr(whole.ops, name)[lo:hi]).all(), name
+        assert (part.ops.dep_idx == whole.ops.dep_idx[whole.ops.dep_ptr[lo] : whole.ops.dep_ptr[hi]] - lo).all()
+        span = slice(int(whole.ops.more_ptr[lo]), int(whole.ops.more_ptr[hi]))
+        assert (part.ops.more_ptr == whole.ops.more_ptr[lo : hi + 1] - whole.ops.more_ptr[lo]).all()
+        assert (part.ops.more_off == whole.ops.more_off[span]).all() and (part.ops.more_count == whole.ops.more_count[span]).all()
+
+
+def test_16384_npus_are_planned_within_the_message_limit():
+    """torus2d:128x128 takes the plan (8.3M messages, its 268M runs never held); 256x256 would
+    build 67M messages and is left to the matchings."""
+    from chakra_collectives.synth.tacos import PLANNED_MESSAGES, plans_only
+    from chakra_collectives.synth.torus_trees import tree_levels
+
+    assert plans_only(torus2d(128, 128), 1) and 16384 * tree_levels(128, 128) <= PLANNED_MESSAGES
+    assert not plans_only(torus2d(256, 256), 1)
+
+
+def test_synth_without_output_summarizes_the_plan_unlowered(cli, monkeypatch):
+    """Only summarized (no -o): the planned All-Gather is never lowered, and reports the operations
+    its lowering has (one COPY and a SEND and RECV a message)."""
+    import json
+
+    from chakra_collectives.synth import lowering
+
+    planned = tacos(torus2d(32, 32), Collective.ALL_GATHER, 2**26)
+    schedule = planned.phases[0].schedule
+    expected = 1024 + 2 * schedule.num_transfers
+    assert planned.algorithm.num_ops == expected
+
+    def not_lowered(*args, **kwargs):
+        raise AssertionError("lowered an algorithm only summarized")
+
+    monkeypatch.setattr(lowering, "_all_gather", not_lowered)
+    made = cli("synth", "-t", "torus2d:32x32", "-c", "all-gather", "-s", "64MiB", "-a", "tacos", "--json")
+    assert made.exit_code == 0, made.stdout
+    summary = json.loads(made.stdout)
+    assert summary["operations"] == expected and summary["efficiency"] > 0.94

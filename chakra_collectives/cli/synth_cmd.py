@@ -157,7 +157,8 @@ def synth(
             topo, collective, size, chunks_per_npu=chunks_per_npu, algorithm=algorithm, seed=seed, trials=trials, root=root,
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
             time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit, several_runs=several_runs,
-            in_parts=output_text is not None and astra_sim is None,  # only written: TACOS without switches is lowered as it is written
+            # only written or only summarized: TACOS without switches is lowered as it is written, if at all
+            in_parts=astra_sim is None,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")

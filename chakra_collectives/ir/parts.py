@@ -19,6 +19,12 @@ from chakra_collectives.ir.algorithm import CollectiveAlgorithm
 from chakra_collectives.ir.collective import Collective
 
 
+PART_OPS = 2**22
+"""Operations a writer (:func:`~chakra_collectives.converters.chakra_et.write_parts`) lowers at
+once in each writing process (a part's operation table: about 200 MiB); here, with the parts,
+so that an estimate reads it without importing the ET schema."""
+
+
 @dataclass(frozen=True)
 class AlgorithmParts:
     """What a :class:`~chakra_collectives.ir.algorithm.CollectiveAlgorithm` summary reports, and
@@ -63,4 +69,4 @@ class AlgorithmParts:
         return -(-size // self.chunk_count)
 
 
-__all__ = ["AlgorithmParts"]
+__all__ = ["AlgorithmParts", "PART_OPS"]

@@ -16,16 +16,18 @@ Two models, upper envelopes of measured peaks (``bench/bench_estimates.py`` meas
   its stages -- the matching (the matcher's bitsets and its messages' columns), the lowering
   (the operation table, the schedules and the per-``(NPU, chunk)`` rows of a range of NPUs it
   works on; asked ``in_parts``, without switches, the schedules, their messages by NPU and one
-  part of :data:`~chakra_collectives.converters.chakra_et.writer.PART_OPS` operations instead
+  part of :data:`~chakra_collectives.ir.parts.PART_OPS` operations instead
   of the table) and the
   prediction (the table and the level-by-level timing) -- from the messages it will send
   (:func:`tacos_messages`); the estimate says which stage holds what. An All-Gather planned
   without matching (:func:`planned_messages`: torus trees on a square 2-D torus) has planning
   for its first stage instead (no bitsets), exactly its messages, and ``N (N - 1)`` runs of
-  chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message) that every
-  stage holds: the schedule's :data:`PER_RUN`, the table's or a part's :data:`PER_TABLE_RUN` /
-  :data:`PER_PART_RUN` per run a SEND or RECV lists. ``torus2d:64x64`` All-Gather of 64 MiB:
-  estimated 0.96 GiB with ``-o`` (measured 0.88 GiB RSS) and 2.82 GiB without (2.76).
+  chunks (:func:`further_runs`, as ``--several-runs`` has up to 3 more a message): the table or
+  a part lists them (:data:`PER_TABLE_RUN` / :data:`PER_PART_RUN` per run a SEND or RECV
+  lists); unlike ``--several-runs``' (:data:`PER_RUN`), the schedule does not hold them but
+  works them out as they are lowered. All-Gather of 64 MiB: ``torus2d:64x64`` estimated 0.84
+  GiB in parts (``synth -o`` measured 545 MiB RSS), 2.70 GiB lowered whole;
+  ``torus2d:128x128`` 2.13 GiB in parts, the plan's peak (measured 2.06 GiB RSS), 40 GiB whole.
 * :func:`message_footprint` (the baselines): every message becomes about 2.5 operations of
   :data:`PER_OP` bytes and, when predicted, one task per link it crosses (:data:`PER_HOP`); some
   baselines also keep per-chunk state for every rank (``per_slot`` bytes per ``(rank, chunk)``).
@@ -48,6 +50,7 @@ import numpy as np
 
 from chakra_collectives.ir.grouping import distinct
 from chakra_collectives.ir import Collective
+from chakra_collectives.ir.parts import PART_OPS
 from chakra_collectives.resources import Estimate, count
 from chakra_collectives.units import format_size
 from chakra_collectives.synth.registry import SynthesisOptions, get
@@ -111,16 +114,17 @@ expanded at once; measured ~30 MiB a block)."""
 PER_RUN = 8
 """Bytes per further run of chunks a message carries (its first chunk and length, ``int32``;
 :attr:`~chakra_collectives.synth.schedule.Schedule.more_chunk`): in the schedule, and once more
-while the plan or matching puts them in start order."""
+while the matching puts them in start order (a plan's are worked out as they are lowered)."""
 PER_TABLE_RUN = 80
 """Bytes per further run a SEND or RECV of the whole operation table lists: its offset and count,
 the lowering's positions and sort of them (measured by tracemalloc 50 at ``torus2d:32x32`` and 67
 at ``torus2d:64x64``: 2.37 GiB for 31.2M listed runs, 2.76 GiB RSS in all without ``-o``)."""
-PER_PLANNED_MESSAGE = 340
+PER_PLANNED_MESSAGE = 210
 """Bytes per message of :data:`~chakra_collectives.synth.tacos.TORUS_TREES`' plan besides its
-schedule and runs: the columns as built, their copies in start order, the gather of the runs
-into that order, the heap they leave (``torus2d:64x64``: 493 MiB traced at the plan's peak;
-698 MiB RSS, 41 of them imports: 338 bytes a message above the schedule and the runs twice)."""
+schedule: the columns as built and their copies in start order (``torus2d:64x64``: 240.6 MiB
+traced at the plan's peak for 1.04M messages, 243 bytes a message with the schedule's;
+``torus2d:128x128``: 2,113 MiB RSS for 8.34M, 266 with the schedule's and the imports). It
+holds no runs: :class:`~chakra_collectives.synth.torus_trees.TreeRuns` works them out."""
 PER_PART_RUN = 150
 """Bytes per further run a SEND or RECV of one part lists, lowered and encoded as it is written
 (``in_parts``; ``torus2d:64x64``: parts of 261k operations and 3.9M listed runs, the write
@@ -216,9 +220,10 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     operations = OPS_PER_MESSAGE[collective] * messages + 2 * num_ranks
     words = -(-num_ranks * options.chunks_per_npu // 64)
     bitsets = 4 * 8.0 * num_ranks * words  # held, wanted, own, a round's candidates
-    runs = PER_RUN * further + (8.0 * messages if further else 0.0)  # and their CSR index
-    # the plan (no matching, no bitsets): its schedule, the runs once more while gathered in start order, the columns' copies
-    matching = PER_MESSAGE * messages + 2 * runs + PER_PLANNED_MESSAGE * messages if planned is not None else bitsets + PER_MESSAGE * messages + 2 * runs
+    # held with their CSR index, but a plan's are worked out from its tree when lowered (TreeRuns)
+    runs = PER_RUN * further + 8.0 * messages if further and planned is None else 0.0
+    # the plan (no matching, no bitsets): its schedule and the columns' copies while put in start order
+    matching = (PER_MESSAGE + PER_PLANNED_MESSAGE) * messages if planned is not None else bitsets + PER_MESSAGE * messages + 2 * runs
     table = PER_TABLE_OP * operations + PER_TABLE_RUN * 2 * further  # a message's SEND and RECV each list its further runs
     # the schedules: a mirrored All-Reduce's Reduce-Scatter is its All-Gather with the channels renamed
     shared = collective is Collective.ALL_REDUCE and not topology.num_switches and twinned(topology)
@@ -230,8 +235,6 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     in_parts = options.in_parts and self_predicted(topology, num_ranks, options)
     part = by_npu = 0.0
     if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedules, their messages by NPU and one part
-        from chakra_collectives.converters.chakra_et.writer import PART_OPS  # the ET schema's import: only here
-
         # a further run takes an operation's place in a part (AlgorithmParts.part_ops), at a table's bytes per run
         share = min(1.0, PART_OPS / (operations + 2 * further))
         part = share * (PER_PART_OP * operations + PER_PART_RUN * 2 * further)
@@ -243,10 +246,10 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     stages = {first: matching, "lowering": lowering, "prediction": prediction}
     peak = max(stages, key=stages.get)
     per_chunk = (f"Reduce-Scatter range {format_size(layout)} + " if layout else "") + f"delivery rows {format_size(delivery + PER_BLOCK_CHUNK * min(per_phase, RUN_BLOCK_CHUNKS))}"
-    placed = f" + runs {format_size(runs)} placed in start order" if further else ""
+    placed = f" + runs {format_size(runs)} placed in start order" if runs else ""
     shares = {
         "matching": f"bitsets {format_size(bitsets)} + messages {format_size(PER_MESSAGE * messages)}{placed}",
-        "planning": f"schedule {format_size(PER_MESSAGE * messages + runs)} + columns {format_size(PER_PLANNED_MESSAGE * messages)}{placed}",
+        "planning": f"schedule {format_size(PER_MESSAGE * messages)} + columns {format_size(PER_PLANNED_MESSAGE * messages)}",
         "lowering": (
             f"schedules {format_size(schedules)} + messages by NPU {format_size(by_npu)} + a part {format_size(part)} "
             f"+ {per_chunk}, lowered as written" if in_parts

@@ -305,8 +305,7 @@ def _add_all_gather(
     )
     if schedule.multi_run:  # the further runs of a message: at their chunk ids in both output buffers
         for rows, pos in ((sending, send_pos), (receiving, recv_pos)):
-            ids = rows[schedule.more_ptr[rows + 1] > schedule.more_ptr[rows]]
-            message, start, length = schedule.runs(ids)
+            message, start, length = schedule.runs(schedule.of_several_runs(rows))
             later = np.zeros(len(message), dtype=bool)
             later[1:] = message[1:] == message[:-1]  # each message's first run is the op's own
             ops.more.append((pos(message[later]).astype(np.int64), start[later], length[later]))
@@ -830,7 +829,7 @@ def lowered_in_parts(
         def lower(ranks: range) -> CollectiveAlgorithm:
             return _all_reduce(rs, gather_schedule, gather, rs_messages, ranks=ranks, gather_lengths=gather_lengths, **common)
 
-    further = sum(2 * len(s.more_chunk) for s in schedules if s.multi_run)  # a message's SEND and RECV each list its further runs
+    further = sum(2 * s.further_runs for s in schedules)  # a message's SEND and RECV each list its further runs
     return AlgorithmParts(collective, n, n * k, size_bytes, lengths, lower, provenance=dict(provenance or {}), further_runs=further)
 
 

@@ -8,12 +8,27 @@ runs into chunks a block at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from chakra_collectives.ir.ops import split_runs
 
 NO_ANCHOR = -1
+
+
+class RunPlan(Protocol):
+    """Runs of chunks worked out on demand from a plan's own description (a schedule too large to
+    hold every run: :mod:`~chakra_collectives.synth.torus_trees` at 16,384 NPUs, 268M runs)."""
+
+    further_runs: int
+    """Runs beyond every message's first, all messages together, or a bound above that."""
+
+    def runs(self, ids: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(message, first, length)`` of every run of the messages ``ids`` sent by ``src``, as :meth:`Schedule.runs`."""
+
+    def in_order(self, order: np.ndarray) -> "RunPlan":
+        """The same plan for its messages taken in ``order`` (message ``i`` is given message ``order[i]``)."""
 
 
 @dataclass(frozen=True)
@@ -62,11 +77,28 @@ class Schedule:
     (``None``: every message is one run)."""
     more_chunk: np.ndarray | None = None
     more_count: np.ndarray | None = None
+    run_plan: RunPlan | None = None
+    """Every message's runs worked out when asked for instead of held (then :attr:`more_ptr` is ``None``)."""
 
     @property
     def multi_run(self) -> bool:
         """Some message carries more than one run of consecutive chunks."""
-        return self.more_ptr is not None and len(self.more_chunk) > 0
+        return self.run_plan is not None or (self.more_ptr is not None and len(self.more_chunk) > 0)
+
+    @property
+    def further_runs(self) -> int:
+        """Runs beyond every message's first (a :attr:`run_plan`'s: at most this many)."""
+        if self.run_plan is not None:
+            return self.run_plan.further_runs
+        return len(self.more_chunk) if self.more_ptr is not None else 0
+
+    def of_several_runs(self, ids: np.ndarray) -> np.ndarray:
+        """The messages of ``ids`` that may carry more than one run (a :attr:`run_plan`'s: all)."""
+        if self.run_plan is not None:
+            return ids
+        if not self.multi_run:
+            return ids[:0]
+        return ids[self.more_ptr[ids + 1] > self.more_ptr[ids]]
 
     def runs(self, ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(message, first, length)`` of every run of the messages ``ids`` (default: all), message
@@ -78,6 +110,8 @@ class Schedule:
         [[0, 0, 1], [0, 3, 2], [2, 1, 1]]
         """
         ids = np.arange(self.num_transfers, dtype=np.int64) if ids is None else np.asarray(ids)
+        if self.run_plan is not None:
+            return self.run_plan.runs(ids, self.src[ids])
         if not self.multi_run:
             return ids, self.chunk[ids], self.count[ids]
         return split_runs(ids, self.chunk[ids], self.count[ids], self.more_ptr, self.more_chunk, self.more_count)
@@ -209,12 +243,13 @@ def run_blocks(count: np.ndarray, max_chunks: int | None = None) -> list[slice]:
 
 def from_messages(
     n: int, k: int, num_direct: int, chunk: np.ndarray, count: np.ndarray, src: np.ndarray, dst: np.ndarray, start: np.ndarray,
-    end: np.ndarray, channel: np.ndarray, more: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    end: np.ndarray, channel: np.ndarray, more: tuple[np.ndarray, np.ndarray, np.ndarray] | RunPlan | None = None,
 ) -> Schedule:
     """The :class:`Schedule` of messages over direct channels given in any order: put in start
     order (ties in the given order), with their tags and program positions (at one instant an NPU
     receives first, then sends). ``more``: ``(ptr, first, length)``, every message's further runs
-    in CSR form indexed as given (``count`` is all its chunks).
+    in CSR form indexed as given (``count`` is all its chunks), or a :class:`RunPlan` of the
+    messages as given that works them out when asked.
 
     >>> s = from_messages(2, 1, 2, *[np.array(v) for v in ([1, 0], [1, 1], [1, 0], [0, 1], [5.0, 0.0], [9.0, 4.0], [1, 0])])
     >>> s.chunk.tolist(), s.tag.tolist(), s.send_seq.tolist(), s.recv_seq.tolist()
@@ -237,8 +272,10 @@ def from_messages(
     first = np.searchsorted(npu[program], npu[program], side="left")
     position[program] = np.arange(2 * m) - first
     del npu, time, is_send, program, first, by_channel  # before the runs are gathered: at torus2d:64x64, 150 MiB
-    runs = {}
-    if more is not None:
+    runs: dict = {}
+    if more is not None and not isinstance(more, tuple):
+        runs = {"run_plan": more.in_order(order)}
+    elif more is not None:
         ptr, more_first, more_length = more
         per = np.diff(ptr)[order]
         new_ptr = np.zeros(m + 1, dtype=np.int64)
@@ -256,4 +293,4 @@ def from_messages(
     )
 
 
-__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "Schedule", "expand_runs", "from_messages", "run_blocks"]
+__all__ = ["DELIVERY_BYTES", "NO_ANCHOR", "RUN_BLOCK_CHUNKS", "RunPlan", "Schedule", "expand_runs", "from_messages", "run_blocks"]

@@ -271,7 +271,7 @@ def synthesize(
     ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
     ``several_runs``: TACOS's All-Gather messages may carry several runs of chunk ids
     (:attr:`SynthesisOptions.several_runs`).
-    ``in_parts``: the caller only writes the algorithm and reads the summary; one producer asked
+    ``in_parts``: the caller only writes the algorithm (if at all) and reads the summary; one producer asked
     by name (not ``best``, whose candidates are compared whole) may then return it as
     :class:`~chakra_collectives.ir.parts.AlgorithmParts` (:attr:`SynthesisOptions.in_parts`).
     """

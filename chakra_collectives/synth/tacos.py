@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -71,6 +71,9 @@ from chakra_collectives.synth.schedule_timing import predicts_itself, schedule_p
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import group_view
+
+if TYPE_CHECKING:
+    from chakra_collectives.synth.gridpipe import Grid
 
 FORWARDED = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
 """Collectives matched by :mod:`~chakra_collectives.synth.forwarding` (pieces sent only where
@@ -351,8 +354,8 @@ TORUS_TREES = "torus trees"
 tori), kept where it is faster than every matching: every NPU's chunks spread along the same
 translated tree, one message per link and hop count. All-Gather of 64 MiB, one chunk per NPU:
 ``torus2d:32x32`` 0.905 -> 0.947 of the bound, ``torus2d:64x64`` 0.823 -> 0.906 (one message
-per link and hop: 64 of 16 chunks, against 110 of 9.3; ``torus2d:128x128``'s would be 0.830, not
-built: :data:`PLANNED_RUNS`); small tori keep their matchings (``torus2d:8x8``: 0.915 planned)."""
+per link and hop: 64 of 16 chunks, against 110 of 9.3), ``torus2d:128x128`` 0.691 -> 0.830
+(128 a link); small tori keep their matchings (``torus2d:8x8``: 0.915 planned)."""
 
 
 PLANNED_ONLY_PAIRS = 2**20
@@ -364,41 +367,45 @@ MiB 344.8 -> 329.7 us, 1 GiB 5,128 -> 5,036 us; ``torus2d:64x64`` 64 MiB 381.9 -
 plan takes seconds where a 4,096-NPU matching took 35-60 CPU s and a 16,384-NPU one 572."""
 
 
-PLANNED_RUNS = 2**25
-"""The most runs of chunks (about one per (NPU, NPU) pair: ``N (N - 1)``) a :data:`TORUS_TREES`
-schedule is built with: 16.8M at 4,096 NPUs (the plan peaks at 0.77 GiB); at 16,384 NPUs it
-would hold 268M runs (2 GiB of them alone, more in the lowering and the files' ``cc_ranges``),
-so the matchings run there as before (the plan's time there: 0.830 of the bound)."""
+PLANNED_MESSAGES = 2**24
+"""The most messages a :data:`TORUS_TREES` schedule is built with, counted as ``N * 2 (rows +
+cols)`` (one per direction and hop count, up to the diameter, bounds an NPU's): 8.4M at
+``torus2d:128x128`` (8.3M built). Its runs, one per pair of NPUs (268M there), are worked out a
+range of NPUs at a time as they are lowered, never all held
+(:class:`~chakra_collectives.synth.torus_trees.TreeRuns`)."""
 
 
 def plans_only(topology: Topology, chunks_per_npu: int) -> bool:
     """Whether TACOS's All-Gather over all of ``topology`` takes :data:`TORUS_TREES` without
     matching (default merge variants): a square 2-D torus of direct links, from
-    :data:`PLANNED_ONLY_PAIRS` pairs up to :data:`PLANNED_RUNS` runs.
+    :data:`PLANNED_ONLY_PAIRS` pairs up to :data:`PLANNED_MESSAGES` messages.
 
     >>> from chakra_collectives.topology import mesh2d, torus2d
     >>> plans_only(torus2d(32, 32), 1), plans_only(torus2d(16, 16), 1), plans_only(torus2d(16, 16), 16), plans_only(mesh2d(32, 32), 1)
     (True, False, True, False)
+    >>> plans_only(torus2d(128, 128), 1), plans_only(torus2d(256, 256), 1)
+    (True, False)
     """
     n = topology.num_npus
-    return (
-        not topology.num_switches and len(topology.links) == 4 * n and n * (n - 1) <= PLANNED_RUNS
-        and n * n * chunks_per_npu >= PLANNED_ONLY_PAIRS and _square(topology)
-    )
+    if topology.num_switches or len(topology.links) != 4 * n or n * n * chunks_per_npu < PLANNED_ONLY_PAIRS:
+        return False
+    grid = _plannable_grid(topology)
+    return grid is not None and grid.rows == grid.cols
 
 
-def _square(topology: Topology) -> bool:
-    from chakra_collectives.synth.torus_trees import torus_grid  # imported when used
+def _plannable_grid(topology: Topology) -> Grid | None:
+    """The grid of a 2-D torus whose :data:`TORUS_TREES` schedule is built (up to
+    :data:`PLANNED_MESSAGES` messages), or ``None``."""
+    from chakra_collectives.synth.torus_trees import torus_grid  # imported when used: the small meshes' start-up
 
     grid = torus_grid(topology)
-    return grid is not None and grid.rows == grid.cols
+    return grid if grid is not None and topology.num_npus * 2 * (grid.rows + grid.cols) <= PLANNED_MESSAGES else None
 
 
 def _planned_all_gather(topology: Topology, channels: Channels, k: int, seed: int) -> Trial | None:
     """The :data:`TORUS_TREES` All-Gather as a trial, where it applies (checked first by the
     link count: a 2-D torus of sides 3 or more has 4 links out of each NPU)."""
-    n = topology.num_npus
-    if topology.num_switches or len(topology.links) != 4 * n or n * (n - 1) > PLANNED_RUNS:
+    if topology.num_switches or len(topology.links) != 4 * topology.num_npus or _plannable_grid(topology) is None:
         return None
     from chakra_collectives.synth.torus_trees import tree_all_gather  # imported when used: the small meshes' start-up
 

@@ -5,7 +5,8 @@ chunks on ``torus2d:64x64``) and pay a latency each: 110 messages per link. Here
 chunks spread along the same broadcast tree, translated to start at that NPU, and every link
 sends, for each hop count ``h``, **one** message with every chunk whose tree crosses it at hop
 ``h`` -- as many messages as the torus's diameter (64 on ``torus2d:64x64``), each carrying the
-chunks of many NPUs (a further run per NPU: :attr:`~chakra_collectives.synth.schedule.Schedule.more_ptr`).
+chunks of many NPUs (a further run per NPU, worked out from the tree when the lowering asks for
+it: :class:`TreeRuns`; 268M runs at 16,384 NPUs are never all held).
 
 The tree reaches the NPU ``(dr, dc)`` rows and columns away (the nearer way round; half a
 ring away, either, chosen so that opposite links carry equally) along shortest paths: along
@@ -32,6 +33,7 @@ that treats every NPU alike must). All-Gather of 64 MiB, one chunk per NPU, agai
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -111,7 +113,9 @@ def torus_grid(topology: Topology) -> Grid | None:
 
 def tree_all_gather(topology: Topology, channels: Channels, k: int) -> Schedule | None:
     """The All-Gather schedule of the translated trees on ``topology`` (module docstring), or
-    ``None`` when it is not a 2-D torus of direct links whose both rings close (sides of 3 or more)."""
+    ``None`` when it is not a 2-D torus of direct links whose both rings close (sides of 3 or more).
+    Its messages' runs are worked out when asked for (:class:`TreeRuns`), never all held: one per
+    pair of NPUs, 268M at 16,384 NPUs."""
     grid = torus_grid(topology)
     if grid is None or channels.routed:
         return None
@@ -120,26 +124,71 @@ def tree_all_gather(topology: Topology, channels: Channels, k: int) -> Schedule 
     r, c = node // cols, node % cols
     i32 = np.int32  # the columns as the schedule keeps them (from_messages' copies in start order are its own)
     columns: list[list[np.ndarray]] = [[] for _ in range(8)]
-    further: list[list[np.ndarray]] = [[], []]
-    for d, pr, pc, links, neighbour, start, end in _messages(grid, channels, k):
-        # the chunks: each tree crossing u -> u + step at hop h started at u - (parent's offset)
-        sources = np.sort(((r[:, None] - pr) % rows) * cols + (c[:, None] - pc) % cols, axis=1)
-        first, more_first, more_length, more_runs = _runs(sources, k)
-        further[0].append(more_first)
-        further[1].append(more_length)
-        for column, value in zip(columns, (first, np.full(n, len(pr) * k, dtype=i32), node.astype(i32), neighbour.astype(i32), start, end, links.astype(i32), more_runs)):
+    parents = []
+    for g, (d, pr, pc, links, neighbour, start, end) in enumerate(_messages(grid, channels, k)):
+        parents.append((pr, pc))
+        # the first chunk: the least source NPU of the trees crossing u -> u + step at this hop
+        first = np.full(n, n, dtype=np.int64)
+        for a, b in zip(pr.tolist(), pc.tolist()):
+            np.minimum(first, ((r - a) % rows) * cols + (c - b) % cols, out=first)
+        for column, value in zip(columns, ((first * k).astype(i32), np.full(n, len(pr) * k, dtype=i32), node.astype(i32), neighbour.astype(i32), start, end, links.astype(i32), np.full(n, g, dtype=np.int16))):
             column.append(value)
-    first, count, src, dst, start, end, channel, more_runs = (np.concatenate(columns.pop(0)) for _ in range(8))
-    ptr = np.zeros(len(first) + 1, dtype=np.int64)
-    np.cumsum(more_runs, out=ptr[1:])
-    more = (ptr, np.concatenate(further[0]), np.concatenate(further[1]))
-    del further
-    return from_messages(n, k, channels.num_direct, first, count, src, dst, start, end, channel, more=more)
+    first, count, src, dst, start, end, channel, group = (np.concatenate(columns.pop(0)) for _ in range(8))
+    further = int(count.sum()) // k - len(count)  # at most one run a tree edge: N (N - 1) in all
+    runs = TreeRuns(rows, cols, k, tuple(parents), group, further)
+    return from_messages(n, k, channels.num_direct, first, count, src, dst, start, end, channel, more=runs)
+
+
+@dataclass(frozen=True)
+class TreeRuns:
+    """The runs of chunks of :func:`tree_all_gather`'s messages, worked out from the tree when
+    asked for (a :class:`~chakra_collectives.synth.schedule.RunPlan`): a message of group ``g``
+    from NPU ``u`` carries the chunks of the NPUs ``u - parents[g]`` (on the torus), ascending,
+    in runs of consecutive ids.
+
+    >>> runs = TreeRuns(4, 4, 1, ((np.array([0, 1]), np.array([1, 0])),), np.zeros(16, np.int16), 16)
+    >>> [v.tolist() for v in runs.runs(np.array([5, 0]), np.array([5, 0]))]   # NPU 5 = (1, 1): NPUs (1, 0) and (0, 1); NPU 0: (3, 0), (0, 3)
+    [[5, 5, 0, 0], [1, 4, 3, 12], [1, 1, 1, 1]]
+    """
+
+    rows: int
+    cols: int
+    k: int
+    parents: tuple[tuple[np.ndarray, np.ndarray], ...]
+    """Per group (a direction and hop count): the row and column offsets of the tree edges' parents."""
+    group: np.ndarray
+    """Every message's group."""
+    further_runs: int
+    """Runs beyond every message's first, at most (one a tree edge)."""
+
+    def in_order(self, order: np.ndarray) -> "TreeRuns":
+        return replace(self, group=self.group[order])
+
+    def runs(self, ids: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(message, first, length)`` of every run of the messages ``ids`` (sent by ``src``),
+        message by message in the order of ``ids``, each message's runs in order."""
+        ids = np.asarray(ids)
+        group = self.group[ids]
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.arange(len(self.parents) + 1))
+        pieces = []
+        for g in np.flatnonzero(np.diff(bounds)).tolist():
+            at = order[bounds[g] : bounds[g + 1]]
+            pr, pc = self.parents[g]
+            u = np.asarray(src)[at].astype(np.int64)
+            sources = np.sort(((u // self.cols)[:, None] - pr) % self.rows * self.cols + ((u % self.cols)[:, None] - pc) % self.cols, axis=1)
+            row, first, length = _row_runs(sources, self.k)
+            pieces.append((at[row], first, length))
+        if not pieces:
+            return ids[:0], np.zeros(0, np.int32), np.zeros(0, np.int32)
+        position, first, length = (np.concatenate(column) for column in zip(*pieces))
+        by_message = np.argsort(position, kind="stable")
+        return ids[position[by_message]], first[by_message], length[by_message]
 
 
 def tree_time_ns(topology: Topology, channels: Channels, k: int) -> float | None:
-    """The time of :func:`tree_all_gather`'s schedule, worked out without its chunks (seconds at
-    16,384 NPUs, whose schedule would hold 268M runs), or ``None`` where it does not apply.
+    """The time of :func:`tree_all_gather`'s schedule, worked out without building it (0.4 s at
+    16,384 NPUs, whose schedule takes 11 s and 2 GiB), or ``None`` where it does not apply.
 
     >>> from chakra_collectives.topology import torus2d
     >>> from chakra_collectives.synth.channels import build_channels
@@ -189,13 +238,12 @@ def _messages(grid: Grid, channels: Channels, k: int) -> Iterator[tuple[int, np.
 _OPPOSITE = (1, 0, 3, 2)
 
 
-def _runs(sources: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The runs of consecutive chunks of every row of ``sources`` (ascending NPU ids, ``k``
-    chunks each): each row's first chunk, then the further runs' first chunks and lengths (row
-    by row) and how many further runs each row has.
+def _row_runs(sources: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(row, first, length)`` of the runs of consecutive chunks of every row of ``sources``
+    (ascending NPU ids, ``k`` chunks each), row by row.
 
-    >>> [v.tolist() for v in _runs(np.array([[1, 2, 5], [0, 3, 4]]), 2)]
-    [[2, 0], [10, 6], [2, 4], [1, 1]]
+    >>> [v.tolist() for v in _row_runs(np.array([[1, 2, 5], [0, 3, 4]]), 2)]
+    [[0, 0, 1, 1], [2, 10, 0, 6], [4, 2, 2, 4]]
     """
     m, w = sources.shape
     starts = np.ones((m, w), dtype=bool)
@@ -203,10 +251,7 @@ def _runs(sources: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     row, at = np.nonzero(starts)
     ends = np.append(at[1:], w)
     ends[np.append(row[1:] != row[:-1], True)] = w  # a row's last run ends with the row
-    length = (ends - at) * k
-    later = at > 0
-    i32 = np.int32
-    return (sources[:, 0] * k).astype(i32), (sources[row[later], at[later]] * k).astype(i32), length[later].astype(i32), np.bincount(row[later], minlength=m).astype(i32)
+    return row, (sources[row, at] * k).astype(np.int32), ((ends - at) * k).astype(np.int32)
 
 
-__all__ = ["torus_grid", "tree_all_gather", "tree_levels", "tree_template", "tree_time_ns"]
+__all__ = ["TreeRuns", "torus_grid", "tree_all_gather", "tree_levels", "tree_template", "tree_time_ns"]
