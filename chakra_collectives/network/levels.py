@@ -195,9 +195,13 @@ def _first_sends_collide(first: np.ndarray, sends: np.ndarray, costs: HopCosts) 
     >>> _first_sends_collide(np.array([0, 1]), np.array([0, 1]), hops), _first_sends_collide(np.array([1]), np.array([0, 1]), hops)
     (True, False)
     """
-    at = np.searchsorted(sends, first)
-    first_costs = HopCosts(costs.kind_of_send[at], costs.hop_ptr, costs.hop_link, costs.hop_busy, costs.hop_delivered)
-    return not _links_never_overlap(np.zeros(len(at)), first_costs)
+    message = costs.kind_of_send[np.searchsorted(sends, first)]
+    hop = costs.hop_ptr[message[costs.hop_ptr[message + 1] > costs.hop_ptr[message]]]
+    links = np.sort(costs.hop_link[hop[costs.hop_busy[hop] > 0]])
+    if np.any(links[1:] == links[:-1]):
+        return True  # two first hops at once (a forest): found by one sort
+    first_costs = HopCosts(message, costs.hop_ptr, costs.hop_link, costs.hop_busy, costs.hop_delivered)
+    return not _links_never_overlap(np.zeros(len(message)), first_costs)
 
 
 def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray]:
