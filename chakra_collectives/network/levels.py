@@ -101,7 +101,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     frontier = np.flatnonzero(pending == 0).astype(task_id)
     if _first_sends_collide(frontier[kind[frontier] == SEND], sends, costs):
         return None  # known before the successors are laid out (a forest's trees share links at once)
-    succ_ptr, succ = _successors(graph, task_id)
+    succ_ptr, succ, is_message = _successors(graph, task_id)
     time_type = np.result_type(graph.duration.dtype, costs.hop_delivered.dtype)
     end = np.full(size, -np.inf)  # -inf until timed; a RECV's message arrival, until the RECV itself ends
     ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
@@ -121,7 +121,6 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     if longer:
         message_of[sends] = costs.kind_of_send  # a SEND's message kind, for its later hops
     fan_out = np.diff(succ_ptr).astype(np.intp)  # np.repeat's own count type: no conversion per level
-    is_message = _message_edges(graph, succ_ptr, succ, task_id)
     done = 0
     checkpoints = [size * share for share in EARLY_CHECKS]
     with progress.task("time level by level", total=size, unit="tasks") as timed:
@@ -204,9 +203,11 @@ def _first_sends_collide(first: np.ndarray, sends: np.ndarray, costs: HopCosts) 
     return not _links_never_overlap(np.zeros(len(message)), first_costs)
 
 
-def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray]:
-    """``(succ_ptr, succ)``: the tasks that wait for each task -- its dependants, then (a SEND)
-    its RECV -- laid out a block of :data:`EDGE_BLOCK` edges' sources at a time."""
+def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(succ_ptr, succ, message)``: the tasks that wait for each task -- its dependants, then (a
+    SEND) its RECV -- laid out a block of :data:`EDGE_BLOCK` edges' sources at a time; per edge,
+    whether it is the message's (its end is the arrival, not a dependency: a RECV that also
+    depends on its own SEND waits for the SEND's end, as in the event engine)."""
     size = len(graph)
     recvs = np.flatnonzero(graph.kind == RECV).astype(task_id)
     senders = graph.partner[recvs]
@@ -217,6 +218,7 @@ def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray
     np.cumsum(fan_out, out=succ_ptr[1:])
     del fan_out
     succ = np.empty(int(succ_ptr[-1]), dtype=task_id)
+    message = np.empty(len(succ), dtype=bool)
     first = 0
     while first < size:  # sources first .. last - 1: about EDGE_BLOCK edges
         last = max(int(np.searchsorted(succ_ptr, succ_ptr[first] + EDGE_BLOCK, side="right")) - 1, first + 1)
@@ -226,9 +228,11 @@ def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray
         mine = (senders >= first) & (senders < last)
         source = np.concatenate([graph.dep_idx[at], senders[mine]])
         target = np.concatenate([owners, recvs[mine]])
-        succ[succ_ptr[first] : succ_ptr[last]] = target[np.argsort(source, kind="stable")]
+        by_source = np.argsort(source, kind="stable")
+        succ[succ_ptr[first] : succ_ptr[last]] = target[by_source]
+        message[succ_ptr[first] : succ_ptr[last]] = by_source >= len(at)
         first = last
-    return succ_ptr, succ
+    return succ_ptr, succ, message
 
 
 def _hops(send_start: np.ndarray, sends: np.ndarray, costs: HopCosts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -304,14 +308,6 @@ def _hop_begins(send_start: np.ndarray, lengths: np.ndarray, first_hop: np.ndarr
         at = np.flatnonzero(position == h)
         begins[at] = begins[at - 1] + delivered[at - 1]
     return begins
-
-
-def _message_edges(graph: TaskGraph, succ_ptr: np.ndarray, succ: np.ndarray, task_id: type) -> np.ndarray:
-    """Per successor edge: whether it is a message's (a SEND to its own RECV), whose end is the
-    message's arrival, not a dependency."""
-    kind, partner = graph.kind, graph.partner
-    source = np.repeat(np.arange(len(graph), dtype=task_id), np.diff(succ_ptr))
-    return (kind[source] == SEND) & (kind[succ] == RECV) & (partner[succ] == source)
 
 
 def _later_hops(message: np.ndarray, arrival: np.ndarray, costs: HopCosts) -> np.ndarray:
