@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chakra_collectives.ir import Collective
 from chakra_collectives.network import NetworkModel
 from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network import engine, levels
 from chakra_collectives.network.engine import run
-from chakra_collectives.network.graph import SEND, TaskGraph
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.synth.baselines import direct, ring
 from chakra_collectives.synth.tacos import tacos
@@ -122,7 +124,7 @@ def test_contention_and_units_fall_back_to_the_event_engine():
 def test_contention_is_found_early_and_the_verdicts_stay(monkeypatch):
     """The hops timed so far are checked at a few shares of the tasks: a ring all-reduce on a
     torus (neighbours of the ring a few hops apart queue behind their own messages) is left to
-    the event engine at the first check, and whether or not the checks run, every graph gets
+    the event engine by the second check at the latest, and whether or not the checks run, every graph gets
     the same verdict and times."""
     verdicts = []
     seen = []
@@ -140,4 +142,83 @@ def test_contention_is_found_early_and_the_verdicts_stay(monkeypatch):
     seen.clear()
     model = NetworkModel(load_topology("torus2d:4x8"))
     graph = collective_task_graph(ring(Collective.ALL_REDUCE, 32, size_bytes=2**20), model)
-    assert contention_free_times(graph, hop_costs(graph, model)) is None and seen == [False]
+    assert contention_free_times(graph, hop_costs(graph, model)) is None and seen[-1] is False and len(seen) <= 2
+
+
+def test_first_sends_meeting_on_a_later_hop_are_found_before_the_successors(monkeypatch):
+    """A ring whose neighbours are hops apart (genkautz:16): its 16 first SENDs leave on 16
+    different links, but two of them meet on a later hop at the same instant; that is seen
+    before any successor list is laid out, and the event engine times the graph (same times
+    with the check as without it)."""
+    topo = load_topology("genkautz:16,degree=2")
+    model = NetworkModel(topo)
+    graph = collective_task_graph(ring(Collective.ALL_REDUCE, 16, size_bytes=2**20), model)
+    costs = hop_costs(graph, model)
+    first = np.flatnonzero((np.diff(graph.dep_ptr) == 0) & (graph.kind == SEND))
+    first_links = costs.hop_link[costs.hop_ptr[np.searchsorted(np.flatnonzero(graph.kind == SEND), first)]]
+    assert len(first) == 16 and len(set(first_links.tolist())) == 16  # no collision on a first hop
+    with monkeypatch.context() as patch:
+        patch.setattr(levels, "_successors", lambda *args: pytest.fail("successors laid out"))
+        assert contention_free_times(graph, costs) is None
+    timed = run(graph, model)
+    with monkeypatch.context() as patch:
+        patch.setattr(levels, "_first_sends_collide", lambda *args: False)
+        assert contention_free_times(graph, costs) is None  # found later, at a check of the hops timed so far
+        assert np.array_equal(run(graph, model).end, timed.end)
+
+
+@st.composite
+def random_graphs(draw):
+    """A small random task graph on a 2x3 torus: message pairs between random NPUs of a few
+    sizes (equal sizes make ties), local tasks of a few durations, dependencies on earlier tasks."""
+    pairs = draw(st.integers(1, 12))
+    locals_ = draw(st.integers(0, 6))
+    kinds, npus, partner, nbytes, duration = [], [], [], [], []
+    for _ in range(pairs):
+        src, dst = draw(st.integers(0, 5)), draw(st.integers(0, 5))
+        size = draw(st.sampled_from([0, 2**10, 2**20]))
+        at = len(kinds)
+        kinds += [SEND, RECV]
+        npus += [src, dst]
+        partner += [at + 1, at]
+        nbytes += [size, size]
+        duration += [0.0, 0.0]
+    for _ in range(locals_):
+        kinds.append(LOCAL)
+        npus.append(draw(st.integers(0, 5)))
+        partner.append(-1)
+        nbytes.append(0)
+        duration.append(draw(st.sampled_from([0.0, 500.0, 20000.0])))
+    order = draw(st.permutations(range(len(kinds))))  # shuffle so that locals may come first
+    position = {old: new for new, old in enumerate(order)}
+    dep_ptr, dep_idx = [0], []
+    for new, old in enumerate(order):
+        deps = draw(st.lists(st.integers(0, new - 1), max_size=2, unique=True)) if new else []
+        dep_idx += deps
+        dep_ptr.append(len(dep_idx))
+    return TaskGraph.build(
+        kind=[kinds[o] for o in order], npu=[npus[o] for o in order],
+        partner=[position[partner[o]] if partner[o] >= 0 else -1 for o in order],
+        nbytes=[nbytes[o] for o in order], duration=[duration[o] for o in order], dep_ptr=dep_ptr, dep_idx=dep_idx,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(graph=random_graphs(), mode=st.sampled_from(["tacos", "astra-sim"]))
+def test_early_verdicts_are_the_final_check_and_the_fast_path_is_the_event_engine(graph, mode):
+    """On random graphs: the checks made early (the first SENDs' hops, the hops timed so far)
+    reject exactly the graphs the final check rejects, and a graph timed level by level gets
+    the event engine's times and hops."""
+    model = NetworkModel(load_topology("torus2d:2x3"), network_model=mode)
+    costs = hop_costs(graph, model)
+    with pytest.MonkeyPatch.context() as patch:
+        early = contention_free_times(graph, costs)
+        patch.setattr(levels, "EARLY_CHECKS", ())
+        patch.setattr(levels, "_first_sends_collide", lambda *args: False)
+        final = contention_free_times(graph, costs)
+        assert (early is None) == (final is None)
+        patch.setattr(engine, "contention_free_times", lambda *args, **kwargs: None)
+        events = run(graph, model, record_links=True)
+    if early is not None:
+        assert np.array_equal(early.start, events.start) and np.array_equal(early.end, events.end)
+        assert hop_rows(run(graph, model, record_links=True)) == hop_rows(events)

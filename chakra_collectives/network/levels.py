@@ -63,10 +63,13 @@ class LevelTimes:
     hop_send: np.ndarray
 
 
-EARLY_CHECKS = (1 / 16, 1 / 4)
+EARLY_CHECKS = (1 / 1024, 1 / 16, 1 / 4)
 """Shares of the tasks after which the hops timed so far are checked for overlap: a graph whose
 messages contend (a ring whose neighbours are hops apart, two collectives at once) is left to
-the event engine early instead of after timing every task (for 1/16 + 1/4 of a final check)."""
+the event engine early instead of after timing every task (for 1/1024 + 1/16 + 1/4 of a final
+check). The first comes as soon as the successors are laid out: a data-parallel step's ring
+all-reduces on genkautz:1024,degree=4 (10.5M tasks) contend from their first calls, seen there
+instead of at 1/16 of the levels (the attempt 6.0 -> 4.7 s CPU at load 10)."""
 EDGE_BLOCK = 2**20
 """Edges whose successor lists are laid out at once, and hops checked at once: the temporaries
 (sort indices of 8 bytes each) are kept to a block, not one per edge of the whole graph."""
@@ -96,9 +99,9 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     pending = np.diff(graph.dep_ptr).astype(task_id)
     pending[kind == RECV] += 1  # a RECV also waits for its SEND (its message)
     frontier = np.flatnonzero(pending == 0).astype(task_id)
-    if _first_hops_collide(frontier[kind[frontier] == SEND], sends, costs):
+    if _first_sends_collide(frontier[kind[frontier] == SEND], sends, costs):
         return None  # known before the successors are laid out (a forest's trees share links at once)
-    succ_ptr, succ = _successors(graph, task_id)
+    succ_ptr, succ, is_message = _successors(graph, task_id)
     time_type = np.result_type(graph.duration.dtype, costs.hop_delivered.dtype)
     end = np.full(size, -np.inf)  # -inf until timed; a RECV's message arrival, until the RECV itself ends
     ready_at = np.zeros(size, dtype=time_type)  # the latest end among the dependencies: a task's start once it runs
@@ -118,7 +121,6 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     if longer:
         message_of[sends] = costs.kind_of_send  # a SEND's message kind, for its later hops
     fan_out = np.diff(succ_ptr).astype(np.intp)  # np.repeat's own count type: no conversion per level
-    is_message = _message_edges(graph, succ_ptr, succ, task_id)
     done = 0
     checkpoints = [size * share for share in EARLY_CHECKS]
     with progress.task("time level by level", total=size, unit="tasks") as timed:
@@ -177,28 +179,35 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     return LevelTimes(start=start, end=end, hop_link=hop_link, hop_begin=hop_begin, hop_free=hop_free, hop_send=hop_send)
 
 
-def _first_hops_collide(first: np.ndarray, sends: np.ndarray, costs: HopCosts) -> bool:
-    """Whether two of the SENDs ``first`` (all starting at time 0) offer their messages to one
-    link at once (with a nonzero busy time): the second then waits, the premise fails, and the
-    rest need not be timed (a forest's trees share links from the first instant: mesh2d:8x8
-    ForestColl, 1,160 first SENDs on 224 links).
+def _first_sends_collide(first: np.ndarray, sends: np.ndarray, costs: HopCosts) -> bool:
+    """Whether two hops of the SENDs ``first`` (all starting at time 0, so their hops' times are
+    final if the premise holds) overlap on a link: a message then waits, the premise fails, and
+    the rest need not be timed. A forest's trees share links from the first instant (mesh2d:8x8
+    ForestColl, 1,160 first SENDs on 224 links); a ring whose neighbours are hops apart meets
+    itself on the second hop (genkautz:1024,degree=4: 1,024 first SENDs, 5 hops apart at most).
 
-    >>> hops = HopCosts(kind_of_send=np.array([0, 0]), hop_ptr=np.array([0, 1]), hop_link=np.array([3]),
-    ...                 hop_busy=np.array([10.0]), hop_delivered=np.array([10.0]))
-    >>> _first_hops_collide(np.array([0, 1]), np.array([0, 1]), hops), _first_hops_collide(np.array([0]), np.array([0, 1]), hops)
+    >>> hops = HopCosts(kind_of_send=np.array([0, 1]), hop_ptr=np.array([0, 1, 3]), hop_link=np.array([3, 4, 3]),
+    ...                 hop_busy=np.array([10.0, 10.0, 10.0]), hop_delivered=np.array([10.0, 10.0, 10.0]))
+    >>> _first_sends_collide(np.array([0, 1]), np.array([0, 1]), hops)   # link 3: 0-10 ns, then 10-20 ns
+    False
+    >>> hops.hop_delivered[1] = 5.0                                       # now 5-15 ns: overlaps
+    >>> _first_sends_collide(np.array([0, 1]), np.array([0, 1]), hops), _first_sends_collide(np.array([1]), np.array([0, 1]), hops)
     (True, False)
     """
     message = costs.kind_of_send[np.searchsorted(sends, first)]
-    routed = message[(costs.hop_ptr[message + 1] > costs.hop_ptr[message])]
-    hop = costs.hop_ptr[routed]
-    links = costs.hop_link[hop[costs.hop_busy[hop] > 0]]
-    ordered = np.sort(links)
-    return bool(np.any(ordered[1:] == ordered[:-1]))
+    hop = costs.hop_ptr[message[costs.hop_ptr[message + 1] > costs.hop_ptr[message]]]
+    links = np.sort(costs.hop_link[hop[costs.hop_busy[hop] > 0]])
+    if np.any(links[1:] == links[:-1]):
+        return True  # two first hops at once (a forest): found by one sort
+    first_costs = HopCosts(message, costs.hop_ptr, costs.hop_link, costs.hop_busy, costs.hop_delivered)
+    return not _links_never_overlap(np.zeros(len(message)), first_costs)
 
 
-def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray]:
-    """``(succ_ptr, succ)``: the tasks that wait for each task -- its dependants, then (a SEND)
-    its RECV -- laid out a block of :data:`EDGE_BLOCK` edges' sources at a time."""
+def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(succ_ptr, succ, message)``: the tasks that wait for each task -- its dependants, then (a
+    SEND) its RECV -- laid out a block of :data:`EDGE_BLOCK` edges' sources at a time; per edge,
+    whether it is the message's (its end is the arrival, not a dependency: a RECV that also
+    depends on its own SEND waits for the SEND's end, as in the event engine)."""
     size = len(graph)
     recvs = np.flatnonzero(graph.kind == RECV).astype(task_id)
     senders = graph.partner[recvs]
@@ -209,6 +218,7 @@ def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray
     np.cumsum(fan_out, out=succ_ptr[1:])
     del fan_out
     succ = np.empty(int(succ_ptr[-1]), dtype=task_id)
+    message = np.empty(len(succ), dtype=bool)
     first = 0
     while first < size:  # sources first .. last - 1: about EDGE_BLOCK edges
         last = max(int(np.searchsorted(succ_ptr, succ_ptr[first] + EDGE_BLOCK, side="right")) - 1, first + 1)
@@ -218,9 +228,11 @@ def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray
         mine = (senders >= first) & (senders < last)
         source = np.concatenate([graph.dep_idx[at], senders[mine]])
         target = np.concatenate([owners, recvs[mine]])
-        succ[succ_ptr[first] : succ_ptr[last]] = target[np.argsort(source, kind="stable")]
+        by_source = np.argsort(source, kind="stable")
+        succ[succ_ptr[first] : succ_ptr[last]] = target[by_source]
+        message[succ_ptr[first] : succ_ptr[last]] = by_source >= len(at)
         first = last
-    return succ_ptr, succ
+    return succ_ptr, succ, message
 
 
 def _hops(send_start: np.ndarray, sends: np.ndarray, costs: HopCosts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -296,14 +308,6 @@ def _hop_begins(send_start: np.ndarray, lengths: np.ndarray, first_hop: np.ndarr
         at = np.flatnonzero(position == h)
         begins[at] = begins[at - 1] + delivered[at - 1]
     return begins
-
-
-def _message_edges(graph: TaskGraph, succ_ptr: np.ndarray, succ: np.ndarray, task_id: type) -> np.ndarray:
-    """Per successor edge: whether it is a message's (a SEND to its own RECV), whose end is the
-    message's arrival, not a dependency."""
-    kind, partner = graph.kind, graph.partner
-    source = np.repeat(np.arange(len(graph), dtype=task_id), np.diff(succ_ptr))
-    return (kind[source] == SEND) & (kind[succ] == RECV) & (partner[succ] == source)
 
 
 def _later_hops(message: np.ndarray, arrival: np.ndarray, costs: HopCosts) -> np.ndarray:
