@@ -78,7 +78,7 @@ def subsets(num_npus: int, side: int) -> dict[str, tuple[int, ...]]:
 
 def group_producers() -> list[str]:
     """The producers that plan for a group's links (the registry's ``groups`` capability)."""
-    return [name for name in ("tacos", "forestcoll", "rails") if get(name).groups]
+    return [name for name in ("tacos", "forestcoll", "rails", "chains", "flowcast") if get(name).groups]
 
 
 def serves(name: str, fabric, collective: str, group: tuple[int, ...]) -> bool:
