@@ -35,7 +35,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm
 from chakra_collectives.ir.builder import AlgorithmBuilder
 from chakra_collectives.ir.demand import Demand
@@ -75,8 +74,10 @@ def owner_copies(n: int, chunks_per_npu: int, *, reduce: bool) -> Demand:
 
 
 def flowcast_all_gather(topology: Topology, group: tuple[int, ...] | None, size_bytes: int, *, chunks_per_npu: int = 8) -> CollectiveAlgorithm:
-    """The All-Gather of the module docstring (the fastest of the flow pipeline's schedules under
-    the network model); :class:`InputError` when the flow LP is too large."""
+    """The All-Gather of the module docstring: the fastest of the flow pipeline's schedules under
+    the network model; where it has none (the LP too large, or its paths cross parallel links the
+    network would not take), every copy sent at once along :func:`~chakra_collectives.synth.routed.piece_paths`
+    (or the network's own routes)."""
     from chakra_collectives.network import predict_time
 
     members = tuple(range(topology.num_npus)) if group is None else tuple(group)
@@ -94,7 +95,7 @@ def flowcast_all_gather(topology: Topology, group: tuple[int, ...] | None, size_
         if best is None or time_ns < best[0]:
             best = (time_ns, algo)
     if best is None:
-        raise InputError(f"flowcast: the flow LP of {topology.name}'s group of {n} ranks is too large")
+        return _owner_copies_algorithm(topology, members, group, size_bytes, chunks_per_npu, reduce=False)
     algo = best[1]
     if group is None:
         return algo
@@ -103,37 +104,57 @@ def flowcast_all_gather(topology: Topology, group: tuple[int, ...] | None, size_
 
 
 def flowcast_all_reduce(topology: Topology, group: tuple[int, ...] | None, size_bytes: int, *, chunks_per_npu: int = 8) -> CollectiveAlgorithm:
-    """The All-Reduce of the module docstring; :class:`InputError` when the flow LP is too large."""
+    """The All-Reduce of the module docstring (the network's own routes where the LP is too large).
+    Equal shares: with :func:`~chakra_collectives.synth.shares.bandwidth_shares` (the weaker
+    members own more) a mesh2d:8x8 row or random group ran at half the speed (0.25 / 0.21 of the
+    bound against 0.46 / 0.43 at K = 16), an owner receiving ``N - 1`` copies of each of its chunks."""
     members = tuple(range(topology.num_npus)) if group is None else tuple(group)
+    return _owner_copies_algorithm(topology, members, group, size_bytes, chunks_per_npu, reduce=True)
+
+
+def _owner_copies_algorithm(
+    topology: Topology, members: tuple[int, ...], group: tuple[int, ...] | None, size_bytes: int, chunks_per_npu: int, *, reduce: bool
+) -> CollectiveAlgorithm:
+    """:func:`owner_copies` as one message each, along :func:`~chakra_collectives.synth.routed.piece_paths`
+    (the network's routes where the LP is too large); with ``reduce`` the owner sums what it
+    received before it sends the result back."""
     n = len(members)
     chunks = n * chunks_per_npu
-    demand = owner_copies(n, chunks_per_npu, reduce=True)
+    demand = owner_copies(n, chunks_per_npu, reduce=reduce)
     paths = piece_paths(topology, members, demand, -(-size_bytes // chunks))
-    if paths is None:
-        raise InputError(f"flowcast: the flow LP of {topology.name}'s group of {n} ranks is too large")
-    builder = AlgorithmBuilder(Collective.ALL_REDUCE, num_ranks=n, chunk_count=chunks, size_bytes=size_bytes, name="flowcast",
-                               provenance={"synthesizer": "flowcast", "chunks_per_npu": str(chunks_per_npu)})
+    collective = Collective.ALL_REDUCE if reduce else Collective.ALL_GATHER
+    builder = AlgorithmBuilder(collective, num_ranks=n, chunk_count=chunks, size_bytes=size_bytes, name="flowcast",
+                               provenance={"synthesizer": "flowcast", "chunks_per_npu": str(chunks_per_npu), "paths": "flow" if paths else "network"})
     names = RouteNames(members)
     scratch = [0] * n
-    piece = 0
+
+    def send(a: int, b: int, src: tuple[int, int], dst: tuple[int, int], piece: int, deps=()) -> int:
+        """Piece ``piece`` of the demand: one message from ``a`` to ``b`` along its path."""
+        sent, got = builder.transfer(a, b, src=src, dst=dst, count=1, send_deps=deps)
+        if paths is not None:
+            names.add(a, b, sent, paths[piece])
+        return got
+
+    piece = 0  # the demand's pieces in order: per chunk and other member, its value in (reduce), the copy out
     for c in range(chunks):
         o = c // chunks_per_npu
-        summed = builder.copy(o, src=(Buffer.INPUT, c), dst=(Buffer.OUTPUT, c), count=1)
-        back = []
+        own = (Buffer.INPUT, c if reduce else c % chunks_per_npu)
+        summed = builder.copy(o, src=own, dst=(Buffer.OUTPUT, c), count=1)
+        out = []
         for x in range(n):
             if x == o:
                 continue
-            slot = (Buffer.SCRATCH, scratch[o])
-            scratch[o] += 1
-            sent, got = builder.transfer(x, o, src=(Buffer.INPUT, c), dst=slot, count=1)
-            names.add(x, o, sent, paths[piece])
-            summed = builder.reduce(o, src=slot, dst=(Buffer.OUTPUT, c), count=1, deps=[got, summed])
-            back.append((x, piece + 1))
-            piece += 2
-        for x, index in back:
-            sent, _ = builder.transfer(o, x, src=(Buffer.OUTPUT, c), dst=(Buffer.OUTPUT, c), count=1, send_deps=[summed])
-            names.add(o, x, sent, paths[index])
-    return names.named(builder.build(scratch_chunks=scratch), () if group is None else members)
+            if reduce:
+                slot = (Buffer.SCRATCH, scratch[o])
+                scratch[o] += 1
+                got = send(x, o, own, slot, piece)
+                summed = builder.reduce(o, src=slot, dst=(Buffer.OUTPUT, c), count=1, deps=[got, summed])
+                piece += 1
+            out.append((x, piece))
+            piece += 1
+        for x, index in out:  # the result once complete (an All-Gather's own value at once)
+            send(o, x, (Buffer.OUTPUT, c) if reduce else own, (Buffer.OUTPUT, c), index, [summed] if reduce else [])
+    return names.named(builder.build(scratch_chunks=scratch if reduce else None), () if group is None else members)
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
