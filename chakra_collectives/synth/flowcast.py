@@ -35,6 +35,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from chakra_collectives.flow.multicommodity import FLOW_TOLERANCE, commodity_flows
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm
 from chakra_collectives.ir.builder import AlgorithmBuilder
 from chakra_collectives.ir.demand import Demand
@@ -42,7 +43,6 @@ from chakra_collectives.network.bottleneck import busiest_link
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.flowpipe import pipelined_schedules
 from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, name_routes
-from chakra_collectives.synth.multipath import piece_message_floor_ns
 from chakra_collectives.synth.registry import Synthesized, SynthesisOptions, Synthesizer, register
 from chakra_collectives.synth.routed import RouteNames, piece_paths
 from chakra_collectives.topology.core import Topology
@@ -167,17 +167,26 @@ def _make(topology: Topology, collective: Collective, num_ranks: int, options: S
 
 
 def flowcast_floor_ns(topology: Topology, collective: Collective, options: SynthesisOptions, network_model: str = "default") -> float:
-    """A floor on flowcast's time for ``options.group`` at ``options.chunks_per_npu`` (what ``best``
-    skips it by): every message of flowcast carries one piece of :func:`owner_copies` across each
-    link it takes, so no schedule of it beats
-    :func:`~chakra_collectives.synth.multipath.piece_message_floor_ns` of those pieces under the
-    default network model (0 under ``astra-sim``, which pipelines latency, or without a group)."""
-    if options.group is None or network_model != "default":
+    """A floor on flowcast's time for ``options.group`` at any chunk count (what ``best`` skips it
+    by): every copy of :func:`owner_copies` crosses a path of links on its own, so no schedule of
+    them beats their multicommodity-flow optimum (bytes over bandwidth, under either network
+    model); the pieces scale with the chunks, so one LP at one chunk per member serves every ``K``.
+    0 without a group, or when the LP is too large.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> options = SynthesisOptions(size_bytes=64 * 2**20, group=(2, 16, 26, 31, 32, 48, 49, 56))
+    >>> round(flowcast_floor_ns(load_topology("torus2d:8x8"), Collective.ALL_GATHER, options) / 1e3, 1)   # M / 200 GB/s
+    312.5
+    """
+    if options.group is None:
         return 0.0
-    n, k = len(options.group), options.chunks_per_npu
+    n = len(options.group)
     view = group_view(topology, options.group).topology
-    channels = build_channels(view, chunk_bytes=-(-options.size_bytes // (n * k)))
-    return piece_message_floor_ns(channels, owner_copies(n, k, reduce=collective is Collective.ALL_REDUCE)) or 0.0
+    demand = owner_copies(n, 1, reduce=collective is Collective.ALL_REDUCE)
+    need = np.zeros((n, view.num_nodes))
+    np.add.at(need, (demand.origin, demand.dest), 1.0)
+    solved = commodity_flows(view, np.arange(n), need, options.size_bytes / n)
+    return 0.0 if solved is None else solved[0] * (1 - FLOW_TOLERANCE)
 
 
 register(
