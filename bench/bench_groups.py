@@ -155,7 +155,7 @@ def step_table(cases: list[tuple[str, str, int, int]], before: str | None = None
     each a whole ``chakra-coll replay`` command (wall and CPU seconds, peak RSS); ``before``: also
     run from that checkout (the code before), the two alternating. The step choices (this code:
     each producer's kind of call against the built-in in the same step) are printed under each row."""
-    producers = ["ring", *group_producers()]
+    producers = ["ring", *(name for name in group_producers() if get(name).candidate)]
     model = uniform_model(layers=4, forward="80us", gradient="32MiB", activation="4MiB", optimizer="40us")
     print(f"\ntraining steps: iteration time, and mean time of each kind of group collective (us); load {os.getloadavg()[0]:.1f}")
     for kind, spec, inner, dp in cases:
