@@ -37,7 +37,7 @@ def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']
     """
     return ["best", *names()]
 
