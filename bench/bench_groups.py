@@ -4,8 +4,8 @@ and hybrid TP x DP / MoE steps with topology-aware producers against rings.
 * :func:`group_efficiency_table` -- ``synthesize(..., group=G)`` for rows, columns, strided and
   random subsets of the suite's fabrics: efficiency against the group's own bound
   (:func:`~chakra_collectives.synth.group_bounds`: the fabric's links, the members the only
-  sources and sinks) for every producer that serves groups (rails: all-reduces with members in
-  two DGX servers or more), the best of them (what ``best`` keeps), and the ring's;
+  sources and sinks) for every producer that serves groups (rails: members in two DGX servers or
+  more), the best of ``best``'s candidates among them (what ``best`` keeps; not chains), and the ring's;
 * :func:`concurrent_table` -- ``synth --groups``: the data-parallel groups of a TP x DP job at
   once, each plan's time together against the slowest group alone;
 * :func:`step_table` -- a hybrid TP x DP and an MoE step replayed with ``*=forestcoll`` (and
@@ -78,12 +78,12 @@ def subsets(num_npus: int, side: int) -> dict[str, tuple[int, ...]]:
 
 def group_producers() -> list[str]:
     """The producers that plan for a group's links (the registry's ``groups`` capability)."""
-    return [name for name in ("tacos", "forestcoll", "rails") if get(name).groups]
+    return [name for name in ("tacos", "forestcoll", "rails", "flowcast", "chains") if get(name).groups]
 
 
 def serves(name: str, fabric, collective: str, group: tuple[int, ...]) -> bool:
-    """Whether ``best`` would try producer ``name`` for ``collective`` over ``group`` (rails: an
-    All-Reduce with members in two servers or more)."""
+    """Whether producer ``name`` serves ``collective`` over ``group`` (rails: members in two servers
+    or more); ``best`` tries it when it is also a candidate (chains is not)."""
     producer = get(name)
     return producer.supports(Collective(collective), len(group)) and producer.fits(fabric) and (
         producer.fits_group is None or producer.fits_group(fabric, group))
@@ -114,7 +114,7 @@ def group_efficiency_table(fabrics: list[str], collectives: list[str] = COLLECTI
                     result = synthesize(fabric, collective, SIZE, algorithm=name, group=group)
                     cells.append(result.efficiency)
                     mine[name].append(result.efficiency)
-                best_of = max((e for e in cells if e is not None), default=None)
+                best_of = max((e for name, e in zip(producers, cells) if e is not None and get(name).candidate), default=None)
                 if best_of is not None:
                     found.append(best_of)
                 ring_result = synthesize(fabric, collective, SIZE, algorithm="ring", group=group)
@@ -155,7 +155,7 @@ def step_table(cases: list[tuple[str, str, int, int]], before: str | None = None
     each a whole ``chakra-coll replay`` command (wall and CPU seconds, peak RSS); ``before``: also
     run from that checkout (the code before), the two alternating. The step choices (this code:
     each producer's kind of call against the built-in in the same step) are printed under each row."""
-    producers = ["ring", *group_producers()]
+    producers = ["ring", *(name for name in group_producers() if get(name).candidate)]
     model = uniform_model(layers=4, forward="80us", gradient="32MiB", activation="4MiB", optimizer="40us")
     print(f"\ntraining steps: iteration time, and mean time of each kind of group collective (us); load {os.getloadavg()[0]:.1f}")
     for kind, spec, inner, dp in cases:

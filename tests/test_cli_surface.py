@@ -110,7 +110,7 @@ def test_synth_with_one_producer_imports_only_what_it_runs():
         "sys.argv = ['chakra-coll', 'synth', '-t', 'mesh2d:4x4', '-c', 'all-gather', '-a', 'tacos', '--json']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "loaded = {m for m in sys.modules}\n"
-        "others = ['forestcoll', 'bfb', 'milp', 'gridpipe', 'baselines', 'rails']\n"
+        "others = ['forestcoll', 'bfb', 'milp', 'gridpipe', 'baselines', 'rails', 'chains', 'flowcast']\n"
         "print('LOADED', sorted(m for m in ['scipy', 'networkx', 'numpy.ma', 'google.protobuf', 'chakra', 'matplotlib', 'yaml', 'rich'] if m in loaded),"
         " sorted(p for p in others if 'chakra_collectives.synth.' + p in loaded))\n"
         "import gc; print('COLLECTING', gc.isenabled(), gc.get_freeze_count() > 10000)\n"
@@ -119,7 +119,7 @@ def test_synth_with_one_producer_imports_only_what_it_runs():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert '"algorithm": "tacos"' in out and "LOADED [] []" in out and "COLLECTING True True" in out
-    assert "ALL ['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe']" in out
+    assert "ALL ['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']" in out
 
 
 # ---------------------------------------------------------------------------- one vocabulary

@@ -47,7 +47,7 @@ def test_random_groups_are_delivered_and_timed_as_scheduled(data):
     unpaced order and both LPs: the verifier proves the all-to-all, and the network model's replay of the
     lowered operations ends when the schedule's own event run says (to 2%: messages that reach a
     link at the same instant may be served in another order)."""
-    from chakra_collectives.synth.tacos import _name_routes
+    from chakra_collectives.synth.forwarding_lowering import name_routes
 
     fabric = random_topology(data.draw, st, max_npus=6, max_switches=2)
     size = data.draw(st.integers(2, fabric.num_npus))
@@ -61,7 +61,7 @@ def test_random_groups_are_delivered_and_timed_as_scheduled(data):
     plan = spread_paths(channels, demand, direct=False, timed=timed)
     assume(routes_as_named(plan.channels, plan.paths))  # else the pipeline is not offered (of parallel links the network takes one)
     schedule = pipeline_demand(plan.channels, demand, plan.paths, order)
-    algo = _name_routes(
+    algo = name_routes(
         forwarding_algorithm(schedule, demand, collective=Collective.ALL_TO_ALL, chunk_count=size * k, size_bytes=size * k * MIB), schedule, plan.channels
     )
     assert verify_algorithm(algo).ok
@@ -76,7 +76,7 @@ def test_paced_schedules_wait_for_a_message_their_origin_received(data):
     SEND depends on that message's RECV, on the same rank), which the schedule ends no later than
     the waiting one starts; and the network model's replay keeps every wait."""
     from chakra_collectives.network.collective import simulate_collective
-    from chakra_collectives.synth.tacos import _name_routes
+    from chakra_collectives.synth.forwarding_lowering import name_routes
 
     fabric = random_topology(data.draw, st, max_npus=6, max_switches=2)
     size = data.draw(st.integers(2, fabric.num_npus))
@@ -94,7 +94,7 @@ def test_paced_schedules_wait_for_a_message_their_origin_received(data):
     assert (schedule.entry_via[first] < 0).all()  # only a piece's first message waits
     assert (schedule.dst[schedule.after[waits]] == schedule.src[waits]).all()
     assert (schedule.end[schedule.after[waits]] <= schedule.start[waits] + 1e-9).all()
-    algo = _name_routes(
+    algo = name_routes(
         forwarding_algorithm(schedule, demand, collective=Collective.ALL_TO_ALL, chunk_count=size * k, size_bytes=size * k * MIB), schedule, plan.channels
     )
     assert verify_algorithm(algo).ok
@@ -119,7 +119,7 @@ def test_pacing_beats_the_unpaced_orders_on_a_random_torus_group():
     leave early overtake later-due ones in the switches' queues and the links into the members
     idle (446.8 / 441.4 us, the model's replay); paced, the same paths take under 400 us (the
     flow bound is 312.5 us), replayed by the network model."""
-    from chakra_collectives.synth.tacos import _name_routes
+    from chakra_collectives.synth.forwarding_lowering import name_routes
 
     fabric = torus2d(8, 8)
     group = (2, 16, 26, 31, 32, 48, 49, 56)  # bench_groups' random subset (seed 0)
@@ -131,7 +131,7 @@ def test_pacing_beats_the_unpaced_orders_on_a_random_torus_group():
     times = {}
     for order in ORDERS:
         schedule = pipeline_demand(plan.channels, demand, plan.paths, order)
-        algo = _name_routes(forwarding_algorithm(schedule, demand, collective=Collective.ALL_TO_ALL, chunk_count=8 * k, size_bytes=64 * MIB), schedule, plan.channels)
+        algo = name_routes(forwarding_algorithm(schedule, demand, collective=Collective.ALL_TO_ALL, chunk_count=8 * k, size_bytes=64 * MIB), schedule, plan.channels)
         times[order] = predict_time(algo, view.topology)
     assert min(times["spread"], times["spread-farthest"]) > 430e3
     assert times["paced"] < 400e3

@@ -87,7 +87,7 @@ def test_names_are_unique_and_lookups_say_what_exists(scratch_registry):
         register(Synthesizer("ring", get("ring").make, (Collective.ALL_GATHER,), "again"))
     with pytest.raises(ValueError):
         register(Synthesizer("best", get("ring").make, (Collective.ALL_GATHER,), "best is a strategy, not a producer"))
-    with pytest.raises(InputError, match=r"unknown algorithm 'nope' \(valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe\)"):
+    with pytest.raises(InputError, match=r"unknown algorithm 'nope' \(valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe, chains, flowcast\)"):
         get("nope")
     with pytest.raises(InputError, match="unknown algorithm 'nope'"):
         synthesize(load_topology("ring:4"), "all-gather", 1024, algorithm="nope")

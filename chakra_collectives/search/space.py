@@ -44,7 +44,7 @@ Placeholders in specs and labels: ``{npus}``, ``{grid2}`` (the squarest 2-D shap
 >>> parse_space("topologies: [ring:8]\\nalgorithms: [donut]\\n", name="bad")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: line 2: unknown algorithm 'donut' (valid: best, tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe)
+chakra_collectives.errors.InputError: line 2: unknown algorithm 'donut' (valid: best, tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe, chains, flowcast)
 """
 
 from __future__ import annotations

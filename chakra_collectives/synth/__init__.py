@@ -8,8 +8,11 @@ them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared
 (:func:`chakra_collectives.network.predict_time`), and puts it beside the lower bounds
 (:func:`chakra_collectives.bounds.lower_bounds`). Producers: TACOS
 (:mod:`~chakra_collectives.synth.tacos`), the baselines, BFB, ForestColl, the exact MILP
-(:mod:`~chakra_collectives.synth.milp`), and route-planned grids
-(:mod:`~chakra_collectives.synth.gridpipe`).
+(:mod:`~chakra_collectives.synth.milp`), route-planned grids
+(:mod:`~chakra_collectives.synth.gridpipe`), and for process groups rails between servers
+(:mod:`~chakra_collectives.synth.rails`), unicast copies along the flow optimum's paths
+(:mod:`~chakra_collectives.synth.flowcast`) and chains of members
+(:mod:`~chakra_collectives.synth.chains`).
 
 >>> from chakra_collectives.topology import load_topology
 >>> result = synthesize(load_topology("torus2d:4x4"), "all-gather", "16MiB", algorithm="tacos")

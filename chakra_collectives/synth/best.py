@@ -40,15 +40,24 @@ from chakra_collectives.synth.registry import SynthesisOptions, get, synthesizer
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.units import bytes_per_ns, format_time_ns
 
-def applicable(collective: Collective, num_npus: int, topology: Topology | None = None) -> list[str]:
+def applicable(collective: Collective, num_npus: int, topology: Topology | None = None, group: tuple[int, ...] | None = None) -> list[str]:
     """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
     every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`)
-    and, when ``topology`` is given, fits it.
+    and, when ``topology`` is given, fits it and serves ``group`` of it (``None``: every NPU;
+    the group-only producers, rails and flowcast, serve process groups alone).
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
-    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll', 'rails'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll'])
+    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll', 'rails', 'flowcast'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll', 'rails', 'flowcast'])
+    >>> from chakra_collectives.topology import load_topology
+    >>> torus = load_topology("torus2d:4x4")
+    >>> "flowcast" in applicable(Collective.ALL_GATHER, 16, torus), "flowcast" in applicable(Collective.ALL_GATHER, 4, torus, (0, 5, 10, 15))
+    (False, True)
     """
-    return [s.name for s in synthesizers() if s.candidate and s.supports(collective, num_npus) and (topology is None or s.fits(topology))]
+    return [
+        s.name for s in synthesizers()
+        if s.candidate and s.supports(collective, num_npus) and (
+            topology is None or s.fits(topology) and s.serves(topology, group) and (s.fits_group is None or s.fits_group(topology, group)))
+    ]
 
 
 BOUND_PAIRS = 2**16

@@ -22,11 +22,14 @@ origin), so where its pieces lie is known when its level is laid out.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.ir.demand import Demand
+from chakra_collectives.synth.channels import Channels
 from chakra_collectives.synth.forwarding import Forwarding
 
 _INPUT, _OUTPUT, _SCRATCH = int(Buffer.INPUT), int(Buffer.OUTPUT), int(Buffer.SCRATCH)
@@ -282,3 +285,15 @@ def forwarding_algorithm(
         provenance=dict(provenance or {}),
         pattern=pattern,
     )
+
+
+def name_routes(algo: CollectiveAlgorithm, forwarding: Forwarding, channels: Channels) -> CollectiveAlgorithm:
+    """``algo`` with every SEND over a routed channel naming that channel's node path (``routes``)."""
+    channel_of = {key: int(c) for key, c in zip(zip(forwarding.src.tolist(), forwarding.dst.tolist(), message_tags(forwarding).tolist()), forwarding.channel.tolist())}
+    ops = algo.ops
+    route = np.full(len(ops), -1, dtype=np.int32)
+    sends = np.flatnonzero(ops.kind == OpKind.SEND)
+    for i, rank, peer, tag in zip(sends.tolist(), ops.rank[sends].tolist(), ops.peer[sends].tolist(), ops.tag[sends].tolist()):
+        c = channel_of[rank, peer, tag]
+        route[i] = -1 - c if c < 0 else -1
+    return replace(algo, ops=replace(ops, route=route), routes=channels.routing().paths)

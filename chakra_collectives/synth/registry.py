@@ -16,7 +16,7 @@ others. :data:`PRODUCERS`' order, then the order of registration, is the order `
 ties in:
 
 >>> [s.name for s in synthesizers()]
-['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe']
+['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']
 >>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
 (True, False)
 >>> from chakra_collectives.topology import ring
@@ -26,7 +26,7 @@ ties in:
 >>> get("donut")
 Traceback (most recent call last):
 ...
-chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe)
+chakra_collectives.errors.InputError: unknown algorithm 'donut' (valid: tacos, ring, biring, direct, rhd, tree, bfb, forestcoll, rails, milp, gridpipe, chains, flowcast)
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ class Synthesizer:
 
 PRODUCERS: dict[str, str] = {
     "tacos": "tacos", "ring": "baselines", "biring": "baselines", "direct": "baselines", "rhd": "baselines", "tree": "baselines",
-    "bfb": "bfb", "forestcoll": "forestcoll", "rails": "rails", "milp": "milp", "gridpipe": "gridpipe",
+    "bfb": "bfb", "forestcoll": "forestcoll", "rails": "rails", "milp": "milp", "gridpipe": "gridpipe", "chains": "chains", "flowcast": "flowcast",
 }
 """Every built-in producer's name, in the order ``best`` breaks ties in, and the module of
 :mod:`chakra_collectives.synth` that registers it, imported when it is first asked for

@@ -37,7 +37,7 @@ def algorithm_names() -> list[str]:
     """Names ``--algorithm`` accepts: ``best``, then every registered producer.
 
     >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe']
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']
     """
     return ["best", *names()]
 
@@ -568,7 +568,7 @@ def _synthesize_best(
     step = on_step or (lambda name: None)
     group = options.group
     num_ranks = topology.num_npus if group is None else len(group)
-    names = [c for c in applicable(collective, num_ranks, topology) if get(c).serves(topology, group) and (get(c).fits_group is None or get(c).fits_group(topology, group))]
+    names = applicable(collective, num_ranks, topology, group)
     if _milp_joins(topology, collective, options, network_model, floor_ns):
         names.append("milp")
         options = replace(options, time_limit_s=min(BEST_MILP_LIMIT_S, options.time_limit_s or BEST_MILP_LIMIT_S))

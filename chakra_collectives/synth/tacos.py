@@ -59,7 +59,7 @@ from chakra_collectives.ir.demand import Demand, demand_for
 from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
 from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.footprint import tacos_footprint
-from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, message_tags
+from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, name_routes
 from chakra_collectives.synth.flowpipe import pipelined_schedules
 from chakra_collectives.synth.multipath import demand_flows, spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, lowered_in_parts, mirrored_release, reduce_scatter_algorithm
@@ -491,7 +491,7 @@ def _forwarded(
         for piped, piped_channels in pipelined_schedules(channels, demand, planned, timed=flows is None):
             piped_ns = piped.time_ns
             if piped.after is not None:  # paced: the network model's time (messages meeting a link at one instant may go in another order)
-                piped_ns = predict_time(_name_routes(forwarding_algorithm(piped, demand, **lowered), piped, piped_channels), topology)
+                piped_ns = predict_time(name_routes(forwarding_algorithm(piped, demand, **lowered), piped, piped_channels), topology)
             if piped_ns < best_ns:
                 best, best_ns, best_channels, matching = piped, piped_ns, piped_channels, "flow-pipeline"
     provenance = {
@@ -506,20 +506,8 @@ def _forwarded(
     with progress.task("lower to operations"):
         algo = forwarding_algorithm(best, demand, **lowered, provenance=provenance)
         if best_channels is not channels:  # several routes per pair: every SEND names its own
-            algo = _name_routes(algo, best, best_channels)
+            algo = name_routes(algo, best, best_channels)
     return TacosResult(algorithm=algo, schedule_ns=best_ns, phases=(), trials=trials, forwarding_seed=best_seed)
-
-
-def _name_routes(algo: CollectiveAlgorithm, forwarding: Forwarding, channels: Channels) -> CollectiveAlgorithm:
-    """``algo`` with every SEND over a routed channel naming that channel's node path (``routes``)."""
-    channel_of = {key: int(c) for key, c in zip(zip(forwarding.src.tolist(), forwarding.dst.tolist(), message_tags(forwarding).tolist()), forwarding.channel.tolist())}
-    ops = algo.ops
-    route = np.full(len(ops), -1, dtype=np.int32)
-    sends = np.flatnonzero(ops.kind == OpKind.SEND)
-    for i, rank, peer, tag in zip(sends.tolist(), ops.rank[sends].tolist(), ops.peer[sends].tolist(), ops.tag[sends].tolist()):
-        c = channel_of[rank, peer, tag]
-        route[i] = -1 - c if c < 0 else -1
-    return replace(algo, ops=replace(ops, route=route), routes=channels.routing().paths)
 
 
 def refine_pattern(pattern: ChunkPattern, k: int) -> ChunkPattern:
