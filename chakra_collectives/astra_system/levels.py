@@ -142,7 +142,8 @@ def _custom_prefixes(workload: Workload, calls: np.ndarray, config: SystemConfig
 
 def _runtime(duration_ns: np.ndarray, comp: np.ndarray) -> np.ndarray | None:
     """A COMP's ``duration_micros * 1000`` ns truncated, 1 ns when 0; 0 for the rest (``None``: a negative one)."""
-    runtime = np.where(comp, duration_ns, 0).astype(np.int64)
+    runtime = np.zeros(len(duration_ns), dtype=np.int64)
+    np.copyto(runtime, duration_ns, casting="unsafe", where=comp)  # truncated, as astype: no float temporary
     if (runtime < 0).any():
         return None
     runtime[comp & (runtime == 0)] = 1
