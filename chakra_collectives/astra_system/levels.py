@@ -271,12 +271,14 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     program_idx[~is_root] = inner
     del inner, roots, sinks, degree, is_root
     # every temporary is released as soon as it is used: at 1,024 ranks each column is 5M tasks
-    kind, npu, peer, nbytes, tag, duration, comp = (np.concatenate([block[i] for block in blocks]) for i in range(7))
-    del blocks
-    runtime = _runtime(duration, comp)
-    del duration, comp
-    if runtime is None:
+    # the graph's columns whole; peers and tags only where messages are matched (no 40 MB copies)
+    kind, npu, nbytes = (np.concatenate([block[i] for block in blocks]) for i in (0, 1, 3))
+    runtimes = [_runtime(block[5], block[6]) for block in blocks]
+    if any(runtime is None for runtime in runtimes):
         return None
+    runtime = np.concatenate(runtimes)
+    peer, tag = (_Stacked([block[i] for block in blocks]) for i in (2, 4))
+    del blocks, runtimes
     owner = np.concatenate(owners)  # the workload's nodes and the begin tasks: few
     del owners
     head_ptr = np.zeros(first + 1, dtype=pointer)
@@ -299,6 +301,27 @@ def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> 
     return graph, begins.astype(np.int64), messages
 
 
+class _Stacked:
+    """Columns laid end to end without copying them: ``stacked[tasks]`` is
+    ``np.concatenate(columns)[tasks]``.
+
+    >>> _Stacked([np.array([5, 6]), np.array([7]), np.array([8, 9])])[np.array([4, 0, 2])].tolist()
+    [9, 5, 7]
+    """
+
+    def __init__(self, columns: list[np.ndarray]) -> None:
+        self.columns = columns
+        self.offsets = np.cumsum([0] + [len(column) for column in columns])
+
+    def __getitem__(self, tasks: np.ndarray) -> np.ndarray:
+        which = np.searchsorted(self.offsets, tasks, side="right") - 1
+        out = np.empty(len(tasks), dtype=np.result_type(*self.columns))
+        for i, column in enumerate(self.columns):
+            mine = which == i
+            out[mine] = column[tasks[mine] - self.offsets[i]]
+        return out
+
+
 def _narrow_diff(pointers: np.ndarray, dtype: type) -> np.ndarray:
     """``np.diff(pointers)`` computed straight into ``dtype`` (no wide temporary).
 
@@ -308,17 +331,22 @@ def _narrow_diff(pointers: np.ndarray, dtype: type) -> np.ndarray:
     return np.subtract(pointers[1:], pointers[:-1], dtype=dtype, casting="same_kind")
 
 
-def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray, nbytes: np.ndarray, tag: np.ndarray, num_ranks: int) -> _Messages | None:
+def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray | _Stacked, nbytes: np.ndarray, tag: np.ndarray | _Stacked, num_ranks: int) -> _Messages | None:
     """The k-th send and the k-th receive of each ``(tag, src, dst, bytes)``, in task order."""
     sends = np.flatnonzero(kind == SEND)
     recvs = np.flatnonzero(kind == RECV)
     if len(sends) != len(recvs):
         return None
+    keys = []
     for tasks in (sends, recvs):
-        if len(tasks) and ((peer[tasks] < 0).any() or (peer[tasks] >= num_ranks).any() or (peer[tasks] == npu[tasks]).any()):
+        own, other = npu[tasks], peer[tasks]
+        if len(tasks) and ((other < 0).any() or (other >= num_ranks).any() or (other == own).any()):
             return None
-    send_keys = _match_keys(tag[sends], npu[sends], peer[sends], nbytes[sends], num_ranks)
-    recv_keys = _match_keys(tag[recvs], peer[recvs], npu[recvs], nbytes[recvs], num_ranks)
+        keys.append((tag[tasks], own, other, nbytes[tasks]))
+    (send_tag, sender, receiver, send_bytes), (recv_tag, receiving, source, recv_bytes) = keys
+    del keys
+    send_keys = _match_keys(send_tag, sender, receiver, send_bytes, num_ranks)
+    recv_keys = _match_keys(recv_tag, source, receiving, recv_bytes, num_ranks)
     send_order = np.lexsort(tuple(reversed(send_keys)))  # stable: within one key, task order
     recv_order = np.lexsort(tuple(reversed(recv_keys)))
     same = np.ones(max(len(sends) - 1, 0), dtype=bool)
