@@ -56,7 +56,7 @@ from chakra_collectives.converters.astra_sim import AnalyticalNetwork
 from chakra_collectives.converters.astra_sim.system import SystemConfig
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir.workload import NO_UNIT, NodeKind, Workload, execution_units
-from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, task_id_type
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 
 _TASK_KIND = {NodeKind.COMP: LOCAL, NodeKind.COMM_SEND: SEND, NodeKind.COMM_RECV: RECV}
@@ -142,7 +142,8 @@ def _custom_prefixes(workload: Workload, calls: np.ndarray, config: SystemConfig
 
 def _runtime(duration_ns: np.ndarray, comp: np.ndarray) -> np.ndarray | None:
     """A COMP's ``duration_micros * 1000`` ns truncated, 1 ns when 0; 0 for the rest (``None``: a negative one)."""
-    runtime = np.where(comp, duration_ns, 0).astype(np.int64)
+    runtime = np.zeros(len(duration_ns), dtype=np.int64)
+    np.copyto(runtime, duration_ns, casting="unsafe", where=comp)  # truncated, as astype: no float temporary
     if (runtime < 0).any():
         return None
     runtime[comp & (runtime == 0)] = 1
@@ -204,106 +205,150 @@ def _programs(call_ranks: np.ndarray, programs: list[Workload]) -> _Library:
 
 def _expand(workload: Workload, calls: np.ndarray, programs: list[Workload]) -> tuple[TaskGraph, np.ndarray, _Messages] | None:
     """The task graph (module docstring), each call's begin task and the matched messages
-    (``None``: a negative COMP time, a message to oneself or nobody, or one never matched)."""
+    (``None``: a negative COMP time, a message to oneself or nobody, or one never matched).
+
+    Task ids, ranks and dependency pointers are built in the graph's own narrow types (int32
+    below 2**31 tasks): at 1,024 ranks each column is 5M tasks, and an int64 column of that
+    size is a fresh mapping of 40 MB (page faults on every first touch) where an int32 one is
+    half of it, reused from the heap."""
     size = len(workload)
-    rank_of = np.repeat(np.arange(workload.num_ranks, dtype=np.int64), np.diff(workload.rank_bounds()))
+    rank_of = np.repeat(np.arange(workload.num_ranks, dtype=np.int32), np.diff(workload.rank_bounds()))
+    program = _programs(rank_of[calls], programs)
+    counts = program.hi - program.lo
+    total = int(counts.sum())
+    first = size + len(calls)
+    task = task_id_type(first + total)
     is_call = np.zeros(size, dtype=bool)
     is_call[calls] = True
     node_kind = _task_kinds(workload.node_type)
     node_kind[is_call] = LOCAL
-    begins = size + np.arange(len(calls), dtype=np.int64)
-    begin_of = np.full(size, -1, dtype=np.int64)
+    begins = np.arange(size, first, dtype=task)
+    begin_of = np.full(size, -1, dtype=task)
     begin_of[calls] = begins
     blocks = [
         (node_kind, rank_of, workload.peer, workload.comm_size, workload.tag, workload.duration_ns, workload.node_type == NodeKind.COMP),
         (np.full(len(calls), LOCAL, dtype=np.int8), rank_of[calls], *(np.zeros(len(calls), dtype=np.int64) for _ in range(4)), np.zeros(len(calls), dtype=bool)),
     ]
     # dependency edges (owner task, the task it waits for); a call's own dependencies go to its begin task
-    owner = np.repeat(np.arange(size, dtype=np.int64), np.diff(workload.dep_ptr))
-    waits = workload.dep_idx.astype(np.int64)
+    owner = np.repeat(np.arange(size, dtype=task), np.diff(workload.dep_ptr))
     owners = [np.where(is_call[owner], begin_of[owner], owner)]
-    targets = [waits]
-    del owner, waits, begin_of
-    program = _programs(rank_of[calls], programs)
-    del rank_of
+    targets = [workload.dep_idx.astype(task)]
+    del owner, begin_of, rank_of
     # the calls' programs, one after another in call order: program[j] is node rows[j] of the library
-    first = size + len(calls)
-    counts = program.hi - program.lo
-    starts = np.cumsum(counts) - counts  # each call's first row among the rows
+    ends = np.cumsum(counts)
+    starts = ends - counts  # each call's first row among the rows
     whole = bool(len(calls)) and int(program.lo[0]) == 0 and int(program.hi[-1]) == len(program.node_type) and np.array_equal(program.lo[1:], program.hi[:-1])
-    rows = slice(None) if whole else np.repeat(program.lo - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)  # whole: the library in order
+    rows = slice(None) if whole else np.repeat(program.lo - starts, counts) + np.arange(total, dtype=np.int64)  # whole: the library in order
     program_kind = _task_kinds(program.node_type[rows])
-    blocks.append((program_kind, np.repeat(program.rank, counts), program.peer[rows], program.comm_size[rows], program.tag[rows],
+    blocks.append((program_kind, np.repeat(program.rank.astype(np.int32), counts), program.peer[rows], program.comm_size[rows], program.tag[rows],
                    program.duration_ns[rows], program_kind == LOCAL))
-    total = len(program_kind)
     del program_kind
-    degree = np.diff(program.dep_ptr)[rows]
+    degree = _narrow_diff(program.dep_ptr, np.int32)[rows]
     if whole:  # each call's first row is its first node in the library: one shift for all
-        inner = program.dep_idx[program.dep_ptr[0] : program.dep_ptr[-1]] + first
+        inner = program.dep_idx[program.dep_ptr[0] : program.dep_ptr[-1]].astype(task)
+        inner += task(first)
     else:
         lo = program.dep_ptr[rows]
-        inner = program.dep_idx[np.repeat(lo - (np.cumsum(degree) - degree), degree) + np.arange(int(degree.sum()), dtype=np.int64)]
-        inner += np.repeat(np.repeat(first + starts - program.lo, counts), degree)  # a row's library node + shift = its task
+        inner = program.dep_idx[np.repeat(lo - (np.cumsum(degree) - degree), degree) + np.arange(int(degree.sum()), dtype=np.int64)].astype(task)
+        inner += np.repeat(np.repeat(first + starts - program.lo, counts), degree).astype(task)  # a row's library node + shift = its task
         del lo
     roots = np.flatnonzero(degree == 0)
     has_child = np.zeros(total, dtype=bool)
-    has_child[inner - first] = True
+    has_child[inner - task(first)] = True
     sinks = np.flatnonzero(~has_child)
     del has_child
-    call_of_row = np.repeat(np.arange(len(calls), dtype=np.int64), counts)
-    owners.append(calls.astype(np.int64)[call_of_row[sinks]])  # a call ends when its program's last nodes have
-    targets.append(first + sinks)
+    owners.append(calls.astype(task)[np.searchsorted(ends, sinks, side="right")])  # a call ends when its program's last nodes have
+    targets.append((first + sinks).astype(task))
     # a program task waits for its dependencies in the file, or (none) for its call's begin task
-    waits = np.maximum(degree, 1)
-    program_ptr = np.zeros(total + 1, dtype=np.int64)
-    np.cumsum(waits, out=program_ptr[1:])
-    program_idx = np.empty(int(program_ptr[-1]), dtype=np.int64)
-    is_root = np.zeros(len(program_idx), dtype=bool)
+    edges = int(degree.sum()) + len(roots)
+    pointer = np.int32 if len(workload.dep_idx) + len(sinks) + edges < 2**31 else np.int64
+    program_ptr = np.zeros(total + 1, dtype=pointer)
+    np.cumsum(np.maximum(degree, 1), out=program_ptr[1:])
+    program_idx = np.empty(edges, dtype=task)
+    is_root = np.zeros(edges, dtype=bool)
     is_root[program_ptr[roots]] = True
-    program_idx[is_root] = begins[call_of_row[roots]]
+    program_idx[is_root] = begins[np.searchsorted(ends, roots, side="right")]
     program_idx[~is_root] = inner
-    del inner, roots, sinks, call_of_row, degree, waits, is_root
-    # every temporary is released as soon as it is used: at 1,024 ranks each column is 4M tasks
-    kind, npu, peer, nbytes, tag, duration, comp = (np.concatenate([block[i] for block in blocks]) for i in range(7))
-    del blocks
-    runtime = _runtime(duration, comp)
-    del duration, comp
-    if runtime is None:
+    del inner, roots, sinks, degree, is_root
+    # every temporary is released as soon as it is used: at 1,024 ranks each column is 5M tasks
+    # the graph's columns whole; peers and tags only where messages are matched (no 40 MB copies)
+    kind, npu, nbytes = (np.concatenate([block[i] for block in blocks]) for i in (0, 1, 3))
+    runtimes = [_runtime(block[5], block[6]) for block in blocks]
+    if any(runtime is None for runtime in runtimes):
         return None
+    runtime = np.concatenate(runtimes)
+    peer, tag = (_Stacked([block[i] for block in blocks]) for i in (2, 4))
+    del blocks, runtimes
     owner = np.concatenate(owners)  # the workload's nodes and the begin tasks: few
     del owners
-    head_ptr = np.zeros(first + 1, dtype=np.int64)
+    head_ptr = np.zeros(first + 1, dtype=pointer)
     np.cumsum(np.bincount(owner, minlength=first), out=head_ptr[1:])
-    dep_ptr = np.concatenate([head_ptr, head_ptr[-1] + program_ptr[1:]])
+    program_ptr += head_ptr[-1]
+    dep_ptr = np.concatenate([head_ptr, program_ptr[1:]])
     dep_idx = np.concatenate([np.concatenate(targets)[np.argsort(owner, kind="stable")], program_idx])
     del owner, targets, head_ptr, program_ptr, program_idx
     first += total
-    npu, peer, nbytes, tag = (column.astype(np.int64, copy=False) for column in (npu, peer, nbytes, tag))
     messages = _match(kind, npu, peer, nbytes, tag, workload.num_ranks)
     del peer, tag
     if messages is None:
         return None
-    partner = np.full(first, -1, dtype=np.int64)
+    partner = np.full(first, -1, dtype=task)
     partner[messages.sends] = messages.recvs
     partner[messages.recvs] = messages.sends
+    nbytes = nbytes.astype(np.int64, copy=False)
     nbytes[kind == LOCAL] = 0
     graph = TaskGraph.build(kind=kind, npu=npu, partner=partner, nbytes=nbytes, duration=runtime, dep_ptr=dep_ptr, dep_idx=dep_idx)
-    return graph, begins, messages
+    return graph, begins.astype(np.int64), messages
 
 
-def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray, nbytes: np.ndarray, tag: np.ndarray, num_ranks: int) -> _Messages | None:
+class _Stacked:
+    """Columns laid end to end without copying them: ``stacked[tasks]`` is
+    ``np.concatenate(columns)[tasks]``.
+
+    >>> _Stacked([np.array([5, 6]), np.array([7]), np.array([8, 9])])[np.array([4, 0, 2])].tolist()
+    [9, 5, 7]
+    """
+
+    def __init__(self, columns: list[np.ndarray]) -> None:
+        self.columns = columns
+        self.offsets = np.cumsum([0] + [len(column) for column in columns])
+
+    def __getitem__(self, tasks: np.ndarray) -> np.ndarray:
+        which = np.searchsorted(self.offsets, tasks, side="right") - 1
+        out = np.empty(len(tasks), dtype=np.result_type(*self.columns))
+        for i, column in enumerate(self.columns):
+            mine = which == i
+            out[mine] = column[tasks[mine] - self.offsets[i]]
+        return out
+
+
+def _narrow_diff(pointers: np.ndarray, dtype: type) -> np.ndarray:
+    """``np.diff(pointers)`` computed straight into ``dtype`` (no wide temporary).
+
+    >>> _narrow_diff(np.array([0, 2, 2, 5]), np.int32)
+    array([2, 0, 3], dtype=int32)
+    """
+    return np.subtract(pointers[1:], pointers[:-1], dtype=dtype, casting="same_kind")
+
+
+def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray | _Stacked, nbytes: np.ndarray, tag: np.ndarray | _Stacked, num_ranks: int) -> _Messages | None:
     """The k-th send and the k-th receive of each ``(tag, src, dst, bytes)``, in task order."""
     sends = np.flatnonzero(kind == SEND)
     recvs = np.flatnonzero(kind == RECV)
     if len(sends) != len(recvs):
         return None
+    keys = []
     for tasks in (sends, recvs):
-        if len(tasks) and ((peer[tasks] < 0).any() or (peer[tasks] >= num_ranks).any() or (peer[tasks] == npu[tasks]).any()):
+        own, other = npu[tasks], peer[tasks]
+        if len(tasks) and ((other < 0).any() or (other >= num_ranks).any() or (other == own).any()):
             return None
-    send_keys = (tag[sends] % COLLECTIVE_TAG, npu[sends], peer[sends], nbytes[sends])  # the kernel's tag: native_tag
-    recv_keys = (tag[recvs] % COLLECTIVE_TAG, peer[recvs], npu[recvs], nbytes[recvs])
-    send_order = np.lexsort((sends, *reversed(send_keys)))
-    recv_order = np.lexsort((recvs, *reversed(recv_keys)))
+        keys.append((tag[tasks], own, other, nbytes[tasks]))
+    (send_tag, sender, receiver, send_bytes), (recv_tag, receiving, source, recv_bytes) = keys
+    del keys
+    send_keys = _match_keys(send_tag, sender, receiver, send_bytes, num_ranks)
+    recv_keys = _match_keys(recv_tag, source, receiving, recv_bytes, num_ranks)
+    send_order = np.lexsort(tuple(reversed(send_keys)))  # stable: within one key, task order
+    recv_order = np.lexsort(tuple(reversed(recv_keys)))
     same = np.ones(max(len(sends) - 1, 0), dtype=bool)
     for send_column, recv_column in zip(send_keys, recv_keys):  # one sorted column at a time
         column = send_column[send_order]
@@ -311,6 +356,20 @@ def _match(kind: np.ndarray, npu: np.ndarray, peer: np.ndarray, nbytes: np.ndarr
             return None
         same &= column[1:] == column[:-1]
     return _Messages(sends=sends[send_order], recvs=recvs[recv_order], same_key=np.concatenate([[False], same]) if len(sends) else same)
+
+
+def _match_keys(tag: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, num_ranks: int) -> tuple[np.ndarray, ...]:
+    """The columns messages are matched by, most significant first: the kernel's tag
+    (``native_tag``), source, destination, bytes -- the first three folded into one integer
+    where it fits (one sort key instead of three; ``src`` and ``dst`` are ranks).
+
+    >>> [k.tolist() for k in _match_keys(np.array([COLLECTIVE_TAG + 2]), np.array([1]), np.array([0]), np.array([64]), 4)]
+    [[36], [64]]
+    """
+    native = (tag % COLLECTIVE_TAG).astype(np.int64, copy=False)
+    if COLLECTIVE_TAG * num_ranks * num_ranks >= 2**63:
+        return native, src, dst, nbytes
+    return (native * num_ranks + src) * num_ranks + dst, nbytes
 
 
 def _hop_costs(graph: TaskGraph, backend: AwareBackend | UnawareBackend) -> HopCosts | None:

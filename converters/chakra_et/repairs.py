@@ -110,8 +110,10 @@ def repair_dependencies(nodes: NodeColumns, policy: DependencyPolicy) -> tuple[n
         stats.add_to(repairs)
         counts.append(kept_counts)
         positions.append(kept_local + first)
-    dep_ptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
-    return dep_ptr, np.concatenate(positions).astype(np.int64), repairs
+    per_node = np.concatenate(counts)
+    dep_ptr = np.zeros(len(per_node) + 1, dtype=np.int64)
+    np.cumsum(per_node, out=dep_ptr[1:])
+    return dep_ptr, np.concatenate(positions).astype(np.int64, copy=False), repairs
 
 
 def _structure(nodes: NodeColumns, index: int) -> tuple[tuple, tuple[np.ndarray, ...]]:
