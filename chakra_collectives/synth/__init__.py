@@ -17,7 +17,6 @@ them, :mod:`~chakra_collectives.synth.best`), predicts its time under the shared
 (16, True, True)
 """
 
-from chakra_collectives.synth.best import Candidate, applicable
 from chakra_collectives.synth.synthesis import (
     AUTO_CHUNKS,
     BEST_WITHIN,
@@ -30,5 +29,11 @@ from chakra_collectives.synth.synthesis import (
     group_bounds,
     synthesize,
 )
+
+from chakra_collectives.lazy_names import LazyNames
+
+# best's names load on first use: one producer asked by name (synth -a tacos) needs none of its search
+__getattr__ = LazyNames(__name__, {"Candidate": "chakra_collectives.synth.best", "applicable": "chakra_collectives.synth.best"}, globals())
+
 
 __all__ = ["AUTO_CHUNKS", "BEST_WITHIN", "BOUNDS", "Candidate", "DEFAULT_ALGORITHM", "SynthesisResult", "algorithm_names", "applicable", "auto_chunk_counts", "bounds_method", "group_bounds", "synthesize"]
