@@ -89,9 +89,11 @@ def test_every_registered_command_is_listed():
     assert set(cli_app._REGISTERED) == {name for name, _, _ in COMMANDS}
 
 
-def test_help_imports_no_library():
+@pytest.mark.parametrize("args", [["--help"], ["synth", "--help"]])
+def test_help_imports_no_library(args):
+    """The top-level help, and synth's (its producers listed by the registry, which imports none)."""
     code = (
-        "import sys; from chakra_collectives.cli import main; sys.argv = ['chakra-coll', '--help']\n"
+        f"import sys; from chakra_collectives.cli import main; sys.argv = ['chakra-coll', *{args!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'networkx', 'scipy', 'matplotlib', 'lxml', 'google'})\n"
         "print('HEAVY', heavy)"

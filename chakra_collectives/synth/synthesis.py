@@ -27,24 +27,13 @@ from chakra_collectives.network.model import Mode
 from chakra_collectives.processes import ForkedJob, can_fork
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.footprint import estimate
-from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
+from chakra_collectives.synth.registry import DEFAULT_ALGORITHM, SynthesisOptions, Synthesized, algorithm_names, get
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import check_group, group_view
 from chakra_collectives.units import format_size, parse_size
 
 if TYPE_CHECKING:  # best's search is imported when best runs: one producer asked by name needs none of it
     from chakra_collectives.synth.best import Candidate
-
-def algorithm_names() -> list[str]:
-    """Names ``--algorithm`` accepts: ``best``, then every registered producer.
-
-    >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe']
-    """
-    return ["best", *names()]
-
-DEFAULT_ALGORITHM = "best"
-"""What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
 
 BOUNDS = ("auto", "exact", "fast", "none")
 """How :func:`synthesize` bounds the result: ``exact`` and ``fast`` are
