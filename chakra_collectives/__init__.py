@@ -13,7 +13,7 @@ True
 True
 """
 
-from importlib import import_module
+from chakra_collectives.lazy_names import LazyNames
 
 # Names load on first use (PEP 562), so ``import chakra_collectives`` -- and every ``chakra-coll``
 # command, whose package this is -- does not import numpy, networkx, scipy and protobuf first.
@@ -42,16 +42,11 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str):
-    if name in _HOMES:
-        value = getattr(import_module(_HOMES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = LazyNames(__name__, _HOMES, globals())
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+    return __getattr__.listed(globals())
 
 
 __version__ = "0.1.0"

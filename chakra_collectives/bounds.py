@@ -86,7 +86,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -95,13 +95,15 @@ from chakra_collectives.flow import CapacityGraph, FlowNetwork, max_cut_ratio
 from chakra_collectives.flow.cut_ratio import default_sinks
 from chakra_collectives.flow.global_cut import global_min_cut
 from chakra_collectives.ir import Collective
-from chakra_collectives.ir.demand import ChunkDemand, chunk_demand
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
 from chakra_collectives.topology.distances import dijkstra_in_python
 from chakra_collectives.topology.groups import group_view
 from chakra_collectives.topology.tiers import bandwidth_tiers, island_bandwidths
 from chakra_collectives.units import bytes_per_ns, parse_size
+
+if TYPE_CHECKING:  # the moving collectives' demand is imported where they are bounded
+    from chakra_collectives.ir.demand import ChunkDemand
 
 SUPPORTED = (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_REDUCE)
 MOVING = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
@@ -200,6 +202,8 @@ def lower_bounds(
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     size_bytes = parse_size(size_bytes) if isinstance(size_bytes, str) else size_bytes
     if collective in MOVING:
+        from chakra_collectives.ir.demand import chunk_demand
+
         if size_bytes <= 0:
             raise InputError(f"collective size must be positive, got {size_bytes}")
         n = topology.num_npus
@@ -587,6 +591,7 @@ def moving_lower_bounds(topology: Topology, demand: ChunkDemand, collective: Col
         unicast demands of up to 2^17 commodity-link variables; ``None`` otherwise).
 
     >>> from chakra_collectives.topology import torus2d
+    >>> from chakra_collectives.ir.demand import chunk_demand
     >>> d = chunk_demand(Collective.ALL_TO_ALL, num_ranks=16, chunk_bytes=4 * 2**20)
     >>> b = moving_lower_bounds(torus2d(4, 4), d, Collective.ALL_TO_ALL, 64 * 2**20)
     >>> round(b.cut_ns), round(b.flow_ns), round(b.best_ns)   # the bisection: 0.625 ms

@@ -5,6 +5,7 @@ never breaks a path, and a start that imports nothing heavy for --help."""
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,9 +89,11 @@ def test_every_registered_command_is_listed():
     assert set(cli_app._REGISTERED) == {name for name, _, _ in COMMANDS}
 
 
-def test_help_imports_no_library():
+@pytest.mark.parametrize("args", [["--help"], ["synth", "--help"]])
+def test_help_imports_no_library(args):
+    """The top-level help, and synth's (its producers listed by the registry, which imports none)."""
     code = (
-        "import sys; from chakra_collectives.cli import main; sys.argv = ['chakra-coll', '--help']\n"
+        f"import sys; from chakra_collectives.cli import main; sys.argv = ['chakra-coll', *{args!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'networkx', 'scipy', 'matplotlib', 'lxml', 'google'})\n"
         "print('HEAVY', heavy)"
@@ -120,6 +123,24 @@ def test_synth_with_one_producer_imports_only_what_it_runs():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert '"algorithm": "tacos"' in out and "LOADED [] []" in out and "COLLECTING True True" in out
     assert "ALL ['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']" in out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_command_runs_on_one_thread():
+    """numpy's OpenBLAS starts no thread pool under ``chakra-coll`` (its idle threads spin for
+    tens of ms of CPU at every start; no command does dense linear algebra), unless the user
+    chose a number of BLAS threads."""
+    code = (
+        "import os, sys; from chakra_collectives.cli import main\n"
+        "sys.argv = ['chakra-coll', 'synth', '-t', 'mesh2d:4x4', '-c', 'all-gather', '-a', 'tacos', '--json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('THREADS', len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert "THREADS 1 1" in out
+    chosen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**env, "OPENBLAS_NUM_THREADS": "3"}).stdout
+    assert chosen.split("THREADS")[1].split()[1] == "3"
 
 
 # ---------------------------------------------------------------------------- one vocabulary

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import sys
 
-from chakra_collectives.cli.start_up import pause_collector
+from chakra_collectives.cli.start_up import pause_collector, single_blas_thread
 
 
 def main() -> None:
     """Run the CLI. Memory that runs out where even the one-line error could not be formatted
     (the command's frames still held it) ends here, after they are released: one line, exit 4.
-    No garbage collection runs while the command's modules load (:mod:`.start_up`), and freed
-    memory is kept for reuse (:func:`~chakra_collectives.resources.reuse_freed_memory`)."""
+    No garbage collection runs while the command's modules load and OpenBLAS starts no thread
+    pool (:mod:`.start_up`), and freed memory is kept for reuse
+    (:func:`~chakra_collectives.resources.reuse_freed_memory`)."""
+    single_blas_thread()
     pause_collector()
     from chakra_collectives.cli.app import app
     from chakra_collectives.resources import reuse_freed_memory

@@ -6,7 +6,9 @@ adapters took about 0.1 s of the 0.3 s that ``chakra-coll synth -t mesh2d:8x8 -a
 take. Here a value that is already of its type (a default), a string for a ``str`` option, or
 a plain decimal number for an ``int`` or ``float`` option (``-k 4``, ``--time-budget 2.5``)
 becomes its value directly -- what the adapter would return --, an option not given stays
-``None``, and anything else (a path, a
+``None``, a string for a ``Path`` argument or option (``verify PREFIX``, ``replay WORKLOAD``)
+becomes a ``Path`` that typer's own path checks then take (pydantic's adapter would only have
+made the ``Path``; importing it took 0.05-0.1 s of every such command), and anything else (a
 choice, a malformed number, a type with bounds or a parser) goes to typer's own coercion, with
 its checks and its error messages. On a typer without per-parameter coercion objects
 (:func:`install`'s ``_runtime_param``) nothing changes.
@@ -15,6 +17,7 @@ its checks and its error messages. On a typer without per-parameter coercion obj
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
@@ -26,7 +29,7 @@ class _Lean:
 
     def __init__(self, annotation: Any) -> None:
         self.annotation = annotation
-        """``str``, ``int`` or ``float``; ``None``: another type, or one with a parser, bounds or choices."""
+        """``str``, ``int``, ``float`` or ``Path``; ``None``: another type, or one with a parser, bounds or choices."""
         self.full: Any = None
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -39,6 +42,10 @@ class _Lean:
             return int(value)
         if kind is float and (type(value) in (int, float) or isinstance(value, str) and _DECIMAL.fullmatch(value)):
             return float(value)
+        if kind is Path and isinstance(value, (str, Path)) and value != "":
+            from typer._param_types import coerce_cli_path
+
+            return coerce_cli_path(Path(value), param.type_descriptor.parameter_info, path_type=Path, param=param, ctx=ctx)
         if self.full is None:
             from typer._coercion import build_runtime_param
 
@@ -60,4 +67,8 @@ def install(params: list[Any]) -> None:
             and getattr(info, "parser", None) is None and getattr(info, "min", None) is None and getattr(info, "max", None) is None
             and not descriptor.is_choice and not descriptor.is_path and not descriptor.is_file
         )
-        param._runtime_param = _Lean(descriptor.annotation if plain else None)
+        path = (
+            descriptor.annotation is Path and descriptor.is_path and not descriptor.is_file and not param.multiple and param.nargs == 1
+            and getattr(info, "parser", None) is None and getattr(info, "path_type", None) in (None, Path)
+        )
+        param._runtime_param = _Lean(descriptor.annotation if plain or path else None)

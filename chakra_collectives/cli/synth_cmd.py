@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -13,10 +13,11 @@ from chakra_collectives.cli.app import command, err_console, print_json, say
 from chakra_collectives.cli.options import JSON, TOPOLOGY, network_model_option, prefix_option
 from chakra_collectives.cli.progress_view import showing_progress
 from chakra_collectives.errors import InputError
-from chakra_collectives.ir import Collective
-from chakra_collectives.synth import BEST_WITHIN, DEFAULT_ALGORITHM, SynthesisResult, algorithm_names, synthesize
-from chakra_collectives.topology.groups import describe_group, parse_group
+from chakra_collectives.synth.registry import DEFAULT_ALGORITHM, algorithm_names
 from chakra_collectives.units import format_size, format_time_ns
+
+if TYPE_CHECKING:  # the synthesis (numpy and the rest) is imported when the command runs: synth --help needs none of it
+    from chakra_collectives.synth import SynthesisResult
 
 SCHEMA_VERSION = 1
 """Version of ``chakra-coll synth --json`` (``schemas/synth.schema.json``)."""
@@ -122,7 +123,10 @@ def synth(
       chakra-coll synth -t mesh2d:16x16 -c all-gather --time-budget 5
       chakra-coll synth -t torus2d:3x3 -c all-gather -a milp -k 2 --time-limit 30
     """
+    from chakra_collectives.ir import Collective
+    from chakra_collectives.synth import synthesize
     from chakra_collectives.topology import load_topology
+    from chakra_collectives.topology.groups import parse_group
 
     if time_budget is not None and not time_budget > 0:
         raise InputError(f"--time-budget must be a positive number of seconds, got {time_budget:g}")
@@ -196,6 +200,8 @@ def synth(
 
 def _chosen_lines(result: SynthesisResult) -> list[str]:
     """How ``best`` chose: the others' times, or the bound that ruled each out, or why it was not tried."""
+    from chakra_collectives.synth import BEST_WITHIN
+
     shown, not_tried = [], []
     winner = next(c for c in result.candidates if c.name == result.algorithm_name)
     for c in result.candidates:
@@ -240,6 +246,8 @@ def _trees_per_npu(text: str | None) -> int | str | None:
 
 
 def _print_summary(result: SynthesisResult, summary: dict) -> None:
+    from chakra_collectives.topology.groups import describe_group
+
     algo = result.algorithm
     topo = result.topology
     say(f"{algo.collective.value} of {format_size(algo.size_bytes)} on {topo.name} with {result.algorithm_name}", style="bold")

@@ -21,6 +21,11 @@ from chakra_collectives.ir.algorithm import CollectiveAlgorithm
 from chakra_collectives.ir.builder import AlgorithmBuilder
 from chakra_collectives.ir.collective import Collective
 from chakra_collectives.ir.ops import NONE, Buffer, ChunkRef, Op, OpKind, OpTable
-from chakra_collectives.ir.workload import NodeKind, Workload
+
+from chakra_collectives.lazy_names import LazyNames
+
+# a workload's types load on first use: an algorithm's commands (synth) never read a workload
+__getattr__ = LazyNames(__name__, {"NodeKind": "chakra_collectives.ir.workload", "Workload": "chakra_collectives.ir.workload"}, globals())
+
 
 __all__ = ["AlgorithmBuilder", "Buffer", "ChunkRef", "Collective", "CollectiveAlgorithm", "NONE", "NodeKind", "Op", "OpKind", "OpTable", "Workload"]

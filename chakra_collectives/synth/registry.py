@@ -15,6 +15,7 @@ listed in :data:`PRODUCERS`, whose modules are imported when a producer is first
 others. :data:`PRODUCERS`' order, then the order of registration, is the order ``best`` breaks
 ties in:
 
+>>> from chakra_collectives.ir import Collective
 >>> [s.name for s in synthesizers()]
 ['tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']
 >>> get("rhd").supports(Collective.ALL_REDUCE, 8), get("rhd").supports(Collective.ALL_REDUCE, 6)
@@ -35,17 +36,17 @@ import importlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
-
 from chakra_collectives.errors import InputError
 from chakra_collectives.limits import check_size
-from chakra_collectives.ir import Collective, CollectiveAlgorithm
-from chakra_collectives.ir.parts import AlgorithmParts
-from chakra_collectives.ir.pattern import ChunkPattern
-from chakra_collectives.topology import Topology
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the registry imports no numpy (synth --help lists its names)
+    import numpy as np
+
+    from chakra_collectives.ir import Collective, CollectiveAlgorithm
+    from chakra_collectives.ir.parts import AlgorithmParts
+    from chakra_collectives.ir.pattern import ChunkPattern
     from chakra_collectives.network.bottleneck import Bottleneck
+    from chakra_collectives.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -135,11 +136,11 @@ class Synthesized:
     ``phase_latency_ratios``; ForestColl: ``forestcoll``, a dict of its optimum and trees)."""
 
 
-Factory = Callable[[Topology, Collective, int, SynthesisOptions], Synthesized]
+Factory = Callable[["Topology", "Collective", int, SynthesisOptions], Synthesized]
 """``make(topology, collective, num_ranks, options)``: rank ``r`` of the result runs on NPU ``r``
 when the producer plans for the whole topology; otherwise only ``num_ranks`` matters."""
 
-MessageList = Callable[[Collective, int, SynthesisOptions], "tuple[np.ndarray, np.ndarray, np.ndarray]"]
+MessageList = Callable[["Collective", int, SynthesisOptions], "tuple[np.ndarray, np.ndarray, np.ndarray]"]
 """``messages(collective, num_ranks, options) -> (src, dst, nbytes)``: every message the
 producer would send, known without building the algorithm."""
 
@@ -211,6 +212,7 @@ class Synthesizer:
         built for the group's rank count and placed on it; a producer that plans for the topology
         is asked for the group when it serves groups (:attr:`groups`) and refuses otherwise.
 
+        >>> from chakra_collectives.ir import Collective
         >>> from chakra_collectives.topology import torus2d
         >>> made = get("ring").build(torus2d(4, 4), Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**20, group=(0, 4, 8, 12)))
         >>> made.algorithm.num_ranks, made.algorithm.placement
@@ -283,9 +285,23 @@ def synthesizers() -> list[Synthesizer]:
     return [_REGISTRY[name] for name in PRODUCERS if name in _REGISTRY] + [s for name, s in _REGISTRY.items() if name not in PRODUCERS]
 
 
+DEFAULT_ALGORITHM = "best"
+"""What :func:`~chakra_collectives.synth.synthesize` and ``chakra-coll synth`` produce unless
+told otherwise: the search over every applicable producer (:mod:`~chakra_collectives.synth.best`)."""
+
+
+def algorithm_names() -> list[str]:
+    """Names ``--algorithm`` accepts: ``best``, then every registered producer (importing none).
+
+    >>> algorithm_names()
+    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']
+    """
+    return ["best", *names()]
+
+
 def names() -> list[str]:
     """Every synthesizer's name, in :func:`synthesizers`' order (importing none)."""
     return [*PRODUCERS, *(name for name in _REGISTRY if name not in PRODUCERS)]
 
 
-__all__ = ["PRODUCERS", "Factory", "MessageList", "SynthesisOptions", "Synthesized", "Synthesizer", "get", "names", "register", "synthesizers"]
+__all__ = ["DEFAULT_ALGORITHM", "PRODUCERS", "algorithm_names", "Factory", "MessageList", "SynthesisOptions", "Synthesized", "Synthesizer", "get", "names", "register", "synthesizers"]

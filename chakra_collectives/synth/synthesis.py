@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chakra_collectives import progress
 from chakra_collectives.bounds import MOVING
@@ -26,23 +26,14 @@ from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
 from chakra_collectives.processes import ForkedJob, can_fork
 from chakra_collectives.resources import Estimate, fits, require
-from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
 from chakra_collectives.synth.footprint import estimate
-from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, get, names
+from chakra_collectives.synth.registry import DEFAULT_ALGORITHM, SynthesisOptions, Synthesized, algorithm_names, get
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import check_group, group_view
 from chakra_collectives.units import format_size, parse_size
 
-def algorithm_names() -> list[str]:
-    """Names ``--algorithm`` accepts: ``best``, then every registered producer.
-
-    >>> algorithm_names()
-    ['best', 'tacos', 'ring', 'biring', 'direct', 'rhd', 'tree', 'bfb', 'forestcoll', 'rails', 'milp', 'gridpipe', 'chains', 'flowcast']
-    """
-    return ["best", *names()]
-
-DEFAULT_ALGORITHM = "best"
-"""What :func:`synthesize` and ``chakra-coll synth`` produce unless told otherwise."""
+if TYPE_CHECKING:  # best's search is imported when best runs: one producer asked by name needs none of it
+    from chakra_collectives.synth.best import Candidate
 
 BOUNDS = ("auto", "exact", "fast", "none")
 """How :func:`synthesize` bounds the result: ``exact`` and ``fast`` are
@@ -489,6 +480,8 @@ def _prefetch(
     lower bounds, when the search would run it beside its first candidate (several workers,
     :func:`_speculates`, applicable, fits the memory limit, whole topology, default network
     model) and the bounds are dear (:data:`PREFETCH_COLLECTIVES`); ``None`` otherwise."""
+    from chakra_collectives.synth.best import applicable
+
     name = PREFETCHED
     if collective not in PREFETCH_COLLECTIVES or options.group is not None or network_model != "default":
         return None
@@ -565,6 +558,8 @@ def _synthesize_best(
     has at most :data:`BEST_MILP_VARIABLES` variables, with :data:`BEST_MILP_LIMIT_S` seconds each, and only when the fastest found is more than
     :data:`BEST_MILP_GAP` above ``floor_ns``. ``prefetched``: a candidate already started
     (:func:`_prefetch`), taken by the first production if it is one of it, else ended."""
+    from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
+
     step = on_step or (lambda name: None)
     group = options.group
     num_ranks = topology.num_npus if group is None else len(group)

@@ -55,13 +55,7 @@ from chakra_collectives.network.model import Mode, NetworkModel
 from chakra_collectives.ir.parts import AlgorithmParts
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.synth.channels import ChannelRouting, Channels, build_channels
-from chakra_collectives.ir.demand import Demand, demand_for
-from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO, Forwarding, match_demand
-from chakra_collectives.synth.path_planning import ChannelGraph
 from chakra_collectives.synth.footprint import tacos_footprint
-from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, name_routes
-from chakra_collectives.synth.flowpipe import pipelined_schedules
-from chakra_collectives.synth.multipath import demand_flows, spread_paths
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, lowered_in_parts, mirrored_release, reduce_scatter_algorithm
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.matching_floor import matching_floor_ns
@@ -72,7 +66,7 @@ from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Syn
 from chakra_collectives.topology.core import Topology
 from chakra_collectives.topology.groups import group_view
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the FORWARDED collectives' modules are imported when one is synthesized (_forwarded)
     from chakra_collectives.synth.gridpipe import Grid
 
 FORWARDED = (Collective.ALL_TO_ALL, Collective.GATHER, Collective.SCATTER, Collective.PATTERN)
@@ -286,6 +280,8 @@ def tacos(
         raise InputError("a collective needs at least 2 NPUs")
     topology.validate()
     if collective in FORWARDED:
+        from chakra_collectives.synth.forwarding import DEFAULT_LATENCY_RATIO
+
         forwarding_trials = min(trials, FORWARDING_TRIALS) if explicit_trials is None else trials
         ratio = DEFAULT_LATENCY_RATIO if merge_variants is None else variants[0].latency_ratio
         return _forwarded(topology, collective, size_bytes, chunks_per_npu, seed, forwarding_trials, root, pattern, ratio, multipath, flows)
@@ -453,6 +449,13 @@ def _forwarded(
 ) -> TacosResult:
     """TACOS for a collective that only moves data: :mod:`~chakra_collectives.synth.forwarding`
     (``multipath``: see :func:`tacos`; ties keep the one-route plan)."""
+    from chakra_collectives.ir.demand import demand_for
+    from chakra_collectives.synth.flowpipe import pipelined_schedules
+    from chakra_collectives.synth.forwarding import match_demand
+    from chakra_collectives.synth.forwarding_lowering import forwarding_algorithm, name_routes
+    from chakra_collectives.synth.multipath import demand_flows, spread_paths
+    from chakra_collectives.synth.path_planning import ChannelGraph
+
     n = topology.num_npus
     if collective is Collective.PATTERN:
         if pattern is None:
