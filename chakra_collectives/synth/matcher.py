@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -296,6 +297,21 @@ def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np
         start = word * 64
 
 
+COMPILED_WORDS = 64
+"""Bitset rows of at least this many words (4,096 chunks) are worked by the compiled kernels of
+:mod:`.matcher_kernels` (numba, compiled on first use), shorter ones by numpy alone."""
+
+
+def compiled_kernels(words: int) -> ModuleType | None:
+    """:mod:`.matcher_kernels` for rows of ``words`` words from :data:`COMPILED_WORDS` on (imported
+    then: numba's start-up is kept off small matchings), else None."""
+    if words < COMPILED_WORDS:
+        return None
+    from chakra_collectives.synth import matcher_kernels  # imported when used
+
+    return matcher_kernels
+
+
 WINDOW_SHARE = 2
 """:meth:`_Window.around` gives a window only when it takes at most ``1 / WINDOW_SHARE`` of the words..."""
 
@@ -455,6 +471,7 @@ class _Matcher:
         if self.owner_start[0] != 0 or self.owner_start[-1] != self.num_chunks or (np.diff(self.owner_start) < 0).any():
             raise ValueError(f"owner offsets must rise from 0 to {self.num_chunks}, got {self.owner_start.tolist()}")
         self.words = -(-self.num_chunks // 64)
+        self.kernels = compiled_kernels(self.words)
         chunk_ids = np.arange(self.num_chunks)
         own = np.zeros((n, self.words), dtype=np.uint64)
         np.bitwise_or.at(own, (np.repeat(np.arange(n), np.diff(self.owner_start)), chunk_ids // 64), _BIT[chunk_ids % 64])
@@ -622,8 +639,7 @@ class _Matcher:
         if len(active) == 0:
             return
         s, d = ch.direct_src[active], ch.direct_dst[active]
-        first_cand = self.held[s] & self.wanted[d]
-        options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
+        first_cand, options = self._candidates(s, d)
         useful = np.flatnonzero(options)
         if not len(useful):
             return
@@ -638,7 +654,7 @@ class _Matcher:
             sel = active[in_round]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
             # the first round's candidates are the ones just counted (no channel has been matched since)
-            cand = first_cand[useful[order[in_round]]] if j == 0 else self.held[s] & self.wanted[d]
+            cand = first_cand[useful[order[in_round]]] if j == 0 else self._candidates(s, d)[0]
             pool = self._scarcest(cand, sel)
             first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
             ok = first >= 0
@@ -680,6 +696,13 @@ class _Matcher:
                 heapq.heappush(self.rank_events[s_], e_)
             for d_, e_ in zip(dst.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
+
+    def _candidates(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per channel ``src[i] -> dst[i]``, the chunks ``src`` holds that ``dst`` still wants, and how many."""
+        if self.kernels is not None:
+            return self.kernels.candidate_rows(self.held, self.wanted, src, dst)
+        cand = self.held[src] & self.wanted[dst]
+        return cand, np.bitwise_count(cand).sum(axis=1, dtype=np.int64)
 
     def _more_runs(
         self, cand: np.ndarray, channels: np.ndarray, src: np.ndarray, dst: np.ndarray, first: np.ndarray, count: np.ndarray, cap: np.ndarray
@@ -734,6 +757,8 @@ class _Matcher:
         direct in-neighbours of ``d``: those only ``s`` holds, else those exactly one other holds,
         else all of them. Worked out on the candidates' nonzero words only: each is a word of
         ``s``'s held chunks, so the count is ``1 +`` the other in-neighbours' holding it."""
+        if self.kernels is not None:
+            return self.kernels.scarcest_pool(cand, self.other_in[channels], self.held_or_zero)
         rows, words = np.nonzero(cand)
         bits = cand[rows, words]
         others = self.other_in[channels]  # -1 pads: the zero row of held_or_zero
@@ -776,10 +801,18 @@ class _Matcher:
         top = max(longest_level, 1 << ((reach - 1).bit_length() - 1)) if self.reach_back else longest_level
         # a run starts in a word of the pool or (reaching back) the word before: the starts are
         # worked out on those words and their neighbours only, when they are few
-        window = _Window.around(pool, 2 if self.reach_back else 1) if every else None
-        if window is not None:
-            first = self._first_in_window(window, pool, cand, dst, top, reach, longest_level)
-        else:
+        before = 2 if self.reach_back else 1
+        first = None
+        if every and self.kernels is not None and pool.shape[1] >= WINDOW_WORDS:  # the same choice, compiled
+            first = self.kernels.window_firsts(
+                pool, cand, self.wanted, dst, self.rng, before=before, most=pool.size // WINDOW_SHARE, top=top, reach=reach,
+                levels=longest_level.bit_length(), reach_back=self.reach_back, extend_held=self.extend_held,
+            )
+        elif every:
+            window = _Window.around(pool, before)
+            if window is not None:
+                first = self._first_in_window(window, pool, cand, dst, top, reach, longest_level)
+        if first is None:
             merging_pool, follows = (pool, cand) if every else (pool[merge], cand[merge])
             ladder = _run_ladder(follows, top)  # shared by the reach back and the levels
             starts = _run_starts(_reach_back(merging_pool, ladder, reach) if self.reach_back else merging_pool)
