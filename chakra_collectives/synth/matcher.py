@@ -489,6 +489,7 @@ class _Matcher:
         self.kernels = compiled_kernels(self.words) if compiled else None
         if self.kernels is not None:  # which words of each row are nonzero, kept as they change
             self.held_nz, self.wanted_nz = self.kernels.nonzero_words(self.held), self.kernels.nonzero_words(self.wanted)
+            self.scratch = self.kernels.Scratch()
         # direct channels
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
@@ -720,7 +721,7 @@ class _Matcher:
         cap = self.direct_cap[sel]
         longest_level, reach, top = self._run_reach(cap)
         row_words, words, starts = kernels.round_starts(
-            self.held, self.wanted, self.held_nz, self.wanted_nz, s, d, self.other_in[sel], self.held_or_zero,
+            self.held, self.wanted, self.held_nz, self.wanted_nz, s, d, self.other_in[sel], self.held_or_zero, self.scratch,
             windowed=self.words >= WINDOW_WORDS, before=2 if self.reach_back else 1, top=top, reach=reach, levels=longest_level.bit_length(), reach_back=self.reach_back,
             extend_held=self.extend_held,
         )

@@ -203,16 +203,13 @@ def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, ext
 @numba.njit(nogil=True, cache=False)
 def _round_starts(
     held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, windowed, before, top, reach, levels, reach_back, extend_held,
-    row_words, words_out, starts_out,
+    row_words, words_out, starts_out, cand_word, cand_bits, pool_bits,
 ):  # pragma: no cover - compiled
     num_rows = len(src)
     words = held.shape[1]
     width = others.shape[1]
     # pass 1: per row, the candidate words (through the summaries), the scarcest of them, the window's size
     offsets = np.zeros(num_rows + 1, dtype=np.int64)
-    cand_word = np.empty(num_rows * words, dtype=np.int64)
-    cand_bits = np.empty(num_rows * words, dtype=np.uint64)
-    pool_bits = np.empty(num_rows * words, dtype=np.uint64)
     marked_total = 0
     at = 0
     for r in range(num_rows):
@@ -368,20 +365,34 @@ def _take_runs(held, wanted, src, dst, cap, owner_start, num_chunks, starts, wor
         count[r] = length
 
 
-def round_starts(held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, *, windowed, before, top, reach, levels, reach_back, extend_held):
+class Scratch:
+    """Flat working arrays of :func:`round_starts`, kept from round to round (grown as needed):
+    fresh ones each round cost page faults."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.arrays: tuple[np.ndarray, ...] = ()
+
+    def of(self, size: int) -> tuple[np.ndarray, ...]:
+        """Five arrays of at least ``size`` elements: words (int64), starts (uint64), candidate words (int64), their bits and the pool's (uint64)."""
+        if size > self.size:
+            self.size = max(size, 2 * self.size)
+            self.arrays = tuple(np.empty(self.size, dtype=dtype) for dtype in (np.int64, np.uint64, np.int64, np.uint64, np.uint64))
+        return self.arrays
+
+
+def round_starts(held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, scratch: Scratch, *, windowed, before, top, reach, levels, reach_back, extend_held):
     """Pass one of a round: per channel, the run starts its first chunk is drawn from (flat, row by
     row) and how many words each row's take (``windowed``: only the words around its scarcest
     candidates, unless those are more than half of all rows' words); the rows with any are the
     ones to draw for."""
     src = np.ascontiguousarray(src, dtype=np.int64)
     dst = np.ascontiguousarray(dst, dtype=np.int64)
-    size = len(src) * held.shape[1]
     row_words = np.empty(len(src), dtype=np.int64)
-    words = np.empty(size, dtype=np.int64)
-    starts = np.empty(size, dtype=np.uint64)
+    words, starts, cand_word, cand_bits, pool_bits = scratch.of(len(src) * held.shape[1])
     taken = _round_starts(
         held, wanted, held_nz, wanted_nz, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, windowed, before, top, reach, levels,
-        reach_back, extend_held, row_words, words, starts,
+        reach_back, extend_held, row_words, words, starts, cand_word, cand_bits, pool_bits,
     )
     return row_words, words[:taken], starts[:taken]
 
