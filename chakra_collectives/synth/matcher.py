@@ -490,6 +490,8 @@ class _Matcher:
         if self.kernels is not None:  # which words of each row are nonzero, kept as they change
             self.held_nz, self.wanted_nz = self.kernels.nonzero_words(self.held), self.kernels.nonzero_words(self.wanted)
             self.scratch = self.kernels.Scratch()
+            self.out_channels = np.argsort(channels.direct_src, kind="stable")  # direct channels by source NPU
+            self.out_ptr = np.searchsorted(channels.direct_src[self.out_channels], np.arange(n + 1))
         # direct channels
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
@@ -641,9 +643,12 @@ class _Matcher:
         ch = self.ch
         if ch.num_direct == 0 or not self.remaining:
             return
-        wake = received[ch.direct_src]
-        wake[freed] = True
-        active = np.flatnonzero(wake & (self.busy_until == np.inf))
+        if self.kernels is not None:  # through each NPU's out-channels: not a pass over every channel
+            active = self.kernels.woken(received, freed, self.out_ptr, self.out_channels, self.busy_until)
+        else:
+            wake = received[ch.direct_src]
+            wake[freed] = True
+            active = np.flatnonzero(wake & (self.busy_until == np.inf))
         if len(active) == 0:
             return
         s, d = ch.direct_src[active], ch.direct_dst[active]

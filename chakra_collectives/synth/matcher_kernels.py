@@ -406,3 +406,32 @@ def take_runs(held, wanted, src, dst, cap, owner_start, num_chunks: int, row_wor
     _take_runs(held, wanted, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), cap, owner_start, num_chunks,
                starts, words, row_words, draws, first, count)
     return first, count
+
+
+@numba.njit(nogil=True, cache=False)
+def _woken(received, freed, out_ptr, out_channels, busy_until, found):  # pragma: no cover - compiled
+    taken = 0
+    for npu in range(len(received)):
+        if received[npu]:
+            for i in range(out_ptr[npu], out_ptr[npu + 1]):
+                c = out_channels[i]
+                if busy_until[c] == np.inf:
+                    found[taken] = c
+                    taken += 1
+    for c in freed:
+        if busy_until[c] == np.inf:
+            found[taken] = c
+            taken += 1
+    return taken
+
+
+def woken(received: np.ndarray, freed: np.ndarray, out_ptr: np.ndarray, out_channels: np.ndarray, busy_until: np.ndarray) -> np.ndarray:
+    """The free channels (``busy_until`` infinite) out of an NPU that ``received`` or among ``freed``,
+    increasing (``out_channels[out_ptr[i]:out_ptr[i + 1]]``: the channels out of NPU ``i``).
+
+    >>> woken(np.array([False, True]), np.array([0]), np.array([0, 1, 3]), np.array([0, 1, 2]), np.array([np.inf, 5.0, np.inf])).tolist()
+    [0, 2]
+    """
+    found = np.empty(out_ptr[-1] + len(freed), dtype=np.int64)
+    taken = _woken(received, freed, out_ptr, out_channels, busy_until, found)
+    return np.unique(found[:taken])
