@@ -364,6 +364,7 @@ def test_compiled_rounds_give_the_numpy_schedule(spec, k, extend, back, windowed
     ``COMPILED_WORDS`` words a row, lowered here to reach small networks) give the numpy path's
     schedule column for column -- the same draws, windows (or whole rows) and runs; unequal
     shares (run edges inside a row's words) too."""
+    pytest.importorskip("numba")  # an optional dependency (the dev extra has it)
     from chakra_collectives.synth import matcher
 
     channels = build_channels(load_topology(spec), chunk_bytes=2**10)
@@ -394,6 +395,8 @@ def test_compiled_rounds_only_for_long_rows():
     """Small matchings never load numba (start-up time); 64-word rows do."""
     import subprocess
     import sys
+
+    pytest.importorskip("numba")
 
     code = (
         "import sys\nfrom chakra_collectives.synth.channels import build_channels\n"

@@ -55,6 +55,7 @@ they may reach the first switch together (on a 64-NPU switch, no uplink idles at
 from __future__ import annotations
 
 import heapq
+import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -299,13 +300,14 @@ def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np
 
 COMPILED_WORDS = 64
 """Bitset rows of at least this many words (4,096 chunks) are worked by the compiled kernels of
-:mod:`.matcher_kernels` (numba, compiled on first use), shorter ones by numpy alone."""
+:mod:`.matcher_kernels` (numba, compiled on first use, when installed: ``pip install
+'.[fast]'``), shorter ones by numpy alone; the schedules are the same either way."""
 
 
 def compiled_kernels(words: int) -> ModuleType | None:
-    """:mod:`.matcher_kernels` for rows of ``words`` words from :data:`COMPILED_WORDS` on (imported
-    then: numba's start-up is kept off small matchings), else None."""
-    if words < COMPILED_WORDS:
+    """:mod:`.matcher_kernels` for rows of ``words`` words from :data:`COMPILED_WORDS` on, when numba
+    is installed (imported then: numba's start-up is kept off small matchings), else None."""
+    if words < COMPILED_WORDS or importlib.util.find_spec("numba") is None:
         return None
     from chakra_collectives.synth import matcher_kernels  # imported when used
 
