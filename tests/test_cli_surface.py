@@ -114,7 +114,7 @@ def test_synth_with_one_producer_imports_only_what_it_runs():
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "loaded = {m for m in sys.modules}\n"
         "others = ['forestcoll', 'bfb', 'milp', 'gridpipe', 'baselines', 'rails', 'chains', 'flowcast']\n"
-        "print('LOADED', sorted(m for m in ['scipy', 'networkx', 'numpy.ma', 'google.protobuf', 'chakra', 'matplotlib', 'yaml', 'rich'] if m in loaded),"
+        "print('LOADED', sorted(m for m in ['scipy', 'networkx', 'numpy.ma', 'google.protobuf', 'chakra', 'matplotlib', 'yaml', 'rich', 'numba'] if m in loaded),"
         " sorted(p for p in others if 'chakra_collectives.synth.' + p in loaded))\n"
         "import gc; print('COLLECTING', gc.isenabled(), gc.get_freeze_count() > 10000)\n"
         "from chakra_collectives.synth.registry import synthesizers\n"

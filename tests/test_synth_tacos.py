@@ -353,3 +353,57 @@ def test_run_starts_worked_out_in_a_window_give_the_same_schedule(extend, back, 
     assert sum(used) > len(used) / 2
     for name in ("chunk", "count", "src", "dst", "start", "end", "channel", "tag", "send_seq", "recv_seq"):
         assert np.array_equal(getattr(windowed, name), getattr(whole, name)), name
+
+
+@pytest.mark.parametrize("spec, k, extend, back, windowed", [
+    ("torus2d:8x8", 40, True, False, True), ("torus2d:8x8", 40, True, True, True), ("mesh2d:4x4", 40, False, False, True),
+    ("torus2d:8x8", 40, True, True, False), ("torus3d:3x3x3", 70, True, False, True), ("mesh2d:4x4", 70, False, True, True),
+])
+def test_compiled_rounds_give_the_numpy_schedule(spec, k, extend, back, windowed, monkeypatch):
+    """The compiled rounds (:mod:`~chakra_collectives.synth.matcher_kernels`, numba; used from
+    ``COMPILED_WORDS`` words a row, lowered here to reach small networks) give the numpy path's
+    schedule column for column -- the same draws, windows (or whole rows) and runs; unequal
+    shares (run edges inside a row's words) too."""
+    pytest.importorskip("numba")  # an optional dependency (the dev extra has it)
+    from chakra_collectives.synth import matcher
+
+    channels = build_channels(load_topology(spec), chunk_bytes=2**10)
+    n = channels.num_npus
+    monkeypatch.setattr(matcher, "WINDOW_WORDS", 1 if windowed else 10**9)
+    monkeypatch.setattr(matcher, "WINDOW_SHARE", 1)  # the window unless it is every word
+    loaded = []
+    kernels_of = matcher.compiled_kernels
+    monkeypatch.setattr(matcher, "compiled_kernels", lambda words: loaded.append(kernels_of(words)) or loaded[-1])
+    for owner_start in (None, np.concatenate([[0], np.cumsum(np.arange(n) % 3 + k - 1)])):
+        total = None if owner_start is None else int(owner_start[-1])
+        shares = {} if owner_start is None else {"owner_start": owner_start * (n * k) // total}
+
+        def schedule():
+            return match_all_gather(channels, k, seed=5, latency_ratio=40.0, extend_held=extend, reach_back=back, **shares)
+
+        monkeypatch.setattr(matcher, "COMPILED_WORDS", 10**9)
+        numpy_path = schedule()
+        monkeypatch.setattr(matcher, "COMPILED_WORDS", 1)
+        loaded.clear()
+        compiled = schedule()
+        assert loaded and loaded[-1] is not None and (compiled.count > 1).any()  # the compiled rounds ran, merging
+        for name in ("chunk", "count", "src", "dst", "start", "end", "channel", "tag", "send_seq", "recv_seq"):
+            assert np.array_equal(getattr(compiled, name), getattr(numpy_path, name)), name
+
+
+def test_compiled_rounds_only_for_long_rows():
+    """Small matchings never load numba (start-up time); 64-word rows do."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+
+    code = (
+        "import sys\nfrom chakra_collectives.synth.channels import build_channels\n"
+        "from chakra_collectives.synth.matcher import match_all_gather\nfrom chakra_collectives.topology import load_topology\n"
+        "match_all_gather(build_channels(load_topology(sys.argv[1]), chunk_bytes=2**12), int(sys.argv[2]), latency_ratio=40.0)\n"
+        "print('numba' in sys.modules)"
+    )
+    small = subprocess.run([sys.executable, "-c", code, "torus2d:8x8", "1"], capture_output=True, text=True, check=True).stdout
+    long_rows = subprocess.run([sys.executable, "-c", code, "torus2d:8x8", "64"], capture_output=True, text=True, check=True).stdout
+    assert small.split() == ["False"] and long_rows.split() == ["True"]

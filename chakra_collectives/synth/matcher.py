@@ -55,7 +55,9 @@ they may reach the first switch together (on a 64-NPU switch, no uplink idles at
 from __future__ import annotations
 
 import heapq
+import importlib.util
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -296,6 +298,22 @@ def _set_runs(matrix: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np
         start = word * 64
 
 
+COMPILED_WORDS = 64
+"""Bitset rows of at least this many words (4,096 chunks) are worked by the compiled kernels of
+:mod:`.matcher_kernels` (numba, compiled on first use, when installed: ``pip install
+'.[fast]'``), shorter ones by numpy alone; the schedules are the same either way."""
+
+
+def compiled_kernels(words: int) -> ModuleType | None:
+    """:mod:`.matcher_kernels` for rows of ``words`` words from :data:`COMPILED_WORDS` on, when numba
+    is installed (imported then: numba's start-up is kept off small matchings), else None."""
+    if words < COMPILED_WORDS or importlib.util.find_spec("numba") is None:
+        return None
+    from chakra_collectives.synth import matcher_kernels  # imported when used
+
+    return matcher_kernels
+
+
 WINDOW_SHARE = 2
 """:meth:`_Window.around` gives a window only when it takes at most ``1 / WINDOW_SHARE`` of the words..."""
 
@@ -468,6 +486,14 @@ class _Matcher:
         self.remaining = n * self.num_chunks - self.num_chunks  # (npu, chunk) pairs still to match
         self.direct_cap, self.routed_cap = caps
         self.max_cap = int(max(self.direct_cap.max(initial=1), self.routed_cap.max(initial=1)))
+        # long rows, direct channels only, every message merging and one run each: the compiled rounds
+        compiled = not channels.routed and ranges == 1 and bool((self.direct_cap > 1).all())
+        self.kernels = compiled_kernels(self.words) if compiled else None
+        if self.kernels is not None:  # which words of each row are nonzero, kept as they change
+            self.held_nz, self.wanted_nz = self.kernels.nonzero_words(self.held), self.kernels.nonzero_words(self.wanted)
+            self.scratch = self.kernels.Scratch()
+            self.out_channels = np.argsort(channels.direct_src, kind="stable")  # direct channels by source NPU
+            self.out_ptr = np.searchsorted(channels.direct_src[self.out_channels], np.arange(n + 1))
         # direct channels
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
@@ -600,7 +626,10 @@ class _Matcher:
         rec["recv_seq"][ids] = self.program[dsts] + occurrence(dsts)
         self.program += np.bincount(dsts, minlength=self.n)
         first_length = rec["count"][ids] if self.ranges == 1 else rec["count"][ids] - rec["more"][ids]
-        _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
+        if self.kernels is not None:
+            self.kernels.set_runs(self.held, self.held_nz, dsts, rec["chunk"][ids], first_length)
+        else:
+            _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
         received = np.zeros(self.n, dtype=bool)
         received[dsts] = True
         events: dict[int, tuple[int, bool]] = {}
@@ -616,14 +645,20 @@ class _Matcher:
         ch = self.ch
         if ch.num_direct == 0 or not self.remaining:
             return
-        wake = received[ch.direct_src]
-        wake[freed] = True
-        active = np.flatnonzero(wake & (self.busy_until == np.inf))
+        if self.kernels is not None:  # through each NPU's out-channels: not a pass over every channel
+            active = self.kernels.woken(received, freed, self.out_ptr, self.out_channels, self.busy_until)
+        else:
+            wake = received[ch.direct_src]
+            wake[freed] = True
+            active = np.flatnonzero(wake & (self.busy_until == np.inf))
         if len(active) == 0:
             return
         s, d = ch.direct_src[active], ch.direct_dst[active]
-        first_cand = self.held[s] & self.wanted[d]
-        options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
+        if self.kernels is not None:
+            options = self.kernels.candidate_counts(self.held, self.wanted, self.held_nz, self.wanted_nz, s, d)
+        else:
+            first_cand = self.held[s] & self.wanted[d]
+            options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
         useful = np.flatnonzero(options)
         if not len(useful):
             return
@@ -637,15 +672,19 @@ class _Matcher:
             in_round = round_of == j
             sel = active[in_round]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
-            # the first round's candidates are the ones just counted (no channel has been matched since)
-            cand = first_cand[useful[order[in_round]]] if j == 0 else self.held[s] & self.wanted[d]
-            pool = self._scarcest(cand, sel)
-            first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
+            if self.kernels is not None:
+                first, count = self._round_compiled(sel, s, d)
+            else:
+                # the first round's candidates are the ones just counted (no channel has been matched since)
+                cand = first_cand[useful[order[in_round]]] if j == 0 else self.held[s] & self.wanted[d]
+                pool = self._scarcest(cand, sel)
+                first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
             ok = first >= 0
             if not ok.any():
                 continue
             sel, d, first, count = sel[ok], d[ok], first[ok], count[ok]
-            _set_runs(self.wanted, d.astype(np.int64), first, count, clear=True)
+            if self.kernels is None:  # (the compiled round has)
+                _set_runs(self.wanted, d.astype(np.int64), first, count, clear=True)
             more = self._more_runs(cand[ok], sel, s[ok], d, first, count, self.direct_cap[sel]) if self.ranges > 1 else None
             parts.append((sel, first, count, more))
         if not parts:
@@ -680,6 +719,25 @@ class _Matcher:
                 heapq.heappush(self.rank_events[s_], e_)
             for d_, e_ in zip(dst.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
+
+    def _round_compiled(self, sel: np.ndarray, s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A round's runs (first chunk, -1: none; length) by :mod:`.matcher_kernels`: what the
+        candidates, :meth:`_scarcest` and :meth:`_pick_runs` give, the same draws; the runs are
+        cleared from their destinations' wanted chunks."""
+        kernels = self.kernels
+        cap = self.direct_cap[sel]
+        longest_level, reach, top = self._run_reach(cap)
+        row_words, words, starts = kernels.round_starts(
+            self.held, self.wanted, self.held_nz, self.wanted_nz, s, d, self.other_in[sel], self.held_or_zero, self.scratch,
+            windowed=self.words >= WINDOW_WORDS, before=2 if self.reach_back else 1, top=top, reach=reach, levels=longest_level.bit_length(), reach_back=self.reach_back,
+            extend_held=self.extend_held,
+        )
+        live = int(np.count_nonzero(row_words))
+        draws = self.rng.random(live) if live else np.zeros(0)
+        first, count = kernels.take_runs(self.held, self.wanted, s, d, cap, self.owner_start, self.num_chunks, row_words, words, starts, draws)
+        ok = first >= 0
+        kernels.set_runs(self.wanted, self.wanted_nz, d[ok], first[ok], count[ok], clear=True)
+        return first, count
 
     def _more_runs(
         self, cand: np.ndarray, channels: np.ndarray, src: np.ndarray, dst: np.ndarray, first: np.ndarray, count: np.ndarray, cap: np.ndarray
@@ -770,10 +828,7 @@ class _Matcher:
             first = _random_members(pool, self.rng)
             return first, np.ones(len(first), dtype=np.int32)
         every = bool(merge.all())  # usual: one cap for all channels
-        longest_cap = int(cap.max())
-        longest_level = 1 << (min(16, longest_cap) - 1).bit_length()  # runs of 2, 4, .. this many preferred
-        reach = min(longest_cap, 64)
-        top = max(longest_level, 1 << ((reach - 1).bit_length() - 1)) if self.reach_back else longest_level
+        longest_level, reach, top = self._run_reach(cap)
         # a run starts in a word of the pool or (reaching back) the word before: the starts are
         # worked out on those words and their neighbours only, when they are few
         window = _Window.around(pool, 2 if self.reach_back else 1) if every else None
@@ -808,6 +863,15 @@ class _Matcher:
             every_row = len(rows) == len(first)
             count[rows] = _run_lengths(cand if every_row else cand[rows], c, np.minimum(cap if every_row else cap[rows], edge - c))
         return first, count
+
+    def _run_reach(self, cap: np.ndarray) -> tuple[int, int, int]:
+        """For merged runs of at most ``cap`` chunks: the longest run level :meth:`_pick_runs` prefers
+        (2, 4, .. up to 16), how far a run may reach back and the top of the run ladder it needs."""
+        longest_cap = int(cap.max())
+        longest_level = 1 << (min(16, longest_cap) - 1).bit_length()  # runs of 2, 4, .. this many preferred
+        reach = min(longest_cap, 64)
+        top = max(longest_level, 1 << ((reach - 1).bit_length() - 1)) if self.reach_back else longest_level
+        return longest_level, reach, top
 
     def _first_in_window(
         self, window: _Window, pool: np.ndarray, cand: np.ndarray, dst: np.ndarray, top: int, reach: int, longest_level: int

@@ -1,0 +1,437 @@
+"""Compiled inner loops of the TACOS matcher (:mod:`.matcher`), for long bitset rows.
+
+A round of the matcher's direct channels (:meth:`~.matcher._Matcher._match_direct`) is, per
+channel ``s -> d``: the candidates ``held[s] & wanted[d]``, the scarcest of them
+(:meth:`~.matcher._Matcher._scarcest`), where a merged run may start, worked out on the words
+around those (:meth:`~.matcher._Matcher._first_in_window`, or over whole rows when those words
+are more than half of them), one uniformly random start, the run's length, and clearing the run
+from ``wanted[d]``. The numpy path does each step as whole-row passes with temporaries; here
+one compiled pass per row works on the words that hold candidates only, found through
+*summaries* (bit ``w`` of row ``i`` of a summary: word ``w`` of row ``i`` of ``held`` or
+``wanted`` is nonzero), so an event costs what its candidates are, not what the rows are long.
+The results are the numpy path's bit for bit, the random draws the same ones in the same order
+(the caller draws them between :func:`round_starts` and :func:`take_runs`).
+
+numba compiles these on first use (seconds, once a process), so the matcher imports this
+module only for rows of :data:`~.matcher.COMPILED_WORDS` words or more.
+
+>>> held = np.array([[0b0011], [0b0100], [0b1000]], dtype=np.uint64)
+>>> wanted = np.array([[0b1100], [0b1011], [0b0111]], dtype=np.uint64)
+>>> held_nz, wanted_nz = nonzero_words(held), nonzero_words(wanted)
+>>> candidate_counts(held, wanted, held_nz, wanted_nz, np.array([1, 2, 0]), np.array([0, 1, 2])).tolist()
+[1, 1, 2]
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+_ONE = np.uint64(1)
+_ALL = ~np.uint64(0)
+
+
+@numba.njit(inline="always")
+def _popcount(x):  # pragma: no cover - compiled
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
+
+
+@numba.njit(inline="always")
+def _low_bit(x):  # pragma: no cover - compiled
+    """Index of the lowest set bit of ``x`` (nonzero)."""
+    return _popcount((x & (~x + _ONE)) - _ONE)
+
+
+@numba.njit(nogil=True, cache=False)
+def _nonzero_words(matrix, summary):  # pragma: no cover - compiled
+    rows, words = matrix.shape
+    for r in range(rows):
+        for sw in range(summary.shape[1]):
+            summary[r, sw] = 0
+        for w in range(words):
+            if matrix[r, w] != 0:
+                summary[r, w >> 6] |= _ONE << np.uint64(w & 63)
+
+
+def nonzero_words(matrix: np.ndarray) -> np.ndarray:
+    """The summary of a bitset matrix: bit ``w`` of row ``i`` set when word ``w`` of row ``i`` is nonzero.
+
+    >>> nonzero_words(np.array([[0, 5, 0, 1]], dtype=np.uint64)).tolist()
+    [[10]]
+    """
+    summary = np.empty((len(matrix), -(-matrix.shape[1] // 64)), dtype=np.uint64)
+    _nonzero_words(matrix, summary)
+    return summary
+
+
+@numba.njit(nogil=True, cache=False)
+def _candidate_counts(held, wanted, held_nz, wanted_nz, src, dst, options):  # pragma: no cover - compiled
+    for i in range(len(src)):
+        s, d = src[i], dst[i]
+        total = 0
+        for sw in range(held_nz.shape[1]):
+            both = held_nz[s, sw] & wanted_nz[d, sw]
+            while both:
+                w = sw * 64 + _low_bit(both)
+                both &= both - _ONE
+                total += _popcount(held[s, w] & wanted[d, w])
+        options[i] = total
+
+
+def candidate_counts(held, wanted, held_nz, wanted_nz, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Per channel ``src[i] -> dst[i]``, how many chunks ``src`` holds that ``dst`` still wants."""
+    options = np.empty(len(src), dtype=np.int64)
+    _candidate_counts(held, wanted, held_nz, wanted_nz, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), options)
+    return options
+
+
+@numba.njit(nogil=True, cache=False)
+def _set_runs(matrix, summary, rows, first, count, clear):  # pragma: no cover - compiled
+    for i in range(len(rows)):
+        r = rows[i]
+        start = np.int64(first[i])
+        end = start + np.int64(count[i])
+        while start < end:
+            w = start >> 6
+            low = start & 63
+            high = min(end - w * 64, 64)
+            mask = _ALL >> np.uint64(64 - (high - low)) << np.uint64(low)
+            bit = _ONE << np.uint64(w & 63)
+            if clear:
+                matrix[r, w] &= ~mask
+                if matrix[r, w] == 0:
+                    summary[r, w >> 6] &= ~bit
+            else:
+                matrix[r, w] |= mask
+                summary[r, w >> 6] |= bit
+            start = (w + 1) * 64
+
+
+def set_runs(matrix: np.ndarray, summary: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np.ndarray, *, clear: bool = False) -> None:
+    """Set (or clear) bits ``first .. first + count - 1`` of ``matrix[rows]`` (rows may repeat), keeping ``summary`` (:func:`nonzero_words`) right.
+
+    >>> m = np.zeros((1, 2), dtype=np.uint64); s = nonzero_words(m)
+    >>> set_runs(m, s, np.array([0]), np.array([62]), np.array([4])); m.tolist(), s.tolist()
+    ([[13835058055282163712, 3]], [[3]])
+    >>> set_runs(m, s, np.array([0]), np.array([62]), np.array([2]), clear=True); m.tolist(), s.tolist()
+    ([[0, 3]], [[2]])
+    """
+    _set_runs(matrix, summary, np.ascontiguousarray(rows, dtype=np.int64), np.ascontiguousarray(first, dtype=np.int64),
+              np.ascontiguousarray(count, dtype=np.int64), clear)
+
+
+@numba.njit(inline="always")
+def _shifted_down(bits, i, by, link):  # pragma: no cover - compiled
+    """Word ``i`` of ``bits`` shifted down by ``by`` (0 < by < 64), the next word's bits coming in where ``link[i]``."""
+    x = bits[i] >> np.uint64(by)
+    if link[i]:
+        x |= bits[i + 1] << np.uint64(64 - by)
+    return x
+
+
+@numba.njit(inline="always")
+def _shifted_up(bits, i, link):  # pragma: no cover - compiled
+    x = bits[i] << _ONE
+    if i > 0 and link[i - 1]:
+        x |= bits[i - 1] >> np.uint64(63)
+    return x
+
+
+@numba.njit(nogil=True, cache=False)
+def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, extend_held, ladder, reached, moved, out):  # pragma: no cover - compiled
+    """One row's run starts to choose from, over its ``m`` words taken (``link``: which follow each
+    other): :meth:`~.matcher._Matcher._first_in_window`'s (or the whole-row path's) bit operations."""
+    rungs = 0
+    length = 1
+    while length < top:
+        rungs += 1
+        length *= 2
+    for i in range(m):
+        ladder[0, i] = cand[i]
+    by = 1
+    for k in range(rungs):
+        for i in range(m):
+            ladder[k + 1, i] = ladder[k, i] & _shifted_down(ladder[k], i, by, link)
+        by *= 2
+    for i in range(m):
+        reached[i] = pool[i]
+    if reach_back:
+        limit = min(reach, 64)
+        step, rung = 1, 0
+        while step < limit:
+            for i in range(m):
+                moved[i] = _shifted_down(reached, i, step, link)
+            for i in range(m):
+                reached[i] |= ladder[rung, i] & moved[i]
+            step *= 2
+            rung += 1
+    for i in range(m):
+        moved[i] = reached[i] & ~_shifted_up(reached, i, link)
+    # per row the longest level (starts of runs of 2, 4, .. candidates) that has a start; none: the top one (empty)
+    count = min(levels, rungs + 1)
+    best = 0
+    if count > 1:
+        best = -1
+        for level in range(count - 1, -1, -1):
+            for i in range(m):
+                if moved[i] & (ladder[level, i] if level else _ALL):
+                    best = level
+                    break
+            if best >= 0:
+                break
+        if best < 0:
+            best = count - 1
+    for i in range(m):
+        out[i] = moved[i] if best == 0 else moved[i] & ladder[best, i]
+    if extend_held:
+        extends = False
+        for i in range(m):
+            reached[i] = out[i] & ~_shifted_up(wanted, i, link)
+            extends |= reached[i] != 0
+        if extends:
+            for i in range(m):
+                out[i] = reached[i]
+
+
+@numba.njit(nogil=True, cache=False)
+def _round_starts(
+    held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, windowed, before, top, reach, levels, reach_back, extend_held,
+    row_words, words_out, starts_out, cand_word, cand_bits, pool_bits,
+):  # pragma: no cover - compiled
+    num_rows = len(src)
+    words = held.shape[1]
+    width = others.shape[1]
+    # pass 1: per row, the candidate words (through the summaries), the scarcest of them, the window's size
+    offsets = np.zeros(num_rows + 1, dtype=np.int64)
+    marked_total = 0
+    at = 0
+    for r in range(num_rows):
+        s, d = src[r], dst[r]
+        begin = at
+        has_only = False
+        has_pair = False
+        for sw in range(held_nz.shape[1]):
+            both = held_nz[s, sw] & wanted_nz[d, sw]
+            while both:
+                w = sw * 64 + _low_bit(both)
+                both &= both - _ONE
+                bits = held[s, w] & wanted[d, w]
+                if bits == 0:
+                    continue
+                one = np.uint64(0)
+                more = np.uint64(0)
+                for p in range(width):
+                    o = others[r, p]
+                    if o >= 0:
+                        h = held_or_zero[o, w]
+                        more |= one & h
+                        one |= h
+                cand_word[at] = w
+                cand_bits[at] = bits
+                only = bits & ~one
+                pair = bits & one & ~more
+                has_only |= only != 0
+                has_pair |= pair != 0
+                pool_bits[at] = only  # the choice among only / pair / all waits for the whole row
+                starts_out[at] = pair  # scratch until pass 2
+                at += 1
+        offsets[r + 1] = at
+        end_taken = -1
+        marked = 0
+        for e in range(begin, at):
+            bits = cand_bits[e]
+            pool = pool_bits[e] if has_only else (starts_out[e] if has_pair else bits)
+            pool_bits[e] = pool
+            if pool != 0:  # the window: the `before` words before, the word itself and the one after
+                w = cand_word[e]
+                low = max(w - before, end_taken + 1)
+                high = min(w + 1, words - 1)
+                if high >= low:
+                    marked += high - low + 1
+                    end_taken = high
+        row_words[r] = marked
+        marked_total += marked
+    whole = not windowed or marked_total * 2 > num_rows * words  # more than half the words: whole rows (the numpy path's choice)
+    # pass 2: per live row, its run starts over the words taken
+    rungs_top = 1
+    while (1 << (rungs_top - 1)) < top:
+        rungs_top += 1
+    ladder = np.empty((rungs_top, words), dtype=np.uint64)
+    reached = np.empty(words, dtype=np.uint64)
+    moved = np.empty(words, dtype=np.uint64)
+    cand_w = np.empty(words, dtype=np.uint64)
+    pool_w = np.empty(words, dtype=np.uint64)
+    wanted_w = np.empty(words, dtype=np.uint64)
+    link = np.zeros(words, dtype=np.bool_)
+    taken_words = np.empty(words, dtype=np.int64)
+    out = np.empty(words, dtype=np.uint64)
+    taken = 0
+    for r in range(num_rows):
+        if row_words[r] == 0:
+            continue
+        s, d = src[r], dst[r]
+        begin, end = offsets[r], offsets[r + 1]
+        m = 0
+        if whole:
+            for w in range(words):
+                taken_words[w] = w
+                pool_w[w] = 0
+            m = words
+            for e in range(begin, end):
+                pool_w[cand_word[e]] = pool_bits[e]
+        else:
+            end_taken = -1
+            for e in range(begin, end):
+                if pool_bits[e] == 0:
+                    continue
+                w = cand_word[e]
+                low = max(w - before, end_taken + 1)
+                high = min(w + 1, words - 1)
+                for x in range(low, high + 1):
+                    taken_words[m] = x
+                    pool_w[m] = 0
+                    m += 1
+                end_taken = max(end_taken, high)
+            e = begin  # the pool's words among those taken (both increasing)
+            for i in range(m):
+                while e < end and cand_word[e] < taken_words[i]:
+                    e += 1
+                if e < end and cand_word[e] == taken_words[i]:
+                    pool_w[i] = pool_bits[e]
+        row_words[r] = m
+        for i in range(m):
+            w = taken_words[i]
+            cand_w[i] = held[s, w] & wanted[d, w]
+            wanted_w[i] = wanted[d, w]
+            link[i] = i + 1 < m and taken_words[i + 1] == w + 1
+        _row_starts(cand_w, pool_w, wanted_w, link, m, top, reach, levels, reach_back, extend_held, ladder, reached, moved, out)
+        for i in range(m):
+            words_out[taken + i] = taken_words[i]
+            starts_out[taken + i] = out[i]
+        taken += m
+    return taken
+
+
+@numba.njit(nogil=True, cache=False)
+def _take_runs(held, wanted, src, dst, cap, owner_start, num_chunks, starts, words, row_words, draws, first, count):  # pragma: no cover - compiled
+    at = 0
+    live = 0
+    for r in range(len(row_words)):
+        m = row_words[r]
+        first[r] = -1
+        count[r] = 1
+        if m == 0:
+            continue
+        total = 0
+        for i in range(at, at + m):
+            total += _popcount(starts[i])
+        pick = np.int64(draws[live] * total)
+        live += 1
+        chunk = -1
+        for i in range(at, at + m):
+            bits = starts[i]
+            c = _popcount(bits)
+            if pick < c:
+                while pick > 0:
+                    bits &= bits - _ONE
+                    pick -= 1
+                chunk = words[i] * 64 + _low_bit(bits)
+                break
+            pick -= c
+        at += m
+        first[r] = chunk
+        if chunk < 0:
+            continue
+        # the run: the candidates from chunk on, at most cap, never across the edge of the sender's own chunks
+        s, d = src[r], dst[r]
+        own_first, own_end = owner_start[s], owner_start[s + 1]
+        edge = own_first if chunk < own_first else (own_end if chunk < own_end else num_chunks)
+        most = min(np.int64(cap[r]), edge - chunk)
+        length = 0
+        position = chunk
+        while length < most:
+            w = position >> 6
+            if not (held[s, w] & wanted[d, w]) >> np.uint64(position & 63) & _ONE:
+                break
+            length += 1
+            position += 1
+        count[r] = length
+
+
+class Scratch:
+    """Flat working arrays of :func:`round_starts`, kept from round to round (grown as needed):
+    fresh ones each round cost page faults."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.arrays: tuple[np.ndarray, ...] = ()
+
+    def of(self, size: int) -> tuple[np.ndarray, ...]:
+        """Five arrays of at least ``size`` elements: words (int64), starts (uint64), candidate words (int64), their bits and the pool's (uint64)."""
+        if size > self.size:
+            self.size = max(size, 2 * self.size)
+            self.arrays = tuple(np.empty(self.size, dtype=dtype) for dtype in (np.int64, np.uint64, np.int64, np.uint64, np.uint64))
+        return self.arrays
+
+
+def round_starts(held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, scratch: Scratch, *, windowed, before, top, reach, levels, reach_back, extend_held):
+    """Pass one of a round: per channel, the run starts its first chunk is drawn from (flat, row by
+    row) and how many words each row's take (``windowed``: only the words around its scarcest
+    candidates, unless those are more than half of all rows' words); the rows with any are the
+    ones to draw for."""
+    src = np.ascontiguousarray(src, dtype=np.int64)
+    dst = np.ascontiguousarray(dst, dtype=np.int64)
+    row_words = np.empty(len(src), dtype=np.int64)
+    words, starts, cand_word, cand_bits, pool_bits = scratch.of(len(src) * held.shape[1])
+    taken = _round_starts(
+        held, wanted, held_nz, wanted_nz, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, windowed, before, top, reach, levels,
+        reach_back, extend_held, row_words, words, starts, cand_word, cand_bits, pool_bits,
+    )
+    return row_words, words[:taken], starts[:taken]
+
+
+def take_runs(held, wanted, src, dst, cap, owner_start, num_chunks: int, row_words, words, starts, draws) -> tuple[np.ndarray, np.ndarray]:
+    """Pass two of a round: per channel, its run's first chunk (-1: none) -- the ``draws[i]``-th
+    fraction of the starts of the ``i``-th row that has any -- and length (at most ``cap``, within
+    the candidates, never across the edge of the sender's own chunks, ``owner_start``)."""
+    first = np.empty(len(row_words), dtype=np.int64)
+    count = np.empty(len(row_words), dtype=np.int32)
+    _take_runs(held, wanted, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), cap, owner_start, num_chunks,
+               starts, words, row_words, draws, first, count)
+    return first, count
+
+
+@numba.njit(nogil=True, cache=False)
+def _woken(received, freed, out_ptr, out_channels, busy_until, found):  # pragma: no cover - compiled
+    taken = 0
+    for npu in range(len(received)):
+        if received[npu]:
+            for i in range(out_ptr[npu], out_ptr[npu + 1]):
+                c = out_channels[i]
+                if busy_until[c] == np.inf:
+                    found[taken] = c
+                    taken += 1
+    for c in freed:
+        if busy_until[c] == np.inf:
+            found[taken] = c
+            taken += 1
+    return taken
+
+
+def woken(received: np.ndarray, freed: np.ndarray, out_ptr: np.ndarray, out_channels: np.ndarray, busy_until: np.ndarray) -> np.ndarray:
+    """The free channels (``busy_until`` infinite) out of an NPU that ``received`` or among ``freed``,
+    increasing (``out_channels[out_ptr[i]:out_ptr[i + 1]]``: the channels out of NPU ``i``).
+
+    >>> woken(np.array([False, True]), np.array([0]), np.array([0, 1, 3]), np.array([0, 1, 2]), np.array([np.inf, 5.0, np.inf])).tolist()
+    [0, 2]
+    """
+    found = np.empty(out_ptr[-1] + len(freed), dtype=np.int64)
+    taken = _woken(received, freed, out_ptr, out_channels, busy_until, found)
+    return np.unique(found[:taken])
