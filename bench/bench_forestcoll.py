@@ -263,7 +263,7 @@ result = forestcoll(topo, sys.argv[2], sys.argv[3])
 done = time.perf_counter()
 cpu = cpu_now() - cpu
 row = report(result)
-limit = result.bottleneck
+limit = getattr(result, "bottleneck", None)  # older packages have none
 if result.predicted_ns is None or limit is None:
     from chakra_collectives.network.bottleneck import busiest_link
     from chakra_collectives.network.collective import simulate_collective
