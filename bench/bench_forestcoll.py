@@ -21,7 +21,9 @@
 6. The default (``auto``), each case in fresh processes, median of ``--repeat`` runs:
    realised share of the optimal algbw at 1 GiB All-Gather (a100:2, mi250:2, a100:4, mi250:4,
    dgx:4x8; target 0.98; beside it, where proved, the most any schedule realises under the link
-   model, docs/bounds.md) with the ``k`` and pieces chosen, and the seconds (wall and CPU) of ``forestcoll()``
+   model, docs/bounds.md) with the ``k`` and pieces chosen and where the time goes on the busiest
+   link (its bytes, latency and idle time over the optimum's time, which sum to 1 / realised),
+   and the seconds (wall and CPU) of ``forestcoll()``
    and its parts (mi250:2 and a100:16 All-Gather 64 MiB, targets 1 s and 0.5 s; mesh2d:8x8
    All-Reduce 64 MiB, ``synth``'s default) and of the whole ``synth -a forestcoll`` command.
    ``--old DIR``: a copy of an older ``chakra_collectives`` package (``git archive REV
@@ -261,13 +263,17 @@ result = forestcoll(topo, sys.argv[2], sys.argv[3])
 done = time.perf_counter()
 cpu = cpu_now() - cpu
 row = report(result)
-if result.predicted_ns is None:
-    from chakra_collectives.network import predict_time
-    result.predicted_ns = predict_time(result.algorithm, topo)
-print(json.dumps({"seconds": done - imported, "cpu_s": cpu, "process_s": done - started, "parts": row["timings_s"], "k": result.k,
+limit = getattr(result, "bottleneck", None)  # older packages have none
+if result.predicted_ns is None or limit is None:
+    from chakra_collectives.network.bottleneck import busiest_link
+    from chakra_collectives.network.collective import simulate_collective
+    timing = simulate_collective(result.algorithm, topo)
+    result.predicted_ns, limit = timing.time_ns, busiest_link(timing)
+busy = limit.busy_fraction * result.predicted_ns  # the busiest link: its bytes, latency and idle time
+print(json.dumps({"busiest": [busy * (1 - limit.latency_fraction), busy * limit.latency_fraction, limit.messages, result.predicted_ns - busy],"seconds": done - imported, "cpu_s": cpu, "process_s": done - started, "parts": row["timings_s"], "k": result.k,
                   "optimal_k": result.optimal_k, "pieces": result.chunks_per_tree,
                   "batch": result.algorithm.provenance.get("fast_path_batch", "1"), "algbw": row["optimal_algbw_gbps"],
-                  "realised": row["optimal_bandwidth_ns"] / result.predicted_ns}))
+                  "realised": row["optimal_bandwidth_ns"] / result.predicted_ns, "optimal_ns": row["optimal_bandwidth_ns"]}))
 """
 
 
@@ -289,7 +295,8 @@ def whole_command(package: Path | None, spec: str, collective: str, size: str) -
 def default(old: Path | None, repeat: int) -> list[str]:
     misses = []
     versions = [("new", None)] + ([("old", old)] if old is not None else [])
-    print(f"{'platform':10} {'optimal GB/s':>13} " + " ".join(f"{v + ' realised':>13} {v + ' k/P':>12}" for v, _ in versions) + f" {'any schedule':>13}")
+    print("(busiest link: its bytes, latency (messages) and idle time on the new schedule, in units of the optimum's time: realised = 1 / their sum)")
+    print(f"{'platform':10} {'optimal GB/s':>13} " + " ".join(f"{v + ' realised':>13} {v + ' k/P':>12}" for v, _ in versions) + f" {'any schedule':>13}  {'busiest: bytes + latency (msgs) + idle':>38}")
     for spec in REALISED:
         rows = {v: fresh_in(p, _DEFAULT, spec, "all-gather", "1GiB") for v, p in versions}
         new = rows["new"]
@@ -298,7 +305,10 @@ def default(old: Path | None, repeat: int) -> list[str]:
         if spec in FLOORS:  # the most of the optimum any schedule realises under the link model
             demand, classes = FLOORS[spec]
             ceiling = f"{demand / bytes_per_ns(sum(g for g, _ in classes)) / store_and_forward_floor_ns(demand, classes):.4f}"
-        print(f"{spec:10} {new['algbw']:>13.3f} {cells} {ceiling:>13}", flush=True)
+        optimum_ns = new["optimal_ns"]
+        moved, latency, messages, idle = new["busiest"]
+        spent = f"{moved / optimum_ns:.4f} + {latency / optimum_ns:.4f} ({messages}) + {idle / optimum_ns:.4f}"
+        print(f"{spec:10} {new['algbw']:>13.3f} {cells} {ceiling:>13}  {spent:>38}", flush=True)
         if new["realised"] < REALISED_TARGET:
             misses.append(f"{spec}: realised {new['realised']:.3f} < {REALISED_TARGET} of the optimal algbw at 1 GiB")
     print()
