@@ -222,7 +222,7 @@ def translated_messages_floor(rows: int, cols: int) -> list[int]:
     ``((N - 1) K s + l * sum(floor)) / 4`` (``s`` a chunk's serialization, ``l`` the latency):
     the lower bound plus the latency of the floor's *mean* -- :func:`translated_floor_ns`.
 
-    >>> translated_messages_floor(64, 64)   # the trees send 64 in every direction
+    >>> translated_messages_floor(64, 64)   # the trees send 63-64 in every direction
     [63, 62, 32, 31]
     >>> translated_messages_floor(128, 128)
     [127, 126, 64, 63]
