@@ -5,7 +5,10 @@
 For each square 2-D torus and All-Gather size (one chunk per NPU): the plan's time worked out
 without its chunks (:func:`~chakra_collectives.synth.torus_trees.tree_time_ns`), its efficiency
 against the fast lower bound, messages per link (the tree's depth: the torus's diameter), the
-latency share of a link's time, and the CPU seconds of the timing. ``--schedules`` also builds
+latency share of a link's time, the ceiling of every schedule that treats every NPU alike along
+the trees' paths (:func:`~chakra_collectives.synth.torus_trees.translated_floor_ns`: the bound
+over its floor, with the floor's messages per link by direction), and the CPU seconds of the
+timing. ``--schedules`` also builds
 each whole schedule (:func:`~chakra_collectives.synth.torus_trees.tree_all_gather`; its runs,
 268M at 16,384 NPUs, are worked out as they are lowered): CPU seconds and the process's peak RSS
 so far. ``--write-ranks M`` then writes the ET files of the first ``M`` ranks as ``synth -o``
@@ -30,7 +33,7 @@ from chakra_collectives.converters.chakra_et.writer import PART_OPS
 from chakra_collectives.ir import Collective
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.lowering import lowered_in_parts
-from chakra_collectives.synth.torus_trees import tree_all_gather, tree_template, tree_time_ns
+from chakra_collectives.synth.torus_trees import translated_floor_ns, translated_messages_floor, tree_all_gather, tree_template, tree_time_ns
 from chakra_collectives.topology import torus2d
 from chakra_collectives.units import parse_size
 
@@ -68,7 +71,11 @@ def row(side: int, size: int, schedules: bool, write_ranks: int = 0) -> str:
     hop = np.abs(dr) + np.abs(dc)
     messages = max(len(np.unique(hop[direction == d])) for d in range(4))  # one per hop count, up to the diameter
     latency = messages * float(channels.model.hop_ns([int(channels.direct_link[0])], 0)[0])
-    line = f"torus2d:{side}x{side} {size / 2**20:6.0f} MiB  eff {bound / time_ns:.4f}  {time_ns / 1e3:9.1f} us  msgs/link <= {messages}  latency {latency / time_ns:.1%}  timed {timed:.2f} s"
+    ceiling = bound / max(bound, translated_floor_ns(topology, channels, 1))  # small chunks: the bound is latency
+    line = (
+        f"torus2d:{side}x{side} {size / 2**20:6.0f} MiB  eff {bound / time_ns:.4f}  {time_ns / 1e3:9.1f} us  msgs/link <= {messages}  latency {latency / time_ns:.1%}"
+        f"  translated ceiling {ceiling:.4f} ({translated_messages_floor(side, side)} msgs)  timed {timed:.2f} s"
+    )
     if schedules or write_ranks:
         started = time.process_time()
         schedule = tree_all_gather(topology, channels, 1)

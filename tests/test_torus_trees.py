@@ -8,7 +8,8 @@ from chakra_collectives.network.collective import simulate_collective
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm
 from chakra_collectives.synth.tacos import TORUS_TREES, tacos
-from chakra_collectives.synth.torus_trees import tree_all_gather, tree_template
+from chakra_collectives.bounds import fast_lower_bounds
+from chakra_collectives.synth.torus_trees import translated_floor_ns, translated_messages_floor, tree_all_gather, tree_template, tree_time_ns
 from chakra_collectives.topology import mesh2d, ring, torus2d
 from chakra_collectives.verify import verify_algorithm
 
@@ -183,3 +184,21 @@ def test_synth_without_output_summarizes_the_plan_unlowered(cli, monkeypatch):
     assert made.exit_code == 0, made.stdout
     summary = json.loads(made.stdout)
     assert summary["operations"] == expected and summary["efficiency"] > 0.94
+
+
+@pytest.mark.parametrize("rows, cols", [(4, 4), (6, 8), (8, 8), (16, 16)])
+def test_the_translated_floor_holds_for_the_trees(rows, cols):
+    # the trees are a translated schedule along their own paths: each direction's links send at
+    # least the floor's messages, and the plan takes at least the floor's time
+    topology = torus2d(cols, rows)
+    channels = build_channels(topology, chunk_bytes=2**14)
+    schedule = tree_all_gather(topology, channels, 1)
+    floor = translated_messages_floor(rows, cols)
+    dr, dc = (schedule.dst.astype(int) // cols - schedule.src // cols) % rows, (schedule.dst.astype(int) % cols - schedule.src % cols) % cols
+    direction = np.select([dc == 1, dc == cols - 1, dr == 1], [0, 1, 2], 3)
+    link_messages = np.bincount(schedule.src.astype(np.int64) * 4 + direction, minlength=4 * rows * cols).reshape(-1, 4)
+    assert np.all(link_messages >= floor)
+    assert sum(floor) < link_messages.sum(axis=1).min()  # on every NPU the trees send more than the floor
+    assert tree_time_ns(topology, channels, 1) >= translated_floor_ns(topology, channels, 1)
+    assert translated_floor_ns(topology, channels, 1) >= fast_lower_bounds(topology, Collective.ALL_GATHER, 2**14 * rows * cols).best_ns
+    assert translated_floor_ns(mesh2d(4, 4), build_channels(mesh2d(4, 4), chunk_bytes=2**14), 1) is None
