@@ -18,7 +18,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, OpKind
 from chakra_collectives.network.collective import simulate_collective
 from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.chains import chain_all_reduce, chain_lp_ns
+from chakra_collectives.synth.chains import ROOTS, chain_all_reduce, chain_lp_ns
 from chakra_collectives.synth.flowcast import flowcast_all_gather, flowcast_all_reduce, flowcast_floor_ns
 from chakra_collectives.synth.rails import find_islands, rails_all_gather
 from chakra_collectives.synth.registry import SynthesisOptions
@@ -114,14 +114,34 @@ def test_chains_verify_and_the_mesh_row_lp_is_two_buffers_over_three_links():
     assert algo.provenance["order"] == "0,1,2,3,4,5,6,7"
 
 
+def test_chains_blocks_and_roots_pass_the_equal_share_cap_on_the_mesh_row():
+    """mesh2d:8x8's row, 64 MiB: a reduce-scatter + all-gather with equal shares can reach at
+    most 0.727 of the bound (the corners' two links against the others' three); the chain's
+    variants (blocks of consecutive chunks, roots at the ends in turn) pass it at K = 32, the
+    producer keeps the fastest of them (never slower than the root-in-the-middle chain built
+    alone), and every variant verifies."""
+    fabric = load_topology("mesh2d:8x8")
+    row = tuple(range(8))
+    found = synthesize(fabric, Collective.ALL_REDUCE, 64 * MIB, algorithm="chains", group=row, chunks_per_npu=32)
+    cap = found.bounds.best_ns / found.bounds.reduce_scatter_all_gather_ns
+    assert cap == pytest.approx(0.727, abs=0.001) and found.efficiency > cap
+    middle = simulate_collective(chain_all_reduce(fabric, row, 64 * MIB, chunks_per_npu=32, roots="middle", block_bytes=0), fabric)
+    assert found.predicted_ns <= middle.time_ns
+    for roots in ROOTS:
+        algo = chain_all_reduce(fabric, row, 8 * MIB, chunks_per_npu=4, roots=roots, block_bytes=MIB)
+        assert verify_algorithm(algo).ok and algo.provenance["roots"] == roots and _routes_follow_links(algo, fabric)
+
+
 def test_best_tries_the_group_producers_for_groups_only():
-    """For a process group ``best`` tries flowcast (not chains, which is asked for by name); for a
-    whole fabric none of the group-only producers."""
+    """For a process group ``best`` tries flowcast (all-gather and all-reduce) and chains
+    (all-reduce only); for a whole fabric none of the group-only producers."""
     fabric = load_topology("torus2d:4x4")
     group = (0, 5, 10, 15)
     for_group = synthesize(fabric, Collective.ALL_GATHER, MIB, algorithm="best", group=group, chunks_per_npu=2)
     names = {c.name for c in for_group.candidates}
     assert "flowcast" in names and "chains" not in names
+    reduced = synthesize(fabric, Collective.ALL_REDUCE, MIB, algorithm="best", group=group, chunks_per_npu=2)
+    assert {"flowcast", "chains"} <= {c.name for c in reduced.candidates}
     whole = synthesize(fabric, Collective.ALL_REDUCE, MIB, algorithm="best", chunks_per_npu=2)
     assert not {"flowcast", "chains", "rails"} & {c.name for c in whole.candidates}
 
