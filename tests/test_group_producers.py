@@ -133,15 +133,18 @@ def test_chains_blocks_and_roots_pass_the_equal_share_cap_on_the_mesh_row():
 
 
 def test_best_tries_the_group_producers_for_groups_only():
-    """For a process group ``best`` tries flowcast (all-gather and all-reduce) and chains
-    (all-reduce only); for a whole fabric none of the group-only producers."""
+    """For a process group ``best`` tries flowcast; chains for an all-reduce whose members differ
+    in bandwidth in (a mesh row's corners: 2 links, the others 3), not where all members have the
+    same (a torus group: 4 links each); for a whole fabric none of the group-only producers."""
     fabric = load_topology("torus2d:4x4")
     group = (0, 5, 10, 15)
     for_group = synthesize(fabric, Collective.ALL_GATHER, MIB, algorithm="best", group=group, chunks_per_npu=2)
     names = {c.name for c in for_group.candidates}
     assert "flowcast" in names and "chains" not in names
     reduced = synthesize(fabric, Collective.ALL_REDUCE, MIB, algorithm="best", group=group, chunks_per_npu=2)
-    assert {"flowcast", "chains"} <= {c.name for c in reduced.candidates}
+    assert "flowcast" in {c.name for c in reduced.candidates} and "chains" not in {c.name for c in reduced.candidates}
+    row = synthesize(load_topology("mesh2d:4x4"), Collective.ALL_REDUCE, MIB, algorithm="best", group=(0, 1, 2, 3), chunks_per_npu=2)
+    assert "chains" in {c.name for c in row.candidates}
     whole = synthesize(fabric, Collective.ALL_REDUCE, MIB, algorithm="best", chunks_per_npu=2)
     assert not {"flowcast", "chains", "rails"} & {c.name for c in whole.candidates}
 

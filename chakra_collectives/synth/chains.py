@@ -70,8 +70,7 @@ def chain_orders(view: Topology, limit: int = CHAIN_ORDERS) -> list[tuple[int, .
     arrays = view.link_arrays
     graph = coo_matrix((np.ones(len(arrays["src"])), (arrays["src"], arrays["dst"])), shape=(view.num_nodes, view.num_nodes)).tocsr()
     hops = shortest_path(graph, indices=np.arange(n), unweighted=True)[:, :n]
-    ingress = np.zeros(n)
-    np.add.at(ingress, arrays["dst"][arrays["dst"] < n], arrays["bandwidth_gbps"][arrays["dst"] < n])
+    ingress = member_ingress(view)
     orders = [tuple(range(n))]
     for start in sorted(range(n), key=lambda v: (ingress[v], v)):
         tour = [start]
@@ -85,6 +84,31 @@ def chain_orders(view: Topology, limit: int = CHAIN_ORDERS) -> list[tuple[int, .
         if len(orders) >= limit:
             break
     return orders
+
+
+def member_ingress(view: Topology) -> np.ndarray:
+    """Each member's summed bandwidth in (GB/s) on a group's view (members ``0 .. n-1``)."""
+    arrays = view.link_arrays
+    into = arrays["dst"] < view.num_npus
+    ingress = np.zeros(view.num_npus)
+    np.add.at(ingress, arrays["dst"][into], arrays["bandwidth_gbps"][into])
+    return ingress
+
+
+def unequal_members(topology: Topology, group: tuple[int, ...] | None) -> bool:
+    """Whether ``group``'s members differ in bandwidth in (what ``best`` tries chains for): where
+    every member has the same ``b``, a chain's inner members receive ``2M`` over ``b``, at most
+    ``(N-1)/N`` of the group's bound, which a reduce-scatter + all-gather with equal shares may
+    reach; where they differ, equal shares are held to the weakest and a chain's ends spare it.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> unequal_members(load_topology("mesh2d:8x8"), tuple(range(8))), unequal_members(load_topology("torus2d:8x8"), tuple(range(8)))
+    (True, False)
+    """
+    if group is None:
+        return False
+    ingress = member_ingress(group_view(topology, group).topology)
+    return bool(np.ptp(ingress) > 1e-9 * ingress.max())
 
 
 def _hop_demand(order: tuple[int, ...], n: int, chunks: int) -> Demand:
@@ -331,11 +355,11 @@ register(
         "a process group's All-Reduce reduced along a chain of its members and broadcast back, every hop over the flow optimum's paths",
         whole_topology=True,
         groups=True,
-        fits_group=lambda topology, group: group is not None,
+        fits_group=unequal_members,
         floor=chains_floor_ns,
         switch_handling="every message along its path of the flow optimum (cc_route), members and relays forwarding",
     )
 )
 
 
-__all__ = ["BLOCK_BYTES", "CHAIN_ORDERS", "ROOTS", "SHARE_PIECES", "VARIANTS", "best_order", "block_sizes", "chain_all_reduce", "chain_lp_ns", "chain_orders", "chains_floor_ns", "hop_paths"]
+__all__ = ["BLOCK_BYTES", "CHAIN_ORDERS", "ROOTS", "SHARE_PIECES", "VARIANTS", "best_order", "block_sizes", "chain_all_reduce", "chain_lp_ns", "chain_orders", "chains_floor_ns", "hop_paths", "member_ingress", "unequal_members"]
