@@ -18,7 +18,7 @@ from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective, OpKind
 from chakra_collectives.network.collective import simulate_collective
 from chakra_collectives.synth import synthesize
-from chakra_collectives.synth.chains import ROOTS, chain_all_reduce, chain_lp_ns
+from chakra_collectives.synth.chains import ROOTS, chain_all_reduce, chain_lp_ns, chains_floor_ns
 from chakra_collectives.synth.flowcast import flowcast_all_gather, flowcast_all_reduce, flowcast_floor_ns
 from chakra_collectives.synth.rails import find_islands, rails_all_gather
 from chakra_collectives.synth.registry import SynthesisOptions
@@ -59,6 +59,25 @@ def test_flowcast_delivers_on_random_groups_and_its_floor_holds(data):
     assert algo.placement == group and verify_algorithm(algo).ok
     assert _routes_follow_links(algo, fabric)
     floor = flowcast_floor_ns(fabric, collective, SynthesisOptions(size_bytes=size * k * MIB, chunks_per_npu=k, group=group))
+    assert simulate_collective(algo, fabric).time_ns >= floor * (1 - 1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.data())
+def test_chains_deliver_on_random_groups_and_their_floor_holds(data):
+    """Random fabrics and groups: every root pattern, with blocks of one chunk or several, gives an
+    all-reduce the verifier proves along routes that follow the fabric, never faster than the
+    chain's flow LP (the floor ``best`` skips chains by)."""
+    fabric = random_topology(data.draw, st, max_npus=6, max_switches=2)
+    size = data.draw(st.integers(2, fabric.num_npus))
+    group = tuple(sorted(data.draw(st.permutations(list(range(fabric.num_npus))))[:size]))
+    k = data.draw(st.integers(1, 4))
+    roots = data.draw(st.sampled_from(sorted(ROOTS)))
+    block_bytes = data.draw(st.sampled_from([0, 2 * MIB]))
+    algo = chain_all_reduce(fabric, group, size * k * MIB, chunks_per_npu=k, roots=roots, block_bytes=block_bytes)
+    assert algo.placement == group and verify_algorithm(algo).ok
+    assert _routes_follow_links(algo, fabric)
+    floor = chains_floor_ns(fabric, Collective.ALL_REDUCE, SynthesisOptions(size_bytes=size * k * MIB, chunks_per_npu=k, group=group))
     assert simulate_collective(algo, fabric).time_ns >= floor * (1 - 1e-6)
 
 
