@@ -5,7 +5,7 @@ and hybrid TP x DP / MoE steps with topology-aware producers against rings.
   random subsets of the suite's fabrics: efficiency against the group's own bound
   (:func:`~chakra_collectives.synth.group_bounds`: the fabric's links, the members the only
   sources and sinks) for every producer that serves groups (rails: members in two DGX servers or
-  more), the best of ``best``'s candidates among them (what ``best`` keeps; not chains), and the ring's;
+  more), the best of ``best``'s candidates among them (what ``best`` keeps), and the ring's;
 * :func:`concurrent_table` -- ``synth --groups``: the data-parallel groups of a TP x DP job at
   once, each plan's time together against the slowest group alone;
 * :func:`step_table` -- a hybrid TP x DP and an MoE step replayed with ``*=forestcoll`` (and

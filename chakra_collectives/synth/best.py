@@ -44,10 +44,10 @@ def applicable(collective: Collective, num_npus: int, topology: Topology | None 
     """The algorithms ``best`` tries for ``collective`` on ``num_npus`` NPUs, in tie-breaking order:
     every registered candidate that supports them (:mod:`~chakra_collectives.synth.registry`)
     and, when ``topology`` is given, fits it and serves ``group`` of it (``None``: every NPU;
-    the group-only producers, rails and flowcast, serve process groups alone).
+    the group-only producers, rails, chains and flowcast, serve process groups alone).
 
     >>> applicable(Collective.ALL_REDUCE, 8), applicable(Collective.ALL_GATHER, 6)
-    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll', 'rails', 'flowcast'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll', 'rails', 'flowcast'])
+    (['tacos', 'ring', 'biring', 'direct', 'rhd', 'bfb', 'forestcoll', 'rails', 'chains', 'flowcast'], ['tacos', 'ring', 'biring', 'direct', 'bfb', 'forestcoll', 'rails', 'flowcast'])
     >>> from chakra_collectives.topology import load_topology
     >>> torus = load_topology("torus2d:4x4")
     >>> "flowcast" in applicable(Collective.ALL_GATHER, 16, torus), "flowcast" in applicable(Collective.ALL_GATHER, 4, torus, (0, 5, 10, 15))

@@ -135,9 +135,9 @@ def _owner_copies_algorithm(
             names.add(a, b, sent, paths[piece])
         return got
 
-    piece = 0  # the demand's pieces in order: per chunk and other member, its value in (reduce), the copy out
-    for c in range(chunks):
-        o = c // chunks_per_npu
+    per_chunk = (n - 1) * (2 if reduce else 1)  # the demand's pieces of a chunk: per other member, its value in (reduce), the copy out
+    for c in _owners_in_turn(n, chunks_per_npu):
+        o, piece = c // chunks_per_npu, c * per_chunk
         own = (Buffer.INPUT, c if reduce else c % chunks_per_npu)
         summed = builder.copy(o, src=own, dst=(Buffer.OUTPUT, c), count=1)
         out = []
@@ -155,6 +155,16 @@ def _owner_copies_algorithm(
         for x, index in out:  # the result once complete (an All-Gather's own value at once)
             send(o, x, (Buffer.OUTPUT, c) if reduce else own, (Buffer.OUTPUT, c), index, [summed] if reduce else [])
     return names.named(builder.build(scratch_chunks=scratch if reduce else None), () if group is None else members)
+
+
+def _owners_in_turn(n: int, chunks_per_npu: int) -> list[int]:
+    """The chunks with their owners in turn (``owner * chunks_per_npu + j``: owner 0's first,
+    owner 1's first, ...).
+
+    >>> _owners_in_turn(3, 2)
+    [0, 2, 4, 1, 3, 5]
+    """
+    return [o * chunks_per_npu + j for j in range(chunks_per_npu) for o in range(n)]
 
 
 def _make(topology: Topology, collective: Collective, num_ranks: int, options: SynthesisOptions) -> Synthesized:
