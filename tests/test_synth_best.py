@@ -15,6 +15,7 @@ from chakra_collectives.synth import BEST_WITHIN, auto_chunk_counts, synthesize
 from chakra_collectives.synth.baselines import baseline_messages
 from chakra_collectives.synth.registry import SynthesisOptions, get
 from chakra_collectives.synth.best import applicable, baseline_bound_ns, endpoint_load_ns, forest_estimate_ns, link_load_ns
+from chakra_collectives.bounds import lower_bounds
 from chakra_collectives.topology import Topology, load_topology
 from network_helpers import transfer_ns
 from schema_helpers import schema
@@ -294,6 +295,40 @@ def test_switch_all_reduce_default_builds_only_forestcoll(cli):
     others = {name: c for name, c in summary["candidates"].items() if name != "forestcoll"}
     assert others and all(c["predicted_ns"] is None for c in others.values())
     assert all(summary["predicted_ns"] <= c["at_least_ns"] * (1 + BEST_WITHIN) for c in others.values())
+
+
+def test_search_asks_dearer_bounds_for_the_leader_and_speculates_nothing_beside_it():
+    # b's cheap bound (the floor) would keep f from leading; its dearer one (150) does not: f goes
+    # first, alone on two workers (nothing speculated beside it), and rules b out when realised
+    times = {("b", 1): 160.0, ("f", 1): 106.0}
+    made, produce = _recorder(times)
+    chains: list = []
+    found = search(["b", "f"], [1], produce=produce, bound=lambda n, k: 100.0, chunked=lambda n: False,
+                   refine=lambda n, k, enough: 150.0 if n == "b" else 0.0, estimate=lambda n, k: 105.0 if n == "f" else 0.0,
+                   within=0.01, workers=2, produce_chains=_chain_runner(times, made, chains), speculate=True)
+    assert made == [("f", 1)] and not chains
+    assert (found.name, found.candidates[0].at_least_ns) == ("f", 150.0)
+
+
+@pytest.mark.parametrize("spec", ["ring:8", "mesh2d:4x4", "torus2d:4x4", "hypercube:2x2x2"])
+@pytest.mark.parametrize("k", [1, 2])
+def test_tacos_all_reduce_takes_at_least_its_phases_bounds(spec, k):
+    """``best``'s floor for TACOS's All-Reduce without switches (synthesis.PHASED_ALL_REDUCE): its
+    Reduce-Scatter and then its All-Gather, each at least its own bound."""
+    topo = load_topology(spec)
+    phases = lower_bounds(topo, AR, 2**22).reduce_scatter_all_gather_ns
+    assert synthesize(topo, AR, "4MiB", algorithm="tacos", chunks_per_npu=k).predicted_ns >= phases >= lower_bounds(topo, AR, 2**22).best_ns
+
+
+def test_mesh_all_reduce_default_builds_only_forestcoll(cli):
+    """mesh2d:8x8 All-Reduce 64 MiB (the default command): ForestColl's estimate (0.766 ms) is
+    below every other candidate's floor -- TACOS's its phases' bounds, BFB's its step model --
+    so it goes first; realised (1.098 ms), it rules them all out: none is built."""
+    summary = json.loads(cli("synth", "-t", "mesh2d:8x8", "--json").stdout)
+    assert summary["algorithm"] == "forestcoll"
+    others = {name: c for name, c in summary["candidates"].items() if name != "forestcoll"}
+    assert all(c["predicted_ns"] is None and c["at_least_ns"] >= summary["predicted_ns"] for c in others.values())
+    assert others["tacos"]["at_least_ns"] == summary["bounds"]["reduce_scatter_all_gather_ns"]
 
 
 def test_search_time_budget_lists_what_was_not_tried():

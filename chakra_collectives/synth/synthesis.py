@@ -295,7 +295,7 @@ def synthesize(
         known: LowerBounds | None = None
         if name == "best":
             deadline = None if time_budget is None else started_at + time_budget
-            floor_ns = 0.0
+            floor_ns = phases_ns = 0.0
             options = SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)
             prefetched = _prefetch(topology, collective, counts, options, network_model, on_step) if bounded and not exhaustive and pattern is None else None
             try:
@@ -305,8 +305,9 @@ def synthesize(
                         floor_method = method or bounds_method("auto", num_ranks)
                         known = group_bounds(topology, collective, nbytes, members, method=floor_method, root=root, pattern=pattern)
                         floor_ns, bounds_s = known.best_ns, time.perf_counter() - started
+                        phases_ns = known.reduce_scatter_all_gather_ns or 0.0
                         known = known if method == floor_method else None
-                found = _synthesize_best(topology, collective, counts, options, on_step, network_model, deadline, exhaustive, floor_ns, prefetched)
+                found = _synthesize_best(topology, collective, counts, options, on_step, network_model, deadline, exhaustive, floor_ns, prefetched, phases_ns)
             finally:
                 if prefetched is not None:
                     prefetched.drop()
@@ -534,6 +535,24 @@ def _group_floor_ns(topology: Topology, collective: Collective, options: Synthes
     return floor(topology, collective, options, network_model)
 
 
+PHASED_ALL_REDUCE = ("tacos",)
+"""Producers whose All-Reduce over a fabric without switches is a Reduce-Scatter schedule and then
+an All-Gather schedule, predicted as the sum of the two schedules' times (TACOS: its phases
+predict themselves, :func:`~chakra_collectives.synth.schedule_timing.predicts_itself`): each
+phase alone takes at least its own bound, so the time is at least the sum of the bounds
+(``reduce_scatter_all_gather_ns`` of :func:`~chakra_collectives.bounds.lower_bounds`; on the
+suite's fabrics without switches TACOS's best time over ``K`` is 1.0004x it on ring:8 at 1 GiB
+to 4.6x on torus3d:8x8x8 at 1 MiB). On mesh2d:8x8, All-Reduce 64 MiB, that floor (1.230 ms)
+is above ForestColl's 1.098 ms: TACOS is not built."""
+
+
+def _phased_floor_ns(topology: Topology, collective: Collective, group: tuple[int, ...] | None, candidate: str, network_model: str, phases_ns: float) -> float:
+    """``phases_ns`` where it is a floor on ``candidate``'s time (:data:`PHASED_ALL_REDUCE`: an
+    All-Reduce of every NPU of a fabric without switches, the default network model); else 0."""
+    whole = group is None and topology.num_switches == 0 and Mode.parse(network_model) is Mode.TACOS
+    return phases_ns if candidate in PHASED_ALL_REDUCE and collective is Collective.ALL_REDUCE and whole else 0.0
+
+
 def _synthesize_best(
     topology: Topology,
     collective: Collective,
@@ -545,6 +564,7 @@ def _synthesize_best(
     exhaustive: bool,
     floor_ns: float = 0.0,
     prefetched: _Prefetched | None = None,
+    phases_ns: float = 0.0,
 ) -> SynthesisResult:
     """``best``: :func:`~chakra_collectives.synth.best.search` over every applicable producer
     that fits the memory limit, at the chunk counts ``counts`` (``options``: all but ``K``).
@@ -557,7 +577,9 @@ def _synthesize_best(
     at most :data:`BEST_MILP_NPUS` NPUs, at :data:`BEST_MILP_CHUNKS` chunk counts whose model
     has at most :data:`BEST_MILP_VARIABLES` variables, with :data:`BEST_MILP_LIMIT_S` seconds each, and only when the fastest found is more than
     :data:`BEST_MILP_GAP` above ``floor_ns``. ``prefetched``: a candidate already started
-    (:func:`_prefetch`), taken by the first production if it is one of it, else ended."""
+    (:func:`_prefetch`), taken by the first production if it is one of it, else ended.
+    ``phases_ns``: an All-Reduce's Reduce-Scatter bound plus its All-Gather bound, the floor of
+    the producers that run those phases one after the other (:func:`_phased_floor_ns`)."""
     from chakra_collectives.synth.best import Candidate, applicable, baseline_bound_ns, cheapest_baseline, endpoint_load_ns, forest_estimate_ns, search
 
     step = on_step or (lambda name: None)
@@ -671,7 +693,8 @@ def _synthesize_best(
             return math.inf
         messages = get(candidate).messages
         if messages is None or group is not None:
-            return max(floor_ns, _group_floor_ns(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model))
+            own = _group_floor_ns(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model)
+            return max(floor_ns, own, _phased_floor_ns(topology, collective, group, candidate, network_model, phases_ns))
         src, dst, nbytes = messages(collective, num_ranks, replace(options, chunks_per_npu=k))
         return max(floor_ns, endpoint_load_ns(topology, src, dst, nbytes, network_model=network_model))
 
