@@ -228,11 +228,11 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
         for path in copies:
             done = subprocess.run([sys.executable, "-c", _PHASES, str(path or "")], capture_output=True, text=True, check=True, env=CHILD_ENV)
             parts[path].append(json.loads(done.stdout))
-    print(f"{'-a tacos in parts, CPU s (bounds: wall)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else ""))
+    print(f"{'-a tacos in parts, CPU ms (bounds: wall)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else ""))
     for i, what in enumerate(("importing the command", "synthesize()", "of it the lower bounds")):
         medians = {p: statistics.median(x[i] for x in parts[p]) for p in copies}
         ratio = f"  {medians[None] / medians[source]:5.2f}" if source else ""
-        print(f"{'  ' + what:44}" + "".join(f" {medians[p]:>8.4f}" for p in copies) + ratio)
+        print(f"{'  ' + what:44}" + "".join(f" {medians[p] * 1e3:>8.1f}" for p in copies) + ratio)
     if tacos_command:
         walls = []
         for _ in range(repeat):
@@ -246,14 +246,14 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
             done = subprocess.run([sys.executable, "-c", _TRIALS, str(path or ""), str(repeat)], capture_output=True, text=True, check=True, env=CHILD_ENV)
             runs[path].append(json.loads(done.stdout))
     found = {p: {spec: [statistics.median(run[spec][i] for run in runs[p]) for i in (0, 1)] for spec in runs[p][0]} for p in copies}
-    print(f"{'All-Gather 64 MiB, K=1, CPU s (medians)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else "") + "  target")
+    print(f"{'All-Gather 64 MiB, K=1, CPU ms (medians)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else "") + "  target")
     for spec, (trial_target, synthesis_target) in (("mesh2d:8x8", (0.008, None)), ("mesh2d:16x16", (None, 0.6))):
         for i, what, target in ((0, "one matching", trial_target), (1, "tacos() synthesis", synthesis_target)):
             ours = found[None][spec][i]
             ratio = f"  {ours / found[source][spec][i]:5.2f}" if source else ""
-            print(f"{spec + ' ' + what:44}" + "".join(f" {found[p][spec][i]:>8.4f}" for p in copies) + ratio + (f"  <= {target} s" if target else ""))
+            print(f"{spec + ' ' + what:44}" + "".join(f" {found[p][spec][i] * 1e3:>8.1f}" for p in copies) + ratio + (f"  <= {target * 1e3:g} ms" if target else ""))
             if target and ours > target:
-                misses.append(f"{spec} {what}: {ours:.4f} s > {target} s")
+                misses.append(f"{spec} {what}: {ours * 1e3:.1f} ms > {target * 1e3:g} ms")
     return misses
 
 
