@@ -19,7 +19,7 @@ Three parts (``--part``; default: all):
   commands of :data:`SMALL` (median of ``--repeat`` fresh processes, wall and CPU), the
   ``-a tacos`` command's parts (importing it as a library would, ``synthesize``, the bounds), one
   TACOS matching (median, CPU) and one ``tacos()`` synthesis at 64 and 256 NPUs (the medians of
-  :data:`TRIAL_ROUNDS` processes); with ``--against DIR`` the same from that copy, interleaved
+  ``--rounds``, default :data:`TRIAL_ROUNDS`, processes); with ``--against DIR`` the same from that copy, interleaved
   process by process, and their ratios; ``--tacos 'CMD'`` also times a TACOS
   C++ binary as a whole process (it is not built here: give the command line that runs it on
   the case compared).
@@ -72,7 +72,8 @@ FORESTCOLL_COMMANDS = [
 ]
 """ForestColl alone as whole commands (issue 25's targets; ``forestcoll`` and ``--against``)."""
 TRIAL_ROUNDS = 3
-"""``small``: processes per copy timing matchings and ``tacos()`` (alternating with the other copy's); the medians of their medians."""
+"""``small``: processes per copy timing matchings and ``tacos()`` (alternating with the other copy's); the medians of their
+medians. ``--rounds`` asks for more: at load 9, three rounds put a change that is 0.97x in seven rounds at 1.25x."""
 CLI = [sys.executable, "-m", "chakra_collectives"]
 BYTECODE = Path(tempfile.gettempdir()) / "bench_best_pycache"
 """Where the children keep their compiled modules: an installed package carries its bytecode, and
@@ -203,7 +204,7 @@ Python's own start-up), ``synthesize`` (matchings, lowering, bounds) and of it t
 (wall seconds); ``argv``: the package's folder ('' for this checkout)."""
 
 
-def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[str]:
+def small(repeat: int, source: Path | None, tacos_command: str | None, rounds: int = TRIAL_ROUNDS) -> list[str]:
     """The :data:`SMALL` commands, matchings and syntheses (see the module docstring)."""
     misses = []
     copies = [None] if source is None else [None, source]
@@ -241,7 +242,7 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
             walls.append(time.perf_counter() - started)
         print(f"{'TACOS C++: ' + tacos_command[:32]:44} {statistics.median(walls):>8.3f}")
     runs: dict[Path | None, list[dict]] = {p: [] for p in copies}
-    for _ in range(TRIAL_ROUNDS):  # the copies' processes alternate: both see the same load
+    for _ in range(rounds):  # the copies' processes alternate: both see the same load
         for path in copies:
             done = subprocess.run([sys.executable, "-c", _TRIALS, str(path or ""), str(repeat)], capture_output=True, text=True, check=True, env=CHILD_ENV)
             runs[path].append(json.loads(done.stdout))
@@ -360,10 +361,11 @@ def main() -> None:
     parser.add_argument("--topology", action="append", help="table: only these topologies")
     parser.add_argument("--against", type=Path, metavar="DIR", help="commands, small: also from this copy of the package, interleaved (see cli())")
     parser.add_argument("--tacos", metavar="CMD", help="small: also time this command line (a TACOS C++ binary) as a whole process")
+    parser.add_argument("--rounds", type=int, default=TRIAL_ROUNDS, help="small: processes per copy timing the matchings and tacos()")
     args = parser.parse_args()
     print(os.popen("uptime").read().strip())
     if args.part == ["small"]:
-        misses = small(args.repeat, args.against.resolve() if args.against else None, args.tacos)
+        misses = small(args.repeat, args.against.resolve() if args.against else None, args.tacos, args.rounds)
         print("\n".join(["MISSED:", *misses]) if misses else "all targets met")
         return
     if args.against is not None:
