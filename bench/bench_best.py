@@ -19,7 +19,7 @@ Three parts (``--part``; default: all):
   commands of :data:`SMALL` (median of ``--repeat`` fresh processes, wall and CPU), the
   ``-a tacos`` command's parts (importing it as a library would, ``synthesize``, the bounds), one
   TACOS matching (median, CPU) and one ``tacos()`` synthesis at 64 and 256 NPUs (the medians of
-  :data:`TRIAL_ROUNDS` processes); with ``--against DIR`` the same from that copy, interleaved
+  ``--rounds``, default :data:`TRIAL_ROUNDS`, processes); with ``--against DIR`` the same from that copy, interleaved
   process by process, and their ratios; ``--tacos 'CMD'`` also times a TACOS
   C++ binary as a whole process (it is not built here: give the command line that runs it on
   the case compared).
@@ -72,7 +72,8 @@ FORESTCOLL_COMMANDS = [
 ]
 """ForestColl alone as whole commands (issue 25's targets; ``forestcoll`` and ``--against``)."""
 TRIAL_ROUNDS = 3
-"""``small``: processes per copy timing matchings and ``tacos()`` (alternating with the other copy's); the medians of their medians."""
+"""``small``: processes per copy timing matchings and ``tacos()`` (alternating with the other copy's); the medians of their
+medians. ``--rounds`` asks for more: at load 9, three rounds put a change that is 0.97x in seven rounds at 1.25x."""
 CLI = [sys.executable, "-m", "chakra_collectives"]
 BYTECODE = Path(tempfile.gettempdir()) / "bench_best_pycache"
 """Where the children keep their compiled modules: an installed package carries its bytecode, and
@@ -203,7 +204,7 @@ Python's own start-up), ``synthesize`` (matchings, lowering, bounds) and of it t
 (wall seconds); ``argv``: the package's folder ('' for this checkout)."""
 
 
-def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[str]:
+def small(repeat: int, source: Path | None, tacos_command: str | None, rounds: int = TRIAL_ROUNDS) -> list[str]:
     """The :data:`SMALL` commands, matchings and syntheses (see the module docstring)."""
     misses = []
     copies = [None] if source is None else [None, source]
@@ -228,11 +229,11 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
         for path in copies:
             done = subprocess.run([sys.executable, "-c", _PHASES, str(path or "")], capture_output=True, text=True, check=True, env=CHILD_ENV)
             parts[path].append(json.loads(done.stdout))
-    print(f"{'-a tacos in parts, CPU s (bounds: wall)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else ""))
+    print(f"{'-a tacos in parts, CPU ms (bounds: wall)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else ""))
     for i, what in enumerate(("importing the command", "synthesize()", "of it the lower bounds")):
         medians = {p: statistics.median(x[i] for x in parts[p]) for p in copies}
         ratio = f"  {medians[None] / medians[source]:5.2f}" if source else ""
-        print(f"{'  ' + what:44}" + "".join(f" {medians[p]:>8.4f}" for p in copies) + ratio)
+        print(f"{'  ' + what:44}" + "".join(f" {medians[p] * 1e3:>8.1f}" for p in copies) + ratio)
     if tacos_command:
         walls = []
         for _ in range(repeat):
@@ -241,19 +242,19 @@ def small(repeat: int, source: Path | None, tacos_command: str | None) -> list[s
             walls.append(time.perf_counter() - started)
         print(f"{'TACOS C++: ' + tacos_command[:32]:44} {statistics.median(walls):>8.3f}")
     runs: dict[Path | None, list[dict]] = {p: [] for p in copies}
-    for _ in range(TRIAL_ROUNDS):  # the copies' processes alternate: both see the same load
+    for _ in range(rounds):  # the copies' processes alternate: both see the same load
         for path in copies:
             done = subprocess.run([sys.executable, "-c", _TRIALS, str(path or ""), str(repeat)], capture_output=True, text=True, check=True, env=CHILD_ENV)
             runs[path].append(json.loads(done.stdout))
     found = {p: {spec: [statistics.median(run[spec][i] for run in runs[p]) for i in (0, 1)] for spec in runs[p][0]} for p in copies}
-    print(f"{'All-Gather 64 MiB, K=1, CPU s (medians)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else "") + "  target")
+    print(f"{'All-Gather 64 MiB, K=1, CPU ms (medians)':44}" + "".join(f" {names[p]:>8}" for p in copies) + ("  ratio" if source else "") + "  target")
     for spec, (trial_target, synthesis_target) in (("mesh2d:8x8", (0.008, None)), ("mesh2d:16x16", (None, 0.6))):
         for i, what, target in ((0, "one matching", trial_target), (1, "tacos() synthesis", synthesis_target)):
             ours = found[None][spec][i]
             ratio = f"  {ours / found[source][spec][i]:5.2f}" if source else ""
-            print(f"{spec + ' ' + what:44}" + "".join(f" {found[p][spec][i]:>8.4f}" for p in copies) + ratio + (f"  <= {target} s" if target else ""))
+            print(f"{spec + ' ' + what:44}" + "".join(f" {found[p][spec][i] * 1e3:>8.1f}" for p in copies) + ratio + (f"  <= {target * 1e3:g} ms" if target else ""))
             if target and ours > target:
-                misses.append(f"{spec} {what}: {ours:.4f} s > {target} s")
+                misses.append(f"{spec} {what}: {ours * 1e3:.1f} ms > {target * 1e3:g} ms")
     return misses
 
 
@@ -360,10 +361,11 @@ def main() -> None:
     parser.add_argument("--topology", action="append", help="table: only these topologies")
     parser.add_argument("--against", type=Path, metavar="DIR", help="commands, small: also from this copy of the package, interleaved (see cli())")
     parser.add_argument("--tacos", metavar="CMD", help="small: also time this command line (a TACOS C++ binary) as a whole process")
+    parser.add_argument("--rounds", type=int, default=TRIAL_ROUNDS, help="small: processes per copy timing the matchings and tacos()")
     args = parser.parse_args()
     print(os.popen("uptime").read().strip())
     if args.part == ["small"]:
-        misses = small(args.repeat, args.against.resolve() if args.against else None, args.tacos)
+        misses = small(args.repeat, args.against.resolve() if args.against else None, args.tacos, args.rounds)
         print("\n".join(["MISSED:", *misses]) if misses else "all targets met")
         return
     if args.against is not None:

@@ -166,6 +166,28 @@ def test_the_residual_source_side_of_a_maximum_flow_is_a_minimum_cut(data):
         assert value == expected == leaving and side[0] and not side[sink]
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_push_relabel_values_are_maximum_flows(data):
+    """max_flows without flows on the pure-Python backend (SmallFlow.flow_value, push-relabel)
+    gives networkx's maximum flow value, from any source to any sink: parallel edges, zero
+    capacities, nodes that cannot reach the sink, capacities beyond 64 bits."""
+    n = data.draw(st.integers(2, 10))
+    edges = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(1, n - 1), st.sampled_from([0, 1, 2, 3, 7, 10, 2**70])), min_size=1, max_size=45))
+    src = np.array([u for u, _, _ in edges])
+    dst = (src + np.array([d for _, d, _ in edges])) % n
+    cap = [c for _, _, c in edges]
+    source, sink = data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=2, unique=True))
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    for u, v, c in zip(src.tolist(), dst.tolist(), cap):
+        graph.add_edge(u, v, capacity=graph.get_edge_data(u, v, {"capacity": 0})["capacity"] + c)
+    network = FlowNetwork(n, src=src, dst=dst, cap=np.array(cap, dtype=object), small_edges=10**6)
+    [(value, flow)] = maxflow.max_flows([(network, source, sink)])
+    assert network.backend == "python" and flow is None
+    assert value == nx.maximum_flow_value(graph, source, sink, flow_func=preflow_push) == network.max_flow(source, sink)
+
+
 def test_flows_solved_together_are_each_problems_maximum_flow():
     """max_flows runs many problems as one network (their disjoint union): each value must be
     the problem's own max-flow, and each returned flow a valid flow of that value."""

@@ -72,16 +72,15 @@ _CHANNEL = operator.itemgetter(3)
 """The channel of a round's entry ``(destination, candidates' count, draw, channel, candidates)``."""
 
 
-def _drawn(pool: int, u: float) -> int:
-    """The set bit of ``pool`` a uniform draw ``u`` in [0, 1) picks (its index): the lowest few
-    by clearing bits, the rest by :func:`_select`.
+def _nth(pool: int, pick: int) -> int:
+    """The index of the ``pick``-th set bit (from 0, lowest first) of ``pool``: the lowest few
+    by clearing bits, the rest by :func:`_select`. The matcher draws ``pick = int(u * count)``
+    from a uniform ``u`` in [0, 1) and finds the lowest (``pick == 0``, most draws: the scarcest
+    pools are short) itself, without a call.
 
-    >>> _drawn(0b101100, 0.0), _drawn(0b101100, 0.5), _drawn(0b101100, 0.99)
+    >>> _nth(0b101100, 0), _nth(0b101100, 1), _nth(0b101100, 2)
     (2, 3, 5)
     """
-    pick = int(u * pool.bit_count())
-    if pick == 0:
-        return (pool & -pool).bit_length() - 1
     if pick < 4:
         for _ in range(pick):
             pool &= pool - 1
@@ -250,7 +249,8 @@ class _SmallMatcher:
                         if levels is None:
                             levels = scarce[d] = self._levels(d)
                         pool = pool & levels[0] or pool & levels[1] or pool
-                        first = _drawn(pool, u)
+                        pick = int(u * pool.bit_count())
+                        first = _nth(pool, pick) if pick else (pool & -pool).bit_length() - 1
                         bits = 1 << first
                     else:
                         bits = pool
@@ -311,7 +311,8 @@ class _SmallMatcher:
                         extending = pool & ~(wanted[d] << 1)
                         if extending:
                             pool = extending
-                first = _drawn(pool, u)
+                pick = int(u * pool.bit_count())
+                first = _nth(pool, pick) if pick else (pool & -pool).bit_length() - 1
                 if runs:
                     s = src[c]
                     same = cand & own[s] if first // k == s else cand & ~own[s]
