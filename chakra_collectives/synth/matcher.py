@@ -449,6 +449,13 @@ _COLUMNS = {
 }
 
 
+_DEFAULTS = {"more": 0, "anchor": NO_ANCHOR, "anchor_is_send": False}
+"""Record columns that start filled (the others are written as each message is recorded)."""
+
+FIRST_CAPACITY = 2**16
+"""Messages the record columns hold at first (:meth:`_Matcher._reserve` doubles them as they fill)."""
+
+
 class _Matcher:
     def __init__(
         self,
@@ -484,6 +491,7 @@ class _Matcher:
         np.bitwise_or.at(full, chunk_ids // 64, _BIT[chunk_ids % 64])
         self.wanted = np.bitwise_and(~self.held, full)
         self.remaining = n * self.num_chunks - self.num_chunks  # (npu, chunk) pairs still to match
+        self.pairs = self.remaining
         self.direct_cap, self.routed_cap = caps
         self.max_cap = int(max(self.direct_cap.max(initial=1), self.routed_cap.max(initial=1)))
         # long rows, direct channels only, every message merging and one run each: the compiled rounds
@@ -522,8 +530,8 @@ class _Matcher:
         self.sent_on = np.zeros(m + len(channels.routed), dtype=np.int64)
         # per NPU: sends and receives recorded so far (the program positions)
         self.program = np.zeros(n, dtype=np.int64)
-        # records, preallocated: never more messages than (NPU, chunk) pairs to serve
-        capacity = self.remaining
+        # records: never more messages than (NPU, chunk) pairs to serve; grown as they fill (_reserve)
+        capacity = min(self.remaining, FIRST_CAPACITY)
         self.rec = {name: np.empty(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()}
         self.size = 0
         # routed channels
@@ -537,8 +545,25 @@ class _Matcher:
             self._init_routed()
 
     # ------------------------------------------------------------------ records
+    def _reserve(self, extra: int) -> None:
+        """Room in the record columns for ``extra`` more messages: they double when full (at most
+        to the pairs there were to match), so the address space they take follows the messages
+        matched, not the ``N^2 K`` a matching could need (74 GB at 39,304 NPUs: beyond an
+        address-space limit such as ``ulimit -v 16GiB``); columns with a default keep it."""
+        capacity = len(self.rec["chunk"])
+        if self.size + extra <= capacity:
+            return
+        grown = min(max(2 * capacity, self.size + extra), self.pairs)
+        for name, column in self.rec.items():
+            bigger = np.empty(grown, dtype=column.dtype)
+            bigger[: self.size] = column[: self.size]
+            if name in _DEFAULTS:
+                bigger[self.size :] = _DEFAULTS[name]
+            self.rec[name] = bigger
+
     def _record(self, chunk, count, src, dst, start, end, channel) -> np.ndarray:
         size = len(chunk)
+        self._reserve(size)
         first = self.size
         ids = np.arange(first, first + size, dtype=np.int64)
         self.size += size
@@ -561,6 +586,7 @@ class _Matcher:
 
     def _record_one(self, chunk: int, count: int, src: int, dst: int, start: float, end: float, channel: int) -> int:
         """:meth:`_record` for one message (a routed channel's, ``channel < 0``), without arrays."""
+        self._reserve(1)
         transfer = self.size
         self.size += 1
         rec = self.rec
