@@ -138,6 +138,8 @@ def test_the_refusal_advises_fewer_chunks_only_when_there_are_fewer_to_use(k, ad
     assert ("--chunks-per-npu" in line) is advises_fewer_chunks
     # the estimate says where the memory goes: the stage that peaks, and what it holds
     assert "lowering" in line and "schedules" in line and "Reduce-Scatter range" in line and "matching" in line and "prediction" in line
+    # without -o the algorithm is summarized, never lowered: no part of it is counted (5.4 GiB, 6.3 with -o)
+    assert "not lowered" in line and "a part" not in line
 
 
 def test_an_explicit_limit_above_the_address_space_limit_is_capped_by_it():
