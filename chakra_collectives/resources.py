@@ -64,6 +64,8 @@ class Limit:
     nbytes: int
     source: str
     """Where it comes from, for messages: ``75% of available memory``, ``--max-memory``."""
+    raised_by: str = "--max-memory"
+    """How a user raises it, for messages."""
 
 
 _explicit: Limit | None = None
@@ -93,14 +95,16 @@ def parse_memory(text: str) -> int:
 def memory_limit() -> Limit:
     """The limit in force: set explicitly (:func:`memory_limit_set`, ``CHAKRA_COLL_MAX_MEMORY``)
     or the default (:data:`DEFAULT_FRACTION` of available memory), capped by the process's own
-    address-space and cgroup limits. ``nbytes == 0`` means no limit."""
+    address-space and cgroup limits (an explicit one by its address-space limit, ``ulimit -v``,
+    when that leaves less: work that could not be allocated is refused before it starts, not
+    run out of memory). ``nbytes == 0`` means no limit."""
     global _default
     if _explicit is not None:
-        return _explicit
+        return _within_address_space(_explicit)
     configured = os.environ.get(ENVIRONMENT)
     if configured:
         try:
-            return Limit(parse_memory(configured), ENVIRONMENT)
+            return _within_address_space(Limit(parse_memory(configured), ENVIRONMENT))
         except InputError as error:
             raise InputError(f"{ENVIRONMENT}={configured!r}: {error.message}") from None
     if _default is None:
@@ -136,7 +140,7 @@ def require(estimate: Estimate) -> None:
     raise LimitError(
         f"{estimate.what} needs about {format_size(estimate.nbytes)} ({estimate.work}), above the memory limit of "
         f"{format_size(limit.nbytes)} ({limit.source}{_held(held, limit)}); {estimate.advice}, or raise the limit with "
-        f"--max-memory {suggestion}"
+        f"{limit.raised_by} {suggestion}"
     )
 
 
@@ -217,6 +221,18 @@ def _available() -> int:
     room.append(_cgroup_room())
     known = [r for r in room if r is not None]
     return held + (min(known) if known else 2**33)
+
+
+def _within_address_space(limit: Limit) -> Limit:
+    """``limit``, or what the address-space limit leaves (what the process holds, plus the soft
+    ``RLIMIT_AS`` less its address space now) where that is less."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if limit.nbytes <= 0 or soft == resource.RLIM_INFINITY:
+        return limit
+    status = _status()
+    held = status.get("VmRSS", 0)
+    room = held + max(0, soft - status.get("VmSize", held))
+    return limit if limit.nbytes <= room else Limit(room, f"{limit.source}, capped by the address-space limit", raised_by="ulimit -v of at least")
 
 
 def _status() -> dict[str, int]:

@@ -138,12 +138,25 @@ def test_the_refusal_advises_fewer_chunks_only_when_there_are_fewer_to_use(k, ad
     assert ("--chunks-per-npu" in line) is advises_fewer_chunks
     # the estimate says where the memory goes: the stage that peaks, and what it holds
     assert "lowering" in line and "schedules" in line and "Reduce-Scatter range" in line and "matching" in line and "prediction" in line
+    # without -o the algorithm is summarized, never lowered: no part of it is counted (5.4 GiB, 6.3 with -o)
+    assert "not lowered" in line and "a part" not in line
+
+
+def test_an_explicit_limit_above_the_address_space_limit_is_capped_by_it():
+    """--max-memory 16GiB under a 1.5 GiB address-space cap (``ulimit -v``): the 40K All-Reduce's
+    6.3 GiB could never be allocated, so it is refused up front against what the cap leaves (it
+    used to start and run out of memory some 30 s later)."""
+    result = capped("synth", "-t", "torus3d:34x34x34", "-a", "tacos", "-c", "all-reduce", "-s", "64MiB", "--max-memory", "16GiB", timeout=30)
+    line = one_line_error(result, 4, "synthesizing tacos all-reduce on torus3d:34x34x34 needs about", "capped by the address-space limit", "ulimit -v")
+    assert "ran out of memory" not in line
+    limit = float(line.split("above the memory limit of ")[1].split()[0])
+    assert 0.5 < limit < 1.5  # GiB: what the 1.5 GiB cap leaves, not the 16 asked
 
 
 def test_an_all_reduce_only_written_is_estimated_as_lowered_range_by_range(tmp_path):
     """With -o alone, TACOS's All-Reduce is lowered a range of ranks at a time as it is written:
     the estimate holds the schedules, their messages by NPU, one part and one Reduce-Scatter
-    range -- no operation table -- and the 40K All-Reduce's is about 6.3 GiB (27.8 without -o)."""
+    range -- no operation table -- and the 40K All-Reduce's is about 6.3 GiB (5.4 without -o: no part lowered)."""
     result = capped(
         "synth", "-t", "torus3d:34x34x34", "-a", "tacos", "-c", "all-reduce", "-s", "64MiB", "-o", str(tmp_path / "ar"), "--max-memory", "6GiB", timeout=30,
     )

@@ -15,7 +15,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth.channels import build_channels
 from chakra_collectives.synth.matcher import match_all_gather, message_caps
 from chakra_collectives.synth.schedule import expand_runs
-from chakra_collectives.synth.tacos import LARGE_MERGE_VARIANTS, MERGE_VARIANTS, MergeVariant, default_variants, distinct_variants, tacos
+from chakra_collectives.synth.tacos import LARGE_MERGE_VARIANTS, MERGE_VARIANTS, REACHING_BACK, MergeVariant, default_variants, distinct_variants, tacos
 from chakra_collectives.topology import Topology, load_topology
 from chakra_collectives.verify import verify_algorithm
 from network_helpers import transfer_ns
@@ -237,6 +237,8 @@ def test_runs_that_extend_what_the_destination_holds_are_variants():
     assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 3
     assert default_variants(1024, 1) == LARGE_MERGE_VARIANTS and all(v.extend_held for v in LARGE_MERGE_VARIANTS)
     assert default_variants(1024, 1, switched=True) == default_variants(64, 1) == MERGE_VARIANTS
+    # a huge phase (the 40K All-Reduce) runs one matching, the variant that won at 4,096 NPUs; 16K keeps both
+    assert default_variants(16384, 1) == LARGE_MERGE_VARIANTS and default_variants(39304, 1) == (REACHING_BACK,)
 
 
 def test_message_caps_closed_form():
@@ -389,6 +391,30 @@ def test_compiled_rounds_give_the_numpy_schedule(spec, k, extend, back, windowed
         assert loaded and loaded[-1] is not None and (compiled.count > 1).any()  # the compiled rounds ran, merging
         for name in ("chunk", "count", "src", "dst", "start", "end", "channel", "tag", "send_seq", "recv_seq"):
             assert np.array_equal(getattr(compiled, name), getattr(numpy_path, name)), name
+
+
+@pytest.mark.parametrize("spec", ["torus2d:16x16", "switch:16"])
+def test_the_record_columns_grow_with_the_messages(spec, monkeypatch):
+    """The matcher's record columns start small and double as messages are recorded (not ``N^2 K``
+    rows up front: 74 GB of address space at 39,304 NPUs), with the same schedule -- routed
+    anchors (filled with a default) included -- and at most twice the rows the messages need."""
+    from chakra_collectives.synth import matcher
+
+    channels = build_channels(load_topology(spec), chunk_bytes=2**12)
+    grown = []
+    reserve = matcher._Matcher._reserve
+    monkeypatch.setattr(matcher._Matcher, "_reserve", lambda self, extra: reserve(self, extra) or grown.append(len(self.rec["chunk"])))
+
+    def schedule():
+        return match_all_gather(channels, 4, seed=1, latency_ratio=40.0, extend_held=True)
+
+    whole = schedule()
+    monkeypatch.setattr(matcher, "FIRST_CAPACITY", 8)
+    grown.clear()
+    small_first = schedule()
+    assert len(set(grown)) > 2 and grown[-1] < 2 * small_first.num_transfers < channels.num_npus**2 * 4
+    for name in ("chunk", "count", "src", "dst", "start", "end", "channel", "tag", "send_seq", "recv_seq", "anchor", "anchor_is_send"):
+        assert np.array_equal(getattr(small_first, name), getattr(whole, name)), name
 
 
 def test_compiled_rounds_only_for_long_rows():

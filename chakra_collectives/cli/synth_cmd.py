@@ -162,7 +162,7 @@ def synth(
             trees_per_npu=trees, chunks_per_tree=chunks_per_tree, bounds=bounds, network_model=model, group=members, pattern=pattern,
             time_budget=time_budget, exhaustive=exhaustive, time_limit_s=time_limit, several_runs=several_runs,
             # only written or only summarized: TACOS without switches is lowered as it is written, if at all
-            in_parts=astra_sim is None,
+            in_parts=astra_sim is None, written=output_text is not None,
         )
         write_s = None
         output = prefix_option(output_text, f"{result.algorithm.collective.value.replace('-', '_')}_{result.algorithm_name}")

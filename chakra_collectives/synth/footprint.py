@@ -206,9 +206,12 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     '3.09G (NPU, chunk) pairs, 154M messages, 385M operations'
     >>> work.split(": ")[1].split(" (")[0], round(nbytes / 2**30)     # the lowering's operation table: beyond 16 GB
     ('lowering 27.77 GiB', 28)
-    >>> nbytes, work = tacos_footprint(load_topology("torus3d:34x34x34"), Collective.ALL_REDUCE, 39304, SynthesisOptions(size_bytes=2**26, in_parts=True))
+    >>> nbytes, work = tacos_footprint(load_topology("torus3d:34x34x34"), Collective.ALL_REDUCE, 39304, SynthesisOptions(size_bytes=2**26, in_parts=True, written=True))
     >>> work.split(": ")[1].split("; ")[0]     # only written (synth -o): lowered range by range as it is written
     'lowering 6.278 GiB (schedules 4.306 GiB + messages by NPU 587.9 MiB + a part 920 MiB + Reduce-Scatter range 400 MiB + delivery rows 112 MiB, lowered as written)'
+    >>> nbytes, work = tacos_footprint(load_topology("torus3d:34x34x34"), Collective.ALL_REDUCE, 39304, SynthesisOptions(size_bytes=2**26, in_parts=True))
+    >>> work.split(": ")[1].split(" (")[0]     # only summarized (synth without -o): no part is ever lowered
+    'lowering 5.38 GiB'
     """
     if collective not in OPS_PER_MESSAGE:
         return pair_footprint(topology, collective, num_ranks, options)
@@ -237,7 +240,7 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
     if in_parts:  # lowered a range of ranks at a time as it is written (write_parts): the schedules, their messages by NPU and one part
         # a further run takes an operation's place in a part (AlgorithmParts.part_ops), at a table's bytes per run
         share = min(1.0, PART_OPS / (operations + 2 * further))
-        part = share * (PER_PART_OP * operations + PER_PART_RUN * 2 * further)
+        part = share * (PER_PART_OP * operations + PER_PART_RUN * 2 * further) if options.written else 0.0  # not written: never lowered
         by_npu = PER_INDEXED_MESSAGE * messages
         lowering = schedules + by_npu + part + indexes
     # a phase on a network without switches is its own prediction (schedule_timing): no task graph
@@ -252,7 +255,8 @@ def tacos_footprint(topology: Topology, collective: Collective, num_ranks: int, 
         "planning": f"schedule {format_size(PER_MESSAGE * messages)} + columns {format_size(PER_PLANNED_MESSAGE * messages)}",
         "lowering": (
             f"schedules {format_size(schedules)} + messages by NPU {format_size(by_npu)} + a part {format_size(part)} "
-            f"+ {per_chunk}, lowered as written" if in_parts
+            f"+ {per_chunk}, lowered as written" if in_parts and options.written
+            else f"schedules {format_size(schedules)} + messages by NPU {format_size(by_npu)} + {per_chunk}, laid out, not lowered" if in_parts
             else f"table {format_size(table)} + schedules {format_size(schedules)} + {per_chunk}"
         ),
         "prediction": f"table {format_size(table)} + timing {format_size(PER_PREDICTED_OP * operations)}" if prediction else "read from the schedule, no task graph",

@@ -449,6 +449,13 @@ _COLUMNS = {
 }
 
 
+_DEFAULTS = {"more": 0, "anchor": NO_ANCHOR, "anchor_is_send": False}
+"""Record columns that start filled (the others are written as each message is recorded)."""
+
+FIRST_CAPACITY = 2**16
+"""Messages the record columns hold at first (:meth:`_Matcher._reserve` doubles them as they fill)."""
+
+
 class _Matcher:
     def __init__(
         self,
@@ -484,6 +491,7 @@ class _Matcher:
         np.bitwise_or.at(full, chunk_ids // 64, _BIT[chunk_ids % 64])
         self.wanted = np.bitwise_and(~self.held, full)
         self.remaining = n * self.num_chunks - self.num_chunks  # (npu, chunk) pairs still to match
+        self.pairs = self.remaining
         self.direct_cap, self.routed_cap = caps
         self.max_cap = int(max(self.direct_cap.max(initial=1), self.routed_cap.max(initial=1)))
         # long rows, direct channels only, every message merging and one run each: the compiled rounds
@@ -497,6 +505,11 @@ class _Matcher:
         # direct channels
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
+        self.freeing: dict[float, list[np.ndarray]] = {}
+        """The direct channels that become free at each instant of :attr:`free_times`."""
+        self.free_times: list[float] = []
+        """A heap of the instants at which some direct channel becomes free: no pass over every
+        channel per event (235,824 at 39,304 NPUs)."""
         self.carrying = np.full(m, -1, dtype=np.int64)  # transfer in flight
         if ranges > 1:  # the further runs of the message in flight, per direct channel (length 0: none)
             self.carrying_first = np.zeros((m, ranges - 1), dtype=np.int64)
@@ -522,8 +535,8 @@ class _Matcher:
         self.sent_on = np.zeros(m + len(channels.routed), dtype=np.int64)
         # per NPU: sends and receives recorded so far (the program positions)
         self.program = np.zeros(n, dtype=np.int64)
-        # records, preallocated: never more messages than (NPU, chunk) pairs to serve
-        capacity = self.remaining
+        # records: never more messages than (NPU, chunk) pairs to serve; grown as they fill (_reserve)
+        capacity = min(self.remaining, FIRST_CAPACITY)
         self.rec = {name: np.empty(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()}
         self.size = 0
         # routed channels
@@ -537,8 +550,25 @@ class _Matcher:
             self._init_routed()
 
     # ------------------------------------------------------------------ records
+    def _reserve(self, extra: int) -> None:
+        """Room in the record columns for ``extra`` more messages: they double when full (at most
+        to the pairs there were to match), so the address space they take follows the messages
+        matched, not the ``N^2 K`` a matching could need (74 GB at 39,304 NPUs: beyond an
+        address-space limit such as ``ulimit -v 16GiB``); columns with a default keep it."""
+        capacity = len(self.rec["chunk"])
+        if self.size + extra <= capacity:
+            return
+        grown = min(max(2 * capacity, self.size + extra), self.pairs)
+        for name, column in self.rec.items():
+            bigger = np.empty(grown, dtype=column.dtype)
+            bigger[: self.size] = column[: self.size]
+            if name in _DEFAULTS:
+                bigger[self.size :] = _DEFAULTS[name]
+            self.rec[name] = bigger
+
     def _record(self, chunk, count, src, dst, start, end, channel) -> np.ndarray:
         size = len(chunk)
+        self._reserve(size)
         first = self.size
         ids = np.arange(first, first + size, dtype=np.int64)
         self.size += size
@@ -555,12 +585,13 @@ class _Matcher:
             self.program[src[0]] += 1
         else:
             rec["send_seq"][first : first + size] = self.program[src] + occurrence(src)
-            self.program += np.bincount(src, minlength=self.n)
+            np.add.at(self.program, src, 1)  # not a bincount over every NPU: an event's are few
         self.remaining -= int(count.sum())
         return ids
 
     def _record_one(self, chunk: int, count: int, src: int, dst: int, start: float, end: float, channel: int) -> int:
         """:meth:`_record` for one message (a routed channel's, ``channel < 0``), without arrays."""
+        self._reserve(1)
         transfer = self.size
         self.size += 1
         rec = self.rec
@@ -597,7 +628,7 @@ class _Matcher:
         return self._schedule()
 
     def _next_time(self) -> float | None:
-        t = float(self.busy_until.min(initial=np.inf))
+        t = self.free_times[0] if self.free_times else np.inf
         if self.has_routed and self.pending:
             t = min(t, self.pending[0][0])
         return None if t == np.inf else t
@@ -608,7 +639,12 @@ class _Matcher:
         Returns the NPUs that received a chunk, the direct channels that became free, and for
         routed matching, one operation of each NPU that completes at ``t``.
         """
-        done = np.flatnonzero(self.busy_until == t)
+        if self.free_times and self.free_times[0] == t:
+            heapq.heappop(self.free_times)
+            freeing = self.freeing.pop(t)
+            done = np.sort(freeing[0] if len(freeing) == 1 else np.concatenate(freeing))
+        else:
+            done = np.zeros(0, dtype=np.int64)
         ids = self.carrying[done]
         self.busy_until[done] = np.inf
         self.carrying[done] = -1
@@ -624,7 +660,7 @@ class _Matcher:
         rec = self.rec
         dsts = rec["dst"][ids].astype(np.int64)
         rec["recv_seq"][ids] = self.program[dsts] + occurrence(dsts)
-        self.program += np.bincount(dsts, minlength=self.n)
+        np.add.at(self.program, dsts, 1)
         first_length = rec["count"][ids] if self.ranges == 1 else rec["count"][ids] - rec["more"][ids]
         if self.kernels is not None:
             self.kernels.set_runs(self.held, self.held_nz, dsts, rec["chunk"][ids], first_length)
@@ -705,6 +741,7 @@ class _Matcher:
         src, dst = ch.direct_src[sel], ch.direct_dst[sel]
         ids = self._record(first, count, src, dst, t, end, sel)
         self.busy_until[sel] = end
+        self._free_at(sel, end)
         self.carrying[sel] = ids
         if self.ranges > 1:
             self.rec["more"][ids] = extra
@@ -719,6 +756,22 @@ class _Matcher:
                 heapq.heappush(self.rank_events[s_], e_)
             for d_, e_ in zip(dst.tolist(), end.tolist()):
                 heapq.heappush(self.rank_events[d_], e_)
+
+    def _free_at(self, channels: np.ndarray, end: np.ndarray) -> None:
+        """Note that ``channels`` become free at ``end`` (their messages' arrivals)."""
+        if len(end) == 1:
+            times, at = end, [channels]
+        else:  # grouped by instant (one sort)
+            order = np.argsort(end)
+            ordered = end[order]
+            cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+            times, at = ordered[np.concatenate(([0], cuts))], np.split(channels[order], cuts)
+        for time, group in zip(times.tolist(), at):
+            if time in self.freeing:
+                self.freeing[time].append(group)
+            else:
+                self.freeing[time] = [group]
+                heapq.heappush(self.free_times, time)
 
     def _round_compiled(self, sel: np.ndarray, s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A round's runs (first chunk, -1: none; length) by :mod:`.matcher_kernels`: what the

@@ -27,6 +27,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from chakra_collectives.ir.grouping import distinct
+
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
@@ -434,4 +436,4 @@ def woken(received: np.ndarray, freed: np.ndarray, out_ptr: np.ndarray, out_chan
     """
     found = np.empty(out_ptr[-1] + len(freed), dtype=np.int64)
     taken = _woken(received, freed, out_ptr, out_channels, busy_until, found)
-    return np.unique(found[:taken])
+    return distinct(found[:taken])

@@ -89,6 +89,9 @@ class SynthesisOptions:
     """The caller only writes the algorithm and reports its summary: a producer may return it as
     :class:`~chakra_collectives.ir.parts.AlgorithmParts`, lowered a range of ranks at a time
     when written (TACOS's large All-Gather), instead of whole."""
+    written: bool = False
+    """The caller writes the algorithm (``synth -o``): asked :attr:`in_parts`, its parts are then
+    lowered one at a time, which the memory estimate counts; without it only the summary is read."""
 
     time_limit_s: float | None = None
     """Seconds an exact solver (``milp``) may search (``None``: its default); when they run out

@@ -225,6 +225,7 @@ def synthesize(
     pattern: ChunkPattern | None = None,
     time_limit_s: float | None = None,
     in_parts: bool = False,
+    written: bool = False,
     several_runs: bool = False,
 ) -> SynthesisResult:
     """Produce ``collective`` of ``size_bytes`` for ``topology`` with ``algorithm``; time and bound it.
@@ -264,7 +265,8 @@ def synthesize(
     (:attr:`SynthesisOptions.several_runs`).
     ``in_parts``: the caller only writes the algorithm (if at all) and reads the summary; one producer asked
     by name (not ``best``, whose candidates are compared whole) may then return it as
-    :class:`~chakra_collectives.ir.parts.AlgorithmParts` (:attr:`SynthesisOptions.in_parts`).
+    :class:`~chakra_collectives.ir.parts.AlgorithmParts` (:attr:`SynthesisOptions.in_parts`);
+    ``written``: the caller writes it (:attr:`SynthesisOptions.written`).
     """
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     name = algorithm.lower()
@@ -284,7 +286,7 @@ def synthesize(
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
     forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s,
-              "in_parts": in_parts and name != "best", "several_runs": several_runs}
+              "in_parts": in_parts and name != "best", "written": written, "several_runs": several_runs}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}

@@ -122,6 +122,14 @@ ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2
 / 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
 / 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
 
+HUGE_PHASE_PAIRS = 2**30
+"""(NPU, chunk) pairs per phase from which a phase runs :data:`REACHING_BACK` alone (32,768 NPUs
+at one chunk each; the 40K All-Reduce's 1.54G): the variant that won at 4,096 NPUs on every
+family measured (above; ``torus3d:16x16x16`` 239.4 against 250.3 us, 1.37M against 1.85M
+messages, 22 against 32 CPU s; ``torus3d:20x20x20`` 254.8 against 269.5 us). One matching of
+39,304 NPUs takes about 0.85 CPU hours and holds about 4 GiB of messages: a second would double
+the CPU and, returned from its process, the memory. Smaller phases keep both, unchanged."""
+
 SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
 """:data:`LARGE_MERGE_VARIANTS` whose messages carry up to 4 runs of consecutive chunks
 (:attr:`MergeVariant.ranges`; the other collectives' phases take one): a run otherwise ends where
@@ -584,10 +592,13 @@ def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = Fal
     """:data:`MERGE_VARIANTS`, or :data:`LARGE_MERGE_VARIANTS` from :data:`LARGE_PHASE_PAIRS` pairs per
     phase on networks without switches (where they were measured; on switch:16, ratio 20 wins);
     ``several_runs`` (asked for): :data:`SEVERAL_RUNS_VARIANTS` on networks without switches,
-    whatever the size (messages over switches carry one run).
+    whatever the size (messages over switches carry one run); from :data:`HUGE_PHASE_PAIRS`,
+    :data:`REACHING_BACK` alone.
 
     >>> [str(v) for v in default_variants(1024, 1)], len(default_variants(64, 1)), len(default_variants(1024, 1, switched=True))
     (['40, runs extend held', '40, runs extend held, runs reach back'], 3, 3)
+    >>> [str(v) for v in default_variants(39304, 1)]    # the 40K All-Reduce: one matching
+    ['40, runs extend held, runs reach back']
     >>> [str(v) for v in default_variants(4096, 1, several_runs=True)]
     ['40, runs extend held, up to 4 runs', '40, runs extend held, runs reach back, up to 2 runs']
     """
@@ -595,7 +606,7 @@ def default_variants(num_npus: int, chunks_per_npu: int, *, switched: bool = Fal
         return SEVERAL_RUNS_VARIANTS
     if switched or num_npus * num_npus * chunks_per_npu < LARGE_PHASE_PAIRS:
         return MERGE_VARIANTS
-    return LARGE_MERGE_VARIANTS
+    return LARGE_MERGE_VARIANTS if num_npus * num_npus * chunks_per_npu < HUGE_PHASE_PAIRS else (REACHING_BACK,)
 
 
 def distinct_variants(channels: Channels, variants: tuple[MergeVariant, ...]) -> list[MergeVariant]:
