@@ -30,11 +30,13 @@ it -- exactly the queueing discipline, with one event per hop.
 
 from __future__ import annotations
 
+import importlib.util
 from collections import deque
 from copy import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from heapq import heappop, heappush
+from types import ModuleType
 
 import numpy as np
 
@@ -144,8 +146,70 @@ def _successors(graph: TaskGraph) -> list:
     return successors
 
 
+COMPILED_TASKS = 2**18
+"""Graphs of at least this many tasks run the compiled loop (:mod:`.event_kernel`, numba, when
+installed: ``pip install '.[fast]'``), smaller ones the Python loop; the times and hops are the
+same either way. Loading numba and the compiled loop costs about what the Python loop takes for
+this many tasks."""
+
+
+def compiled_loop(size: int) -> ModuleType | None:
+    """:mod:`.event_kernel` for graphs of ``size`` tasks from :data:`COMPILED_TASKS` on, when numba
+    is installed (imported then: numba's start-up is kept off small predictions), else None."""
+    if size < COMPILED_TASKS or importlib.util.find_spec("numba") is None:
+        return None
+    from chakra_collectives.network import event_kernel  # imported when used
+
+    return event_kernel
+
+
 def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages: "_Messages | None" = None) -> Timing:
-    """The event loop on ``graph`` (``messages``: its :class:`_Messages`, when known already)."""
+    """The event loop on ``graph`` (``messages``: its :class:`_Messages`, when known already):
+    compiled for large graphs (:func:`compiled_loop`), else in Python."""
+    messages = _Messages(graph, model) if messages is None else messages
+    kernel = compiled_loop(len(graph))
+    if kernel is not None:
+        return _run_compiled(kernel, graph, model, record_links=record_links, messages=messages)
+    return _run_python(graph, model, record_links=record_links, messages=messages)
+
+
+def _run_compiled(kernel: ModuleType, graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages: "_Messages") -> Timing:
+    """:func:`_run_python`'s events, run by :func:`.event_kernel.run_events` over flat arrays."""
+    size = len(graph)
+    integer = all(np.issubdtype(a.dtype, np.integer) for a in (graph.duration, messages.hop_busy, messages.hop_delivered))
+    time_type = np.int64 if integer else np.float64
+    task_id = succ_type = graph.partner.dtype
+    succ_ptr, succ_idx = graph.successor_csr()
+    succ_idx = succ_idx.astype(succ_type)
+    pending = np.diff(graph.dep_ptr).astype(task_id)
+    has_units = graph.has_units
+    unit = graph.unit if has_units else np.zeros(0, np.int32)
+    release = graph.release if has_units else np.zeros(0, np.int32)
+    num_units = max(int(unit.max(initial=-1)), int(release.max(initial=-1))) + 1 if has_units else 0
+    message_of = np.full(size, -1, dtype=np.int64)
+    message_of[messages.sends] = messages.kind_of_send
+    routes = np.diff(messages.hop_ptr)[messages.kind_of_send]
+    room = int(routes.sum()) if record_links else 0
+    start = np.full(size, np.nan)
+    end = np.full(size, np.nan)
+    link, begin, free, send = np.empty(room, np.int64), np.empty(room, time_type), np.empty(room, time_type), np.empty(room, np.int64)
+    recorded = kernel.run_events(
+        graph.kind, np.ascontiguousarray(graph.duration, dtype=time_type), graph.partner, succ_ptr, succ_idx, pending,
+        np.ascontiguousarray(unit), np.ascontiguousarray(release), num_units, message_of, messages.hop_ptr.astype(np.int64),
+        messages.hop_link, messages.hop_busy.astype(time_type), messages.hop_delivered.astype(time_type),
+        np.zeros(model.num_links, dtype=time_type), start, end, link, begin, free, send,
+    )
+    hops = Hops(link[:recorded], begin[:recorded].astype(np.float64), free[:recorded].astype(np.float64), send[:recorded]) if recorded else Hops.empty()
+    return Timing(
+        start=start,
+        end=end,
+        links=messages.link_use(np.flatnonzero(~np.isnan(start)), hops),
+        stuck=np.flatnonzero(np.isnan(end)),
+    )
+
+
+def _run_python(graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages: "_Messages") -> Timing:
+    """The event loop in Python, one inline loop (the hot path of every small prediction)."""
     size = len(graph)
     kind = graph.kind.tolist()
     timed = np.flatnonzero((graph.kind == LOCAL) & (graph.duration != 0))
@@ -159,7 +223,6 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages:
     pending = waits.tolist()
     first_ready = np.flatnonzero(waits == 0).tolist()
     del waits
-    messages = _Messages(graph, model) if messages is None else messages
     hops_of = messages.hops_of
     del graph  # the lists above are all the run needs
 
