@@ -120,7 +120,7 @@ def run(graph: TaskGraph, model: NetworkModel, *, record_links: bool = False) ->
     fast = contention_free_times(graph, costs, keep_hops=record_links)
     if fast is not None:
         hops = Hops(fast.hop_link, fast.hop_begin, fast.hop_free, fast.hop_send.astype(np.int64)) if record_links else Hops.empty()
-        return Timing(start=fast.start, end=fast.end, links=messages.link_use(messages.sends, hops), stuck=np.zeros(0, dtype=np.int64))
+        return Timing(start=fast.start, end=fast.end, links=messages.link_use(None, hops), stuck=np.zeros(0, dtype=np.int64))
     del costs, fast
     order = locality_order(graph)
     timing = _run(permuted(graph, order), model, record_links=record_links, messages=messages.permuted(order))
@@ -203,7 +203,7 @@ def _run_compiled(kernel: ModuleType, graph: TaskGraph, model: NetworkModel, *, 
     return Timing(
         start=start,
         end=end,
-        links=messages.link_use(np.flatnonzero(~np.isnan(start)), hops),
+        links=messages.link_use(~np.isnan(start), hops),
         stuck=np.flatnonzero(np.isnan(end)),
     )
 
@@ -390,7 +390,7 @@ def _run_python(graph: TaskGraph, model: NetworkModel, *, record_links: bool, me
     return Timing(
         start=start_array,
         end=end_array,
-        links=messages.link_use(np.flatnonzero(~np.isnan(start_array)), Hops.from_rows(intervals)),
+        links=messages.link_use(~np.isnan(start_array), Hops.from_rows(intervals)),
         stuck=np.flatnonzero(np.isnan(end_array)),
     )
 
@@ -453,10 +453,11 @@ class _Messages:
             hops_of[i] = hops[k]
         return hops_of
 
-    def link_use(self, started: np.ndarray, intervals: Hops) -> LinkUse:
-        """Busy time, bytes and messages per link, over the SENDs that started."""
-        sent = np.isin(self.sends, started)
-        counts = np.bincount(self.kind_of_send[sent], minlength=len(self.routes))
+    def link_use(self, started: np.ndarray | None, intervals: Hops) -> LinkUse:
+        """Busy time, bytes and messages per link, over the SENDs that started (``started``: per
+        task, whether it did; None: all did)."""
+        kinds = self.kind_of_send if started is None else self.kind_of_send[started[self.sends]]
+        counts = np.bincount(kinds, minlength=len(self.routes))
         busy = np.zeros(self.num_links)
         nbytes = np.zeros(self.num_links, dtype=np.int64)
         messages = np.zeros(self.num_links, dtype=np.int64)
