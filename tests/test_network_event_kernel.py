@@ -85,7 +85,7 @@ def test_large_graphs_take_the_compiled_loop_and_small_ones_never_load_numba(mon
     model = NetworkModel(load_topology("ring:8"))
     graph = collective_task_graph(direct(Collective.ALL_GATHER, 8, size_bytes=2**20), model)
     monkeypatch.setattr(engine, "COMPILED_TASKS", len(graph))
-    monkeypatch.setattr(engine, "_run_python", lambda *args, **kwargs: pytest.fail("the Python loop ran"))
+    monkeypatch.setattr(engine, "_run", lambda *args, **kwargs: pytest.fail("the Python loop ran"))
     assert engine.run(graph, model).finished
     code = (
         "import sys\n"

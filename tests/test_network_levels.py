@@ -101,6 +101,7 @@ def test_recording_links_keeps_the_fast_path(monkeypatch):
     graph = collective_task_graph(ring(Collective.ALL_REDUCE, 16, size_bytes=2**20), model)
     expected = hop_rows(event_engine(graph, model, monkeypatch, record_links=True))
     monkeypatch.setattr(engine, "_run", lambda *args, **kwargs: pytest.fail("the event engine ran"))
+    monkeypatch.setattr(engine, "_run_compiled", lambda *args, **kwargs: pytest.fail("the compiled event engine ran"))
     timing = run(graph, model, record_links=True)
     assert hop_rows(timing) == expected and len(expected) == 2 * 16 * 15
 
