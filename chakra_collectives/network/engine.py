@@ -153,8 +153,8 @@ COMPILED_TASKS = 2**20
 """Graphs of at least this many tasks run the compiled loop (:mod:`.event_kernel`, numba, when
 installed: ``pip install '.[fast]'``), smaller ones the Python loop; the times and hops are the
 same either way. Importing numba and loading the compiled loop from its cache take about 0.8 CPU
-s, what the compiled loop saves on some 900K tasks (ring All-Reduces in one process: 326K tasks
-0.38 -> 0.19 s, 1.3M tasks 2.14 -> 0.94 s, 5.2M 6.7 -> 4.6 s, the whole run)."""
+s, what the compiled loop saves on about 1-1.5M tasks (ring All-Reduces timed whole in one
+process, CPU: 326K tasks 0.35 -> 0.19 s, 1.3M 1.51 -> 0.81 s, 5.2M 8.5 -> 3.9 s)."""
 
 
 def compiled_loop(size: int) -> ModuleType | None:

@@ -4,7 +4,7 @@
 :data:`~chakra_collectives.network.engine.COMPILED_TASKS` tasks or more to :func:`run_events`
 when numba is installed (``pip install '.[fast]'``), smaller ones to its Python loop: numba's
 import and the loading of this compiled loop (cached on disk after its first compilation, about
-10 CPU s once per time type) cost about 0.8 CPU s, what it saves on some 900K tasks.
+10 CPU s once per time type) cost about 0.8 CPU s, what it saves on about 1-1.5M tasks.
 
 It is the Python loop written over arrays, step for step: the ready tasks in a FIFO ring (the
 order they became ready), the execution units' waiters in FIFO lists, the events in a binary
