@@ -6,7 +6,9 @@ hop, and a timed local task finishing. Everything that happens at the same insta
 taking time -- a task becoming ready, a SEND injecting its message, a zero-time task
 completing, a unit being handed over -- is settled before the loop moves on, in FIFO order.
 The loop is written out in one function, without a callback per event (the hot path of every
-prediction).
+prediction); graphs of :data:`COMPILED_TASKS` tasks or more run the same loop compiled
+(:mod:`~chakra_collectives.network.event_kernel`, numba, when installed): the same events in
+the same order, so the same times and hops bit for bit.
 
 Links need no events of their own: a link serves messages in FIFO order of arrival, and
 messages reach it in time order (events run in time order), so a message offered at ``t``
