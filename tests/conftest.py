@@ -49,3 +49,18 @@ def cli(monkeypatch):
         return runner.invoke(app, [str(a) for a in args])
 
     return run
+
+
+@pytest.fixture(scope="module", params=["python", "compiled"])
+def event_loop(request):
+    """Run a module's tests with each event loop (:data:`~chakra_collectives.network.engine.COMPILED_TASKS`
+    set so that every graph takes it): the Python loop, then the compiled one (numba; skipped
+    when not installed). Use with ``pytestmark = pytest.mark.usefixtures("event_loop")``."""
+    from chakra_collectives.network import engine
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+    saved = engine.COMPILED_TASKS
+    engine.COMPILED_TASKS = 0 if request.param == "compiled" else 2**62
+    yield request.param
+    engine.COMPILED_TASKS = saved

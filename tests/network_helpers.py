@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import itertools
 
+from hypothesis import strategies as st
+
 from chakra_collectives.ir import AlgorithmBuilder, Buffer, Collective, CollectiveAlgorithm
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.topology import Link, Topology
 
 ONE_BYTE_PER_NS = 1e9 / 2**30
@@ -94,3 +97,47 @@ def random_topology(draw, st, *, max_npus: int = 5, max_switches: int = 2, symme
         npu = draw(st.integers(0, n - 1))
         topo.add_link(npu, s, draw(bandwidths), draw(latencies), bidirectional=True)
     return topo
+
+
+@st.composite
+def random_graphs(draw, *, units: bool = False, integer_durations: bool = False):
+    """A small random task graph on a 2x3 torus: message pairs between random NPUs of a few
+    sizes (equal sizes make ties), local tasks of a few durations, dependencies on earlier tasks.
+    ``units``: tasks also acquire and release a few execution units at random (waiters queue;
+    some graphs deadlock); ``integer_durations``: durations are int64 (ASTRA-sim's integer ns)."""
+    pairs = draw(st.integers(1, 12))
+    locals_ = draw(st.integers(0, 6))
+    kinds, npus, partner, nbytes, duration = [], [], [], [], []
+    for _ in range(pairs):
+        src, dst = draw(st.integers(0, 5)), draw(st.integers(0, 5))
+        size = draw(st.sampled_from([0, 2**10, 2**20]))
+        at = len(kinds)
+        kinds += [SEND, RECV]
+        npus += [src, dst]
+        partner += [at + 1, at]
+        nbytes += [size, size]
+        duration += [0, 0]
+    for _ in range(locals_):
+        kinds.append(LOCAL)
+        npus.append(draw(st.integers(0, 5)))
+        partner.append(-1)
+        nbytes.append(0)
+        duration.append(draw(st.sampled_from([0, 500, 20000])))
+    order = draw(st.permutations(range(len(kinds))))  # shuffle so that locals may come first
+    position = {old: new for new, old in enumerate(order)}
+    dep_ptr, dep_idx = [0], []
+    for new, old in enumerate(order):
+        deps = draw(st.lists(st.integers(0, new - 1), max_size=2, unique=True)) if new else []
+        dep_idx += deps
+        dep_ptr.append(len(dep_idx))
+    held = {}
+    if units:
+        count = draw(st.integers(1, 3))
+        held["unit"] = draw(st.lists(st.integers(-1, count - 1), min_size=len(kinds), max_size=len(kinds)))
+        held["release"] = draw(st.lists(st.integers(-1, count - 1), min_size=len(kinds), max_size=len(kinds)))
+    return TaskGraph.build(
+        kind=[kinds[o] for o in order], npu=[npus[o] for o in order],
+        partner=[position[partner[o]] if partner[o] >= 0 else -1 for o in order],
+        nbytes=[nbytes[o] for o in order], duration=[duration[o] if integer_durations else float(duration[o]) for o in order],
+        dep_ptr=dep_ptr, dep_idx=dep_idx, **held,
+    )

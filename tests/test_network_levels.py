@@ -12,11 +12,15 @@ from chakra_collectives.network import NetworkModel
 from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network import engine, levels
 from chakra_collectives.network.engine import run
-from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
+from chakra_collectives.network.graph import SEND, TaskGraph
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.synth.baselines import direct, ring
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import load_topology
+
+from network_helpers import random_graphs
+
+pytestmark = pytest.mark.usefixtures("event_loop")  # every test with the Python and the compiled event loop
 
 
 def hop_costs(graph: TaskGraph, model: NetworkModel) -> HopCosts:
@@ -97,6 +101,7 @@ def test_recording_links_keeps_the_fast_path(monkeypatch):
     graph = collective_task_graph(ring(Collective.ALL_REDUCE, 16, size_bytes=2**20), model)
     expected = hop_rows(event_engine(graph, model, monkeypatch, record_links=True))
     monkeypatch.setattr(engine, "_run", lambda *args, **kwargs: pytest.fail("the event engine ran"))
+    monkeypatch.setattr(engine, "_run_compiled", lambda *args, **kwargs: pytest.fail("the compiled event engine ran"))
     timing = run(graph, model, record_links=True)
     assert hop_rows(timing) == expected and len(expected) == 2 * 16 * 15
 
@@ -165,42 +170,6 @@ def test_first_sends_meeting_on_a_later_hop_are_found_before_the_successors(monk
         patch.setattr(levels, "_first_sends_collide", lambda *args: False)
         assert contention_free_times(graph, costs) is None  # found later, at a check of the hops timed so far
         assert np.array_equal(run(graph, model).end, timed.end)
-
-
-@st.composite
-def random_graphs(draw):
-    """A small random task graph on a 2x3 torus: message pairs between random NPUs of a few
-    sizes (equal sizes make ties), local tasks of a few durations, dependencies on earlier tasks."""
-    pairs = draw(st.integers(1, 12))
-    locals_ = draw(st.integers(0, 6))
-    kinds, npus, partner, nbytes, duration = [], [], [], [], []
-    for _ in range(pairs):
-        src, dst = draw(st.integers(0, 5)), draw(st.integers(0, 5))
-        size = draw(st.sampled_from([0, 2**10, 2**20]))
-        at = len(kinds)
-        kinds += [SEND, RECV]
-        npus += [src, dst]
-        partner += [at + 1, at]
-        nbytes += [size, size]
-        duration += [0.0, 0.0]
-    for _ in range(locals_):
-        kinds.append(LOCAL)
-        npus.append(draw(st.integers(0, 5)))
-        partner.append(-1)
-        nbytes.append(0)
-        duration.append(draw(st.sampled_from([0.0, 500.0, 20000.0])))
-    order = draw(st.permutations(range(len(kinds))))  # shuffle so that locals may come first
-    position = {old: new for new, old in enumerate(order)}
-    dep_ptr, dep_idx = [0], []
-    for new, old in enumerate(order):
-        deps = draw(st.lists(st.integers(0, new - 1), max_size=2, unique=True)) if new else []
-        dep_idx += deps
-        dep_ptr.append(len(dep_idx))
-    return TaskGraph.build(
-        kind=[kinds[o] for o in order], npu=[npus[o] for o in order],
-        partner=[position[partner[o]] if partner[o] >= 0 else -1 for o in order],
-        nbytes=[nbytes[o] for o in order], duration=[duration[o] for o in order], dep_ptr=dep_ptr, dep_idx=dep_idx,
-    )
 
 
 @settings(max_examples=150, deadline=None)

@@ -26,6 +26,8 @@ from network_helpers import (
     switch_topology,
 )
 
+pytestmark = pytest.mark.usefixtures("event_loop")  # every test with the Python and the compiled event loop
+
 MIB = 2**20
 
 
