@@ -224,39 +224,6 @@ def test_early_verdicts_are_the_final_check_and_the_fast_path_is_the_event_engin
         assert hop_rows(run(graph, model, record_links=True)) == hop_rows(events)
 
 
-@settings(max_examples=150, deadline=None)
-@given(graph=random_graphs())
-def test_chains_of_integer_times_are_the_event_engine(graph):
-    """With integer times (ASTRA-sim's network) a task that is its one dependency's only
-    successor is timed with that one (a chain: one level for all of it); random graphs get the
-    event engine's times and hops (about a quarter of them have chains)."""
-    import dataclasses
-
-    graph = dataclasses.replace(graph, duration=graph.duration.astype(np.int64))
-    model = NetworkModel(load_topology("torus2d:2x3"), network_model="astra-sim")
-    costs = hop_costs(graph, model)
-    fast = contention_free_times(graph, costs)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "contention_free_times", lambda *args, **kwargs: None)
-        events = run(graph, model, record_links=True)
-    if fast is not None:
-        assert np.array_equal(fast.start, events.start) and np.array_equal(fast.end, events.end)
-        assert hop_rows(run(graph, model, record_links=True)) == hop_rows(events)
-
-
-def test_chains_are_found_and_timed_as_their_tasks():
-    """A RECV, a reduction and a SEND after it: the reduction and the SEND are members of the
-    RECV's chain (one level for the three), ending as they end one by one."""
-    graph = TaskGraph.build(kind=[SEND, RECV, LOCAL, SEND, RECV], npu=[0, 1, 1, 1, 2], partner=[1, 0, -1, 4, 3], nbytes=[64, 64, 0, 64, 64],
-                            duration=np.array([0, 0, 7, 0, 0]), dep_ptr=[0, 0, 0, 1, 2, 2], dep_idx=[1, 2])
-    costs = HopCosts(kind_of_send=np.array([0, 0]), hop_ptr=np.array([0, 2]), hop_link=np.array([0, 1]),
-                     hop_busy=np.array([10, 10]), hop_delivered=np.array([10, 20]))  # two hops: 30 ns a message
-    chains = levels._chains(graph, np.array([1, 1, 1, 1, 0]), np.array([10, 0, 7, 10, 0]), np.zeros(5, dtype=np.int32), costs, np.int32)
-    assert chains.members.tolist() == [2, 3] and chains.anchor[1] == 3 and chains.offset[1] == 7 + 30
-    times = contention_free_times(graph, HopCosts(np.array([0, 1]), np.array([0, 1, 2]), np.array([0, 1]), np.array([10, 10]), np.array([30, 30])))
-    assert times.start.tolist() == [0, 0, 30, 37, 0] and times.end.tolist() == [30, 30, 37, 67, 67]
-
-
 def test_a_message_of_no_bytes_beside_one_of_some_is_left_to_the_event_engine():
     """Two messages on one link at the same instant, one of them of no bytes (SEND 9, beside
     SEND 16's 1 KiB): whether it waits for the other is the event order's (the engine's: it does,

@@ -83,7 +83,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
 
     Memory: besides the graph, ``8 + 4 + 4 + 4 + 8 + 8 + 8`` bytes per task (successor index,
     successor count, pending count, a stamp, the delay a task adds to its start, two times; 4 more,
-    a SEND's message kind, where some route has several hops) and 5 per edge; hops are looked up through their message's kind
+    a SEND's message kind, where some route has several hops) and 5 per edge (4 more while the successor lists are laid out: each edge's task); hops are looked up through their message's kind
     while timing, checked one block of links at a time, and laid out flat only with ``keep_hops``.
     """
     if graph.has_units:
@@ -121,18 +121,14 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     if longer:
         message_of[sends] = costs.kind_of_send  # a SEND's message kind, for its later hops
     fan_out = np.diff(succ_ptr).astype(np.intp)  # np.repeat's own count type: no conversion per level
-    chains = _chains(graph, fan_out, delay, message_of if longer else None, costs, task_id) if np.issubdtype(time_type, np.integer) else None
-    heads = size if chains is None else size - len(chains.members)  # what the loop visits: the rest is timed with its chain
     done = 0
-    checkpoints = [heads * share for share in EARLY_CHECKS]
+    checkpoints = [size * share for share in EARLY_CHECKS]
     with progress.task("time level by level", total=size, unit="tasks") as timed:
         while len(frontier):
             done += len(frontier)
-            timed.update(done if chains is None else round(done * size / heads))
+            timed.update(done)
             if checkpoints and done >= checkpoints[0]:
                 del checkpoints[0]
-                if chains is not None:
-                    chains.time_members(graph, ready_at, end, so_far=True)
                 if not _links_never_overlap_so_far(end, ready_at, sends, costs):
                     return None
             finish = ready_at[frontier] + delay[frontier]
@@ -141,11 +137,8 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
                 if is_send.any():
                     finish[is_send] = _later_hops(message_of[frontier[is_send]], finish[is_send], costs)
             # a RECV (no delay) is posted at its start, done when its message has arrived too; the others' end is -inf
-            finish = np.maximum(finish, end[frontier]).astype(time_type, copy=False)
+            np.maximum(finish, end[frontier], out=finish, casting="unsafe")  # in the times' own type: no float temporary cast back
             end[frontier] = finish
-            if chains is not None:  # each chain's last task ends a fixed time after its first: its successors are the level's
-                finish = finish + chains.offset[frontier]
-                frontier = chains.anchor[frontier]
             fan = fan_out[frontier]
             total = int(fan.sum())
             if total == 0:
@@ -169,11 +162,9 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
             ready = targets[pending[targets] == 0]
             stamp[ready] = np.arange(len(ready))  # a task reached by several edges is kept once
             frontier = ready[stamp[ready] == np.arange(len(ready))]
-    if done < heads:
+    if done < size:
         return None
     del succ, succ_ptr, pending, stamp
-    if chains is not None:
-        chains.time_members(graph, ready_at, end)
     start = ready_at.astype(np.float64, copy=False)
     del ready_at
     # the premise: on every link, hops in time order never overlap
@@ -186,82 +177,6 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
         hop_link, hop_send = np.zeros(0, np.int64), np.zeros(0, task_id)
         hop_begin, hop_free = np.zeros(0), np.zeros(0)
     return LevelTimes(start=start, end=end, hop_link=hop_link, hop_begin=hop_begin, hop_free=hop_free, hop_send=hop_send)
-
-
-@dataclass
-class _Chains:
-    """Tasks timed with the task before them: a *member* has one dependency (it is no RECV), and
-    is that task's only successor, so it starts when that one ends; following members from a
-    task that is none (the chain's *head*) reaches the chain's last task. With integer times
-    each member ends a fixed offset after its head (the sum of its own and the previous
-    members' times, whatever the order of the additions), so the level loop times heads only:
-    a ring's RECV, reduction and SEND take one level instead of three."""
-
-    members: np.ndarray
-    """The members, in task order."""
-    anchor: np.ndarray
-    """Per task: a head's last task (itself when it has no members), a member's head."""
-    offset: np.ndarray
-    """Per task: a head's last task's end minus the head's end (0 when none), a member's end
-    minus its head's end."""
-
-    def time_members(self, graph: TaskGraph, ready_at: np.ndarray, end: np.ndarray, *, so_far: bool = False) -> None:
-        """Every member's end and start from its head's end (``so_far``: the members of heads timed so far)."""
-        members = self.members
-        if so_far:
-            members = members[end[self.anchor[members]] > -np.inf]
-        end[members] = end[self.anchor[members]] + self.offset[members]
-        ready_at[members] = end[graph.dep_idx[graph.dep_ptr[members]]]  # each starts when its dependency ends
-
-
-def _chains(graph: TaskGraph, fan_out: np.ndarray, delay: np.ndarray, message_of: np.ndarray | None, costs: HopCosts, task_id: type) -> _Chains | None:
-    """The graph's chains (:class:`_Chains`; ``None``: no task is a member). ``delay``: what each
-    task adds to its start (a SEND: its first hop); ``message_of``: a SEND's message kind, where
-    some route has later hops (``None``: none has).
-
-    >>> g = TaskGraph.build(kind=[LOCAL, LOCAL, LOCAL, LOCAL], npu=[0, 0, 0, 0], partner=[-1] * 4, nbytes=[0] * 4,
-    ...                     duration=[5, 7, 11, 13], dep_ptr=[0, 0, 1, 2, 3], dep_idx=[0, 1, 1])  # 0 -> 1 -> 2, 1 -> 3
-    >>> chains = _chains(g, np.array([1, 2, 0, 0]), g.duration, None, None, np.int32)
-    >>> chains.members.tolist(), chains.anchor.tolist(), chains.offset.tolist()
-    ([1], [1, 0, 2, 3], [7, 7, 0, 0])
-    """
-    candidate = np.diff(graph.dep_ptr) == 1
-    candidate &= graph.kind != RECV
-    single = np.flatnonzero(candidate).astype(task_id)
-    del candidate
-    before = graph.dep_idx[graph.dep_ptr[single]]  # each one's dependency
-    link = fan_out[before] == 1
-    members, before = single[link], before[link]
-    del single, link
-    if not len(members):
-        return None
-    size = len(graph)
-    offset = np.zeros(size, dtype=delay.dtype)
-    offset[members] = delay[members]  # each member's own time (a SEND's: every hop of its route)
-    if message_of is not None:
-        sends = members[graph.kind[members] == SEND]
-        offset[sends] = _later_hops(message_of[sends], offset[sends], costs)
-    anchor = np.arange(size, dtype=task_id)
-    anchor[members] = before
-    is_member = np.zeros(size, dtype=bool)
-    is_member[members] = True
-    # pointer doubling: each member's offset from the task its anchor names, until that is a head
-    jumping = members[is_member[before]]
-    while len(jumping):
-        up = anchor[jumping]
-        offset[jumping] = offset[jumping] + offset[up]
-        anchor[jumping] = anchor[up]
-        jumping = jumping[is_member[anchor[jumping]]]
-    # a chain's last task: the member no other member depends on
-    has_next = is_member  # reused: no longer needed as such
-    has_next[:] = False
-    has_next[before] = True
-    last = members[~has_next[members]]
-    del has_next, is_member, before
-    heads = anchor[last]
-    anchor[heads] = last
-    offset[heads] = offset[last]
-    return _Chains(members=members, anchor=anchor, offset=offset)
 
 
 def _first_sends_collide(first: np.ndarray, sends: np.ndarray, costs: HopCosts) -> bool:
@@ -371,7 +286,7 @@ def _links_never_overlap(send_start: np.ndarray, costs: HopCosts) -> bool:
         if np.any(same & (begin[1:] < free[:-1])):
             return False
         # two hops beginning at one instant, one of them holding the link: which waits is the event order's (a
-        # message of no bytes behind one of some), not a time this check can give
+        # message of no bytes beside one of some), not a time this check can give
         if np.any(same & (begin[1:] == begin[:-1]) & ((free[1:] > begin[1:]) | (free[:-1] > begin[:-1]))):
             return False
         first = last
