@@ -191,3 +191,20 @@ def test_early_verdicts_are_the_final_check_and_the_fast_path_is_the_event_engin
     if early is not None:
         assert np.array_equal(early.start, events.start) and np.array_equal(early.end, events.end)
         assert hop_rows(run(graph, model, record_links=True)) == hop_rows(events)
+
+
+def test_a_message_of_no_bytes_beside_one_of_some_is_left_to_the_event_engine():
+    """Two messages on one link at the same instant, one of them of no bytes (SEND 9, beside
+    SEND 16's 1 KiB): whether it waits for the other is the event order's (the engine's: it does,
+    arriving at 519 ns, not 500), so the level timing leaves the graph to the engine instead of
+    saying it does not wait. Hypothesis's example, as it found it."""
+    kind = [SEND, RECV, RECV, SEND, RECV, SEND, RECV, SEND, RECV, SEND, SEND, RECV, SEND, RECV, SEND, RECV, SEND, RECV, SEND, RECV] + [LOCAL] * 6
+    npu = [0] * 26
+    npu[9] = npu[16] = 4
+    partner = [1, 0, 16, 4, 3, 6, 5, 8, 7, 17, 11, 10, 13, 12, 15, 14, 2, 9, 19, 18] + [-1] * 6
+    nbytes = [0] * 26
+    nbytes[2] = nbytes[16] = 1024
+    graph = TaskGraph.build(kind=kind, npu=npu, partner=partner, nbytes=nbytes, duration=[0.0] * 26, dep_ptr=[0] * 10 + [1] * 17, dep_idx=[0])
+    model = NetworkModel(load_topology("torus2d:2x3"), network_model="astra-sim")
+    assert contention_free_times(graph, hop_costs(graph, model)) is None
+    assert run(graph, model).end[[9, 17]].tolist() == [519.0, 519.0]

@@ -151,10 +151,15 @@ def _runtime(duration_ns: np.ndarray, comp: np.ndarray) -> np.ndarray | None:
 
 
 def _task_kinds(node_type: np.ndarray) -> np.ndarray:
-    kind = np.full(len(node_type), LOCAL, dtype=np.int8)
+    """Each node's task kind, looked up in one table (LOCAL for the kinds :data:`_TASK_KIND` does not name).
+
+    >>> _task_kinds(np.array([NodeKind.COMM_RECV, NodeKind.COMP, NodeKind.COMM_SEND], dtype=np.int8)).tolist() == [RECV, LOCAL, SEND]
+    True
+    """
+    table = np.full(max(NodeKind) + 1, LOCAL, dtype=np.int8)
     for node_kind, task_kind in _TASK_KIND.items():
-        kind[node_type == node_kind] = task_kind
-    return kind
+        table[node_kind] = task_kind
+    return table[node_type]
 
 
 @dataclass
@@ -305,8 +310,8 @@ class _Stacked:
     """Columns laid end to end without copying them: ``stacked[tasks]`` is
     ``np.concatenate(columns)[tasks]``.
 
-    >>> _Stacked([np.array([5, 6]), np.array([7]), np.array([8, 9])])[np.array([4, 0, 2])].tolist()
-    [9, 5, 7]
+    >>> _Stacked([np.array([5, 6]), np.array([7]), np.array([8, 9])])[np.array([0, 2, 4])].tolist()
+    [5, 7, 9]
     """
 
     def __init__(self, columns: list[np.ndarray]) -> None:
@@ -314,11 +319,11 @@ class _Stacked:
         self.offsets = np.cumsum([0] + [len(column) for column in columns])
 
     def __getitem__(self, tasks: np.ndarray) -> np.ndarray:
-        which = np.searchsorted(self.offsets, tasks, side="right") - 1
+        """``tasks`` in increasing order (as :func:`numpy.flatnonzero` finds them): each column's run of them is one slice."""
+        cuts = np.searchsorted(tasks, self.offsets).tolist()
         out = np.empty(len(tasks), dtype=np.result_type(*self.columns))
         for i, column in enumerate(self.columns):
-            mine = which == i
-            out[mine] = column[tasks[mine] - self.offsets[i]]
+            out[cuts[i] : cuts[i + 1]] = column[tasks[cuts[i] : cuts[i + 1]] - self.offsets[i]]
         return out
 
 

@@ -83,7 +83,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
 
     Memory: besides the graph, ``8 + 4 + 4 + 4 + 8 + 8 + 8`` bytes per task (successor index,
     successor count, pending count, a stamp, the delay a task adds to its start, two times; 4 more,
-    a SEND's message kind, where some route has several hops) and 5 per edge; hops are looked up through their message's kind
+    a SEND's message kind, where some route has several hops) and 5 per edge (4 more while the successor lists are laid out: each edge's task); hops are looked up through their message's kind
     while timing, checked one block of links at a time, and laid out flat only with ``keep_hops``.
     """
     if graph.has_units:
@@ -137,7 +137,7 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
                 if is_send.any():
                     finish[is_send] = _later_hops(message_of[frontier[is_send]], finish[is_send], costs)
             # a RECV (no delay) is posted at its start, done when its message has arrived too; the others' end is -inf
-            finish = np.maximum(finish, end[frontier]).astype(time_type, copy=False)
+            np.maximum(finish, end[frontier], out=finish, casting="unsafe")  # in the times' own type: no float temporary cast back
             end[frontier] = finish
             fan = fan_out[frontier]
             total = int(fan.sum())
@@ -219,12 +219,13 @@ def _successors(graph: TaskGraph, task_id: type) -> tuple[np.ndarray, np.ndarray
     del fan_out
     succ = np.empty(int(succ_ptr[-1]), dtype=task_id)
     message = np.empty(len(succ), dtype=bool)
+    owner = np.repeat(np.arange(size, dtype=task_id), np.diff(graph.dep_ptr))  # each edge's task: 4 bytes an edge, no search per block
     first = 0
     while first < size:  # sources first .. last - 1: about EDGE_BLOCK edges
         last = max(int(np.searchsorted(succ_ptr, succ_ptr[first] + EDGE_BLOCK, side="right")) - 1, first + 1)
         last = min(last, size)
         at = np.flatnonzero((graph.dep_idx >= first) & (graph.dep_idx < last))
-        owners = (np.searchsorted(graph.dep_ptr, at, side="right") - 1).astype(task_id)
+        owners = owner[at]
         mine = (senders >= first) & (senders < last)
         source = np.concatenate([graph.dep_idx[at], senders[mine]])
         target = np.concatenate([owners, recvs[mine]])
@@ -280,8 +281,13 @@ def _links_never_overlap(send_start: np.ndarray, costs: HopCosts) -> bool:
                 frees.append(begin + costs.hop_busy[first_hop[on] + h])
         link, begin, free = np.concatenate(links), np.concatenate(begins), np.concatenate(frees)
         order = np.lexsort((begin, link))
-        same = link[order][1:] == link[order][:-1]
-        if np.any(same & (begin[order][1:] < free[order][:-1])):
+        link, begin, free = link[order], begin[order], free[order]
+        same = link[1:] == link[:-1]
+        if np.any(same & (begin[1:] < free[:-1])):
+            return False
+        # two hops beginning at one instant, one of them holding the link: which waits is the event order's (a
+        # message of no bytes beside one of some), not a time this check can give
+        if np.any(same & (begin[1:] == begin[:-1]) & ((free[1:] > begin[1:]) | (free[:-1] > begin[:-1]))):
             return False
         first = last
     return True
