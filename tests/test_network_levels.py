@@ -12,7 +12,7 @@ from chakra_collectives.network import NetworkModel
 from chakra_collectives.network.collective import collective_task_graph
 from chakra_collectives.network import engine, levels
 from chakra_collectives.network.engine import run
-from chakra_collectives.network.graph import SEND, TaskGraph
+from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.synth.baselines import direct, ring
 from chakra_collectives.synth.tacos import tacos
