@@ -189,6 +189,23 @@ def format_size(nbytes: float) -> str:
     return f"{nbytes:.4g} B"
 
 
+def format_count(count: float) -> str:
+    """A count as people read it: whole numbers up to 99,999 as they are, larger ones with a
+    decimal suffix (k, M, G) and 3 significant digits.
+
+    >>> format_count(112), format_count(40.0), format_count(99_999)
+    ('112', '40', '99999')
+    >>> format_count(3_050_790), format_count(1_544_770_000), format_count(250_000)
+    ('3.05M', '1.54G', '250k')
+    >>> format_count(2.5)
+    '2.5'
+    """
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if count >= 100_000 and count >= scale:
+            return f"{count / scale:.3g}{unit}"
+    return f"{count:g}" if count != int(count) else str(int(count))
+
+
 def format_time_ns(ns: float) -> str:
     """Human-readable duration from nanoseconds (4 significant digits; µs, the SI symbol).
 

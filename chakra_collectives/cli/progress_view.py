@@ -15,6 +15,12 @@ reading and writing thousands of rank files) does so on a terminal as it does un
 'synthesize 1/3 › K=2 0/1 › tacos 0/2 › all-gather 1/4 › matching 40/112 pairs'
 >>> describe(Update(path, 40, 112, "(NPU, chunk) pairs", 0.6, 3.0, counts=counts), 44)
 '… › all-gather 1/4 › matching 40/112 pairs'
+
+Large counts are shortened (39,304 NPUs match 1.54G pairs a phase):
+
+>>> big = counts[:-1] + ((3_050_790, 1_544_770_000),)
+>>> describe(Update(path, 3_050_790, 1_544_770_000, "(NPU, chunk) pairs", 0.002, 3.0, counts=big), 48)
+'… › all-gather 1/4 › matching 3.05M/1.54G pairs'
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING, Iterator
 from chakra_collectives import progress
 from chakra_collectives.cli.app import LazyConsole
 from chakra_collectives.progress import Update
+from chakra_collectives.units import format_count
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,7 +54,7 @@ def describe(update: Update, width: int) -> str:
         text = _SHORT.get(name, name)
         if total:
             unit = update.unit.split()[-1] if depth == len(levels) - 1 and update.unit else ""
-            text += f" {done:g}/{total:g}{' ' + unit if unit else ''}"
+            text += f" {format_count(done)}/{format_count(total)}{' ' + unit if unit else ''}"
         parts.append(text)
     parts = parts or [update.path[0]]
     line = " › ".join(parts)
