@@ -107,6 +107,21 @@ def _pop(heap_time, heap_seq, heap_task, heap_hop, size):  # pragma: no cover - 
     return size
 
 
+@numba.njit(inline="always")
+def _take_link(at, task, now, link_free, hop_link, hop_busy, recording, record_link, record_begin, record_end, record_send, recorded):  # pragma: no cover - compiled
+    """Hop ``at`` of ``task``'s message takes its link from ``now`` or when the link is free,
+    whichever is later (recorded when asked); returns that instant and the records' count."""
+    link = hop_link[at]
+    begin = link_free[link]
+    if begin < now:
+        begin = now
+    link_free[link] = begin + hop_busy[at]
+    if recording:
+        record_link[recorded], record_begin[recorded], record_end[recorded], record_send[recorded] = link, begin, begin + hop_busy[at], task
+        recorded += 1
+    return begin, recorded
+
+
 @numba.njit
 def _grown(heap_time, heap_seq, heap_task, heap_hop):  # pragma: no cover - compiled
     """The heap's arrays with twice the room."""
@@ -200,14 +215,7 @@ def run_events(
                 m = message_of[i]
                 h = hop_ptr[m]
                 if hop_ptr[m + 1] > h:  # offer the message to its first link
-                    link = hop_link[h]
-                    begin = link_free[link]
-                    if begin < now:
-                        begin = now
-                    link_free[link] = begin + hop_busy[h]
-                    if recording:
-                        record_link[recorded], record_begin[recorded], record_end[recorded], record_send[recorded] = link, begin, begin + hop_busy[h], i
-                        recorded += 1
+                    begin, recorded = _take_link(h, i, now, link_free, hop_link, hop_busy, recording, record_link, record_begin, record_end, record_send, recorded)
                     if events == len(heap_time):
                         heap_time, heap_seq, heap_task, heap_hop = _grown(heap_time, heap_seq, heap_task, heap_hop)
                     events = _push(heap_time, heap_seq, heap_task, heap_hop, events, begin + hop_delivered[h], scheduled, i, 0)
@@ -249,14 +257,7 @@ def run_events(
             h += 1
             if h < hop_ptr[m + 1] - hop_ptr[m]:  # store-and-forward: offer the message to the next link
                 at = hop_ptr[m] + h
-                link = hop_link[at]
-                begin = link_free[link]
-                if begin < now:
-                    begin = now
-                link_free[link] = begin + hop_busy[at]
-                if recording:
-                    record_link[recorded], record_begin[recorded], record_end[recorded], record_send[recorded] = link, begin, begin + hop_busy[at], i
-                    recorded += 1
+                begin, recorded = _take_link(at, i, now, link_free, hop_link, hop_busy, recording, record_link, record_begin, record_end, record_send, recorded)
                 if events == len(heap_time):
                     heap_time, heap_seq, heap_task, heap_hop = _grown(heap_time, heap_seq, heap_task, heap_hop)
                 events = _push(heap_time, heap_seq, heap_task, heap_hop, events, begin + hop_delivered[at], scheduled, i, h)
