@@ -497,11 +497,13 @@ class _Matcher:
         # long rows, direct channels only, every message merging and one run each: the compiled rounds
         compiled = not channels.routed and ranges == 1 and bool((self.direct_cap > 1).all())
         self.kernels = compiled_kernels(self.words) if compiled else None
-        if self.kernels is not None:  # which words of each row are nonzero, kept as they change
-            self.held_nz, self.wanted_nz = self.kernels.nonzero_words(self.held), self.kernels.nonzero_words(self.wanted)
+        if self.kernels is not None:  # which words of each channel's candidates are nonzero, kept as they change
+            self.cand_nz = self.kernels.candidate_words(self.held, self.wanted, channels.direct_src, channels.direct_dst)
             self.scratch = self.kernels.Scratch()
             self.out_channels = np.argsort(channels.direct_src, kind="stable")  # direct channels by source NPU
             self.out_ptr = np.searchsorted(channels.direct_src[self.out_channels], np.arange(n + 1))
+            self.in_channels = np.argsort(channels.direct_dst, kind="stable")  # ... and by destination
+            self.in_ptr = np.searchsorted(channels.direct_dst[self.in_channels], np.arange(n + 1))
         # direct channels
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
@@ -663,7 +665,7 @@ class _Matcher:
         np.add.at(self.program, dsts, 1)
         first_length = rec["count"][ids] if self.ranges == 1 else rec["count"][ids] - rec["more"][ids]
         if self.kernels is not None:
-            self.kernels.set_runs(self.held, self.held_nz, dsts, rec["chunk"][ids], first_length)
+            self.kernels.set_runs(self.held, self.wanted, self.cand_nz, dsts, rec["chunk"][ids], first_length, self.out_ptr, self.out_channels, self.ch.direct_dst)
         else:
             _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
         received = np.zeros(self.n, dtype=bool)
@@ -691,7 +693,7 @@ class _Matcher:
             return
         s, d = ch.direct_src[active], ch.direct_dst[active]
         if self.kernels is not None:
-            options = self.kernels.candidate_counts(self.held, self.wanted, self.held_nz, self.wanted_nz, s, d)
+            options = self.kernels.candidate_counts(self.held, self.wanted, self.cand_nz, active, s, d)
         else:
             first_cand = self.held[s] & self.wanted[d]
             options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
@@ -781,7 +783,7 @@ class _Matcher:
         cap = self.direct_cap[sel]
         longest_level, reach, top = self._run_reach(cap)
         row_words, words, starts = kernels.round_starts(
-            self.held, self.wanted, self.held_nz, self.wanted_nz, s, d, self.other_in[sel], self.held_or_zero, self.scratch,
+            self.held, self.wanted, self.cand_nz, sel, s, d, self.other_in[sel], self.held_or_zero, self.scratch,
             windowed=self.words >= WINDOW_WORDS, before=2 if self.reach_back else 1, top=top, reach=reach, levels=longest_level.bit_length(), reach_back=self.reach_back,
             extend_held=self.extend_held,
         )
@@ -789,7 +791,7 @@ class _Matcher:
         draws = self.rng.random(live) if live else np.zeros(0)
         first, count = kernels.take_runs(self.held, self.wanted, s, d, cap, self.owner_start, self.num_chunks, row_words, words, starts, draws)
         ok = first >= 0
-        kernels.set_runs(self.wanted, self.wanted_nz, d[ok], first[ok], count[ok], clear=True)
+        kernels.set_runs(self.wanted, self.held, self.cand_nz, d[ok], first[ok], count[ok], self.in_ptr, self.in_channels, self.ch.direct_src, clear=True)
         return first, count
 
     def _more_runs(

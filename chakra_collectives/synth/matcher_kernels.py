@@ -6,9 +6,12 @@ channel ``s -> d``: the candidates ``held[s] & wanted[d]``, the scarcest of them
 around those (:meth:`~.matcher._Matcher._first_in_window`, or over whole rows when those words
 are more than half of them), one uniformly random start, the run's length, and clearing the run
 from ``wanted[d]``. The numpy path does each step as whole-row passes with temporaries; here
-one compiled pass per row works on the words that hold candidates only, found through
-*summaries* (bit ``w`` of row ``i`` of a summary: word ``w`` of row ``i`` of ``held`` or
-``wanted`` is nonzero), so an event costs what its candidates are, not what the rows are long.
+one compiled pass per row works on the words that hold candidates only, found through each
+channel's *candidate summary* (bit ``w`` of row ``c``: word ``w`` of ``held[s] & wanted[d]`` is
+nonzero), kept right as chunks arrive and are matched (:func:`set_runs`: a word set in ``held[s]``
+is checked against the wanted row of each of ``s``'s out-channels, a word cleared in
+``wanted[d]`` against the held row of each of ``d``'s in-channels), so an event costs what its
+candidates are, not what the rows are long, nor how many words of them are nonzero.
 The results are the numpy path's bit for bit, the random draws the same ones in the same order
 (the caller draws them between :func:`round_starts` and :func:`take_runs`).
 
@@ -17,8 +20,9 @@ module only for rows of :data:`~.matcher.COMPILED_WORDS` words or more.
 
 >>> held = np.array([[0b0011], [0b0100], [0b1000]], dtype=np.uint64)
 >>> wanted = np.array([[0b1100], [0b1011], [0b0111]], dtype=np.uint64)
->>> held_nz, wanted_nz = nonzero_words(held), nonzero_words(wanted)
->>> candidate_counts(held, wanted, held_nz, wanted_nz, np.array([1, 2, 0]), np.array([0, 1, 2])).tolist()
+>>> src, dst = np.array([1, 2, 0]), np.array([0, 1, 2])
+>>> summary = candidate_words(held, wanted, src, dst)
+>>> candidate_counts(held, wanted, summary, np.arange(3), src, dst).tolist()
 [1, 1, 2]
 """
 
@@ -52,34 +56,38 @@ def _low_bit(x):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=False)
-def _nonzero_words(matrix, summary):  # pragma: no cover - compiled
-    rows, words = matrix.shape
-    for r in range(rows):
+def _candidate_words(held, wanted, src, dst, summary):  # pragma: no cover - compiled
+    for c in range(len(src)):
+        s, d = src[c], dst[c]
         for sw in range(summary.shape[1]):
-            summary[r, sw] = 0
-        for w in range(words):
-            if matrix[r, w] != 0:
-                summary[r, w >> 6] |= _ONE << np.uint64(w & 63)
+            summary[c, sw] = 0
+        for w in range(held.shape[1]):
+            if held[s, w] & wanted[d, w]:
+                summary[c, w >> 6] |= _ONE << np.uint64(w & 63)
 
 
-def nonzero_words(matrix: np.ndarray) -> np.ndarray:
-    """The summary of a bitset matrix: bit ``w`` of row ``i`` set when word ``w`` of row ``i`` is nonzero.
+def candidate_words(held: np.ndarray, wanted: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The candidate summary of channels ``src[c] -> dst[c]``: bit ``w`` of row ``c`` set when word
+    ``w`` of ``held[src[c]] & wanted[dst[c]]`` is nonzero (kept right as runs are set and cleared,
+    :func:`set_runs`).
 
-    >>> nonzero_words(np.array([[0, 5, 0, 1]], dtype=np.uint64)).tolist()
-    [[10]]
+    >>> held = np.array([[1, 0, 0], [0, 0, 4]], dtype=np.uint64)
+    >>> wanted = np.array([[0, 2, 4], [3, 0, 0]], dtype=np.uint64)
+    >>> candidate_words(held, wanted, np.array([0, 1]), np.array([1, 0])).tolist()
+    [[1], [4]]
     """
-    summary = np.empty((len(matrix), -(-matrix.shape[1] // 64)), dtype=np.uint64)
-    _nonzero_words(matrix, summary)
+    summary = np.empty((len(src), -(-held.shape[1] // 64)), dtype=np.uint64)
+    _candidate_words(held, wanted, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), summary)
     return summary
 
 
 @numba.njit(nogil=True, cache=False)
-def _candidate_counts(held, wanted, held_nz, wanted_nz, src, dst, options):  # pragma: no cover - compiled
+def _candidate_counts(held, wanted, summary, channels, src, dst, options):  # pragma: no cover - compiled
     for i in range(len(src)):
-        s, d = src[i], dst[i]
+        c, s, d = channels[i], src[i], dst[i]
         total = 0
-        for sw in range(held_nz.shape[1]):
-            both = held_nz[s, sw] & wanted_nz[d, sw]
+        for sw in range(summary.shape[1]):
+            both = summary[c, sw]
             while both:
                 w = sw * 64 + _low_bit(both)
                 both &= both - _ONE
@@ -87,15 +95,16 @@ def _candidate_counts(held, wanted, held_nz, wanted_nz, src, dst, options):  # p
         options[i] = total
 
 
-def candidate_counts(held, wanted, held_nz, wanted_nz, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Per channel ``src[i] -> dst[i]``, how many chunks ``src`` holds that ``dst`` still wants."""
+def candidate_counts(held, wanted, summary, channels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Per channel ``channels[i]`` (``src[i] -> dst[i]``), how many chunks ``src`` holds that ``dst``
+    still wants (``summary``: :func:`candidate_words`)."""
     options = np.empty(len(src), dtype=np.int64)
-    _candidate_counts(held, wanted, held_nz, wanted_nz, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), options)
+    _candidate_counts(held, wanted, summary, *(np.ascontiguousarray(a, dtype=np.int64) for a in (channels, src, dst)), options)
     return options
 
 
 @numba.njit(nogil=True, cache=False)
-def _set_runs(matrix, summary, rows, first, count, clear):  # pragma: no cover - compiled
+def _set_runs(matrix, other, summary, rows, first, count, clear, ptr, channels, ends):  # pragma: no cover - compiled
     for i in range(len(rows)):
         r = rows[i]
         start = np.int64(first[i])
@@ -105,28 +114,40 @@ def _set_runs(matrix, summary, rows, first, count, clear):  # pragma: no cover -
             low = start & 63
             high = min(end - w * 64, 64)
             mask = _ALL >> np.uint64(64 - (high - low)) << np.uint64(low)
-            bit = _ONE << np.uint64(w & 63)
             if clear:
                 matrix[r, w] &= ~mask
-                if matrix[r, w] == 0:
-                    summary[r, w >> 6] &= ~bit
             else:
                 matrix[r, w] |= mask
-                summary[r, w >> 6] |= bit
+            bit = _ONE << np.uint64(w & 63)
+            for j in range(ptr[r], ptr[r + 1]):
+                c = channels[j]
+                if matrix[r, w] & other[ends[c], w]:
+                    summary[c, w >> 6] |= bit
+                else:
+                    summary[c, w >> 6] &= ~bit
             start = (w + 1) * 64
 
 
-def set_runs(matrix: np.ndarray, summary: np.ndarray, rows: np.ndarray, first: np.ndarray, count: np.ndarray, *, clear: bool = False) -> None:
-    """Set (or clear) bits ``first .. first + count - 1`` of ``matrix[rows]`` (rows may repeat), keeping ``summary`` (:func:`nonzero_words`) right.
+def set_runs(matrix, other, summary, rows, first, count, ptr, channels, ends, *, clear: bool = False) -> None:
+    """Set (or clear) bits ``first .. first + count - 1`` of ``matrix[rows]`` (rows may repeat),
+    keeping the candidate summary (:func:`candidate_words`) of the channels at those rows right:
+    ``channels[ptr[r]:ptr[r + 1]]`` are the channels at row ``r``, ``ends[c]`` their row of
+    ``other``, whose word ``w`` the summary's bit ``w`` ands with (``held`` with ``wanted`` over
+    each NPU's out-channels, ``wanted`` with ``held`` over its in-channels).
 
-    >>> m = np.zeros((1, 2), dtype=np.uint64); s = nonzero_words(m)
-    >>> set_runs(m, s, np.array([0]), np.array([62]), np.array([4])); m.tolist(), s.tolist()
-    ([[13835058055282163712, 3]], [[3]])
-    >>> set_runs(m, s, np.array([0]), np.array([62]), np.array([2]), clear=True); m.tolist(), s.tolist()
-    ([[0, 3]], [[2]])
+    >>> held, wanted = np.zeros((2, 2), dtype=np.uint64), np.full((2, 2), 2**64 - 1, dtype=np.uint64)
+    >>> wanted[1, 0] = 0                 # NPU 1 wants only word 1
+    >>> out_ptr, out_channels, dst = np.array([0, 1, 1]), np.array([0]), np.array([1])   # one channel, 0 -> 1
+    >>> summary = candidate_words(held, wanted, np.array([0]), dst)
+    >>> set_runs(held, wanted, summary, np.array([0]), np.array([62]), np.array([4]), out_ptr, out_channels, dst); summary.tolist()
+    [[2]]
+    >>> in_ptr, in_channels, src = np.array([0, 0, 1]), np.array([0]), np.array([0])
+    >>> set_runs(wanted, held, summary, np.array([1]), np.array([64]), np.array([2]), in_ptr, in_channels, src, clear=True); summary.tolist()
+    [[0]]
     """
-    _set_runs(matrix, summary, np.ascontiguousarray(rows, dtype=np.int64), np.ascontiguousarray(first, dtype=np.int64),
-              np.ascontiguousarray(count, dtype=np.int64), clear)
+    as_int = (np.ascontiguousarray(a, dtype=np.int64) for a in (rows, first, count, ptr, channels, ends))
+    rows, first, count, ptr, channels, ends = as_int
+    _set_runs(matrix, other, summary, rows, first, count, clear, ptr, channels, ends)
 
 
 @numba.njit(inline="always")
@@ -204,7 +225,7 @@ def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, ext
 
 @numba.njit(nogil=True, cache=False)
 def _round_starts(
-    held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, windowed, before, top, reach, levels, reach_back, extend_held,
+    held, wanted, summary, channels, src, dst, others, held_or_zero, windowed, before, top, reach, levels, reach_back, extend_held,
     row_words, words_out, starts_out, cand_word, cand_bits, pool_bits,
 ):  # pragma: no cover - compiled
     num_rows = len(src)
@@ -215,18 +236,16 @@ def _round_starts(
     marked_total = 0
     at = 0
     for r in range(num_rows):
-        s, d = src[r], dst[r]
+        c, s, d = channels[r], src[r], dst[r]
         begin = at
         has_only = False
         has_pair = False
-        for sw in range(held_nz.shape[1]):
-            both = held_nz[s, sw] & wanted_nz[d, sw]
+        for sw in range(summary.shape[1]):
+            both = summary[c, sw]
             while both:
                 w = sw * 64 + _low_bit(both)
                 both &= both - _ONE
                 bits = held[s, w] & wanted[d, w]
-                if bits == 0:
-                    continue
                 one = np.uint64(0)
                 more = np.uint64(0)
                 for p in range(width):
@@ -383,17 +402,16 @@ class Scratch:
         return self.arrays
 
 
-def round_starts(held, wanted, held_nz, wanted_nz, src, dst, others, held_or_zero, scratch: Scratch, *, windowed, before, top, reach, levels, reach_back, extend_held):
+def round_starts(held, wanted, summary, channels, src, dst, others, held_or_zero, scratch: Scratch, *, windowed, before, top, reach, levels, reach_back, extend_held):
     """Pass one of a round: per channel, the run starts its first chunk is drawn from (flat, row by
     row) and how many words each row's take (``windowed``: only the words around its scarcest
     candidates, unless those are more than half of all rows' words); the rows with any are the
     ones to draw for."""
-    src = np.ascontiguousarray(src, dtype=np.int64)
-    dst = np.ascontiguousarray(dst, dtype=np.int64)
+    channels, src, dst = (np.ascontiguousarray(a, dtype=np.int64) for a in (channels, src, dst))
     row_words = np.empty(len(src), dtype=np.int64)
     words, starts, cand_word, cand_bits, pool_bits = scratch.of(len(src) * held.shape[1])
     taken = _round_starts(
-        held, wanted, held_nz, wanted_nz, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, windowed, before, top, reach, levels,
+        held, wanted, summary, channels, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, windowed, before, top, reach, levels,
         reach_back, extend_held, row_words, words, starts, cand_word, cand_bits, pool_bits,
     )
     return row_words, words[:taken], starts[:taken]
