@@ -784,8 +784,7 @@ class _Matcher:
         longest_level, reach, top = self._run_reach(cap)
         row_words, words, starts = kernels.round_starts(
             self.held, self.wanted, self.cand_nz, sel, s, d, self.other_in[sel], self.held_or_zero, self.scratch,
-            windowed=self.words >= WINDOW_WORDS, before=2 if self.reach_back else 1, top=top, reach=reach, levels=longest_level.bit_length(), reach_back=self.reach_back,
-            extend_held=self.extend_held,
+            top=top, reach=reach, levels=longest_level.bit_length(), reach_back=self.reach_back, extend_held=self.extend_held,
         )
         live = int(np.count_nonzero(row_words))
         draws = self.rng.random(live) if live else np.zeros(0)

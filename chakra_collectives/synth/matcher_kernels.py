@@ -168,9 +168,10 @@ def _shifted_up(bits, i, link):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=False)
-def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, extend_held, ladder, reached, moved, out):  # pragma: no cover - compiled
-    """One row's run starts to choose from, over its ``m`` words taken (``link``: which follow each
-    other): :meth:`~.matcher._Matcher._first_in_window`'s (or the whole-row path's) bit operations."""
+def _row_starts(cand, pool, wanted_up, link, m, top, reach, levels, reach_back, extend_held, ladder, reached, moved, out):  # pragma: no cover - compiled
+    """One row's run starts to choose from, over its ``m`` candidate words (``link``: which follow
+    each other; a word not among them is all zeros): :meth:`~.matcher._Matcher._pick_runs`'s bit
+    operations (``wanted_up``: the destination's wanted chunks shifted up one, per word)."""
     rungs = 0
     length = 1
     while length < top:
@@ -178,17 +179,24 @@ def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, ext
         length *= 2
     for i in range(m):
         ladder[0, i] = cand[i]
+    # rungs from `filled` on are all zeros (no run that long): not laid out, and steps through them change nothing
+    filled = rungs + 1
     by = 1
     for k in range(rungs):
+        any_run = False
         for i in range(m):
             ladder[k + 1, i] = ladder[k, i] & _shifted_down(ladder[k], i, by, link)
+            any_run |= ladder[k + 1, i] != 0
         by *= 2
+        if not any_run:
+            filled = k + 1
+            break
     for i in range(m):
         reached[i] = pool[i]
     if reach_back:
         limit = min(reach, 64)
         step, rung = 1, 0
-        while step < limit:
+        while step < limit and rung < filled:
             for i in range(m):
                 moved[i] = _shifted_down(reached, i, step, link)
             for i in range(m):
@@ -202,7 +210,7 @@ def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, ext
     best = 0
     if count > 1:
         best = -1
-        for level in range(count - 1, -1, -1):
+        for level in range(min(count, filled) - 1, -1, -1):
             for i in range(m):
                 if moved[i] & (ladder[level, i] if level else _ALL):
                     best = level
@@ -212,11 +220,11 @@ def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, ext
         if best < 0:
             best = count - 1
     for i in range(m):
-        out[i] = moved[i] if best == 0 else moved[i] & ladder[best, i]
+        out[i] = moved[i] if best == 0 else (moved[i] & ladder[best, i] if best < filled else np.uint64(0))
     if extend_held:
         extends = False
         for i in range(m):
-            reached[i] = out[i] & ~_shifted_up(wanted, i, link)
+            reached[i] = out[i] & ~wanted_up[i]
             extends |= reached[i] != 0
         if extends:
             for i in range(m):
@@ -225,21 +233,26 @@ def _row_starts(cand, pool, wanted, link, m, top, reach, levels, reach_back, ext
 
 @numba.njit(nogil=True, cache=False)
 def _round_starts(
-    held, wanted, summary, channels, src, dst, others, held_or_zero, windowed, before, top, reach, levels, reach_back, extend_held,
-    row_words, words_out, starts_out, cand_word, cand_bits, pool_bits,
+    held, wanted, summary, channels, src, dst, others, held_or_zero, top, reach, levels, reach_back, extend_held,
+    row_words, words_out, starts_out, cand_bits, pool_bits,
 ):  # pragma: no cover - compiled
-    num_rows = len(src)
     words = held.shape[1]
     width = others.shape[1]
-    # pass 1: per row, the candidate words (through the summaries), the scarcest of them, the window's size
-    offsets = np.zeros(num_rows + 1, dtype=np.int64)
-    marked_total = 0
+    rungs_top = 1
+    while (1 << (rungs_top - 1)) < top:
+        rungs_top += 1
+    ladder = np.empty((rungs_top, words), dtype=np.uint64)
+    reached = np.empty(words, dtype=np.uint64)
+    moved = np.empty(words, dtype=np.uint64)
+    wanted_up = np.empty(words, dtype=np.uint64)
+    link = np.zeros(words, dtype=np.bool_)
     at = 0
-    for r in range(num_rows):
+    for r in range(len(src)):
         c, s, d = channels[r], src[r], dst[r]
         begin = at
         has_only = False
         has_pair = False
+        # the candidate words (through the channel's summary) and the scarcest candidates in each
         for sw in range(summary.shape[1]):
             both = summary[c, sw]
             while both:
@@ -254,90 +267,30 @@ def _round_starts(
                         h = held_or_zero[o, w]
                         more |= one & h
                         one |= h
-                cand_word[at] = w
+                words_out[at] = w
                 cand_bits[at] = bits
                 only = bits & ~one
                 pair = bits & one & ~more
                 has_only |= only != 0
                 has_pair |= pair != 0
                 pool_bits[at] = only  # the choice among only / pair / all waits for the whole row
-                starts_out[at] = pair  # scratch until pass 2
+                starts_out[at] = pair  # scratch until the starts
                 at += 1
-        offsets[r + 1] = at
-        end_taken = -1
-        marked = 0
-        for e in range(begin, at):
-            bits = cand_bits[e]
-            pool = pool_bits[e] if has_only else (starts_out[e] if has_pair else bits)
-            pool_bits[e] = pool
-            if pool != 0:  # the window: the `before` words before, the word itself and the one after
-                w = cand_word[e]
-                low = max(w - before, end_taken + 1)
-                high = min(w + 1, words - 1)
-                if high >= low:
-                    marked += high - low + 1
-                    end_taken = high
-        row_words[r] = marked
-        marked_total += marked
-    whole = not windowed or marked_total * 2 > num_rows * words  # more than half the words: whole rows (the numpy path's choice)
-    # pass 2: per live row, its run starts over the words taken
-    rungs_top = 1
-    while (1 << (rungs_top - 1)) < top:
-        rungs_top += 1
-    ladder = np.empty((rungs_top, words), dtype=np.uint64)
-    reached = np.empty(words, dtype=np.uint64)
-    moved = np.empty(words, dtype=np.uint64)
-    cand_w = np.empty(words, dtype=np.uint64)
-    pool_w = np.empty(words, dtype=np.uint64)
-    wanted_w = np.empty(words, dtype=np.uint64)
-    link = np.zeros(words, dtype=np.bool_)
-    taken_words = np.empty(words, dtype=np.int64)
-    out = np.empty(words, dtype=np.uint64)
-    taken = 0
-    for r in range(num_rows):
-        if row_words[r] == 0:
-            continue
-        s, d = src[r], dst[r]
-        begin, end = offsets[r], offsets[r + 1]
-        m = 0
-        if whole:
-            for w in range(words):
-                taken_words[w] = w
-                pool_w[w] = 0
-            m = words
-            for e in range(begin, end):
-                pool_w[cand_word[e]] = pool_bits[e]
-        else:
-            end_taken = -1
-            for e in range(begin, end):
-                if pool_bits[e] == 0:
-                    continue
-                w = cand_word[e]
-                low = max(w - before, end_taken + 1)
-                high = min(w + 1, words - 1)
-                for x in range(low, high + 1):
-                    taken_words[m] = x
-                    pool_w[m] = 0
-                    m += 1
-                end_taken = max(end_taken, high)
-            e = begin  # the pool's words among those taken (both increasing)
-            for i in range(m):
-                while e < end and cand_word[e] < taken_words[i]:
-                    e += 1
-                if e < end and cand_word[e] == taken_words[i]:
-                    pool_w[i] = pool_bits[e]
+        m = at - begin
         row_words[r] = m
         for i in range(m):
-            w = taken_words[i]
-            cand_w[i] = held[s, w] & wanted[d, w]
-            wanted_w[i] = wanted[d, w]
-            link[i] = i + 1 < m and taken_words[i + 1] == w + 1
-        _row_starts(cand_w, pool_w, wanted_w, link, m, top, reach, levels, reach_back, extend_held, ladder, reached, moved, out)
-        for i in range(m):
-            words_out[taken + i] = taken_words[i]
-            starts_out[taken + i] = out[i]
-        taken += m
-    return taken
+            e = begin + i
+            pool_bits[e] = pool_bits[e] if has_only else (starts_out[e] if has_pair else cand_bits[e])
+            w = words_out[e]
+            link[i] = i + 1 < m and words_out[e + 1] == w + 1
+            if extend_held:
+                wanted_up[i] = wanted[d, w] << _ONE
+                if w > 0:
+                    wanted_up[i] |= wanted[d, w - 1] >> np.uint64(63)
+        if m:
+            _row_starts(cand_bits[begin:at], pool_bits[begin:at], wanted_up, link, m, top, reach, levels, reach_back, extend_held,
+                        ladder, reached, moved, starts_out[begin:at])
+    return at
 
 
 @numba.njit(nogil=True, cache=False)
@@ -395,24 +348,23 @@ class Scratch:
         self.arrays: tuple[np.ndarray, ...] = ()
 
     def of(self, size: int) -> tuple[np.ndarray, ...]:
-        """Five arrays of at least ``size`` elements: words (int64), starts (uint64), candidate words (int64), their bits and the pool's (uint64)."""
+        """Four arrays of at least ``size`` elements: words (int64), starts, candidate bits and the pool's (uint64)."""
         if size > self.size:
             self.size = max(size, 2 * self.size)
-            self.arrays = tuple(np.empty(self.size, dtype=dtype) for dtype in (np.int64, np.uint64, np.int64, np.uint64, np.uint64))
+            self.arrays = tuple(np.empty(self.size, dtype=dtype) for dtype in (np.int64, np.uint64, np.uint64, np.uint64))
         return self.arrays
 
 
-def round_starts(held, wanted, summary, channels, src, dst, others, held_or_zero, scratch: Scratch, *, windowed, before, top, reach, levels, reach_back, extend_held):
-    """Pass one of a round: per channel, the run starts its first chunk is drawn from (flat, row by
-    row) and how many words each row's take (``windowed``: only the words around its scarcest
-    candidates, unless those are more than half of all rows' words); the rows with any are the
-    ones to draw for."""
+def round_starts(held, wanted, summary, channels, src, dst, others, held_or_zero, scratch: Scratch, *, top, reach, levels, reach_back, extend_held):
+    """Pass one of a round: per channel (``channels``, ``src[i] -> dst[i]``), the run starts its
+    first chunk is drawn from, on its candidate words (``summary``: :func:`candidate_words`; flat,
+    row by row) and how many words each row has; the rows with any are the ones to draw for."""
     channels, src, dst = (np.ascontiguousarray(a, dtype=np.int64) for a in (channels, src, dst))
     row_words = np.empty(len(src), dtype=np.int64)
-    words, starts, cand_word, cand_bits, pool_bits = scratch.of(len(src) * held.shape[1])
+    words, starts, cand_bits, pool_bits = scratch.of(len(src) * held.shape[1])
     taken = _round_starts(
-        held, wanted, summary, channels, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, windowed, before, top, reach, levels,
-        reach_back, extend_held, row_words, words, starts, cand_word, cand_bits, pool_bits,
+        held, wanted, summary, channels, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, top, reach, levels,
+        reach_back, extend_held, row_words, words, starts, cand_bits, pool_bits,
     )
     return row_words, words[:taken], starts[:taken]
 
