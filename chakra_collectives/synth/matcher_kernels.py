@@ -2,11 +2,13 @@
 
 A round of the matcher's direct channels (:meth:`~.matcher._Matcher._match_direct`) is, per
 channel ``s -> d``: the candidates ``held[s] & wanted[d]``, the scarcest of them
-(:meth:`~.matcher._Matcher._scarcest`), where a merged run may start, worked out on the words
-around those (:meth:`~.matcher._Matcher._first_in_window`, or over whole rows when those words
-are more than half of them), one uniformly random start, the run's length, and clearing the run
-from ``wanted[d]``. The numpy path does each step as whole-row passes with temporaries; here
-one compiled pass per row works on the words that hold candidates only, found through each
+(:meth:`~.matcher._Matcher._scarcest`), where a merged run may start
+(:meth:`~.matcher._Matcher._pick_runs`), one uniformly random start, the run's length, and
+clearing the run from ``wanted[d]``. The numpy path does each step as whole-row passes (or
+windows around the scarcest candidates) with temporaries; here one compiled pass per row works
+on the words that hold candidates only -- every bit operation of the run starts too: a word
+without candidates is zero in all of them, and shifts do not cross between words that do not
+follow each other -- found through each
 channel's *candidate summary* (bit ``w`` of row ``c``: word ``w`` of ``held[s] & wanted[d]`` is
 nonzero), kept right as chunks arrive and are matched (:func:`set_runs`: a word set in ``held[s]``
 is checked against the wanted row of each of ``s``'s out-channels, a word cleared in
