@@ -504,6 +504,7 @@ class _Matcher:
             self.out_ptr = np.searchsorted(channels.direct_src[self.out_channels], np.arange(n + 1))
             self.in_channels = np.argsort(channels.direct_dst, kind="stable")  # ... and by destination
             self.in_ptr = np.searchsorted(channels.direct_dst[self.in_channels], np.arange(n + 1))
+            self.direct_ends = channels.direct_src.astype(np.int64), channels.direct_dst.astype(np.int64)  # not converted at every call
         # direct channels
         m = channels.num_direct
         self.busy_until = np.full(m, np.inf)
@@ -665,7 +666,7 @@ class _Matcher:
         np.add.at(self.program, dsts, 1)
         first_length = rec["count"][ids] if self.ranges == 1 else rec["count"][ids] - rec["more"][ids]
         if self.kernels is not None:
-            self.kernels.set_runs(self.held, self.wanted, self.cand_nz, dsts, rec["chunk"][ids], first_length, self.out_ptr, self.out_channels, self.ch.direct_dst)
+            self.kernels.set_runs(self.held, self.wanted, self.cand_nz, dsts, rec["chunk"][ids], first_length, self.out_ptr, self.out_channels, self.direct_ends[1])
         else:
             _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
         received = np.zeros(self.n, dtype=bool)
@@ -790,7 +791,7 @@ class _Matcher:
         draws = self.rng.random(live) if live else np.zeros(0)
         first, count = kernels.take_runs(self.held, self.wanted, s, d, cap, self.owner_start, self.num_chunks, row_words, words, starts, draws)
         ok = first >= 0
-        kernels.set_runs(self.wanted, self.held, self.cand_nz, d[ok], first[ok], count[ok], self.in_ptr, self.in_channels, self.ch.direct_src, clear=True)
+        kernels.set_runs(self.wanted, self.held, self.cand_nz, d[ok], first[ok], count[ok], self.in_ptr, self.in_channels, self.direct_ends[0], clear=True)
         return first, count
 
     def _more_runs(
