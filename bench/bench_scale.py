@@ -434,7 +434,7 @@ def after_matching_table(specs: list[str], cache: Path, before: Path | None) -> 
             peak = max(row[2] for row in p["rows"].values())  # the phases' marks (each reset the process's)
             print(f"{spec:<16} {label:<6} {p['ops']:>11,} ops, wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, peak {peak:.0f} "
                   f"(writers {p['children']:.0f}), files {p['files']:.0f}; predicted {p['predicted']:.0f} ns by the {p['how']}, busiest "
-                  f"{p['link']}; {cells}", flush=True)
+                  f"{p['link']}; write {1e6 * p['rows']['write'][1] / p['ops']:.2f} CPU us an op (this process; forked writers not counted); {cells}", flush=True)
 
 
 PROBE = """

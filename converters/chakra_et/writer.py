@@ -36,7 +36,7 @@ import gzip
 import io
 import os
 import re
-from itertools import chain, repeat
+from itertools import chain
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -64,6 +64,7 @@ from chakra_collectives.converters.chakra_et.attributes import ET_VERSION, FORMA
 from chakra_collectives.converters.chakra_et.columns_file import combined_digest, file_digest
 from chakra_collectives.converters.chakra_et.commit import commit_files, commit_staged
 from chakra_collectives.processes import can_fork, run_forked
+from chakra_collectives.converters.chakra_et.assembly import FragmentList, gather
 from chakra_collectives.converters.chakra_et.stream import length_prefix
 
 _NODE_TYPE = {
@@ -365,6 +366,27 @@ def _attr_bytes(name: str, field: str, value) -> bytes:
     return Node(attr=[_attribute(name, field, value)]).SerializeToString()
 
 
+class _Refilled:
+    """``values -> bytes``: one message whose repeated field ``field`` is refilled with
+    ``values`` and serialized by protobuf (2.7x faster than building a message each time), for
+    fragments that are mostly distinct (dependency lists, chunk references, ranges)."""
+
+    def __init__(self, message, field: str, values=None) -> None:
+        self.message = message
+        self.values = getattr(message, field) if values is None else values
+
+    @classmethod
+    def attribute(cls, name: str) -> "_Refilled":
+        """A ``Node.attr`` of type ``int64_list`` named ``name``."""
+        node = Node(attr=[_attribute(name, "int64_list", ())])
+        return cls(node, "attr", node.attr[0].int64_list.values)
+
+    def __call__(self, values) -> bytes:
+        del self.values[:]
+        self.values.extend(values)
+        return self.message.SerializeToString()
+
+
 class _NodeEncoder:
     """Serializes nodes from cached, protobuf-serialized field fragments (see module docstring).
 
@@ -378,18 +400,17 @@ class _NodeEncoder:
 
     def __init__(self) -> None:
         self.ids = _Fragments(lambda node_id: Node(id=node_id).SerializeToString())
-        self.deps = _Fragments(lambda deps: Node(data_deps=deps).SerializeToString())
+        self.deps = _Fragments(_Refilled(Node(), "data_deps"))
         self.durations = _Fragments(lambda micros: Node(duration_micros=micros).SerializeToString())
         self.prefixes = _Fragments(length_prefix)
         self.tags = _Fragments(lambda tag: _attr_bytes("comm_tag", "int32_val", tag))
-        self.sources = _Fragments(lambda ref: _attr_bytes("cc_src", "int64_list", ref))
-        self.destinations = _Fragments(lambda ref: _attr_bytes("cc_dst", "int64_list", ref))
+        self.sources = _Fragments(_Refilled.attribute("cc_src"))
+        self.destinations = _Fragments(_Refilled.attribute("cc_dst"))
         self.paths = _Fragments(lambda path: _attr_bytes("cc_route", "int64_list", path))
         self.exact = _Fragments(lambda ns: _attr_bytes("cc_duration_ns", "double_val", ns))
         self.threadblocks = _Fragments(lambda where: _attr_bytes("cc_threadblock", "int64_list", where))
-        # cc_ranges differ from message to message (no table): one node, refilled and serialized
-        self._ranges_node = Node(attr=[_attribute("cc_ranges", "int64_list", ())])
-        self._ranges_values = self._ranges_node.attr[0].int64_list.values
+        # cc_ranges differ from message to message (no table)
+        self.ranges = _Refilled.attribute("cc_ranges")
         # comm_type + comm_dst/comm_src keyed by (kind, peer), then comm_size by bytes: apart, a
         # rank's few peers and the sizes all ranks share are built once each
         self.comm = _Fragments(self._comm_fragment)
@@ -441,113 +462,96 @@ class _NodeEncoder:
         durations: np.ndarray,
         size: int,
     ) -> bytes:
+        """Rank ``rank``'s file: its metadata record, then the records of operations
+        ``start:stop`` (a table of fragment numbers, one slot a field, laid out by
+        :func:`~.assembly.gather`)."""
         ops = algo.ops
-        out = [_metadata_record(algo, rank, size)]
-        append = out.append
-        ids, deps_of, prefixes, heads = self.ids, self.deps, self.prefixes, self._heads(rank)
-        comm, sizes, tags, sources, destinations = self.comm, self.sizes, self.tags, self.sources, self.destinations
-        dep_ptr = ops.dep_ptr[start : stop + 1] - ops.dep_ptr[start]
-        dep_idx = ops.dep_idx[ops.dep_ptr[start] : ops.dep_ptr[stop]] - start
-        node_ids = ops.node_id[start:stop]
+        n = stop - start
+        fragments = FragmentList()
+        slots = np.zeros((n, len(_SLOTS)), dtype=np.int64)
+        kind = ops.kind[start:stop].astype(np.int64)
+        peer = ops.peer[start:stop].astype(np.int64)
+        node_ids = ops.node_id[start:stop].astype(np.int64)
+        send, recv = kind == OpKind.SEND, kind == OpKind.RECV
+        comm, local = send | recv, ~(send | recv)
+        slots[:, _SLOTS["id"]] = fragments.of(self.ids, [node_ids])
+        slots[:, _SLOTS["head"]] = fragments.of(self._heads(rank), [kind, peer])
+        self._dependencies(fragments, slots, ops, start, stop, node_ids)
+
+        def put(slot: str, mask: np.ndarray, table, *columns: np.ndarray, key: Callable | None = None) -> None:
+            at = np.flatnonzero(mask)
+            if len(at):
+                slots[at, _SLOTS[slot]] = fragments.of(table, [c[at] for c in columns], key)
+
+        # SEND / RECV: comm_type + peer, comm_size, comm_tag, the chunks, further runs, route
+        put("a", comm, self.comm, kind, peer)
+        put("b", comm, self.sizes, nbytes[start:stop].astype(np.int64))
+        put("c", comm, self.tags, ops.tag[start:stop].astype(np.int64))
+        count = self._first_counts(fragments, slots, ops, start, stop, comm)
+        has_chunks = count >= 0
+        sbuf, soff = ops.src_buf[start:stop].astype(np.int64), ops.src_off[start:stop].astype(np.int64)
+        dbuf, doff = ops.dst_buf[start:stop].astype(np.int64), ops.dst_off[start:stop].astype(np.int64)
+        reads = (send | local & (sbuf >= 0)) & has_chunks
+        writes = (recv | local & (sbuf >= 0)) & has_chunks
+        put("src", reads, self.sources, sbuf, soff, count)
+        put("dst", writes, self.destinations, dbuf, doff, count)
+        route = ops.route[start:stop].astype(np.int64)
+        put("path", comm & (route >= 0), self.paths, route, key=lambda r: algo.routes[r])
+        # COMP: duration_micros, is_cpu_op, cc_op, cc_duration_ns
+        duration = durations[start:stop]
+        timed = local & (duration == duration)  # not NaN
+        put("micros", timed, self.durations, np.rint(np.where(timed, duration, 0.0) / 1000.0).astype(np.int64))
+        slots[local, _SLOTS["a"]] = fragments.add([self.not_cpu])[0]
+        put("b", reads & local, self.local_op, kind)
+        put("exact", timed, self.exact, duration.astype(np.float64))
+        threadblock, channel = ops.threadblock[start:stop], ops.channel[start:stop]
+        if not (threadblock.strides == (0,) and (n == 0 or threadblock[0] < 0)):  # a column: per operation
+            put("tb", threadblock >= 0, self.threadblocks, threadblock.astype(np.int64), channel.astype(np.int64))
+        lengths = fragments.lengths()[slots[:, 1:]].sum(axis=1)
+        slots[:, _SLOTS["prefix"]] = fragments.of(self.prefixes, [lengths])
+        return _metadata_record(algo, rank, size) + gather(fragments.pool(), slots)
+
+    def _dependencies(self, fragments: FragmentList, slots: np.ndarray, ops, start: int, stop: int, node_ids: np.ndarray) -> None:
+        """The ``data_deps`` slot: node ids of each operation's dependencies, one distinct list
+        serialized once (grouped by length: each group is a table of equally long rows)."""
+        first, last = int(ops.dep_ptr[start]), int(ops.dep_ptr[stop])
+        ptr = ops.dep_ptr[start : stop + 1].astype(np.int64) - first
+        deps = ops.dep_idx[first:last].astype(np.int64) - start
         if not np.array_equal(node_ids, np.arange(stop - start)):
-            dep_idx = node_ids[dep_idx]  # dependencies name node ids, so foreign ids survive
-        dep_idx = dep_idx.tolist()
-        dep_ptr = dep_ptr.tolist()
-        SEND, RECV = int(OpKind.SEND), int(OpKind.RECV)
-        routes, paths, threadblocks = algo.routes, self.paths, self.threadblocks
-        placed = _threadblocks(ops, start, stop)
-        count, more = _first_ranges(ops, start, stop)
-        columns = zip(
-            placed,
-            ops.route[start:stop].tolist(),
-            node_ids.tolist(),
-            ops.kind[start:stop].tolist(),
-            ops.peer[start:stop].tolist(),
-            ops.tag[start:stop].tolist(),
-            ops.src_buf[start:stop].tolist(),
-            ops.src_off[start:stop].tolist(),
-            ops.dst_buf[start:stop].tolist(),
-            ops.dst_off[start:stop].tolist(),
-            count,
-            nbytes[start:stop].tolist(),
-            durations[start:stop].tolist(),
-            dep_ptr,
-            dep_ptr[1:],
-        )
-        for where, route, node_id, kind, peer, tag, sbuf, soff, dbuf, doff, count, size_i, duration, d0, d1 in columns:
-            head = ids[node_id] + heads[kind, peer]
-            if d1 > d0:
-                head += deps_of[tuple(dep_idx[d0:d1])]
-            if kind == SEND:
-                payload = head + comm[kind, peer] + sizes[size_i] + tags[tag]
-                if count >= 0:
-                    payload += sources[sbuf, soff, count]
-                    further = more.get(node_id)
-                    if further is not None:
-                        payload += self.ranges(further)
-                if route >= 0:
-                    payload += paths[routes[route]]
-            elif kind == RECV:
-                payload = head + comm[kind, peer] + sizes[size_i] + tags[tag]
-                if count >= 0:
-                    payload += destinations[dbuf, doff, count]
-                    further = more.get(node_id)
-                    if further is not None:
-                        payload += self.ranges(further)
-            else:
-                payload = self._local_tail(head, kind, sbuf, soff, dbuf, doff, count, duration)
-            if where is not None:
-                payload += threadblocks[where]
-            append(prefixes[len(payload)])
-            append(payload)
-        return b"".join(out)
+            deps = node_ids[deps]  # dependencies name node ids, so foreign ids survive
+        how_many = np.diff(ptr)
+        for length in np.unique(how_many[how_many > 0]).tolist():
+            at = np.flatnonzero(how_many == length)
+            columns = [deps[ptr[at] + j] for j in range(length)]
+            slots[at, _SLOTS["deps"]] = fragments.of(self.deps, columns, key=lambda *ids: ids)
 
-    def ranges(self, more: tuple[int, ...]) -> bytes:
-        """The ``cc_ranges`` attribute of ``more`` (``offset, count, ...``), as :func:`_attr_bytes`
-        serializes it (refilling one node: 2.7x faster than building one a message)."""
-        values = self._ranges_values
-        del values[:]
-        values.extend(more)
-        return self._ranges_node.SerializeToString()
-
-    def _local_tail(self, head: bytes, kind: int, sbuf: int, soff: int, dbuf: int, doff: int, count: int, duration: float) -> bytes:
-        """A COMP node: duration, is_cpu_op, and (for reduce/copy) what it reads and writes."""
-        timed = duration == duration  # not NaN
-        parts = [head]
-        if timed:
-            parts.append(self.durations[round(duration / 1000.0)])
-        parts.append(self.not_cpu)
-        if count >= 0 and sbuf >= 0:
-            parts += (self.local_op[kind], self.sources[sbuf, soff, count], self.destinations[dbuf, doff, count])
-        if timed:
-            parts.append(self.exact[float(duration)])
-        return b"".join(parts)
+    def _first_counts(self, fragments: FragmentList, slots: np.ndarray, ops, start: int, stop: int, comm: np.ndarray) -> np.ndarray:
+        """The chunk counts as ``cc_src`` / ``cc_dst`` name them (a several-range message's first
+        range), filling the ``cc_ranges`` slot of the SENDs and RECVs with further ranges
+        (``offset, count, ...``: each serialized by refilling one node)."""
+        count = ops.count[start:stop].astype(np.int64)
+        if not ops.multi_range:
+            return count
+        lo = int(ops.more_ptr[start])
+        ptr = ops.more_ptr[start : stop + 1].astype(np.int64) - lo
+        per = np.diff(ptr)
+        offsets = ops.more_off[lo : lo + int(ptr[-1])].astype(np.int64)
+        counts = ops.more_count[lo : lo + int(ptr[-1])].astype(np.int64)
+        count -= np.bincount(np.repeat(np.arange(stop - start), per), weights=counts, minlength=stop - start).astype(np.int64)
+        pairs = np.stack([offsets, counts], axis=1).ravel().tolist()
+        at = np.flatnonzero((per > 0) & comm & (count >= 0))
+        ranges = self.ranges
+        serialized = [ranges(pairs[a:b]) for a, b in zip((2 * ptr[at]).tolist(), (2 * ptr[at + 1]).tolist())]
+        slots[at, _SLOTS["ranges"]] = fragments.add(serialized)
+        return count
 
 
-def _first_ranges(ops, start: int, stop: int) -> tuple[list[int], dict[int, tuple[int, ...]]]:
-    """The chunk counts of operations ``start:stop`` as ``cc_src`` / ``cc_dst`` name them (a
-    several-range message's first range) and, by node id, the ``cc_ranges`` of those that have
-    further ranges: ``(offset, count, offset, count, ...)``."""
-    count = ops.count[start:stop].astype(np.int64)
-    if not ops.multi_range:
-        return count.tolist(), {}
-    lo, hi = int(ops.more_ptr[start]), int(ops.more_ptr[stop])
-    per = np.diff(ops.more_ptr[start : stop + 1])
-    owner = np.repeat(np.arange(stop - start), per)
-    count -= np.bincount(owner, weights=ops.more_count[lo:hi], minlength=stop - start).astype(np.int64)
-    pairs = np.stack([ops.more_off[lo:hi], ops.more_count[lo:hi]], axis=1).astype(np.int64).ravel().tolist()
-    ends = np.cumsum(per).tolist()
-    node_id = ops.node_id[start:stop].tolist()
-    more = {node_id[i]: tuple(pairs[2 * (end - n) : 2 * end]) for i, (n, end) in enumerate(zip(per.tolist(), ends)) if n}
-    return count.tolist(), more
-
-
-def _threadblocks(ops, start: int, stop: int) -> Iterable:
-    """``(threadblock, channel)`` of operations ``start:stop`` (``None`` where there is none)."""
-    threadblock, channel = ops.threadblock[start:stop], ops.channel[start:stop]
-    if threadblock.strides == (0,) and (stop == start or threadblock[0] < 0):  # no column: nothing per operation
-        return repeat(None, stop - start)
-    return [None if t < 0 else (t, c) for t, c in zip(threadblock.tolist(), channel.tolist())]
+_SLOTS = {name: i for i, name in enumerate(("prefix", "id", "head", "deps", "micros", "a", "b", "c", "src", "dst", "ranges", "exact", "path", "tb"))}
+"""A node record's parts in field-number order (protobuf's): its length prefix, ``id``,
+``name`` + ``type``, ``data_deps``, ``duration_micros``, then attributes -- SEND / RECV:
+``comm_type`` + peer (a), ``comm_size`` (b), ``comm_tag`` (c), ``cc_src`` or ``cc_dst``,
+``cc_ranges``, ``cc_route``; COMP: ``is_cpu_op`` (a), ``cc_op`` (b), ``cc_src``, ``cc_dst``,
+``cc_duration_ns`` -- and ``cc_threadblock``."""
 
 
 def _attribute(name: str, field: str, value) -> AttributeProto:
