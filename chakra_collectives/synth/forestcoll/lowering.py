@@ -148,18 +148,27 @@ def _assign_paths(layout: _Layout, paths, routes: "_Routes", *, reverse: bool):
     boundaries = np.flatnonzero(np.diff(parent * layout.n + child)) + 1
     starts = np.concatenate([[0], boundaries])
     ends = np.concatenate([boundaries, [len(tree)]])
+    single: list[tuple[int, int, int]] = []  # a stretch of single-path edges: (first row, rows, route index)
+
+    def end_single() -> None:
+        """Append the rows of the stretch of single-path edges, whole."""
+        if single:
+            rows = slice(single[0][0], single[-1][0] + single[-1][1])
+            parts[0].append(tree[rows])
+            parts[1].append(parent[rows])
+            parts[2].append(child[rows])
+            parts[3].append(np.zeros(rows.stop - rows.start, dtype=np.int64))
+            parts[4].append(weight[rows])
+            parts[5].append(np.repeat(np.array([i for _, _, i in single], dtype=np.int64), [n for _, n, _ in single]))
+            single.clear()
+
     for s, e in zip(starts.tolist(), ends.tolist()):
         key = (int(parent[s]), int(child[s]))
         pieces = paths[key]
         if len(pieces) == 1:
-            index = routes.index(pieces[0][0][::-1] if reverse else pieces[0][0])
-            parts[0].append(tree[s:e])
-            parts[1].append(parent[s:e])
-            parts[2].append(child[s:e])
-            parts[3].append(np.zeros(e - s, dtype=np.int64))
-            parts[4].append(weight[s:e])
-            parts[5].append(np.full(e - s, index, dtype=np.int64))
+            single.append((s, e - s, routes.index(pieces[0][0][::-1] if reverse else pieces[0][0])))
             continue
+        end_single()
         # several paths: fill them in turn with the trees' units
         piece_index, left = 0, pieces[0][1]
         for i in range(s, e):
@@ -176,6 +185,7 @@ def _assign_paths(layout: _Layout, paths, routes: "_Routes", *, reverse: bool):
                 need -= units
                 done += units
                 left -= units
+    end_single()
     columns = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in parts]
     return columns
 
