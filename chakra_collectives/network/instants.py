@@ -119,11 +119,12 @@ def instant_times(graph: TaskGraph, costs: HopCosts, *, num_links: int) -> tuple
             return False
         order = np.argsort(at, kind="stable")
         times = at[order]
+        tasks, hops = tasks[order], hops[order]
         cut = np.flatnonzero(times[1:] != times[:-1]) + 1
         starts = [0, *cut.tolist()]
         ends = [*cut.tolist(), len(order)]
         for s, e, t in zip(starts, ends, times[starts].tolist()):
-            chunk = (tasks[order[s:e]], hops[order[s:e]])
+            chunk = (tasks[s:e], hops[s:e])
             later = buckets.get(t)
             if later is None:
                 buckets[t] = [chunk]
