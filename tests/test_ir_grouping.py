@@ -1,5 +1,5 @@
 """``occurrence``: the one "index of each entry within its group" helper, against a plain count;
-``row_groups`` and ``distinct`` against plain Python sets."""
+``row_groups`` and ``distinct`` against plain Python sets; ``lex_order`` against Python's stable sort."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_collectives.ir.grouping import distinct, occurrence, row_groups
+from chakra_collectives.ir.grouping import distinct, lex_order, occurrence, row_groups
 
 keys_1d = st.lists(st.integers(0, 4), max_size=40)
 
@@ -48,3 +48,17 @@ def test_row_groups_number_the_distinct_rows_in_sorted_order(rows):
 @given(st.lists(st.integers(-(2**62), 2**62), max_size=60))
 def test_distinct_is_the_sorted_set(keys):
     assert distinct(np.array(keys, dtype=np.int64)).tolist() == sorted(set(keys))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 4).flatmap(
+        lambda width: st.lists(st.tuples(*[st.one_of(st.integers(-3, 3), st.integers(-(2**62), 2**62)) for _ in range(width)]), max_size=40)
+    )
+)
+def test_lex_order_is_the_stable_sort_by_the_last_key_first(rows):
+    """Packed into one int64 key where the spans allow, by ``np.lexsort`` where not: the same order."""
+    width = len(rows[0]) if rows else 1
+    keys = [np.array([r[c] for r in rows], dtype=np.int64) for c in range(width)]
+    expected = sorted(range(len(rows)), key=lambda i: tuple(rows[i][::-1]))  # stable: ties by index
+    assert lex_order(keys).tolist() == expected

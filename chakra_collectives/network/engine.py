@@ -43,6 +43,7 @@ from types import ModuleType
 import numpy as np
 
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, locality_order, permuted
+from chakra_collectives.network.instants import instant_times
 from chakra_collectives.network.levels import HopCosts, contention_free_times
 from chakra_collectives.network.model import NetworkModel
 
@@ -211,7 +212,15 @@ def _run_compiled(kernel: ModuleType, graph: TaskGraph, order: np.ndarray, model
 
 
 def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages: "_Messages | None" = None) -> Timing:
-    """The event loop on ``graph`` (``messages``: its :class:`_Messages`, when known already)."""
+    """The event loop on ``graph`` (``messages``: its :class:`_Messages`, when known already);
+    where its rules allow, instant by instant in numpy instead (:mod:`.instants`: the same times)."""
+    messages = _Messages(graph, model) if messages is None else messages
+    if not record_links:
+        costs = HopCosts(messages.kind_of_send, messages.hop_ptr, messages.hop_link, messages.hop_busy, messages.hop_delivered)
+        timed = instant_times(graph, costs, num_links=model.num_links)
+        if timed is not None:
+            start, end = timed
+            return Timing(start=start, end=end, links=messages.link_use(~np.isnan(start), Hops.empty()), stuck=np.flatnonzero(np.isnan(end)))
     size = len(graph)
     kind = graph.kind.tolist()
     timed = np.flatnonzero((graph.kind == LOCAL) & (graph.duration != 0))
@@ -225,7 +234,6 @@ def _run(graph: TaskGraph, model: NetworkModel, *, record_links: bool, messages:
     pending = waits.tolist()
     first_ready = np.flatnonzero(waits == 0).tolist()
     del waits
-    messages = _Messages(graph, model) if messages is None else messages
     hops_of = messages.hops_of
     del graph  # the lists above are all the run needs
 

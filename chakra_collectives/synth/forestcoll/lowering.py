@@ -34,7 +34,7 @@ import numpy as np
 
 from chakra_collectives.ir import Buffer, Collective, CollectiveAlgorithm, OpKind, OpTable
 from chakra_collectives.ir.dag import longest_path
-from chakra_collectives.ir.grouping import distinct, occurrence, row_groups
+from chakra_collectives.ir.grouping import distinct, lex_order, occurrence, row_groups
 from chakra_collectives.network.model import NetworkModel
 from chakra_collectives.synth.forestcoll.packing import Forest
 from chakra_collectives.units import bytes_per_ns
@@ -142,24 +142,33 @@ def _assign_paths(layout: _Layout, paths, routes: "_Routes", *, reverse: bool):
     """
     tree, parent, child = _tree_edges(layout)
     weight = layout.weight[tree]
-    order = np.lexsort((tree, child, parent))
+    order = lex_order((tree, child, parent))
     tree, parent, child, weight = tree[order], parent[order], child[order], weight[order]
     parts = ([], [], [], [], [], [])
     boundaries = np.flatnonzero(np.diff(parent * layout.n + child)) + 1
     starts = np.concatenate([[0], boundaries])
     ends = np.concatenate([boundaries, [len(tree)]])
+    single: list[tuple[int, int, int]] = []  # a stretch of single-path edges: (first row, rows, route index)
+
+    def end_single() -> None:
+        """Append the rows of the stretch of single-path edges, whole."""
+        if single:
+            rows = slice(single[0][0], single[-1][0] + single[-1][1])
+            parts[0].append(tree[rows])
+            parts[1].append(parent[rows])
+            parts[2].append(child[rows])
+            parts[3].append(np.zeros(rows.stop - rows.start, dtype=np.int64))
+            parts[4].append(weight[rows])
+            parts[5].append(np.repeat(np.array([i for _, _, i in single], dtype=np.int64), [n for _, n, _ in single]))
+            single.clear()
+
     for s, e in zip(starts.tolist(), ends.tolist()):
         key = (int(parent[s]), int(child[s]))
         pieces = paths[key]
         if len(pieces) == 1:
-            index = routes.index(pieces[0][0][::-1] if reverse else pieces[0][0])
-            parts[0].append(tree[s:e])
-            parts[1].append(parent[s:e])
-            parts[2].append(child[s:e])
-            parts[3].append(np.zeros(e - s, dtype=np.int64))
-            parts[4].append(weight[s:e])
-            parts[5].append(np.full(e - s, index, dtype=np.int64))
+            single.append((s, e - s, routes.index(pieces[0][0][::-1] if reverse else pieces[0][0])))
             continue
+        end_single()
         # several paths: fill them in turn with the trees' units
         piece_index, left = 0, pieces[0][1]
         for i in range(s, e):
@@ -176,6 +185,7 @@ def _assign_paths(layout: _Layout, paths, routes: "_Routes", *, reverse: bool):
                 need -= units
                 done += units
                 left -= units
+    end_single()
     columns = [np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in parts]
     return columns
 
@@ -265,10 +275,11 @@ class _Program:
         return ids
 
     def freeze(self, deps_owner: list[np.ndarray], deps_target: list[np.ndarray]):
-        """``(columns, dep_ptr, dep_idx, ranges)``: operations sorted by rank then key, their
-        dependencies and further chunk ranges (:meth:`ranges`) in that order."""
+        """``(columns, dep_ptr, dep_idx, ranges)``: operations sorted by rank then key (the
+        columns without the sort keys), their dependencies and further chunk ranges
+        (:meth:`ranges`) in that order."""
         cols = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64) for name, parts in self.cols.items()}
-        order = np.lexsort((cols["key3"], cols["key2"], cols["key1"], cols["key0"], cols["rank"]))  # stable: ties keep the order added
+        order = lex_order((cols.pop("key3"), cols.pop("key2"), cols.pop("key1"), cols.pop("key0"), cols["rank"]))  # ties keep the order added
         position = np.empty(self.size, dtype=np.int64)
         position[order] = np.arange(self.size)
         sorted_cols = {name: column[order] for name, column in cols.items()}
@@ -327,7 +338,7 @@ def _runs(layout: _Layout, msgs: _Messages, *, merge: bool = True, batch: np.nda
     (:class:`_Layout`), but a path may carry some of them and not the ones between."""
     root = layout.root[msgs.tree]
     piece = layout.group(msgs.piece, 1 if batch is None else batch[msgs.route])
-    order = np.lexsort((msgs.first, msgs.route, msgs.dst, msgs.src, piece, root))
+    order = lex_order((msgs.first, msgs.route, msgs.dst, msgs.src, piece, root))
     fresh = np.ones(len(order), dtype=bool)
     if merge and len(order) > 1:
         following = apart | (msgs.first[order][1:] == msgs.first[order][:-1] + msgs.count[order][:-1])
@@ -468,7 +479,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     inner_keys = distinct(recv_key)
     is_root_key = lambda keys: layout.root[keys // (p * n)] == keys % n
     # scratch: every received part gets fresh slots; every inner non-root accumulator w slots
-    order_recv = np.lexsort((np.arange(len(msgs.tree)), msgs.dst))
+    order_recv = lex_order((msgs.dst,))
     slot = np.empty(len(msgs.tree), dtype=np.int64)
     sizes = msgs.count[order_recv]
     sorted_dst = msgs.dst[order_recv]
@@ -481,7 +492,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     acc_tree = acc_keys // (p * n)
     acc_piece = (acc_keys // n) % p
     acc_w = layout.weight[acc_tree]
-    order_acc = np.lexsort((np.arange(len(acc_keys)), acc_rank))
+    order_acc = lex_order((acc_rank,))
     acc_slot = np.empty(len(acc_keys), dtype=np.int64)
     cum = np.cumsum(acc_w[order_acc]) - acc_w[order_acc]
     first_acc = np.searchsorted(acc_rank[order_acc], acc_rank[order_acc], side="left")
@@ -527,7 +538,7 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     # each reduction waits for its receive and for the previous writer of its accumulator
     deps[0].append(reduces)
     deps[1].append(recvs)
-    order = np.lexsort((np.arange(len(recv_key)), msgs.position, recv_key))  # program order within each accumulator
+    order = lex_order((msgs.position, recv_key))  # program order within each accumulator
     sorted_keys = recv_key[order]
     bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
     starts = np.concatenate([[0], bounds]).astype(np.int64)
@@ -661,8 +672,6 @@ def lower_forest(
     cols, dep_ptr, dep_idx, ranges = prog.freeze(*deps)
     stream = cols.pop("route")
     route = np.where(stream >= 0, routes.route_of(np.maximum(stream, 0)), -1)
-    for key in ("key0", "key1", "key2", "key3"):
-        cols.pop(key)
     table = OpTable.from_columns(
         rank=cols.pop("rank").astype(_I32), dep_ptr=dep_ptr, dep_idx=dep_idx.astype(_I32),
         kind=cols["kind"].astype(np.int8), peer=cols["peer"].astype(_I32), tag=cols["tag"].astype(_I32),
