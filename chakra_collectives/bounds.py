@@ -229,13 +229,13 @@ def lower_bounds(
     if not sink_list or sink_list[0] < 0 or sink_list[-1] >= n:
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
     share = size_bytes / n
-    latency = _latency_bound(topology)
+    # the latency bound last: it runs scipy's Dijkstra if the cut bounds' flows loaded scipy
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = _all_reduce_bounds(topology, size_bytes)
         phases = sum(max(_phase_bounds(topology, share, reverse=reverse, sinks=sink_list)[:2]) for reverse in (True, False))
-        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, reduce_scatter_all_gather_ns=phases)
+        return LowerBounds(collective, size_bytes, ingress, cut, _latency_bound(topology), cut_set, reduce_scatter_all_gather_ns=phases)
     ingress, cut, cut_set = _phase_bounds(topology, share, reverse=collective is Collective.REDUCE_SCATTER, sinks=sink_list)
-    return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set)
+    return LowerBounds(collective, size_bytes, ingress, cut, _latency_bound(topology), cut_set)
 
 
 # ---------------------------------------------------------------------------- one phase
@@ -367,8 +367,8 @@ def _latency_graph(topology: Topology):
 def _latency_bound(topology: Topology) -> float:
     """Longest least-latency path between two NPUs (ns): Dijkstra from every NPU of
     :func:`latency_sources`, in pure Python while scipy is not loaded and the work is small
-    (:data:`~chakra_collectives.topology.distances.SMALL_DIJKSTRA_WORK`: a 256-NPU mesh's 64
-    classes, about 0.03 s, where importing scipy costs 0.15-0.3 s), else scipy's, in batches."""
+    (:data:`~chakra_collectives.topology.distances.SMALL_DIJKSTRA_WORK`; importing scipy costs
+    0.15-0.3 s), else scipy's, in batches."""
     n = topology.num_npus
     sources = latency_sources(topology)
     if "scipy.sparse.csgraph" not in sys.modules and len(sources) * len(topology.links) <= SMALL_DIJKSTRA_WORK:
