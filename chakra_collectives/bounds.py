@@ -84,6 +84,7 @@ each hop to whole nanoseconds (which can undercut them by less than 1 ns per hop
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Iterable
@@ -97,7 +98,7 @@ from chakra_collectives.flow.global_cut import global_min_cut
 from chakra_collectives.ir import Collective
 from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.topology import Topology
-from chakra_collectives.topology.distances import dijkstra_in_python
+from chakra_collectives.topology.distances import SMALL_DIJKSTRA_WORK, dijkstra_in_python
 from chakra_collectives.topology.groups import group_view
 from chakra_collectives.topology.tiers import bandwidth_tiers, island_bandwidths
 from chakra_collectives.units import bytes_per_ns, parse_size
@@ -228,13 +229,13 @@ def lower_bounds(
     if not sink_list or sink_list[0] < 0 or sink_list[-1] >= n:
         raise InputError(f"sinks must name NPUs 0..{n - 1}")
     share = size_bytes / n
-    latency = _latency_bound(topology)
+    # the latency bound last: it runs scipy's Dijkstra if the cut bounds' flows loaded scipy
     if collective is Collective.ALL_REDUCE:
         ingress, cut, cut_set = _all_reduce_bounds(topology, size_bytes)
         phases = sum(max(_phase_bounds(topology, share, reverse=reverse, sinks=sink_list)[:2]) for reverse in (True, False))
-        return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set, reduce_scatter_all_gather_ns=phases)
+        return LowerBounds(collective, size_bytes, ingress, cut, _latency_bound(topology), cut_set, reduce_scatter_all_gather_ns=phases)
     ingress, cut, cut_set = _phase_bounds(topology, share, reverse=collective is Collective.REDUCE_SCATTER, sinks=sink_list)
-    return LowerBounds(collective, size_bytes, ingress, cut, latency, cut_set)
+    return LowerBounds(collective, size_bytes, ingress, cut, _latency_bound(topology), cut_set)
 
 
 # ---------------------------------------------------------------------------- one phase
@@ -363,17 +364,14 @@ def _latency_graph(topology: Topology):
     return csr_matrix((latency[first], (src[first], dst[first])), shape=(nodes, nodes))
 
 
-SMALL_LATENCY_WORK = 2**15
-"""Dijkstra runs in pure Python (:func:`_farthest`) when sources x links stay within this: for a
-64-NPU mesh that is faster than importing scipy (about 0.15 s of a small ``synth``)."""
-
-
 def _latency_bound(topology: Topology) -> float:
-    """Longest least-latency path between two NPUs (ns): Dijkstra from every NPU (from one when
-    every NPU looks alike), in batches."""
+    """Longest least-latency path between two NPUs (ns): Dijkstra from every NPU of
+    :func:`latency_sources`, in pure Python while scipy is not loaded and the work is small
+    (:data:`~chakra_collectives.topology.distances.SMALL_DIJKSTRA_WORK`; importing scipy costs
+    0.15-0.3 s), else scipy's, in batches."""
     n = topology.num_npus
-    sources = [0] if topology.uniform else range(n)
-    if len(sources) * len(topology.links) <= SMALL_LATENCY_WORK:
+    sources = latency_sources(topology)
+    if "scipy.sparse.csgraph" not in sys.modules and len(sources) * len(topology.links) <= SMALL_DIJKSTRA_WORK:
         return _farthest(topology, sources)
     from scipy.sparse.csgraph import dijkstra
 
@@ -384,6 +382,43 @@ def _latency_bound(topology: Topology) -> float:
         distances = dijkstra(graph, indices=list(sources[first : first + batch]))[:, :n]
         worst = max(worst, float(distances.max()))
     return worst
+
+
+def latency_sources(topology: Topology) -> list[int]:
+    """The NPUs whose least latencies to the others hold the longest one: NPU 0 when every NPU
+    looks alike, one per symmetry class when the symmetries also keep every link's latency (an
+    automorphism maps each least-latency path onto one as long, so all NPUs of a class are as far
+    from their farthest), else every NPU.
+
+    >>> from chakra_collectives.topology import load_topology
+    >>> latency_sources(load_topology("torus2d:4x4")), latency_sources(load_topology("mesh2d:4x4"))
+    ([0], [0, 1, 4, 5])
+    """
+    if topology.uniform:
+        return [0]
+    symmetry = topology.symmetry
+    if symmetry is not None and _keeps_latencies(topology, symmetry.generators):
+        return list(symmetry.npu_orbits()[0])
+    return list(range(topology.num_npus))
+
+
+def _keeps_latencies(topology: Topology, generators: Iterable[np.ndarray]) -> bool:
+    """Whether every node permutation of ``generators`` maps the links onto links of the same
+    latencies (as a multiset of ``(source, destination, latency)``)."""
+    arrays = topology.link_arrays
+    src, dst, latency = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64), arrays["latency_ns"]
+    nodes = topology.num_nodes
+
+    def ordered(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.lexsort((latency, pair))
+        return pair[order], latency[order]
+
+    links, latencies = ordered(src * nodes + dst)
+    for generator in generators:
+        moved, moved_latencies = ordered(generator[src] * nodes + generator[dst])
+        if not (np.array_equal(links, moved) and np.array_equal(latencies, moved_latencies)):
+            return False
+    return True
 
 
 def _farthest(topology: Topology, sources: Iterable[int]) -> float:
@@ -709,4 +744,4 @@ def store_and_forward_floor_ns(demand_bytes: float, classes: Iterable[tuple[floa
     return low  # below the least feasible time: still a bound
 
 
-__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "lower_bounds", "moving_lower_bounds", "multiway_cut_bound", "store_and_forward_floor_ns"]
+__all__ = ["LowerBounds", "METHODS", "MOVING", "concurrent_bound_ns", "fast_lower_bounds", "latency_sources", "lower_bounds", "moving_lower_bounds", "multiway_cut_bound", "store_and_forward_floor_ns"]

@@ -17,6 +17,7 @@ from chakra_collectives.network import predict_time
 from chakra_collectives.synth.baselines import bidirectional_ring, direct, recursive_halving_doubling, ring
 from chakra_collectives.synth.tacos import tacos
 from chakra_collectives.topology import Topology, load_topology
+from chakra_collectives.topology.distances import dijkstra_in_python
 from chakra_collectives.units import bytes_per_ns
 from chakra_collectives.verify import verify_algorithm
 
@@ -276,8 +277,29 @@ def test_unknown_bounds_method_is_refused():
 def test_small_latency_bound_in_python_equals_scipy(monkeypatch, spec):
     topology = load_topology(spec)
     python = lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns
-    monkeypatch.setattr(bounds_module, "SMALL_LATENCY_WORK", 0)  # scipy's Dijkstra
+    monkeypatch.setattr(bounds_module, "SMALL_DIJKSTRA_WORK", 0)  # scipy's Dijkstra
     assert python == lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns > 0
+
+
+@pytest.mark.parametrize("spec", ["mesh2d:8x8", "mesh2d:3x5", "hetero-mesh2d:8x8", "mi250:2", "torus3d:4x4x4", "dgx:2x4"])
+def test_latency_bound_from_one_npu_per_class_is_every_npus(spec):
+    """The farthest NPU from one NPU of each symmetry class is as far as from every NPU's."""
+    topology = load_topology(spec)
+    every = max(max(row[: topology.num_npus]) for row in dijkstra_in_python(
+        topology.num_nodes, topology.link_arrays["src"], topology.link_arrays["dst"], topology.link_arrays["latency_ns"], range(topology.num_npus)))
+    assert lower_bounds(topology, Collective.ALL_GATHER, 2**20).latency_ns == every > 0
+
+
+def test_latency_sources_are_every_npu_when_the_symmetries_change_a_latency():
+    """A mesh whose flips keep bandwidths but not the latencies of the links out of NPU 15 (a
+    corner, in NPU 0's class): every NPU is a source, and the bound is 15's way out to NPU 0."""
+    mesh = load_topology("mesh2d:4x4")
+    slow = Topology(16)
+    for link in mesh.links:
+        slow.add_link(link.src, link.dst, link.bandwidth_gbps, 5000.0 if link.src == 15 else link.latency_ns)
+    slow.symmetry = mesh.symmetry  # still an automorphism by bandwidth
+    assert bounds_module.latency_sources(mesh) == [0, 1, 4, 5] and bounds_module.latency_sources(slow) == list(range(16))
+    assert lower_bounds(slow, Collective.ALL_GATHER, 2**20).latency_ns == 5000.0 + 5 * mesh.links[0].latency_ns
 
 
 def brute_force_all_to_all_cut(topo: Topology, size: int) -> float:

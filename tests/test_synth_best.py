@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -471,8 +473,37 @@ def test_prefetched_forestcoll_is_the_one_the_search_would_build(monkeypatch):
     started = _spied_jobs(monkeypatch)
     prefetched = synthesize(topo, AR, "64MiB")
     assert started and prefetched.algorithm_name == "forestcoll"  # the prefetched job's result won
-    monkeypatch.setattr(synthesis_module, "PREFETCHED", "none of them")
+    monkeypatch.setattr(synthesis_module, "PREFETCH_COLLECTIVES", ())  # nothing prefetched
     assert _choice(synthesize(topo, AR, "64MiB")) == _choice(prefetched)
+
+
+def test_the_prefetch_starts_before_the_other_producers_load():
+    """The default All-Reduce forks ForestColl as soon as it knows it wants it: in a fresh
+    process, the other producers' modules (and best's search) load after the fork, beside it,
+    not before it, where the forked work would wait for them."""
+    code = (
+        "import sys\n"
+        "import chakra_collectives.synth.synthesis as synthesis\n"
+        "from chakra_collectives.processes import can_fork\n"
+        "loaded = []\n"
+        "class Spied(synthesis.ForkedJob):\n"
+        "    def __init__(self, job, **options):\n"
+        "        loaded.append(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if m.startswith('chakra_collectives.synth.')))\n"
+        "        super().__init__(job, **options)\n"
+        "synthesis.ForkedJob = Spied\n"
+        "from chakra_collectives.topology import load_topology\n"
+        "found = synthesis.synthesize(load_topology('mesh2d:8x8'), 'all-reduce', '64MiB')\n"
+        "print('FORKS', can_fork(), bool(loaded), found.algorithm_name)\n"
+        "print('AT FORK', loaded[0] if loaded else None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    if "FORKS True True" not in out:
+        pytest.skip("best did not prefetch here (one core, or a busy machine's load)")
+    at_fork = out.split("AT FORK ")[1]
+    assert "'producer'" in at_fork  # ForestColl's, which the fork runs
+    for other in ("best", "bfb", "baselines", "milp", "gridpipe", "rails", "chains", "flowcast"):
+        assert f"'{other}'" not in at_fork, other
+    assert "forestcoll" in out
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2 or not can_fork(), reason="best prefetches only with a second core")

@@ -53,11 +53,7 @@ def applicable(collective: Collective, num_npus: int, topology: Topology | None 
     >>> "flowcast" in applicable(Collective.ALL_GATHER, 16, torus), "flowcast" in applicable(Collective.ALL_GATHER, 4, torus, (0, 5, 10, 15))
     (False, True)
     """
-    return [
-        s.name for s in synthesizers()
-        if s.candidate and s.supports(collective, num_npus) and (
-            topology is None or s.fits(topology) and s.serves(topology, group) and (s.fits_group is None or s.fits_group(topology, group)))
-    ]
+    return [s.name for s in synthesizers() if s.tried_by_best(collective, num_npus, topology, group)]
 
 
 BOUND_PAIRS = 2**16

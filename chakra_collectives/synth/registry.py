@@ -209,6 +209,13 @@ class Synthesizer:
         """Whether it can build for ``group`` of ``topology`` (``None``: every NPU)."""
         return group is None or self.groups or not self.whole_topology or group == tuple(range(topology.num_npus))
 
+    def tried_by_best(self, collective: Collective, num_ranks: int, topology: Topology | None = None, group: "tuple[int, ...] | None" = None) -> bool:
+        """Whether ``best`` tries it for ``collective`` over ``num_ranks`` ranks: a :attr:`candidate`
+        that :meth:`supports` them and, when ``topology`` is given, :attr:`fits` it and
+        :meth:`serves` ``group`` of it (``None``: every NPU; :attr:`fits_group`)."""
+        return self.candidate and self.supports(collective, num_ranks) and (
+            topology is None or self.fits(topology) and self.serves(topology, group) and (self.fits_group is None or self.fits_group(topology, group)))
+
     def build(self, topology: Topology, collective: Collective, options: SynthesisOptions) -> Synthesized:
         """:attr:`make` for ``options.group`` of ``topology`` (``None``: every NPU, rank ``r`` on
         NPU ``r``). The algorithm's ``placement`` is the group: a topology-agnostic producer is

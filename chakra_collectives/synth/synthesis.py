@@ -483,14 +483,13 @@ def _prefetch(
     lower bounds, when the search would run it beside its first candidate (several workers,
     :func:`_speculates`, applicable, fits the memory limit, whole topology, default network
     model) and the bounds are dear (:data:`PREFETCH_COLLECTIVES`); ``None`` otherwise."""
-    from chakra_collectives.synth.best import applicable
-
     name = PREFETCHED
     if collective not in PREFETCH_COLLECTIVES or options.group is not None or network_model != "default":
         return None
-    if _workers(topology) < 2 or not _speculates(topology, counts):
+    if not _speculates(topology, counts) or _workers(topology) < 2:
         return None
-    if name not in applicable(collective, topology.num_npus, topology) or not fits(estimate(name, topology, collective, topology.num_npus, options)):
+    # (get: this producer's module alone, the others' load after the fork, beside it)
+    if not get(name).tried_by_best(collective, topology.num_npus, topology) or not fits(estimate(name, topology, collective, topology.num_npus, options)):
         return None
     step = on_step or (lambda step: None)
     job = ForkedJob(partial(_produce, topology, collective, replace(options, chunks_per_npu=counts[0]), name, network_model, step, True), nests=True)

@@ -40,7 +40,8 @@ def bandwidth_tiers(topology: Topology) -> list[np.ndarray]:
     src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
     gbps = arrays["bandwidth_gbps"].astype(np.float64)
     n, nodes = topology.num_npus, topology.num_nodes
-    thresholds = np.unique(gbps)[:-1]
+    ordered = np.sort(gbps)
+    thresholds = ordered[np.flatnonzero(ordered[1:] != ordered[:-1])]  # every distinct bandwidth but the largest (np.unique would import numpy.ma)
     if not len(thresholds):  # links of one bandwidth: no islands (and no scipy to import)
         return []
     from scipy.sparse import csr_matrix  # imported when used (start-up time)
