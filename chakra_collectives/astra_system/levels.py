@@ -44,6 +44,7 @@ event simulation runs instead) unless all of these hold:
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,7 @@ from chakra_collectives.converters.astra_sim.system import SystemConfig
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir.workload import NO_UNIT, NodeKind, Workload, execution_units
 from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph, task_id_type
-from chakra_collectives.network.levels import HopCosts, contention_free_times
+from chakra_collectives.network.levels import HopCosts, LevelTimes, contention_free_times
 
 _TASK_KIND = {NodeKind.COMP: LOCAL, NodeKind.COMM_SEND: SEND, NodeKind.COMM_RECV: RECV}
 
@@ -109,7 +110,7 @@ def level_timed(
     costs = _hop_costs(graph, make_backend(backend, network))
     if costs is None:
         return None
-    timed = contention_free_times(graph, costs, keep_hops=False)
+    timed = _timed(graph, costs)
     if timed is None or not _issued_in_order(messages, timed.start):
         return None
     size = len(workload)
@@ -127,6 +128,23 @@ def level_timed(
         finish.append(last)
         exposed.append(last - int(runtime[lo:hi].sum()))
     return LevelRun(finish_ns=finish, exposed_ns=exposed, start_ns=start, end_ns=end)
+
+
+COMPILED_TASKS = 2**19
+"""Task graphs of at least this many tasks are timed by the compiled walk
+(:func:`~chakra_collectives.network.level_kernel.compiled_contention_free_times`, numba, when
+installed), smaller ones level by level in numpy; the times are the same. Importing numba costs
+about 0.25 CPU s, what the walk saves on about half a million tasks."""
+
+
+def _timed(graph: TaskGraph, costs: HopCosts) -> LevelTimes | None:
+    """The graph's times when no message waits for a link (``None`` otherwise), by the compiled
+    walk from :data:`COMPILED_TASKS` tasks on (numba installed), else level by level."""
+    if len(graph) >= COMPILED_TASKS and importlib.util.find_spec("numba") is not None:
+        from chakra_collectives.network.level_kernel import compiled_contention_free_times  # numba imported when used
+
+        return compiled_contention_free_times(graph, costs)
+    return contention_free_times(graph, costs, keep_hops=False)
 
 
 def _custom_prefixes(workload: Workload, calls: np.ndarray, config: SystemConfig) -> list[str] | None:
