@@ -262,3 +262,37 @@ def test_tasks_on_a_dask_worker_plan_within_its_memory_limit():
         share, inside, source = executor.client.submit(limit_in_task, pure=False).result(timeout=120)
     assert nanny_limit > 0 and share == int(nanny_limit * WORKER_MEMORY_SHARE)
     assert inside <= share and (inside < share or "Dask worker" in source)
+
+
+def _column_mapped_apart() -> tuple[str | None, int]:
+    """In a worker: Dask's malloc setting, and the bytes of a fresh 16 MiB column mapped apart from the heap
+    (a task's thread allocates from an arena of heaps up to 64 MiB: larger columns are always mapped apart)."""
+    import ctypes
+
+    import numpy as np
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = Mallinfo2
+    column = np.ones(2**21)  # 16 MiB
+    mapped = libc.mallinfo2().hblkhd
+    del column
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), mapped
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_workers_keep_freed_columns_for_reuse_despite_dasks_malloc_setting():
+    """Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, under which every large column
+    is mapped on its own and faulted in afresh; the search's worker plugin puts it back in the heap
+    (reused when freed), as the CLI does in its own process."""
+    from chakra_collectives.search.executors import DaskExecutor
+
+    try:
+        with DaskExecutor(workers=1) as executor:
+            trim, mapped = executor.client.submit(_column_mapped_apart, pure=False).result(timeout=120)
+    except AttributeError:
+        pytest.skip("not glibc 2.33+: no mallinfo2")
+    assert trim == "65536"  # Dask's setting is there: alone it maps every column above 128 KiB apart
+    assert mapped < 2**24

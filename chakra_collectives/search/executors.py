@@ -162,7 +162,9 @@ class DaskExecutor:
             self.client = Client(self.cluster, set_as_default=False)
             self.description = f"local Dask cluster, {count} worker process(es)"
         from chakra_collectives.search.tasks import warm_up
+        from chakra_collectives.search.worker_setup import ReuseFreedMemory
 
+        self.client.register_plugin(ReuseFreedMemory())  # on every worker, and on any that joins later
         self.client.run(warm_up)  # every worker imports the engines now, not inside its first task
 
     @property
