@@ -124,6 +124,44 @@ def _sinks(graph: TaskGraph) -> np.ndarray:
     return np.flatnonzero(~has_successor)
 
 
+@dataclass
+class _Template:
+    """An algorithm lowered at one size, with what every call of it shares: worked out once per
+    template, not once per call (a step's hundreds of all-reduces of one size, or one call of
+    millions of operations, where a sort of its tasks' ranks cost a second)."""
+
+    tasks: TaskGraph
+    sinks: np.ndarray
+    first_ops: np.ndarray
+    """Operations that wait for nothing in the algorithm (they wait for their rank's begin)."""
+    placed: np.ndarray | None
+    """The NPUs its ranks must run on (made for a process group, or with routes); None: any members."""
+    rank_of: np.ndarray
+    """Per task, the algorithm rank (the member) it runs on."""
+    has_ops: np.ndarray
+    """Per algorithm rank, whether it runs any operation."""
+
+    @classmethod
+    def of(cls, tasks: TaskGraph, placed: np.ndarray | None) -> "_Template":
+        rank_of = tasks.npu if placed is None else _rank_of(placed, tasks.npu)
+        has_ops = np.zeros(int(rank_of.max(initial=-1)) + 1, dtype=bool)
+        has_ops[rank_of] = True
+        return cls(tasks, _sinks(tasks), np.flatnonzero(np.diff(tasks.dep_ptr) == 0), placed, rank_of, has_ops)
+
+    def idle(self, members: int) -> np.ndarray:
+        """The ranks ``0 .. members - 1`` that run no operation (those of ``np.setdiff1d(np.arange(members), rank_of)``).
+
+        >>> from chakra_collectives.network.graph import LOCAL
+        >>> tasks = TaskGraph.build(kind=[LOCAL, LOCAL], npu=[0, 2], partner=[-1, -1], nbytes=[0, 0], duration=[0.0, 0.0], dep_ptr=[0, 0, 0], dep_idx=[])
+        >>> _Template.of(tasks, None).idle(4).tolist()
+        [1, 3]
+        """
+        busy = np.zeros(members, dtype=bool)
+        shared = min(members, len(self.has_ops))
+        busy[:shared] = self.has_ops[:shared]
+        return np.flatnonzero(~busy)
+
+
 def expand_workload(
     workload: Workload,
     model: NetworkModel,
@@ -192,9 +230,7 @@ def expand_workload(
     routes: list[tuple[int, ...]] = []
     route_base: dict[tuple[int, int], int] = {}
     instances = _instances(workload, groups, catalog)
-    templates: dict[tuple[int, int], tuple[TaskGraph, np.ndarray]] = {}
-    placements: dict[tuple[int, int], np.ndarray | None] = {}
-    """The NPUs an algorithm's ranks must run on (one made for a process group, or with routes)."""
+    templates: dict[tuple[int, int], _Template] = {}
     # pass 1: every call's algorithm and template, so the whole graph is known before it is built
     planned: list[tuple[CollectiveInstance, tuple[int, int] | None]] = []
     for inst in instances:
@@ -215,15 +251,14 @@ def expand_workload(
                     f"from {algo.size_bytes} to {size} bytes"
                 )
             tasks = collective_task_graph(algo, model, size_bytes=size)  # rank r on own_placement(algo)[r]
-            templates[key] = (tasks, _sinks(tasks))
-            placements[key] = own_placement(algo) if (algo.routes or algo.placement) else None
+            templates[key] = _Template.of(tasks, own_placement(algo) if (algo.routes or algo.placement) else None)
             route_base[key] = len(routes)
             routes.extend(tasks.routes)
         planned.append((inst, key))
-    require(replay_estimate(f"replaying {workload.prefix}", len(workload), [templates[key][0] if key else None for _, key in planned]))
+    require(replay_estimate(f"replaying {workload.prefix}", len(workload), [templates[key].tasks if key else None for _, key in planned]))
 
     # pass 2: the tasks of every call, written in place into the graph's columns
-    total = next_task + sum(1 if key is None else len(templates[key][0]) for _, key in planned)
+    total = next_task + sum(1 if key is None else len(templates[key].tasks) for _, key in planned)
     columns = {
         "kind": np.full(total, LOCAL, dtype=kind.dtype),
         "npu": np.empty(total, dtype=npu.dtype),
@@ -251,14 +286,13 @@ def expand_workload(
             next_task += 1
             continue
         label = inst.algorithm
-        tpl, sinks = templates[key]
-        placed = placements[key]
+        template = templates[key]
+        tpl, sinks, placed, rank_of, first_ops = template.tasks, template.sinks, template.placed, template.rank_of, template.first_ops
         if placed is not None and not np.array_equal(members, placed):
             raise AlgorithmError(
                 f"{label} was made for NPUs {placed.tolist()} (its messages follow paths it chose); "
                 f"this call's group is {list(inst.members)}"
             )
-        rank_of = tpl.npu if placed is None else _rank_of(placed, tpl.npu)
         base = next_task
         count = len(tpl)
         inst.first_task, inst.num_tasks = base, count
@@ -270,13 +304,12 @@ def expand_workload(
         columns["duration"][block] = tpl.duration
         np.add(tpl.route, route_base[key], out=columns["route"][block], where=tpl.route >= 0, casting="unsafe")
         instance_of_task[block] = inst.index
-        first_ops = np.flatnonzero(np.diff(tpl.dep_ptr) == 0)
         blocks.append((base, tpl, first_ops))
         edge_src.append(begins[rank_of[first_ops]])
         edge_dst.append(first_ops + base)
         edge_src.append(sinks + base)
         edge_dst.append(ends[rank_of[sinks]])
-        idle = np.setdiff1d(np.arange(len(members)), rank_of)
+        idle = template.idle(len(members))
         if len(idle):  # a member with no operations is done as soon as it begins
             edge_src.append(begins[idle])
             edge_dst.append(ends[idle])

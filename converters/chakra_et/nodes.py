@@ -176,6 +176,30 @@ class AttributeColumns:
         accepted, values = CATALOG.table(name, convert, fill, dtype)
         return index != MISSING, accepted[index], values[index]
 
+    def converted_columns(self, name: str, convert, width: int, *, fill: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Attribute ``name`` per node through ``convert(kind, value)``, which returns a tuple of
+        ``width`` integers (or ``None`` to reject): one conversion per distinct value for all the
+        columns, where :meth:`converted` would convert once per column.
+
+        Returns ``(present, ok, columns)``: as :meth:`converted`, and the ``width`` int64 columns
+        (``fill`` where absent or rejected).
+
+        >>> from chakra.schema.protobuf.et_def_pb2 import AttributeProto
+        >>> ids = [CATALOG.add(AttributeProto(name="doc_pair", int64_list={"values": v}).SerializeToString()) for v in ([1, 2], [3])]
+        >>> attrs = AttributeColumns(node_of=np.array([0, 2]), ids=np.array(ids), num_nodes=3)
+        >>> pair = lambda kind, value: tuple(value) if len(value) == 2 else None
+        >>> present, ok, (first, second) = attrs.converted_columns("doc_pair", pair, 2, fill=-1)
+        >>> present.tolist(), ok.tolist(), first.tolist(), second.tolist()
+        ([True, False, True], [True, False, False], [1, -1, -1], [2, -1, -1])
+        """
+        index = self.lookup(name)
+        accepted, values = CATALOG.table(name, convert, None, object)
+        rows = np.full((len(values), width), fill, dtype=np.int64)
+        at = np.flatnonzero(accepted)
+        if len(at):
+            rows[at] = np.array(values[at].tolist(), dtype=np.int64).reshape(len(at), width)
+        return index != MISSING, accepted[index], [np.ascontiguousarray(rows[:, k])[index] for k in range(width)]
+
     def kind_of(self, name: str, node: int) -> str | None:
         index = int(self.lookup(name)[node])
         return None if index == MISSING else CATALOG.kinds[index]

@@ -112,16 +112,9 @@ def _valid_chunk_ref(kind: str | None, value: Any) -> bool:
     return kind == "int64_list" and len(value) == 3 and value[0] in (0, 1, 2) and value[1] >= 0 and value[2] >= 0
 
 
-def _ref_buffer(kind: str | None, value: Any) -> int | None:
-    return value[0] if _valid_chunk_ref(kind, value) else None
-
-
-def _ref_offset(kind: str | None, value: Any) -> int | None:
-    return value[1] if _valid_chunk_ref(kind, value) else None
-
-
-def _ref_count(kind: str | None, value: Any) -> int | None:
-    return value[2] if _valid_chunk_ref(kind, value) else None
+def _as_chunk_ref(kind: str | None, value: Any) -> tuple[int, int, int] | None:
+    """``(buffer, offset, count)`` of a valid chunk reference."""
+    return value if _valid_chunk_ref(kind, value) else None
 
 
 def _as_bool(kind: str | None, value: Any) -> bool | None:
@@ -191,12 +184,10 @@ def _operation_columns(nodes: NodeColumns) -> dict[str, np.ndarray]:
 
     refs = {}
     for name in ("cc_src", "cc_dst"):
-        present, ok, buffer = attrs.converted(name, _ref_buffer, fill=NONE, dtype=np.int64)
+        present, ok, (buffer, offset, chunks) = attrs.converted_columns(name, _as_chunk_ref, 3, fill=NONE)
         _refuse(nodes, present & ~ok, f"attribute {name} must be an int64_list [buffer, offset, count] with buffer 0, 1 or 2")
-        offset = _compact(attrs.converted(name, _ref_offset, fill=NONE, dtype=np.int64)[2])
-        chunks = _compact(attrs.converted(name, _ref_count, fill=NONE, dtype=np.int64)[2])
-        refs[name] = (present, buffer.astype(np.int8), offset, chunks)  # buffers are 0, 1, 2 or NONE here
-        del buffer
+        refs[name] = (present, buffer.astype(np.int8), _compact(offset), _compact(chunks))  # buffers are 0, 1, 2 or NONE here
+        del buffer, offset, chunks
     route_present, route_ok, route_path = attrs.converted("cc_route", _as_route, fill=None, dtype=object)
     _refuse(nodes, route_present & ~route_ok, "cc_route must be an int64_list of at least two node ids")
     _refuse(nodes, route_present & ~send, "cc_route belongs on SEND nodes only")
