@@ -32,8 +32,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from chakra_collectives.network.graph import LOCAL, RECV, SEND, TaskGraph
-from chakra_collectives.network.levels import MAX_HOPS_PER_TASK, HopCosts, LevelTimes, _links_never_overlap
+from chakra_collectives.network.graph import RECV, SEND, TaskGraph
+from chakra_collectives.network.levels import MAX_HOPS_PER_TASK, HopCosts, LevelTimes, _links_never_overlap, task_delays
 
 _WAITING, _ON_STACK, _TIMED = 0, 1, 2
 
@@ -116,17 +116,7 @@ def compiled_contention_free_times(graph: TaskGraph, costs: HopCosts) -> LevelTi
     if int(route_length[costs.kind_of_send].sum()) > MAX_HOPS_PER_TASK * size + 2**20:
         return None  # as contention_free_times: long routes are the event engine's
     time_type = np.result_type(graph.duration.dtype, costs.hop_delivered.dtype)
-    delay = np.zeros(size, dtype=time_type)
-    local = kind == LOCAL
-    delay[local] = graph.duration[local]
-    del local
-    routed = route_length[costs.kind_of_send] > 0
-    delay[sends[routed]] = costs.hop_delivered[costs.hop_ptr[costs.kind_of_send[routed]]]
-    del routed
-    longer = int(route_length.max(initial=0)) > 1
-    message_of = np.full(size if longer else 0, -1, dtype=np.int64)
-    if longer:
-        message_of[sends] = costs.kind_of_send
+    delay, message_of = task_delays(graph, costs, sends, route_length, time_type, np.int64)
     start = np.zeros(size, dtype=time_type)
     end = np.zeros(size, dtype=time_type)
     stack = np.empty(size, dtype=graph.partner.dtype)

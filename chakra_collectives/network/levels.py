@@ -109,17 +109,9 @@ def contention_free_times(graph: TaskGraph, costs: HopCosts, *, keep_hops: bool 
     stamp = np.zeros(size, dtype=task_id)
     # what a task adds to its start, in one lookup: a LOCAL task its duration, a SEND its first
     # hop's delivery (then, on longer routes, the next hops' in order: _later_hops)
-    delay = np.zeros(size, dtype=time_type)
-    local = kind == LOCAL
-    delay[local] = graph.duration[local]
-    del local
-    routed = route_length[costs.kind_of_send] > 0
-    delay[sends[routed]] = costs.hop_delivered[costs.hop_ptr[costs.kind_of_send[routed]]]
-    del routed
-    longer = int(route_length.max(initial=0)) > 1
-    message_of = np.full(size if longer else 0, -1, dtype=np.int32 if len(route_length) < 2**31 else np.int64)
-    if longer:
-        message_of[sends] = costs.kind_of_send  # a SEND's message kind, for its later hops
+    delay, message_of = task_delays(graph, costs, sends, route_length, time_type,
+                                    np.int32 if len(route_length) < 2**31 else np.int64)
+    longer = len(message_of) > 0  # some route has several hops (an empty graph times nothing)
     fan_out = np.diff(succ_ptr).astype(np.intp)  # np.repeat's own count type: no conversion per level
     one = pending.dtype.type(1)
     done = 0
@@ -330,3 +322,26 @@ def _later_hops(message: np.ndarray, arrival: np.ndarray, costs: HopCosts) -> np
 
 
 __all__ = ["HopCosts", "LevelTimes", "contention_free_times"]
+
+
+def task_delays(graph: TaskGraph, costs: HopCosts, sends: np.ndarray, route_length: np.ndarray, time_type,
+                message_type) -> tuple[np.ndarray, np.ndarray]:
+    """What each task adds to its start, and each SEND's message kind where routes are longer.
+
+    A LOCAL task adds its duration, a SEND its first hop's delivery; ``message_of`` (empty when
+    every route has at most one hop) names a SEND's message kind, for its later hops.
+    """
+    size = len(graph)
+    kind = graph.kind
+    delay = np.zeros(size, dtype=time_type)
+    local = kind == LOCAL
+    delay[local] = graph.duration[local]
+    del local
+    routed = route_length[costs.kind_of_send] > 0
+    delay[sends[routed]] = costs.hop_delivered[costs.hop_ptr[costs.kind_of_send[routed]]]
+    del routed
+    longer = int(route_length.max(initial=0)) > 1
+    message_of = np.full(size if longer else 0, -1, dtype=message_type)
+    if longer:
+        message_of[sends] = costs.kind_of_send
+    return delay, message_of
