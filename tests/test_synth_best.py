@@ -379,6 +379,22 @@ def test_bfb_step_model_is_below_its_predicted_time(spec, collective):
     assert 0 < step_model_ns(topo, collective, options) <= predict_time(made, topo) * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("spec", ["torus2d:4x8", "mesh2d:4x6", "torus3d:3x4x2", "hypercube:4", "ring:9"])
+@pytest.mark.parametrize("collective", [AG, RS, AR])
+def test_bfb_step_model_from_one_npu_per_symmetry_class_is_every_npus(spec, collective):
+    # one breadth-first search per class of NPUs that look alike gives what every NPU's gives
+    import copy
+
+    from chakra_collectives.synth.bfb import step_model_ns
+
+    topo = load_topology(spec)
+    assert topo.symmetry is not None and len(topo.symmetry.npu_orbits()[0]) < topo.num_npus
+    options = SynthesisOptions(size_bytes=3 * 2**20)
+    plain = copy.copy(topo)
+    plain.symmetry = None
+    assert step_model_ns(topo, collective, options) == step_model_ns(plain, collective, options)
+
+
 def test_link_load_stops_routing_once_the_bound_is_enough(monkeypatch):
     # recursive halving-doubling on a 1,024-NPU mesh: its full bound is far above a plausible
     # incumbent, so the first eighth of the sources already reaches it

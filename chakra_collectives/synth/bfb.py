@@ -665,29 +665,59 @@ def step_model_ns(topology: Topology, collective: Collective, options: Synthesis
     model: latencies pipelined, bandwidth terms only). ``best`` uses it as BFB's floor: measured
     below BFB's predicted time on every suite topology (``bench/bench_best.py``).
 
+    Each NPU's term needs only the distances to (or from) it, and NPUs of one symmetry class
+    (:mod:`~chakra_collectives.topology.symmetry`: automorphisms keep distances and
+    bandwidths) have the same terms, so one breadth-first search per class is enough: one on a
+    torus of 16,384 NPUs instead of the 16,384 x 16,384 distance matrix (28.8 s and 3 GB).
+
     >>> from chakra_collectives.topology import load_topology
     >>> topo = load_topology("ring:8")   # 4 steps: 2, 2, 2, 1 shards of 8 MiB over 2 in-links of 50 GB/s
     >>> step_model_ns(topo, Collective.ALL_GATHER, SynthesisOptions(size_bytes=2**26)) == 4 * 500 + 3.5 * 2**23 / (50 * 2**30 / 1e9)
     True
     """
     n = topology.num_npus
-    distance = topology_distances(topology)
     arrays = topology.link_arrays
     keep = (arrays["src"] < n) & (arrays["dst"] < n)
+    src, dst = arrays["src"][keep], arrays["dst"][keep]
     rate = np.array([bytes_per_ns(float(b)) for b in arrays["bandwidth_gbps"][keep]])
     latency = 0.0 if network_model == "astra-sim" else float(np.min(arrays["latency_ns"][keep]))
     share = options.size_bytes / n
-    steps = int(distance.max())
+    reps = np.arange(n) if topology.symmetry is None else np.asarray(topology.symmetry.npu_orbits()[0], dtype=np.int64)
     total = 0.0
-    phases = {Collective.ALL_GATHER: (0,), Collective.REDUCE_SCATTER: (1,), Collective.ALL_REDUCE: (0, 1)}[collective]
+    phases = {Collective.ALL_GATHER: (False,), Collective.REDUCE_SCATTER: (True,), Collective.ALL_REDUCE: (False, True)}[collective]
     for reverse in phases:
-        ends = arrays["src"][keep] if reverse else arrays["dst"][keep]
-        into = np.bincount(ends, weights=rate, minlength=n)
-        far = distance.T if reverse else distance  # far[u, v]: hops the shard of u travels to v
-        counts = np.zeros((steps + 1, n))
-        np.add.at(counts, (far.ravel(), np.tile(np.arange(n), n)), 1.0)
-        total += float((counts[1:] * share / into[None, :]).max(axis=1).sum()) + steps * latency
+        into = np.bincount(src if reverse else dst, weights=rate, minlength=n)  # an NPU's links in (out of, reversed)
+        # arrivals[t, i]: NPUs whose shard reaches reps[i] in t hops (All-Gather: distances into it, searched backwards)
+        arrivals = _hop_histograms(n, dst if reverse else src, src if reverse else dst, reps, towards=not reverse)
+        total += float((arrivals[1:] * share / into[reps][None, :]).max(axis=1, initial=0.0).sum()) + (len(arrivals) - 1) * latency
     return total
+
+
+HISTOGRAM_ENTRIES = 2**24
+"""Distances :func:`_hop_histograms` holds at once (a block of sources: 128 MiB)."""
+
+
+def _hop_histograms(n: int, src: np.ndarray, dst: np.ndarray, npus: np.ndarray, *, towards: bool) -> np.ndarray:
+    """``[t, i]``: how many NPUs are ``t`` hops from ``npus[i]`` along ``src -> dst`` (``towards``:
+    how many are ``t`` hops to it), searched a block of ``npus`` at a time.
+
+    >>> _hop_histograms(3, np.array([0, 1, 2]), np.array([1, 2, 0]), np.array([0]), towards=True).tolist()
+    [[1.0], [1.0], [1.0]]
+    """
+    block = max(1, HISTOGRAM_ENTRIES // n)
+    columns = []
+    for first in range(0, len(npus), block):
+        sources = npus[first : first + block]
+        hops = hop_distances(n, dst, src, sources=sources) if towards else hop_distances(n, src, dst, sources=sources)
+        hops = np.where(np.isfinite(hops), hops, -1).astype(np.int64)
+        steps = int(hops.max(initial=0))
+        counts = np.zeros((len(sources), steps + 1))
+        rows = np.repeat(np.arange(len(sources)), n)
+        reached = hops.ravel() >= 0
+        np.add.at(counts, (rows[reached], hops.ravel()[reached]), 1.0)
+        columns.append(counts)
+    depth = max(len(c[0]) for c in columns)
+    return np.concatenate([np.pad(c, ((0, 0), (0, depth - c.shape[1]))) for c in columns]).T
 
 
 def _direct_connect(topology: Topology) -> bool:

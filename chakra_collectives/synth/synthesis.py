@@ -263,8 +263,9 @@ def synthesize(
     ``pattern``: the pre- and postcondition of a ``pattern`` collective (``synth --pattern``).
     ``several_runs``: TACOS's All-Gather messages may carry several runs of chunk ids
     (:attr:`SynthesisOptions.several_runs`).
-    ``in_parts``: the caller only writes the algorithm (if at all) and reads the summary; one producer asked
-    by name (not ``best``, whose candidates are compared whole) may then return it as
+    ``in_parts``: the caller only writes the algorithm (if at all) and reads the summary; the
+    producer (asked by name, or ``best``'s candidates produced in this process: those it forks
+    come back whole) may then return it as
     :class:`~chakra_collectives.ir.parts.AlgorithmParts` (:attr:`SynthesisOptions.in_parts`);
     ``written``: the caller writes it (:attr:`SynthesisOptions.written`).
     """
@@ -286,7 +287,7 @@ def synthesize(
     if name != "best" and not get(name).chunked:
         counts = counts[:1]
     forest = {"trees_per_npu": trees_per_npu, "chunks_per_tree": chunks_per_tree, "group": members, "pattern": pattern, "time_limit_s": time_limit_s,
-              "in_parts": in_parts and name != "best", "written": written, "several_runs": several_runs}
+              "in_parts": in_parts, "written": written, "several_runs": several_runs}
     SynthesisOptions(size_bytes=nbytes, chunks_per_npu=counts[0], seed=seed, trials=trials, root=root, **forest)  # validates
     topology.validate()
     tried: dict[int, float] = {}
@@ -492,7 +493,7 @@ def _prefetch(
     if not get(name).tried_by_best(collective, topology.num_npus, topology) or not fits(estimate(name, topology, collective, topology.num_npus, options)):
         return None
     step = on_step or (lambda step: None)
-    job = ForkedJob(partial(_produce, topology, collective, replace(options, chunks_per_npu=counts[0]), name, network_model, step, True), nests=True)
+    job = ForkedJob(partial(_produce, topology, collective, replace(options, chunks_per_npu=counts[0], in_parts=False), name, network_model, step, True), nests=True)
     return _Prefetched((name, counts[0]), job)
 
 
@@ -622,14 +623,17 @@ def _synthesize_best(
                 job.cancel()
             prefetched = None
 
-    def produce(candidate: str, k: int) -> float:
+    def produce(candidate: str, k: int, whole: bool = False) -> float:
+        """Build and time ``(candidate, k)`` once; ``whole``: never in parts (a forked process
+        returns it pickled, and parts hold their lowering as a closure)."""
         first_production([key(candidate, k)])
         if key(candidate, k) not in made and (job := handed.pop(key(candidate, k), None)) is not None:
             made[key(candidate, k)] = job.result()
         if key(candidate, k) not in made:
             with progress.task(f"K={k}" if len(counts) > 1 and chunked(candidate) else "candidates"):
                 try:
-                    made[key(candidate, k)] = _produce(topology, collective, replace(options, chunks_per_npu=k), candidate, network_model, step, True)
+                    asked = replace(options, chunks_per_npu=k, in_parts=options.in_parts and not whole)
+                    made[key(candidate, k)] = _produce(topology, collective, asked, candidate, network_model, step, True)
                 except LimitError:  # the MILP's model is too large at this K: it cannot win here
                     if candidate != "milp":
                         raise
@@ -643,12 +647,12 @@ def _synthesize_best(
         are ended (and this one stops when none is left)."""
         Outcome = tuple[list[tuple[tuple[str, int], _Produced | None]], list[float]]
 
-        def run(chain: list[tuple[str, int]], first: Callable[[float], bool] | None = None, elsewhere: Callable[[], list] = list) -> Outcome:
+        def run(chain: list[tuple[str, int]], first: Callable[[float], bool] | None = None, elsewhere: Callable[[], list] = list, whole: bool = False) -> Outcome:
             times: list[float] = []
             for candidate, k in chain:
                 if times and not go_on(times, (candidate, k), elsewhere()):
                     break
-                times.append(produce(candidate, k))
+                times.append(produce(candidate, k, whole))
                 if first is not None and len(times) == 1 and not first(times[0]):
                     break
             return [(key(c, k), made.get(key(c, k))) for c, k in chain[: len(times)]], times
@@ -657,7 +661,7 @@ def _synthesize_best(
             if len(chain) == 1 and (job := handed.pop(key(*chain[0]), None)) is not None:
                 return _Chained(job, key(*chain[0]))
             # ForestColl alone may fork its second candidate (forestcoll.PARALLEL_NPUS)
-            return ForkedJob(partial(run, chain), nests=all(name == "forestcoll" for name, _ in chain))
+            return ForkedJob(partial(run, chain, whole=True), nests=all(name == "forestcoll" for name, _ in chain))
 
         first_production([key(*chains[0][0])] + [key(*chain[0]) for chain in chains[1:] if len(chain) == 1])
         with progress.task(" + ".join(chain[0][0] for chain in chains)):
