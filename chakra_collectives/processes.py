@@ -60,6 +60,12 @@ def can_start_processes() -> bool:
     return not multiprocessing.current_process().daemon
 
 
+PARALLEL_PAIRS = 2**18
+"""(NPU, chunk) pairs of a synthesis from which its independent plans or matchings (TACOS's
+trials of a phase, the grid pipelines' variants) run in parallel processes: 512 NPUs at one
+chunk each. Below, a process costs more than the plan it would run."""
+
+
 def can_fork() -> bool:
     """Whether work may be shared with forked processes: the platform forks, this process may
     start processes (:func:`can_start_processes`), and it runs one thread (a fork copies only
@@ -216,4 +222,4 @@ def _report_to(send, job: Callable[[], T]) -> None:
     send.close()
 
 
-__all__ = ["ForkedJob", "can_fork", "can_start_processes", "is_running", "run_forked"]
+__all__ = ["PARALLEL_PAIRS", "ForkedJob", "can_fork", "can_start_processes", "is_running", "run_forked"]

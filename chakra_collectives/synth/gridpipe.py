@@ -50,7 +50,7 @@ import numpy as np
 from chakra_collectives import progress
 from chakra_collectives.errors import InputError
 from chakra_collectives.ir import Collective
-from chakra_collectives.processes import ForkedJob, can_fork
+from chakra_collectives.processes import PARALLEL_PAIRS, ForkedJob, can_fork
 from chakra_collectives.synth.channels import Channels, build_channels
 from chakra_collectives.synth.lowering import all_gather_algorithm, all_reduce_algorithm, reduce_scatter_algorithm
 from chakra_collectives.synth.registry import SynthesisOptions, Synthesized, Synthesizer, register
@@ -373,11 +373,6 @@ def plan_all_gather(grid: Grid, channels: Channels, k: int, variant: PlanVariant
     True
     """
     return _Planner(grid, channels, k, variant).run()
-
-
-PARALLEL_PAIRS = 2**18
-"""(NPU, chunk) pairs from which the variants are planned in parallel processes (512 NPUs at
-one chunk each)."""
 
 
 def _best_all_gather(grid: Grid, channels: Channels, k: int) -> Schedule:

@@ -24,7 +24,7 @@ from chakra_collectives.ir.pattern import ChunkPattern
 from chakra_collectives.network import simulate_collective
 from chakra_collectives.network.bottleneck import Bottleneck, busiest_link
 from chakra_collectives.network.model import Mode
-from chakra_collectives.processes import ForkedJob, can_fork
+from chakra_collectives.processes import PARALLEL_PAIRS, ForkedJob, can_fork
 from chakra_collectives.resources import Estimate, fits, require
 from chakra_collectives.synth.footprint import estimate
 from chakra_collectives.synth.registry import DEFAULT_ALGORITHM, SynthesisOptions, Synthesized, algorithm_names, get
@@ -409,9 +409,7 @@ def _workers(topology: Topology) -> int:
 def _speculates(topology: Topology, counts: list[int]) -> bool:
     """Whether ``best`` may run a candidate beside the first before knowing whether the first
     rules it out: while the first (TACOS) runs on one core
-    (:data:`~chakra_collectives.synth.tacos.PARALLEL_PAIRS`; beyond, its trials use every core)."""
-    from chakra_collectives.synth.tacos import PARALLEL_PAIRS
-
+    (:data:`~chakra_collectives.processes.PARALLEL_PAIRS`; beyond, its trials use every core)."""
     return topology.num_npus * topology.num_npus * counts[0] < PARALLEL_PAIRS
 
 

@@ -47,7 +47,7 @@ import numpy as np
 from chakra_collectives import progress
 
 from chakra_collectives.errors import InputError
-from chakra_collectives.processes import can_fork, can_start_processes
+from chakra_collectives.processes import PARALLEL_PAIRS, can_fork, can_start_processes
 from chakra_collectives.ir import Collective, CollectiveAlgorithm, OpKind
 from chakra_collectives.network import predict_time
 from chakra_collectives.network.bottleneck import Bottleneck
@@ -726,10 +726,6 @@ class _Search:
         release = mirrored_release(schedule)
         pinned = predict_time(reduce_scatter_algorithm(schedule, size_bytes=self.size_bytes, routing=self.routing, release=release), self.topology)
         return replace(trial, time_ns=pinned, pinned=True) if pinned < trial.time_ns else trial
-
-
-PARALLEL_PAIRS = 2**18
-"""(NPU, chunk) pairs per phase from which a phase's matchings run in parallel processes."""
 
 
 def matchings(
