@@ -108,7 +108,7 @@ class Topology:
     def _invalidate(self) -> None:
         self._routes.clear()
         self._connected = False
-        for cached in ("graph", "link_arrays", "out_links", "in_links"):
+        for cached in ("graph", "link_arrays", "out_links", "in_links", "_out_hops"):
             self.__dict__.pop(cached, None)
 
     def is_switch(self, node: int) -> bool:
@@ -150,6 +150,13 @@ class Topology:
         for index, link in enumerate(self.links):
             into[link.dst].append(index)
         return into
+
+    @cached_property
+    def _out_hops(self) -> list[list[tuple[int, int, float]]]:
+        """Per node, ``(link id, link.dst, link.latency_ns)`` of its :attr:`out_links`: what
+        :meth:`_tree_from` reads of a link, without an attribute lookup per link and source
+        (torus3d:8x8x8's 512 trees: about 0.23 -> 0.16 s of CPU)."""
+        return [[(index, self.links[index].dst, self.links[index].latency_ns) for index in out] for out in self.out_links]
 
     # ------------------------------------------------------------------ routing
     def route(self, src: int, dst: int) -> list[int]:
@@ -208,15 +215,15 @@ class Topology:
             hops += 1
             candidates: dict[int, tuple[float, int]] = {}
             for node in frontier:
-                for index in self.out_links[node]:
-                    link = self.links[index]
-                    if best[link.dst] is not None:
+                reached = best[node][1]  # type: ignore[index]
+                for index, dst, link_latency in self._out_hops[node]:
+                    if best[dst] is not None:
                         continue
                     # switches forward traffic; NPUs also forward (direct-connect networks route through NPUs)
-                    latency = best[node][1] + link.latency_ns  # type: ignore[index]
-                    current = candidates.get(link.dst)
+                    latency = reached + link_latency
+                    current = candidates.get(dst)
                     if current is None or latency < current[0]:
-                        candidates[link.dst] = (latency, index)
+                        candidates[dst] = (latency, index)
             for node, (latency, index) in candidates.items():
                 best[node] = (hops, latency)
                 via[node] = index
