@@ -89,3 +89,28 @@ def test_with_process_groups_the_prediction_is_the_models_on_the_files(tmp_path)
     expected = _from_the_files(written, written.comm_groups)
     assert expected.method == "events" and expected.finished
     assert written.expected_ns == expected.makespan_ns
+
+
+def test_the_prediction_is_made_before_the_custom_ets_are_written(tmp_path, monkeypatch):
+    """The writer forks; the model, run before it, costs less system time (README, ``synth --astra-sim``)."""
+    import chakra_collectives.astra_sim as astra_sim
+    import chakra_collectives.astra_system as astra_system
+
+    order = []
+    simulate_first, write_first = astra_system.simulate, astra_sim.write_algorithm_hashed
+    monkeypatch.setattr(astra_system, "simulate", lambda *args, **kwargs: order.append("model") or simulate_first(*args, **kwargs))
+    monkeypatch.setattr(astra_sim, "write_algorithm_hashed", lambda *args, **kwargs: order.append("ETs") or write_first(*args, **kwargs))
+    written = write_astra_sim_dir(tmp_path / "d", load_topology("ring:8"), ring(Collective.ALL_REDUCE, 8, size_bytes=MIB))
+    assert order == ["model", "ETs"]
+    assert written.expected_ns == _from_the_files(written).makespan_ns
+
+
+def test_ets_not_built_in_memory_are_written_before_the_model_reads_them(tmp_path, monkeypatch):
+    import chakra_collectives.astra_sim as astra_sim
+
+    algo = ring(Collective.ALL_REDUCE, 8, size_bytes=MIB)
+    in_memory = write_astra_sim_dir(tmp_path / "built", load_topology("ring:8"), algo)
+    monkeypatch.setattr(astra_sim, "written_workload", lambda *args, **kwargs: None)  # as for repeated node ids
+    read = write_astra_sim_dir(tmp_path / "read", load_topology("ring:8"), algo)
+    assert read.expected_ns is not None and read.expected_ns == in_memory.expected_ns
+    assert sorted(p.name for p in (tmp_path / "read" / "collectives").iterdir()) == [f"all_reduce.{rank}.et" for rank in range(8)]
