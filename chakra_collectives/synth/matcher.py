@@ -616,19 +616,20 @@ class _Matcher:
         events: dict[int, tuple[int, bool]] = {}
         pairs = self.remaining
         with progress.task("match chunks to links", total=pairs, unit="(NPU, chunk) pairs") as matched:
-            while self.kernels is not None:  # the whole loop compiled (the same steps, draws and schedule)
-                if self._run_compiled(matched) == 0:
-                    break
-            while self.kernels is None:
-                self._match_direct(t, received, freed)
-                if self.has_routed:
-                    self._match_routed(t, events)
-                matched.update(pairs - self.remaining)
-                t_next = self._next_time()
-                if t_next is None:
-                    break
-                t = t_next
-                received, freed, events = self._arrive(t)
+            if self.kernels is not None:  # the whole loop compiled (the same steps, draws and schedule)
+                while self._run_compiled(matched):
+                    pass
+            else:
+                while True:
+                    self._match_direct(t, received, freed)
+                    if self.has_routed:
+                        self._match_routed(t, events)
+                    matched.update(pairs - self.remaining)
+                    t_next = self._next_time()
+                    if t_next is None:
+                        break
+                    t = t_next
+                    received, freed, events = self._arrive(t)
         if self.remaining:
             raise RuntimeError(f"matching stopped with {self.remaining} (NPU, chunk) pairs unserved: is the topology connected?")
         return self._schedule()
