@@ -499,7 +499,7 @@ class _Matcher:
         self.kernels = compiled_kernels(self.words) if compiled else None
         if self.kernels is not None:  # which words of each channel's candidates are nonzero, kept as they change
             self.cand_nz = self.kernels.candidate_words(self.held, self.wanted, channels.direct_src, channels.direct_dst)
-            self.scratch = self.kernels.Scratch()
+            self.loop: dict | None = None
             self.out_channels = np.argsort(channels.direct_src, kind="stable")  # direct channels by source NPU
             self.out_ptr = np.searchsorted(channels.direct_src[self.out_channels], np.arange(n + 1))
             self.in_channels = np.argsort(channels.direct_dst, kind="stable")  # ... and by destination
@@ -616,19 +616,45 @@ class _Matcher:
         events: dict[int, tuple[int, bool]] = {}
         pairs = self.remaining
         with progress.task("match chunks to links", total=pairs, unit="(NPU, chunk) pairs") as matched:
-            while True:
-                self._match_direct(t, received, freed)
-                if self.has_routed:
-                    self._match_routed(t, events)
-                matched.update(pairs - self.remaining)
-                t_next = self._next_time()
-                if t_next is None:
-                    break
-                t = t_next
-                received, freed, events = self._arrive(t)
+            if self.kernels is not None:  # the whole loop compiled (the same steps, draws and schedule)
+                while self._run_compiled(matched):
+                    pass
+            else:
+                while True:
+                    self._match_direct(t, received, freed)
+                    if self.has_routed:
+                        self._match_routed(t, events)
+                    matched.update(pairs - self.remaining)
+                    t_next = self._next_time()
+                    if t_next is None:
+                        break
+                    t = t_next
+                    received, freed, events = self._arrive(t)
         if self.remaining:
             raise RuntimeError(f"matching stopped with {self.remaining} (NPU, chunk) pairs unserved: is the topology connected?")
         return self._schedule()
+
+    def _run_compiled(self, matched: progress.Task) -> int:
+        """Work events by :func:`.matcher_kernels.run_events` from where the last call stopped; 0 once
+        every channel is idle (else the record columns were grown, or the progress bar updated)."""
+        if self.loop is None:
+            ch = self.ch
+            n, m = self.n, ch.num_direct
+            self.loop = {
+                # the NPUs that received (every one at t = 0; later one per arriving message) and how many, the channels freed
+                "t": np.zeros(1), "received": np.arange(max(n, m), dtype=np.int64), "counts": np.array([n, 0], dtype=np.int64),
+                "freed": np.empty(m, dtype=np.int64), "heap_time": np.empty(m), "heap_chan": np.empty(m, dtype=np.int64),
+                "scratch": tuple(np.empty(n * self.words, dtype=dtype) for dtype in (np.int64, np.uint64, np.uint64, np.uint64)),
+                "latency": ch.link_latency[ch.direct_link].astype(np.float64), "rate": ch.link_rate[ch.direct_link].astype(np.float64),
+            }
+        loop = self.loop
+        state = np.array([self.size, self.remaining, loop.get("heap_size", 0)], dtype=np.int64)
+        status = self.kernels.run_events(self, loop, state)
+        self.size, self.remaining, loop["heap_size"] = (int(v) for v in state)
+        if status == 1:
+            self._reserve(self.ch.num_direct)
+        matched.update(self.pairs - self.remaining)
+        return status
 
     def _next_time(self) -> float | None:
         t = self.free_times[0] if self.free_times else np.inf
@@ -665,10 +691,7 @@ class _Matcher:
         rec["recv_seq"][ids] = self.program[dsts] + occurrence(dsts)
         np.add.at(self.program, dsts, 1)
         first_length = rec["count"][ids] if self.ranges == 1 else rec["count"][ids] - rec["more"][ids]
-        if self.kernels is not None:
-            self.kernels.set_runs(self.held, self.wanted, self.cand_nz, dsts, rec["chunk"][ids], first_length, self.out_ptr, self.out_channels, self.direct_ends[1])
-        else:
-            _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
+        _set_runs(self.held, dsts, rec["chunk"][ids], first_length)
         received = np.zeros(self.n, dtype=bool)
         received[dsts] = True
         events: dict[int, tuple[int, bool]] = {}
@@ -684,20 +707,14 @@ class _Matcher:
         ch = self.ch
         if ch.num_direct == 0 or not self.remaining:
             return
-        if self.kernels is not None:  # through each NPU's out-channels: not a pass over every channel
-            active = self.kernels.woken(received, freed, self.out_ptr, self.out_channels, self.busy_until)
-        else:
-            wake = received[ch.direct_src]
-            wake[freed] = True
-            active = np.flatnonzero(wake & (self.busy_until == np.inf))
+        wake = received[ch.direct_src]
+        wake[freed] = True
+        active = np.flatnonzero(wake & (self.busy_until == np.inf))
         if len(active) == 0:
             return
         s, d = ch.direct_src[active], ch.direct_dst[active]
-        if self.kernels is not None:
-            options = self.kernels.candidate_counts(self.held, self.wanted, self.cand_nz, active, s, d)
-        else:
-            first_cand = self.held[s] & self.wanted[d]
-            options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
+        first_cand = self.held[s] & self.wanted[d]
+        options = np.bitwise_count(first_cand).sum(axis=1, dtype=np.int64)
         useful = np.flatnonzero(options)
         if not len(useful):
             return
@@ -711,19 +728,15 @@ class _Matcher:
             in_round = round_of == j
             sel = active[in_round]
             s, d = ch.direct_src[sel], ch.direct_dst[sel]
-            if self.kernels is not None:
-                first, count = self._round_compiled(sel, s, d)
-            else:
-                # the first round's candidates are the ones just counted (no channel has been matched since)
-                cand = first_cand[useful[order[in_round]]] if j == 0 else self.held[s] & self.wanted[d]
-                pool = self._scarcest(cand, sel)
-                first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
+            # the first round's candidates are the ones just counted (no channel has been matched since)
+            cand = first_cand[useful[order[in_round]]] if j == 0 else self.held[s] & self.wanted[d]
+            pool = self._scarcest(cand, sel)
+            first, count = self._pick_runs(pool, cand, s, d, self.direct_cap[sel])
             ok = first >= 0
             if not ok.any():
                 continue
             sel, d, first, count = sel[ok], d[ok], first[ok], count[ok]
-            if self.kernels is None:  # (the compiled round has)
-                _set_runs(self.wanted, d.astype(np.int64), first, count, clear=True)
+            _set_runs(self.wanted, d.astype(np.int64), first, count, clear=True)
             more = self._more_runs(cand[ok], sel, s[ok], d, first, count, self.direct_cap[sel]) if self.ranges > 1 else None
             parts.append((sel, first, count, more))
         if not parts:
@@ -775,24 +788,6 @@ class _Matcher:
             else:
                 self.freeing[time] = [group]
                 heapq.heappush(self.free_times, time)
-
-    def _round_compiled(self, sel: np.ndarray, s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A round's runs (first chunk, -1: none; length) by :mod:`.matcher_kernels`: what the
-        candidates, :meth:`_scarcest` and :meth:`_pick_runs` give, the same draws; the runs are
-        cleared from their destinations' wanted chunks."""
-        kernels = self.kernels
-        cap = self.direct_cap[sel]
-        longest_level, reach, top = self._run_reach(cap)
-        row_words, words, starts = kernels.round_starts(
-            self.held, self.wanted, self.cand_nz, sel, s, d, self.other_in[sel], self.held_or_zero, self.scratch,
-            top=top, reach=reach, levels=longest_level.bit_length(), reach_back=self.reach_back, extend_held=self.extend_held,
-        )
-        live = int(np.count_nonzero(row_words))
-        draws = self.rng.random(live) if live else np.zeros(0)
-        first, count = kernels.take_runs(self.held, self.wanted, s, d, cap, self.owner_start, self.num_chunks, row_words, words, starts, draws)
-        ok = first >= 0
-        kernels.set_runs(self.wanted, self.held, self.cand_nz, d[ok], first[ok], count[ok], self.in_ptr, self.in_channels, self.direct_ends[0], clear=True)
-        return first, count
 
     def _more_runs(
         self, cand: np.ndarray, channels: np.ndarray, src: np.ndarray, dst: np.ndarray, first: np.ndarray, count: np.ndarray, cap: np.ndarray

@@ -15,25 +15,35 @@ is checked against the wanted row of each of ``s``'s out-channels, a word cleare
 ``wanted[d]`` against the held row of each of ``d``'s in-channels), so an event costs what its
 candidates are, not what the rows are long, nor how many words of them are nonzero.
 The results are the numpy path's bit for bit, the random draws the same ones in the same order
-(the caller draws them between :func:`round_starts` and :func:`take_runs`).
+(drawn between the two passes of a round, :func:`_round_starts` and :func:`_take_runs`).
 
-numba compiles these on first use (seconds, once a process), so the matcher imports this
-module only for rows of :data:`~.matcher.COMPILED_WORDS` words or more.
+:func:`run_events` runs the matcher's whole event loop compiled (for direct channels whose
+messages all merge): choosing the channels to match at an event, ordering them into rounds,
+recording the messages, keeping the instants channels become free (a binary heap of ``(time,
+channel)`` pairs in two arrays: a direct channel carries one message at a time, so it has at
+most one entry), delivering arrivals -- in the numpy loop a few dozen numpy calls an event,
+787,000 events for the All-Gather on 16,384 NPUs. The same steps in the same order, the random
+draws the same ones (numba's ``Generator`` shares the caller's bit generator), so the schedule
+is the same bit for bit. It stops after :data:`EVENTS_PER_CALL` events (for the progress bar) or
+when the record columns may fill (the caller grows them), and resumes where it stopped.
+
+numba compiles these on first use (seconds, once a process; :func:`run_events`' loop about 15 s,
+once: it is cached, in one module with everything it calls, since numba's cache sees changes to
+the cached function's own file only), so the matcher imports this module only for rows of
+:data:`~.matcher.COMPILED_WORDS` words or more.
 
 >>> held = np.array([[0b0011], [0b0100], [0b1000]], dtype=np.uint64)
 >>> wanted = np.array([[0b1100], [0b1011], [0b0111]], dtype=np.uint64)
 >>> src, dst = np.array([1, 2, 0]), np.array([0, 1, 2])
 >>> summary = candidate_words(held, wanted, src, dst)
->>> candidate_counts(held, wanted, summary, np.arange(3), src, dst).tolist()
-[1, 1, 2]
+>>> summary.tolist()             # every channel has candidates, in word 0
+[[1], [1], [1]]
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-
-from chakra_collectives.ir.grouping import distinct
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -95,14 +105,6 @@ def _candidate_counts(held, wanted, summary, channels, src, dst, options):  # pr
                 both &= both - _ONE
                 total += _popcount(held[s, w] & wanted[d, w])
         options[i] = total
-
-
-def candidate_counts(held, wanted, summary, channels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Per channel ``channels[i]`` (``src[i] -> dst[i]``), how many chunks ``src`` holds that ``dst``
-    still wants (``summary``: :func:`candidate_words`)."""
-    options = np.empty(len(src), dtype=np.int64)
-    _candidate_counts(held, wanted, summary, *(np.ascontiguousarray(a, dtype=np.int64) for a in (channels, src, dst)), options)
-    return options
 
 
 @numba.njit(nogil=True, cache=False)
@@ -341,71 +343,227 @@ def _take_runs(held, wanted, src, dst, cap, owner_start, num_chunks, starts, wor
         count[r] = length
 
 
-class Scratch:
-    """Flat working arrays of :func:`round_starts`, kept from round to round (grown as needed):
-    fresh ones each round cost page faults."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.arrays: tuple[np.ndarray, ...] = ()
-
-    def of(self, size: int) -> tuple[np.ndarray, ...]:
-        """Four arrays of at least ``size`` elements: words (int64), starts, candidate bits and the pool's (uint64)."""
-        if size > self.size:
-            self.size = max(size, 2 * self.size)
-            self.arrays = tuple(np.empty(self.size, dtype=dtype) for dtype in (np.int64, np.uint64, np.uint64, np.uint64))
-        return self.arrays
+EVENTS_PER_CALL = 4096
+"""Events :func:`run_events` works before it returns (the caller updates its progress bar)."""
 
 
-def round_starts(held, wanted, summary, channels, src, dst, others, held_or_zero, scratch: Scratch, *, top, reach, levels, reach_back, extend_held):
-    """Pass one of a round: per channel (``channels``, ``src[i] -> dst[i]``), the run starts its
-    first chunk is drawn from, on its candidate words (``summary``: :func:`candidate_words`; flat,
-    row by row) and how many words each row has; the rows with any are the ones to draw for."""
-    channels, src, dst = (np.ascontiguousarray(a, dtype=np.int64) for a in (channels, src, dst))
-    row_words = np.empty(len(src), dtype=np.int64)
-    words, starts, cand_bits, pool_bits = scratch.of(len(src) * held.shape[1])
-    taken = _round_starts(
-        held, wanted, summary, channels, src, dst, np.ascontiguousarray(others, dtype=np.int64), held_or_zero, top, reach, levels,
-        reach_back, extend_held, row_words, words, starts, cand_bits, pool_bits,
-    )
-    return row_words, words[:taken], starts[:taken]
+@numba.njit(inline="always")
+def _bit_length(x):  # pragma: no cover - compiled
+    length = 0
+    while x:
+        length += 1
+        x >>= 1
+    return length
 
 
-def take_runs(held, wanted, src, dst, cap, owner_start, num_chunks: int, row_words, words, starts, draws) -> tuple[np.ndarray, np.ndarray]:
-    """Pass two of a round: per channel, its run's first chunk (-1: none) -- the ``draws[i]``-th
-    fraction of the starts of the ``i``-th row that has any -- and length (at most ``cap``, within
-    the candidates, never across the edge of the sender's own chunks, ``owner_start``)."""
-    first = np.empty(len(row_words), dtype=np.int64)
-    count = np.empty(len(row_words), dtype=np.int32)
-    _take_runs(held, wanted, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64), cap, owner_start, num_chunks,
-               starts, words, row_words, draws, first, count)
-    return first, count
+@numba.njit(inline="always")
+def _less(times, chans, a, b):  # pragma: no cover - compiled
+    return times[a] < times[b] or (times[a] == times[b] and chans[a] < chans[b])
 
 
-@numba.njit(nogil=True, cache=False)
-def _woken(received, freed, out_ptr, out_channels, busy_until, found):  # pragma: no cover - compiled
+@numba.njit(nogil=True, cache=True)
+def _heap_push(times, chans, size, time, chan):  # pragma: no cover - compiled
+    i = size
+    times[i], chans[i] = time, chan
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _less(times, chans, i, parent):
+            break
+        times[i], times[parent] = times[parent], times[i]
+        chans[i], chans[parent] = chans[parent], chans[i]
+        i = parent
+    return size + 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _heap_pop(times, chans, size):  # pragma: no cover - compiled
+    """Remove the top entry (read it first); returns the new size."""
+    size -= 1
+    times[0], chans[0] = times[size], chans[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        least = left
+        if left + 1 < size and _less(times, chans, left + 1, left):
+            least = left + 1
+        if not _less(times, chans, least, i):
+            break
+        times[i], times[least] = times[least], times[i]
+        chans[i], chans[least] = chans[least], chans[i]
+        i = least
+    return size
+
+
+@numba.njit(nogil=True, cache=True)
+def _match(
+    t, rng, received, num_received, freed, num_freed, held, wanted, summary, held_or_zero, src_of, dst_of, other_in, cap_of,
+    latency_of, rate_of, chunk_bytes, owner_start, num_chunks, out_ptr, out_channels, in_ptr, in_channels, busy_until, carrying,
+    heap_time, heap_chan, state, rec_chunk, rec_count, rec_src, rec_dst, rec_start, rec_end, rec_channel, rec_tag, rec_send_seq,
+    sent_on, program, reach_back, extend_held, scratch_words, scratch_starts, scratch_cand, scratch_pool,
+):  # pragma: no cover - compiled
+    """:meth:`~.matcher._Matcher._match_direct` at ``t``: the free channels out of the NPUs that
+    ``received`` or among ``freed``, most constrained first per destination, matched round by round."""
+    # the woken channels, ascending and distinct
+    total = num_freed
+    for i in range(num_received):
+        npu = received[i]
+        total += out_ptr[npu + 1] - out_ptr[npu]
+    found = np.empty(total, dtype=np.int64)
     taken = 0
-    for npu in range(len(received)):
-        if received[npu]:
-            for i in range(out_ptr[npu], out_ptr[npu + 1]):
-                c = out_channels[i]
-                if busy_until[c] == np.inf:
-                    found[taken] = c
-                    taken += 1
-    for c in freed:
+    for i in range(num_received):
+        npu = received[i]
+        for j in range(out_ptr[npu], out_ptr[npu + 1]):
+            c = out_channels[j]
+            if busy_until[c] == np.inf:
+                found[taken] = c
+                taken += 1
+    for i in range(num_freed):
+        c = freed[i]
         if busy_until[c] == np.inf:
             found[taken] = c
             taken += 1
-    return taken
+    if taken == 0:
+        return
+    active = np.unique(found[:taken])
+    src, dst = src_of[active], dst_of[active]
+    options = np.empty(len(active), dtype=np.int64)
+    _candidate_counts(held, wanted, summary, active, src, dst, options)
+    useful = np.flatnonzero(options)
+    if len(useful) == 0:
+        return
+    active, dst, options = active[useful], dst[useful], options[useful]
+    # per destination, most constrained channel first, random among equals (np.lexsort's order)
+    draws = rng.random(len(active))
+    order = np.argsort(draws, kind="mergesort")
+    order = order[np.argsort(options[order], kind="mergesort")]
+    order = order[np.argsort(dst[order], kind="mergesort")]
+    active, dst = active[order], dst[order]
+    size = len(active)
+    round_of = np.empty(size, dtype=np.int64)
+    rounds = 0
+    for i in range(size):
+        round_of[i] = round_of[i - 1] + 1 if i > 0 and dst[i] == dst[i - 1] else 0
+        rounds = max(rounds, round_of[i] + 1)
+    sel_all = np.empty(size, dtype=np.int64)
+    first_all = np.empty(size, dtype=np.int64)
+    count_all = np.empty(size, dtype=np.int32)
+    matched = 0
+    for j in range(rounds):
+        sel = active[round_of == j]
+        s, d = src_of[sel], dst_of[sel]
+        cap = cap_of[sel]
+        longest_cap = np.int64(cap.max())
+        longest_level = np.int64(1) << _bit_length(min(16, longest_cap) - 1)
+        reach = min(longest_cap, 64)
+        top = max(longest_level, np.int64(1) << (_bit_length(reach - 1) - 1)) if reach_back else longest_level
+        row_words = np.empty(len(sel), dtype=np.int64)
+        at = _round_starts(
+            held, wanted, summary, sel, s, d, np.ascontiguousarray(other_in[sel]), held_or_zero, top, reach, _bit_length(longest_level),
+            reach_back, extend_held, row_words, scratch_words, scratch_starts, scratch_cand, scratch_pool,
+        )
+        live = np.count_nonzero(row_words)
+        round_draws = rng.random(live) if live else np.zeros(0)
+        first = np.empty(len(sel), dtype=np.int64)
+        count = np.empty(len(sel), dtype=np.int32)
+        _take_runs(held, wanted, s, d, cap, owner_start, num_chunks, scratch_starts[:at], scratch_words[:at], row_words, round_draws, first, count)
+        ok = first >= 0
+        _set_runs(wanted, held, summary, d[ok], first[ok], count[ok], True, in_ptr, in_channels, src_of)
+        for i in range(len(sel)):
+            if ok[i]:
+                sel_all[matched], first_all[matched], count_all[matched] = sel[i], first[i], count[i]
+                matched += 1
+    # record the messages (:meth:`~.matcher._Matcher._record`), busy until they arrive
+    base = state[0]
+    for i in range(matched):
+        c = sel_all[i]
+        message = base + i
+        end = t + (latency_of[c] + np.float64(np.int64(count_all[i]) * chunk_bytes) / rate_of[c])
+        s = src_of[c]
+        rec_chunk[message], rec_count[message] = first_all[i], count_all[i]
+        rec_src[message], rec_dst[message] = s, dst_of[c]
+        rec_start[message], rec_end[message], rec_channel[message] = t, end, c
+        rec_tag[message] = sent_on[c]
+        sent_on[c] += 1
+        rec_send_seq[message] = program[s]
+        program[s] += 1
+        state[1] -= count_all[i]
+        busy_until[c] = end
+        carrying[c] = message
+        state[2] = _heap_push(heap_time, heap_chan, state[2], end, c)
+    state[0] = base + matched
 
 
-def woken(received: np.ndarray, freed: np.ndarray, out_ptr: np.ndarray, out_channels: np.ndarray, busy_until: np.ndarray) -> np.ndarray:
-    """The free channels (``busy_until`` infinite) out of an NPU that ``received`` or among ``freed``,
-    increasing (``out_channels[out_ptr[i]:out_ptr[i + 1]]``: the channels out of NPU ``i``).
+@numba.njit(nogil=True, cache=True)
+def _arrive(t, received, freed, held, wanted, summary, out_ptr, out_channels, dst_of, busy_until, carrying, heap_time, heap_chan, state,
+            rec_chunk, rec_count, rec_dst, rec_recv_seq, program):  # pragma: no cover - compiled
+    """:meth:`~.matcher._Matcher._arrive` at ``t``: returns how many NPUs received (listed in
+    ``received``, ascending by message) and channels became free (``freed``, ascending)."""
+    num_freed = 0
+    while state[2] and heap_time[0] == t:
+        freed[num_freed] = heap_chan[0]
+        num_freed += 1
+        state[2] = _heap_pop(heap_time, heap_chan, state[2])
+    done = np.sort(freed[:num_freed])
+    freed[:num_freed] = done
+    ids = np.sort(carrying[done])
+    for c in done:
+        busy_until[c] = np.inf
+        carrying[c] = -1
+    dsts = np.empty(len(ids), dtype=np.int64)
+    for i in range(len(ids)):
+        d = np.int64(rec_dst[ids[i]])
+        dsts[i] = d
+        rec_recv_seq[ids[i]] = program[d]
+        program[d] += 1
+        received[i] = d
+    _set_runs(held, wanted, summary, dsts, rec_chunk[ids], rec_count[ids], False, out_ptr, out_channels, dst_of)
+    return len(ids), num_freed
 
-    >>> woken(np.array([False, True]), np.array([0]), np.array([0, 1, 3]), np.array([0, 1, 2]), np.array([np.inf, 5.0, np.inf])).tolist()
-    [0, 2]
-    """
-    found = np.empty(out_ptr[-1] + len(freed), dtype=np.int64)
-    taken = _woken(received, freed, out_ptr, out_channels, busy_until, found)
-    return distinct(found[:taken])
+
+@numba.njit(nogil=True, cache=True)
+def _run_events(
+    events, rng, t_box, received, num_box, freed, held, wanted, summary, held_or_zero, src_of, dst_of, other_in, cap_of, latency_of,
+    rate_of, chunk_bytes, owner_start, num_chunks, out_ptr, out_channels, in_ptr, in_channels, busy_until, carrying, heap_time, heap_chan,
+    state, rec_chunk, rec_count, rec_src, rec_dst, rec_start, rec_end, rec_channel, rec_tag, rec_send_seq, rec_recv_seq, sent_on, program,
+    reach_back, extend_held, scratch_words, scratch_starts, scratch_cand, scratch_pool,
+):  # pragma: no cover - compiled
+    capacity = len(rec_chunk)
+    room = len(src_of)  # an event records at most one message per channel
+    for _ in range(events):
+        if state[0] + room > capacity:
+            return 1
+        t = t_box[0]
+        if state[1]:
+            _match(
+                t, rng, received, num_box[0], freed, num_box[1], held, wanted, summary, held_or_zero, src_of, dst_of, other_in, cap_of,
+                latency_of, rate_of, chunk_bytes, owner_start, num_chunks, out_ptr, out_channels, in_ptr, in_channels, busy_until,
+                carrying, heap_time, heap_chan, state, rec_chunk, rec_count, rec_src, rec_dst, rec_start, rec_end, rec_channel, rec_tag,
+                rec_send_seq, sent_on, program, reach_back, extend_held, scratch_words, scratch_starts, scratch_cand, scratch_pool,
+            )
+        if state[2] == 0:
+            return 0
+        t_box[0] = heap_time[0]
+        num_box[0], num_box[1] = _arrive(
+            t_box[0], received, freed, held, wanted, summary, out_ptr, out_channels, dst_of, busy_until, carrying, heap_time, heap_chan,
+            state, rec_chunk, rec_count, rec_dst, rec_recv_seq, program,
+        )
+    return 2
+
+
+def run_events(matcher, loop: dict, state: np.ndarray) -> int:
+    """Work up to :data:`EVENTS_PER_CALL` events of ``matcher`` (a :class:`~.matcher._Matcher`
+    on compiled kernels; ``loop``: where the last call stopped; ``state``: messages recorded, (NPU,
+    chunk) pairs still to match, heap size, updated in place). Returns 0 when every channel is
+    idle, 1 when the record columns may fill before the next event (grow them, call again), 2
+    after :data:`EVENTS_PER_CALL` events."""
+    ch, rec = matcher.ch, matcher.rec
+    return _run_events(
+        EVENTS_PER_CALL, matcher.rng, loop["t"], loop["received"], loop["counts"], loop["freed"], matcher.held, matcher.wanted,
+        matcher.cand_nz, matcher.held_or_zero, matcher.direct_ends[0], matcher.direct_ends[1], matcher.other_in, matcher.direct_cap,
+        loop["latency"], loop["rate"], int(ch.chunk_bytes), matcher.owner_start, matcher.num_chunks, matcher.out_ptr, matcher.out_channels,
+        matcher.in_ptr, matcher.in_channels, matcher.busy_until, matcher.carrying, loop["heap_time"], loop["heap_chan"], state,
+        rec["chunk"], rec["count"], rec["src"], rec["dst"], rec["start"], rec["end"], rec["channel"], rec["tag"], rec["send_seq"],
+        rec["recv_seq"], matcher.sent_on, matcher.program, matcher.reach_back, matcher.extend_held, *loop["scratch"],
+    )
