@@ -763,12 +763,13 @@ def _after_up(up_final, n: int, K: int):
     pieces = layout.pieces
     # per owner rank and chunk: the op completing that chunk's sum
     chunk_final = np.full(n * K, -1, dtype=np.int64)
-    for key, op in final.items():
-        tree = key // (pieces * n)
-        piece = (key // n) % pieces
-        w = int(layout.weight[tree])
-        first = int(layout.piece_start(np.array([tree]), np.array([piece]))[0])
-        chunk_final[first : first + w] = op
+    keys = np.fromiter(final.keys(), dtype=np.int64, count=len(final))
+    tree, piece = keys // (pieces * n), (keys // n) % pieces
+    width = layout.weight[tree].astype(np.int64)
+    first = layout.piece_start(tree, piece)  # each piece's chunks: the pieces' ranges are disjoint
+    chunk_final[np.repeat(first - (np.cumsum(width) - width), width) + np.arange(int(width.sum()))] = np.repeat(
+        np.fromiter(final.values(), dtype=np.int64, count=len(final)), width
+    )
 
     def ready(rank, first, count, sends):
         """Per send (in order), the distinct ops completing the sums of chunks ``first .. first + count - 1`` (ascending)."""
