@@ -553,7 +553,8 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
     previous[order] = previous_sorted
     deps[0].append(reduces)
     deps[1].append(previous)
-    last_writer = {int(k): int(sorted_reduces[e - 1]) for k, e in zip(recv_key[order][starts].tolist(), ends.tolist())} if len(order) else {}
+    # the last reduction into each accumulator (keys ascending: ``recv_key`` sorts first)
+    written_keys, last_writer = (sorted_keys[starts], sorted_reduces[ends - 1]) if len(order) else (sorted_keys, sorted_reduces)
     # sends: leaves from the input, inner nodes from the accumulator after its last reduction
     has_acc = np.isin(send_key, acc_keys)
     at_acc = np.searchsorted(acc_keys, send_key)
@@ -563,15 +564,13 @@ def _emit_up(prog: _Program, deps: tuple[list, list], layout: _Layout, msgs: _Me
         src_buf=np.where(has_acc, int(Buffer.SCRATCH), int(Buffer.INPUT)), src_off=np.where(has_acc, send_acc_slot + within, msgs.first),
         count=msgs.count, route=msgs.route, key2=-msgs.level + 0, **common,
     )
-    waited = np.array([last_writer.get(int(k), -1) for k in send_key[has_acc].tolist()], dtype=np.int64)
+    waited = _written_by(send_key[has_acc], written_keys, last_writer, -1)
     deps[0].append(sends[has_acc])
     deps[1].append(waited)
     if hops is not None:
         _window(deps, sends, layout, msgs.src, msgs.dst, msgs.route, layout.root[msgs.tree], msgs.unit, msgs.piece, hops)
     # final writer of every root piece
-    final = {}
-    for key, init in zip(root_keys.tolist(), root_copies.tolist()):
-        final[key] = last_writer.get(key, init)
+    final = dict(zip(root_keys.tolist(), _written_by(root_keys, written_keys, last_writer, root_copies).tolist()))
     del has_children
     return {"final": final, "scratch": scratch, "root_keys": root_keys}
 
@@ -744,6 +743,19 @@ def _batches(routes: _Routes, most: int) -> np.ndarray:
     return np.clip(2 ** np.floor(np.log2(slowest / slowest.min())), 1, most).astype(np.int64)
 
 
+def _written_by(keys: np.ndarray, written_keys: np.ndarray, writers: np.ndarray, otherwise) -> np.ndarray:
+    """Per key, its writer (``writers[i]`` wrote ``written_keys[i]``, ascending and distinct),
+    else ``otherwise`` (a scalar or one value per key).
+
+    >>> _written_by(np.array([5, 2, 9]), np.array([2, 5]), np.array([20, 50]), -1).tolist()
+    [50, 20, -1]
+    """
+    if not len(written_keys):
+        return np.broadcast_to(np.asarray(otherwise, dtype=np.int64), keys.shape).copy()
+    at = np.minimum(np.searchsorted(written_keys, keys), len(written_keys) - 1)
+    return np.where(written_keys[at] == keys, writers[at], otherwise).astype(np.int64)
+
+
 def _after_up(up_final, n: int, K: int):
     """Dependencies of a down piece's root sends on the up phase's sums of the chunks it carries."""
     info, layout = up_final
@@ -751,12 +763,13 @@ def _after_up(up_final, n: int, K: int):
     pieces = layout.pieces
     # per owner rank and chunk: the op completing that chunk's sum
     chunk_final = np.full(n * K, -1, dtype=np.int64)
-    for key, op in final.items():
-        tree = key // (pieces * n)
-        piece = (key // n) % pieces
-        w = int(layout.weight[tree])
-        first = int(layout.piece_start(np.array([tree]), np.array([piece]))[0])
-        chunk_final[first : first + w] = op
+    keys = np.fromiter(final.keys(), dtype=np.int64, count=len(final))
+    tree, piece = keys // (pieces * n), (keys // n) % pieces
+    width = layout.weight[tree].astype(np.int64)
+    first = layout.piece_start(tree, piece)  # each piece's chunks: the pieces' ranges are disjoint
+    chunk_final[np.repeat(first - (np.cumsum(width) - width), width) + np.arange(int(width.sum()))] = np.repeat(
+        np.fromiter(final.values(), dtype=np.int64, count=len(final)), width
+    )
 
     def ready(rank, first, count, sends):
         """Per send (in order), the distinct ops completing the sums of chunks ``first .. first + count - 1`` (ascending)."""
