@@ -237,8 +237,8 @@ def test_runs_that_extend_what_the_destination_holds_are_variants():
     assert len(distinct_variants(build_channels(topo, chunk_bytes=2**14), MERGE_VARIANTS)) == 3
     assert default_variants(1024, 1) == LARGE_MERGE_VARIANTS and all(v.extend_held for v in LARGE_MERGE_VARIANTS)
     assert default_variants(1024, 1, switched=True) == default_variants(64, 1) == MERGE_VARIANTS
-    # a huge phase (the 40K All-Reduce) runs one matching, the variant that won at 4,096 NPUs; 16K keeps both
-    assert default_variants(16384, 1) == LARGE_MERGE_VARIANTS and default_variants(39304, 1) == (REACHING_BACK,)
+    # a huge phase (16K NPUs, the 40K All-Reduce) runs one matching, the variant that won at 4,096 NPUs; 8K keeps both
+    assert default_variants(8192, 1) == LARGE_MERGE_VARIANTS and default_variants(16384, 1) == default_variants(39304, 1) == (REACHING_BACK,)
 
 
 def test_message_caps_closed_form():

@@ -122,13 +122,16 @@ ratio 20 / 40 / 40 extending / 40 extending and reaching back: 1,024 NPUs torus2
 / 0.905 / 0.878, mesh2d 0.899 / 0.908 / 0.920 / 0.938; 4,096 NPUs torus2d 0.796 / 0.798 / 0.818
 / 0.823, mesh2d - / 0.804 / 0.851 / 0.885."""
 
-HUGE_PHASE_PAIRS = 2**30
-"""(NPU, chunk) pairs per phase from which a phase runs :data:`REACHING_BACK` alone (32,768 NPUs
+HUGE_PHASE_PAIRS = 2**28
+"""(NPU, chunk) pairs per phase from which a phase runs :data:`REACHING_BACK` alone (16,384 NPUs
 at one chunk each; the 40K All-Reduce's 1.54G): the variant that won at 4,096 NPUs on every
 family measured (above; ``torus3d:16x16x16`` 239.4 against 250.3 us, 1.37M against 1.85M
-messages, 22 against 32 CPU s; ``torus3d:20x20x20`` 254.8 against 269.5 us). One matching of
-39,304 NPUs takes about 0.85 CPU hours and holds about 4 GiB of messages: a second would double
-the CPU and, returned from its process, the memory. Smaller phases keep both, unchanged."""
+messages, 22 against 32 CPU s; ``torus3d:20x20x20`` 254.8 against 269.5 us) and at 16,384
+(``mesh2d:128x128`` All-Gather 64 MiB: 801.5 us). Two matchings at once there hold more than
+one machine of 4 GB: on ``mesh2d:128x128`` the extending variant peaked at 1.29 GiB in this
+process while reaching back peaked at 3.3 GiB in its own, sending its schedule back (this
+process then 3.96 GiB); one matching of 39,304 NPUs takes about 0.85 CPU hours and holds about
+4 GiB of messages. Smaller phases keep both, unchanged."""
 
 SEVERAL_RUNS_VARIANTS = (replace(MERGE_VARIANTS[2], ranges=4), replace(REACHING_BACK, ranges=2))
 """:data:`LARGE_MERGE_VARIANTS` whose messages carry up to 4 runs of consecutive chunks
